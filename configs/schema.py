@@ -1,0 +1,402 @@
+"""The one schema for lamplighter's configuration: a job, and a node supervisor.
+
+Every key a user can write is declared here with its type, default and a
+one-line description (the README's config reference is generated from these
+descriptions). Unknown keys are errors. Cross-field rules that torchft needs
+and users get wrong (the timeout hierarchy) are checked here too, each with a
+one-sentence explanation naming the values.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+# torchft's Manager sends a heartbeat to the Lighthouse every 100 ms (fixed in
+# this torchft version unless the trainer passes heartbeat_interval).
+TORCHFT_HEARTBEAT_INTERVAL_MS = 100
+
+TRAINER_PLACEHOLDERS = {
+    "replica_id": "index of the replica group, 0..count-1",
+    "group_size": "number of replica groups (torchtitan's --fault_tolerance.group_size)",
+    "num_groups": "same as group_size",
+    "lighthouse": "Lighthouse address, http://host:port",
+    "nproc_per_node": "processes per node in a group",
+    "nnodes": "nodes per group",
+    "job": "the job's name",
+    "run_dir": "the run directory (logs, heartbeats, step logs, checkpoints)",
+    "python": "the Python interpreter running lamplighter",
+    "config": "path of the resolved job config (JSON) the reference trainer reads",
+}
+
+
+class Strict(BaseModel):
+    """Base: unknown keys are errors, values are validated on assignment too."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+
+
+class ModelConfig(Strict):
+    """The reference trainer's transformer and data."""
+
+    vocab_size: int = Field(256, ge=2, le=1_000_000, description="Vocabulary size (synthetic byte-level data by default).")
+    dim: int = Field(128, ge=8, le=65536, description="Model width.")
+    layers: int = Field(2, ge=1, le=1024, description="Transformer blocks.")
+    heads: int = Field(4, ge=1, le=1024, description="Attention heads; must divide dim.")
+    seq_len: int = Field(64, ge=2, le=1_000_000, description="Tokens per sample.")
+    batch_size: int = Field(16, ge=1, le=1_000_000, description="Samples per replica group per step.")
+    lr: float = Field(3e-3, gt=0, le=10, description="AdamW learning rate.")
+    seed: int = Field(0, ge=0, description="Seed for weights and the synthetic dataset.")
+    dataset_size: int = Field(1_000_000, ge=1, description="Samples in the synthetic dataset before it wraps around.")
+
+    @model_validator(mode="after")
+    def _heads_divide_dim(self) -> ModelConfig:
+        if self.dim % self.heads:
+            raise ValueError(f"model.heads ({self.heads}) must divide model.dim ({self.dim})")
+        return self
+
+
+class CheckpointConfig(Strict):
+    """The durable fallback checkpoint, used only when no live peer can heal a group."""
+
+    enabled: bool = Field(True, description="Write a fallback checkpoint from one replica, off the step's critical path.")
+    interval_s: float = Field(300.0, gt=0, description="Seconds between fallback checkpoints.")
+    dir: str | None = Field(None, description="Where to write it; default <run_dir>/checkpoint.")
+
+
+class TrainerConfig(Strict):
+    """What runs in every process of a replica group."""
+
+    command: list[str] | None = Field(
+        None,
+        description=(
+            "Command template (a list of arguments, never run through a shell). Placeholders: "
+            + ", ".join("{" + k + "}" for k in TRAINER_PLACEHOLDERS)
+            + ". Default: the reference trainer."
+        ),
+    )
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment for the trainer processes.")
+    steps: int = Field(200, ge=1, description="Target number of committed steps; the job is done when a group reaches it.")
+    backend: Literal["auto", "gloo", "nccl"] = Field("auto", description="Process-group backend: auto picks NCCL/RCCL when GPUs exist, else gloo.")
+    checkpoint_transport: Literal["http", "pg"] = Field("http", description="How a healing group receives weights from a peer.")
+    model: ModelConfig = Field(default_factory=ModelConfig, description="The reference trainer's model and data.")
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig, description="Fallback checkpoint.")
+
+    @field_validator("command")
+    @classmethod
+    def _placeholders_known(cls, v: list[str] | None) -> list[str] | None:
+        if v is None:
+            return v
+        if not v:
+            raise ValueError("trainer.command must not be empty")
+        for arg in v:
+            for _, name, _, _ in string.Formatter().parse(arg):
+                if name is not None and name not in TRAINER_PLACEHOLDERS:
+                    raise ValueError(
+                        f"unknown placeholder {{{name}}} in {arg!r}; valid: "
+                        + ", ".join(sorted(TRAINER_PLACEHOLDERS))
+                    )
+        return v
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
+        for k in v:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k):
+                raise ValueError(f"trainer.env key {k!r} is not a valid environment variable name")
+        return v
+
+
+class GroupsConfig(Strict):
+    """Replica groups: torchft's unit of failure and healing."""
+
+    count: int = Field(3, ge=1, le=4096, description="Number of replica groups.")
+    nodes: int = Field(1, ge=1, le=4096, description="Nodes per replica group.")
+    gpus_per_node: int = Field(0, ge=0, le=64, description="GPUs per node (0: CPU only).")
+    procs_per_node: int | None = Field(None, ge=1, le=256, description="Trainer processes per node; default gpus_per_node, or 1 without GPUs.")
+
+    @property
+    def nproc_per_node(self) -> int:
+        if self.procs_per_node is not None:
+            return self.procs_per_node
+        return self.gpus_per_node or 1
+
+    @model_validator(mode="after")
+    def _procs_fit_gpus(self) -> GroupsConfig:
+        if self.gpus_per_node and self.procs_per_node and self.procs_per_node > self.gpus_per_node:
+            raise ValueError(
+                f"groups.procs_per_node ({self.procs_per_node}) exceeds groups.gpus_per_node "
+                f"({self.gpus_per_node}): each trainer process needs its own GPU"
+            )
+        return self
+
+
+class LighthouseConfig(Strict):
+    """torchft's Lighthouse: forms the quorum of live replica groups."""
+
+    host: str = Field("127.0.0.1", description="Host the Lighthouse runs on (the head node on a cluster).")
+    port: int = Field(29510, ge=0, le=65535, description="Port; 0 picks a free one (local mode only).")
+    placement: Literal["slurm-job", "head-service"] = Field(
+        "slurm-job", description="On Slurm: run it as a job pinned to the head node, or expect the head node's service."
+    )
+    min_replicas: int = Field(1, ge=1, description="Smallest quorum that may train.")
+    quorum_tick_ms: int = Field(20, ge=1, le=60_000, description="How often the Lighthouse re-evaluates the quorum.")
+    join_timeout_ms: int = Field(1000, ge=0, le=3_600_000, description="How long a quorum waits for more groups to join.")
+    heartbeat_timeout_ms: int = Field(500, ge=1, le=3_600_000, description="A group silent this long leaves the quorum.")
+
+    @field_validator("host")
+    @classmethod
+    def _host_shape(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_.:\-\[\]]{1,253}", v):
+            raise ValueError(f"lighthouse.host {v!r} is not a host name or address")
+        return v
+
+
+class TorchftConfig(Strict):
+    """torchft Manager and process-group timeouts (whole seconds, as torchft's env overrides require)."""
+
+    timeout_s: int = Field(5, ge=1, le=86_400, description="Manager timeout for collectives and checkpoint transfers.")
+    quorum_timeout_s: int = Field(10, ge=1, le=86_400, description="How long a group waits for a quorum.")
+    connect_timeout_s: int = Field(10, ge=1, le=86_400, description="Connecting to the Lighthouse and peers.")
+    pg_timeout_s: int = Field(3, ge=1, le=86_400, description="Process-group (gloo/NCCL) operation timeout: bounds a hung peer's stall.")
+    heartbeat_interval_ms: int = Field(TORCHFT_HEARTBEAT_INTERVAL_MS, ge=10, le=60_000, description="Manager heartbeat to the Lighthouse.")
+
+
+_SLURM_TIME = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}|\d+-\d+|UNLIMITED|INFINITE")
+# Options lamplighter sets itself; setting them in extra_sbatch would silently
+# break requeueing, naming or placement.
+_RESERVED_SBATCH = {
+    "--job-name", "-J", "--nodes", "-N", "--ntasks", "-n", "--ntasks-per-node", "--requeue",
+    "--no-requeue", "--output", "-o", "--error", "-e", "--partition", "-p", "--account", "-A",
+    "--time", "-t", "--qos", "-q", "--exclusive", "--constraint", "-C", "--wrap", "--chdir", "-D",
+    "--export", "--parsable",
+}
+
+
+class SlurmConfig(Strict):
+    """How replica groups are submitted to Slurm."""
+
+    partition: str | None = Field(None, description="Partition (sbatch --partition).")
+    account: str | None = Field(None, description="Account (sbatch --account).")
+    time: str | None = Field(None, description="Time limit, Slurm format: MM, HH:MM:SS, D-HH:MM:SS, UNLIMITED.")
+    qos: str | None = Field(None, description="Quality of service (sbatch --qos).")
+    exclusive: bool = Field(False, description="Whole nodes for each group (sbatch --exclusive).")
+    constraint: str | None = Field(None, description="Node features (sbatch --constraint).")
+    requeue: bool = Field(True, description="Let Slurm requeue a group's job (needed to bring a group back).")
+    extra_sbatch: list[str] = Field(
+        default_factory=list,
+        description="More sbatch options, each '--name=value' or '--flag'; options lamplighter sets itself are refused.",
+    )
+    head_node: str | None = Field(None, description="Node for the Lighthouse job (sbatch --nodelist); default any.")
+    slurm_conf: str | None = Field(None, description="SLURM_CONF for Slurm commands; default Slurm's own.")
+
+    @field_validator("partition", "account", "qos", "head_node")
+    @classmethod
+    def _slurm_name(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[A-Za-z0-9_.\-\[\],]{1,128}", v):
+            raise ValueError(f"{v!r} is not a Slurm name (letters, digits, _ . - [ ] ,)")
+        return v
+
+    @field_validator("constraint")
+    @classmethod
+    def _constraint(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[A-Za-z0-9_.\-&|()\[\]*:,!]{1,256}", v):
+            raise ValueError(f"{v!r} is not a Slurm constraint expression")
+        return v
+
+    @field_validator("time")
+    @classmethod
+    def _time(cls, v: str | None) -> str | None:
+        if v is not None and not _SLURM_TIME.fullmatch(v):
+            raise ValueError(f"{v!r} is not a Slurm time (MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM:SS, UNLIMITED)")
+        return v
+
+    @field_validator("extra_sbatch")
+    @classmethod
+    def _extra(cls, v: list[str]) -> list[str]:
+        for opt in v:
+            m = re.fullmatch(r"(--[a-z][a-z0-9\-]*)(=([^\n\r\x00]*))?", opt)
+            if not m:
+                raise ValueError(f"extra_sbatch entry {opt!r} must look like '--name=value' or '--flag'")
+            if m.group(1) in _RESERVED_SBATCH:
+                raise ValueError(f"extra_sbatch entry {opt!r} sets {m.group(1)}, which lamplighter sets itself")
+        return v
+
+
+class HealthConfig(Strict):
+    """Thresholds for the supervisor's checks."""
+
+    poll_interval_s: float = Field(1.0, gt=0, le=3600, description="How often GPUs and processes are checked.")
+    probe_deadline_s: float = Field(2.0, gt=0, le=3600, description="A GPU probe that takes longer marks the GPU unresponsive.")
+    ecc_uncorrectable_max: int = Field(0, ge=0, description="New uncorrectable ECC errors tolerated per GPU (above: fault).")
+    ecc_deferred_max: int = Field(0, ge=0, description="New deferred ECC errors tolerated per GPU (above: fault).")
+    ecc_correctable_max: int = Field(10_000, ge=0, description="New correctable ECC errors tolerated per GPU (above: fault).")
+    temperature_edge_max_c: float = Field(100.0, gt=0, le=200, description="Edge temperature above which the GPU is faulty.")
+    temperature_hotspot_max_c: float = Field(110.0, gt=0, le=200, description="Hotspot (junction) temperature limit.")
+    temperature_vram_max_c: float = Field(105.0, gt=0, le=200, description="VRAM temperature limit.")
+    bad_pages_max: int = Field(8, ge=0, description="New retired (bad) memory pages tolerated per GPU.")
+    hang_timeout_s: float = Field(30.0, gt=0, le=86_400, description="A trainer with no step for this long is hung.")
+    d_state_max_s: float = Field(60.0, gt=0, le=86_400, description="A trainer in uninterruptible sleep this long is stuck.")
+    memory_max_percent: float = Field(95.0, gt=0, le=100, description="A trainer tree using more of the node's memory is killed.")
+
+
+class RestartConfig(Strict):
+    """When a failed group is brought back, and when lamplighter gives up."""
+
+    budget_per_group: int = Field(10, ge=0, description="Restarts allowed per group over the job's life.")
+    backoff_initial_s: float = Field(0.0, ge=0, description="Delay before the first restart of a group.")
+    backoff_factor: float = Field(2.0, ge=1, description="Each further restart waits this much longer...")
+    backoff_max_s: float = Field(60.0, ge=0, description="...up to this delay.")
+    crash_loop_window_s: float = Field(120.0, gt=0, description="Window for crash-loop detection.")
+    crash_loop_max: int = Field(5, ge=1, description="Failures within the window that mean a crash loop (the group is left down).")
+    no_restart_exit_codes: list[int] = Field(
+        default_factory=lambda: [78], description="Trainer exit codes that mean 'do not restart' (78: the trainer refused)."
+    )
+
+    @model_validator(mode="after")
+    def _backoff_order(self) -> RestartConfig:
+        if self.backoff_max_s < self.backoff_initial_s:
+            raise ValueError(
+                f"restart.backoff_max_s ({self.backoff_max_s}) is below restart.backoff_initial_s "
+                f"({self.backoff_initial_s}): the delay could never reach its start"
+            )
+        return self
+
+
+ChaosKind = Literal["kill", "hang", "exception", "lighthouse-kill", "gpu", "node-crash", "supervisor-kill"]
+
+
+class ChaosEvent(Strict):
+    """One scheduled fault."""
+
+    at_s: float = Field(ge=0, description="Seconds after training starts.")
+    kind: ChaosKind = Field(description="Fault kind.")
+    group: int | None = Field(None, ge=0, description="Target group; default chosen by the seed.")
+
+
+class ChaosConfig(Strict):
+    """Default fault injection (`--chaos` on the command line replaces it)."""
+
+    enabled: bool = Field(False, description="Inject faults by default.")
+    mtbf_s: float | None = Field(None, gt=0, description="Mean time between random faults.")
+    seed: int = Field(0, ge=0, description="Seed for random faults.")
+    kinds: list[ChaosKind] = Field(default_factory=lambda: ["kill", "hang", "exception"], description="Kinds to draw from.")
+    start_after_s: float = Field(10.0, ge=0, description="No fault before this many seconds of training.")
+    max_faults: int | None = Field(None, ge=0, description="Stop injecting after this many.")
+    schedule: list[ChaosEvent] = Field(default_factory=list, description="Explicit faults (used instead of mtbf_s when given).")
+
+
+class JobConfig(Strict):
+    """A lamplighter job: one YAML file."""
+
+    name: str = Field(description="Job name: letters, digits, '-', '_', '.'; names the Slurm jobs and the run directory.")
+    run_dir: str | None = Field(None, description="Where logs, heartbeats and step logs go; default runs/<name>.")
+    trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="The trainer.")
+    groups: GroupsConfig = Field(default_factory=GroupsConfig, description="Replica groups.")
+    lighthouse: LighthouseConfig = Field(default_factory=LighthouseConfig, description="The torchft Lighthouse.")
+    torchft: TorchftConfig = Field(default_factory=TorchftConfig, description="torchft timeouts.")
+    slurm: SlurmConfig = Field(default_factory=SlurmConfig, description="Slurm submission.")
+    health: HealthConfig = Field(default_factory=HealthConfig, description="Health thresholds.")
+    restart: RestartConfig = Field(default_factory=RestartConfig, description="Restart policy.")
+    chaos: ChaosConfig = Field(default_factory=ChaosConfig, description="Fault injection.")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}", v):
+            raise ValueError(
+                f"{v!r} is not a job name: 1-64 letters, digits, '-', '_' or '.', starting with a letter or digit"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _hierarchy(self) -> JobConfig:
+        for problem in timeout_hierarchy_problems(self):
+            raise ValueError(problem)
+        return self
+
+
+def timeout_hierarchy_problems(job: JobConfig) -> list[str]:
+    """Each violated rule of the timeout hierarchy, in one sentence with the values."""
+    lh, ft, h, g = job.lighthouse, job.torchft, job.health, job.groups
+    out: list[str] = []
+    if lh.heartbeat_timeout_ms < 2 * ft.heartbeat_interval_ms:
+        out.append(
+            f"lighthouse.heartbeat_timeout_ms ({lh.heartbeat_timeout_ms}) must be at least twice "
+            f"torchft.heartbeat_interval_ms ({ft.heartbeat_interval_ms}): one late heartbeat would "
+            "evict a healthy group and cause constant quorum changes"
+        )
+    if ft.quorum_timeout_s * 1000 <= lh.heartbeat_timeout_ms:
+        out.append(
+            f"torchft.quorum_timeout_s ({ft.quorum_timeout_s} s) must exceed lighthouse.heartbeat_timeout_ms "
+            f"({lh.heartbeat_timeout_ms} ms): survivors would time out waiting for a quorum before the "
+            "Lighthouse drops the dead group, and crash"
+        )
+    if ft.quorum_timeout_s * 1000 <= lh.join_timeout_ms:
+        out.append(
+            f"torchft.quorum_timeout_s ({ft.quorum_timeout_s} s) must exceed lighthouse.join_timeout_ms "
+            f"({lh.join_timeout_ms} ms): a group would give up on the quorum while the Lighthouse still waits for joiners"
+        )
+    if ft.timeout_s < ft.pg_timeout_s:
+        out.append(
+            f"torchft.timeout_s ({ft.timeout_s} s) must be at least torchft.pg_timeout_s ({ft.pg_timeout_s} s): "
+            "the Manager would abandon a collective the process group is still allowed to finish"
+        )
+    slowest = max(ft.pg_timeout_s, ft.timeout_s, ft.quorum_timeout_s)
+    if h.hang_timeout_s <= slowest:
+        out.append(
+            f"health.hang_timeout_s ({h.hang_timeout_s} s) must exceed the longest torchft wait "
+            f"(pg {ft.pg_timeout_s} s, timeout {ft.timeout_s} s, quorum {ft.quorum_timeout_s} s): "
+            "the supervisor would kill groups that are only waiting for a peer's timeout"
+        )
+    if h.probe_deadline_s >= h.hang_timeout_s:
+        out.append(
+            f"health.probe_deadline_s ({h.probe_deadline_s} s) must be below health.hang_timeout_s "
+            f"({h.hang_timeout_s} s): an unresponsive GPU would be noticed only after the hang timeout"
+        )
+    if lh.min_replicas > g.count:
+        out.append(
+            f"lighthouse.min_replicas ({lh.min_replicas}) exceeds groups.count ({g.count}): no quorum could ever form"
+        )
+    return out
+
+
+class MetricsConfig(Strict):
+    """Prometheus metrics endpoint of the node supervisor."""
+
+    enabled: bool = Field(True, description="Serve Prometheus metrics.")
+    host: str = Field("127.0.0.1", description="Bind address; localhost unless you mean to expose it.")
+    port: int = Field(9464, ge=0, le=65535, description="Port (0: pick a free one).")
+
+
+class NodeConfig(Strict):
+    """The per-node supervisor daemon (`lamplighter supervise --config node.yaml`)."""
+
+    role: Literal["compute", "head"] = Field("compute", description="compute: watch GPUs and trainers; head: also the Lighthouse and the nodes.")
+    node_name: str | None = Field(None, description="This node's Slurm name; default the host name.")
+    state_dir: str = Field("/var/lib/lamplighter", description="Persistent state (restart counts, baselines, journal).")
+    status_socket: str = Field("/run/lamplighter/status.sock", description="Unix socket that `lamplighter status` reads.")
+    job_prefix: str = Field("ll-", description="Slurm job names of lamplighter jobs start with this.")
+    gpus: bool = Field(True, description="Watch this node's GPUs through amdsmi.")
+    health: HealthConfig = Field(default_factory=HealthConfig, description="Health thresholds.")
+    restart: RestartConfig = Field(default_factory=RestartConfig, description="Restart policy.")
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig, description="Prometheus metrics.")
+    slurm_conf: str | None = Field(None, description="SLURM_CONF for Slurm commands.")
+    max_drain_fraction: float = Field(0.25, gt=0, le=1, description="Never drain more than this fraction of nodes...")
+    drain_window_s: float = Field(3600.0, gt=0, description="...within this window.")
+    node_silence_s: float = Field(5.0, gt=0, description="Head role: a node supervisor silent this long is marked down.")
+    lighthouse: LighthouseConfig | None = Field(None, description="Head role: the Lighthouse to run and supervise.")
+
+    @model_validator(mode="after")
+    def _node(self) -> NodeConfig:
+        if self.health.probe_deadline_s >= self.health.hang_timeout_s:
+            raise ValueError(
+                f"health.probe_deadline_s ({self.health.probe_deadline_s} s) must be below "
+                f"health.hang_timeout_s ({self.health.hang_timeout_s} s)"
+            )
+        return self
+
+

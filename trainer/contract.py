@@ -1,0 +1,95 @@
+"""The contract between a trainer process and whatever supervises it.
+
+Everything the supervisor (local mode, the node daemon, Slurm scripts) and the
+chaos injector need to know about a trainer lives here, so that both sides
+import the same names instead of agreeing on strings.
+
+Exit codes
+    EXIT_DONE (0)           the target step was reached; do not restart.
+    EXIT_RETRYABLE (75)     a failure worth a restart (EX_TEMPFAIL). Any other
+                            non-zero code, or death by a signal, is treated
+                            the same way.
+    EXIT_NO_RESTART (78)    restarting cannot help (EX_CONFIG): the job has
+                            progress, no live peer to heal from and no fallback
+                            checkpoint, or the trainer's configuration is bad.
+
+Files, all under the run directory (RunPaths below), written atomically
+(write to a temporary name, then rename) so a reader never sees half a file:
+    heartbeat/<replica_id>.<rank>.json   {"step", "time", "pid"}: rewritten
+                                         after every step; the supervisor's
+                                         hang check reads it.
+    steps/<replica_id>.jsonl             one JSON line per step (StepRecord),
+                                         appended by the group's rank 0.
+    progress/<replica_id>.json           {"step": N}: the group's last
+                                         committed step. A restarted trainer
+                                         reads every group's file to learn
+                                         whether the job already has progress.
+    inject/<replica_id>.exception        chaos: if present, the trainer
+                                         removes it and raises at its next step.
+    checkpoint/                          the durable fallback checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+EXIT_DONE = 0
+EXIT_RETRYABLE = 75
+EXIT_NO_RESTART = 78
+
+# Environment the launcher gives every trainer process.
+ENV_REPLICA_ID = "LAMPLIGHTER_REPLICA_ID"  # the group's index, 0..N-1
+ENV_NUM_GROUPS = "LAMPLIGHTER_NUM_GROUPS"
+ENV_RUN_DIR = "LAMPLIGHTER_RUN_DIR"
+ENV_CONFIG = "LAMPLIGHTER_CONFIG"  # path of the resolved job config (JSON)
+ENV_ATTEMPT = "LAMPLIGHTER_ATTEMPT"  # 0 on the first start, then 1, 2, ...
+ENV_JOB = "LAMPLIGHTER_JOB"  # the job's name; identifies its processes
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """Where a run's files live; one instance per run directory."""
+
+    root: Path
+
+    def heartbeat(self, replica_id: int, rank: int) -> Path:
+        return self.root / "heartbeat" / f"{replica_id}.{rank}.json"
+
+    def steps(self, replica_id: int) -> Path:
+        return self.root / "steps" / f"{replica_id}.jsonl"
+
+    def progress(self, replica_id: int) -> Path:
+        return self.root / "progress" / f"{replica_id}.json"
+
+    def progress_dir(self) -> Path:
+        return self.root / "progress"
+
+    def inject_exception(self, replica_id: int) -> Path:
+        return self.root / "inject" / f"{replica_id}.exception"
+
+    def checkpoint_dir(self) -> Path:
+        return self.root / "checkpoint"
+
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    """Write JSON so that a concurrent reader sees the old or the new file, never a torn one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(obj, f)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
