@@ -42,7 +42,9 @@ class Strict(BaseModel):
 class ModelConfig(Strict):
     """The reference trainer's transformer and data."""
 
-    vocab_size: int = Field(256, ge=2, le=1_000_000, description="Vocabulary size (synthetic byte-level data by default).")
+    vocab_size: int = Field(
+        256, ge=2, le=1_000_000, description="Vocabulary size (synthetic byte-level data by default)."
+    )
     dim: int = Field(128, ge=8, le=65536, description="Model width.")
     layers: int = Field(2, ge=1, le=1024, description="Transformer blocks.")
     heads: int = Field(4, ge=1, le=1024, description="Attention heads; must divide dim.")
@@ -62,7 +64,9 @@ class ModelConfig(Strict):
 class CheckpointConfig(Strict):
     """The durable fallback checkpoint, used only when no live peer can heal a group."""
 
-    enabled: bool = Field(True, description="Write a fallback checkpoint from one replica, off the step's critical path.")
+    enabled: bool = Field(
+        True, description="Write a fallback checkpoint from one replica, off the step's critical path."
+    )
     interval_s: float = Field(300.0, gt=0, description="Seconds between fallback checkpoints.")
     dir: str | None = Field(None, description="Where to write it; default <run_dir>/checkpoint.")
 
@@ -79,9 +83,15 @@ class TrainerConfig(Strict):
         ),
     )
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment for the trainer processes.")
-    steps: int = Field(200, ge=1, description="Target number of committed steps; the job is done when a group reaches it.")
-    backend: Literal["auto", "gloo", "nccl"] = Field("auto", description="Process-group backend: auto picks NCCL/RCCL when GPUs exist, else gloo.")
-    checkpoint_transport: Literal["http", "pg"] = Field("http", description="How a healing group receives weights from a peer.")
+    steps: int = Field(
+        200, ge=1, description="Target number of committed steps; the job is done when a group reaches it."
+    )
+    backend: Literal["auto", "gloo", "nccl"] = Field(
+        "auto", description="Process-group backend: auto picks NCCL/RCCL when GPUs exist, else gloo."
+    )
+    checkpoint_transport: Literal["http", "pg"] = Field(
+        "http", description="How a healing group receives weights from a peer."
+    )
     model: ModelConfig = Field(default_factory=ModelConfig, description="The reference trainer's model and data.")
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig, description="Fallback checkpoint.")
 
@@ -96,8 +106,7 @@ class TrainerConfig(Strict):
             for _, name, _, _ in string.Formatter().parse(arg):
                 if name is not None and name not in TRAINER_PLACEHOLDERS:
                     raise ValueError(
-                        f"unknown placeholder {{{name}}} in {arg!r}; valid: "
-                        + ", ".join(sorted(TRAINER_PLACEHOLDERS))
+                        f"unknown placeholder {{{name}}} in {arg!r}; valid: " + ", ".join(sorted(TRAINER_PLACEHOLDERS))
                     )
         return v
 
@@ -116,7 +125,9 @@ class GroupsConfig(Strict):
     count: int = Field(3, ge=1, le=4096, description="Number of replica groups.")
     nodes: int = Field(1, ge=1, le=4096, description="Nodes per replica group.")
     gpus_per_node: int = Field(0, ge=0, le=64, description="GPUs per node (0: CPU only).")
-    procs_per_node: int | None = Field(None, ge=1, le=256, description="Trainer processes per node; default gpus_per_node, or 1 without GPUs.")
+    procs_per_node: int | None = Field(
+        None, ge=1, le=256, description="Trainer processes per node; default gpus_per_node, or 1 without GPUs."
+    )
 
     @property
     def nproc_per_node(self) -> int:
@@ -144,8 +155,12 @@ class LighthouseConfig(Strict):
     )
     min_replicas: int = Field(1, ge=1, description="Smallest quorum that may train.")
     quorum_tick_ms: int = Field(20, ge=1, le=60_000, description="How often the Lighthouse re-evaluates the quorum.")
-    join_timeout_ms: int = Field(1000, ge=0, le=3_600_000, description="How long a quorum waits for more groups to join.")
-    heartbeat_timeout_ms: int = Field(500, ge=1, le=3_600_000, description="A group silent this long leaves the quorum.")
+    join_timeout_ms: int = Field(
+        1000, ge=0, le=3_600_000, description="How long a quorum waits for more groups to join."
+    )
+    heartbeat_timeout_ms: int = Field(
+        500, ge=1, le=3_600_000, description="A group silent this long leaves the quorum."
+    )
 
     @field_validator("host")
     @classmethod
@@ -161,18 +176,47 @@ class TorchftConfig(Strict):
     timeout_s: int = Field(5, ge=1, le=86_400, description="Manager timeout for collectives and checkpoint transfers.")
     quorum_timeout_s: int = Field(10, ge=1, le=86_400, description="How long a group waits for a quorum.")
     connect_timeout_s: int = Field(10, ge=1, le=86_400, description="Connecting to the Lighthouse and peers.")
-    pg_timeout_s: int = Field(3, ge=1, le=86_400, description="Process-group (gloo/NCCL) operation timeout: bounds a hung peer's stall.")
-    heartbeat_interval_ms: int = Field(TORCHFT_HEARTBEAT_INTERVAL_MS, ge=10, le=60_000, description="Manager heartbeat to the Lighthouse.")
+    pg_timeout_s: int = Field(
+        3, ge=1, le=86_400, description="Process-group (gloo/NCCL) operation timeout: bounds a hung peer's stall."
+    )
+    heartbeat_interval_ms: int = Field(
+        TORCHFT_HEARTBEAT_INTERVAL_MS, ge=10, le=60_000, description="Manager heartbeat to the Lighthouse."
+    )
 
 
 _SLURM_TIME = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}|\d+-\d+|UNLIMITED|INFINITE")
 # Options lamplighter sets itself; setting them in extra_sbatch would silently
 # break requeueing, naming or placement.
 _RESERVED_SBATCH = {
-    "--job-name", "-J", "--nodes", "-N", "--ntasks", "-n", "--ntasks-per-node", "--requeue",
-    "--no-requeue", "--output", "-o", "--error", "-e", "--partition", "-p", "--account", "-A",
-    "--time", "-t", "--qos", "-q", "--exclusive", "--constraint", "-C", "--wrap", "--chdir", "-D",
-    "--export", "--parsable",
+    "--job-name",
+    "-J",
+    "--nodes",
+    "-N",
+    "--ntasks",
+    "-n",
+    "--ntasks-per-node",
+    "--requeue",
+    "--no-requeue",
+    "--output",
+    "-o",
+    "--error",
+    "-e",
+    "--partition",
+    "-p",
+    "--account",
+    "-A",
+    "--time",
+    "-t",
+    "--qos",
+    "-q",
+    "--exclusive",
+    "--constraint",
+    "-C",
+    "--wrap",
+    "--chdir",
+    "-D",
+    "--export",
+    "--parsable",
 }
 
 
@@ -230,17 +274,29 @@ class HealthConfig(Strict):
     """Thresholds for the supervisor's checks."""
 
     poll_interval_s: float = Field(1.0, gt=0, le=3600, description="How often GPUs and processes are checked.")
-    probe_deadline_s: float = Field(2.0, gt=0, le=3600, description="A GPU probe that takes longer marks the GPU unresponsive.")
-    ecc_uncorrectable_max: int = Field(0, ge=0, description="New uncorrectable ECC errors tolerated per GPU (above: fault).")
+    probe_deadline_s: float = Field(
+        2.0, gt=0, le=3600, description="A GPU probe that takes longer marks the GPU unresponsive."
+    )
+    ecc_uncorrectable_max: int = Field(
+        0, ge=0, description="New uncorrectable ECC errors tolerated per GPU (above: fault)."
+    )
     ecc_deferred_max: int = Field(0, ge=0, description="New deferred ECC errors tolerated per GPU (above: fault).")
-    ecc_correctable_max: int = Field(10_000, ge=0, description="New correctable ECC errors tolerated per GPU (above: fault).")
-    temperature_edge_max_c: float = Field(100.0, gt=0, le=200, description="Edge temperature above which the GPU is faulty.")
+    ecc_correctable_max: int = Field(
+        10_000, ge=0, description="New correctable ECC errors tolerated per GPU (above: fault)."
+    )
+    temperature_edge_max_c: float = Field(
+        100.0, gt=0, le=200, description="Edge temperature above which the GPU is faulty."
+    )
     temperature_hotspot_max_c: float = Field(110.0, gt=0, le=200, description="Hotspot (junction) temperature limit.")
     temperature_vram_max_c: float = Field(105.0, gt=0, le=200, description="VRAM temperature limit.")
     bad_pages_max: int = Field(8, ge=0, description="New retired (bad) memory pages tolerated per GPU.")
     hang_timeout_s: float = Field(30.0, gt=0, le=86_400, description="A trainer with no step for this long is hung.")
-    d_state_max_s: float = Field(60.0, gt=0, le=86_400, description="A trainer in uninterruptible sleep this long is stuck.")
-    memory_max_percent: float = Field(95.0, gt=0, le=100, description="A trainer tree using more of the node's memory is killed.")
+    d_state_max_s: float = Field(
+        60.0, gt=0, le=86_400, description="A trainer in uninterruptible sleep this long is stuck."
+    )
+    memory_max_percent: float = Field(
+        95.0, gt=0, le=100, description="A trainer tree using more of the node's memory is killed."
+    )
 
 
 class RestartConfig(Strict):
@@ -251,9 +307,12 @@ class RestartConfig(Strict):
     backoff_factor: float = Field(2.0, ge=1, description="Each further restart waits this much longer...")
     backoff_max_s: float = Field(60.0, ge=0, description="...up to this delay.")
     crash_loop_window_s: float = Field(120.0, gt=0, description="Window for crash-loop detection.")
-    crash_loop_max: int = Field(5, ge=1, description="Failures within the window that mean a crash loop (the group is left down).")
+    crash_loop_max: int = Field(
+        5, ge=1, description="Failures within the window that mean a crash loop (the group is left down)."
+    )
     no_restart_exit_codes: list[int] = Field(
-        default_factory=lambda: [78], description="Trainer exit codes that mean 'do not restart' (78: the trainer refused)."
+        default_factory=lambda: [78],
+        description="Trainer exit codes that mean 'do not restart' (78: the trainer refused).",
     )
 
     @model_validator(mode="after")
@@ -283,16 +342,22 @@ class ChaosConfig(Strict):
     enabled: bool = Field(False, description="Inject faults by default.")
     mtbf_s: float | None = Field(None, gt=0, description="Mean time between random faults.")
     seed: int = Field(0, ge=0, description="Seed for random faults.")
-    kinds: list[ChaosKind] = Field(default_factory=lambda: ["kill", "hang", "exception"], description="Kinds to draw from.")
+    kinds: list[ChaosKind] = Field(
+        default_factory=lambda: ["kill", "hang", "exception"], description="Kinds to draw from."
+    )
     start_after_s: float = Field(10.0, ge=0, description="No fault before this many seconds of training.")
     max_faults: int | None = Field(None, ge=0, description="Stop injecting after this many.")
-    schedule: list[ChaosEvent] = Field(default_factory=list, description="Explicit faults (used instead of mtbf_s when given).")
+    schedule: list[ChaosEvent] = Field(
+        default_factory=list, description="Explicit faults (used instead of mtbf_s when given)."
+    )
 
 
 class JobConfig(Strict):
     """A lamplighter job: one YAML file."""
 
-    name: str = Field(description="Job name: letters, digits, '-', '_', '.'; names the Slurm jobs and the run directory.")
+    name: str = Field(
+        description="Job name: letters, digits, '-', '_', '.'; names the Slurm jobs and the run directory."
+    )
     run_dir: str | None = Field(None, description="Where logs, heartbeats and step logs go; default runs/<name>.")
     trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="The trainer.")
     groups: GroupsConfig = Field(default_factory=GroupsConfig, description="Replica groups.")
@@ -314,8 +379,10 @@ class JobConfig(Strict):
 
     @model_validator(mode="after")
     def _hierarchy(self) -> JobConfig:
-        for problem in timeout_hierarchy_problems(self):
-            raise ValueError(problem)
+        problems = timeout_hierarchy_problems(self)
+        if problems:
+            # One line per violated rule: the loader turns each into its own error with a line number.
+            raise ValueError("\n".join(problems))
         return self
 
 
@@ -375,10 +442,14 @@ class MetricsConfig(Strict):
 class NodeConfig(Strict):
     """The per-node supervisor daemon (`lamplighter supervise --config node.yaml`)."""
 
-    role: Literal["compute", "head"] = Field("compute", description="compute: watch GPUs and trainers; head: also the Lighthouse and the nodes.")
+    role: Literal["compute", "head"] = Field(
+        "compute", description="compute: watch GPUs and trainers; head: also the Lighthouse and the nodes."
+    )
     node_name: str | None = Field(None, description="This node's Slurm name; default the host name.")
     state_dir: str = Field("/var/lib/lamplighter", description="Persistent state (restart counts, baselines, journal).")
-    status_socket: str = Field("/run/lamplighter/status.sock", description="Unix socket that `lamplighter status` reads.")
+    status_socket: str = Field(
+        "/run/lamplighter/status.sock", description="Unix socket that `lamplighter status` reads."
+    )
     job_prefix: str = Field("ll-", description="Slurm job names of lamplighter jobs start with this.")
     gpus: bool = Field(True, description="Watch this node's GPUs through amdsmi.")
     health: HealthConfig = Field(default_factory=HealthConfig, description="Health thresholds.")
@@ -387,7 +458,9 @@ class NodeConfig(Strict):
     slurm_conf: str | None = Field(None, description="SLURM_CONF for Slurm commands.")
     max_drain_fraction: float = Field(0.25, gt=0, le=1, description="Never drain more than this fraction of nodes...")
     drain_window_s: float = Field(3600.0, gt=0, description="...within this window.")
-    node_silence_s: float = Field(5.0, gt=0, description="Head role: a node supervisor silent this long is marked down.")
+    node_silence_s: float = Field(
+        5.0, gt=0, description="Head role: a node supervisor silent this long is marked down."
+    )
     lighthouse: LighthouseConfig | None = Field(None, description="Head role: the Lighthouse to run and supervise.")
 
     @model_validator(mode="after")
@@ -398,5 +471,3 @@ class NodeConfig(Strict):
                 f"health.hang_timeout_s ({self.health.hang_timeout_s} s)"
             )
         return self
-
-

@@ -1,10 +1,54 @@
-"""The `lamplighter` command line."""
+"""The `lamplighter` command line: one subcommand per user task, each defined next to the code it drives."""
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import sys
+
+from lamplighter import __version__
+
+# Each module defines add_parser(subparsers); kept as names so `lamplighter --help` imports no torch.
+COMMAND_MODULES = [
+    "lamplighter.configs.validate_cli",
+]
+
+EPILOG = """\
+a job, end to end:
+  lamplighter validate configs/demo.yaml        check a config (file:line: key: problem)
+  lamplighter local configs/demo.yaml           run it on this machine with faults injected
+  lamplighter render configs/slurm-lab.yaml --out build/sbatch   the sbatch scripts, to read or edit
+
+environment:
+  LAMPLIGHTER_SET="key.path=value;..."          config overrides applied before --set
+  LAMPLIGHTER_GPUSIM_DIR                        the simulated GPUs' state folder (tests, demos)
+
+exit status: 0 success, 1 the run failed, 2 bad input (invalid config or arguments)
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lamplighter",
+        description="Keeps fault-tolerant (torchft) PyTorch training running on Slurm and bare metal.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"lamplighter {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).add_parser(sub)
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    print("lamplighter: not yet", file=sys.stderr)
-    return 2
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        print("lamplighter: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,58 @@
+# Every target sets up what it needs (Debian packages, the venv, pip installs) when missing.
+PY      ?= python3
+VENV    ?= .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.lamplighter-installed
+GPUSIM  := build/gpusim/lib/libamd_smi.so
+TYPECHECK := build/typecheck
+PYTEST_ARGS ?=
+
+.PHONY: install test test-fast lint typecheck demo demo-slurm bench cluster-up cluster-down gpusim readme clean
+
+install: $(STAMP)
+
+# torch is pinned and installed first: any other torch requirement downloads a multi-GB CUDA build.
+$(STAMP): setup.cfg pyproject.toml tools/ensure-system-deps.sh
+	bash tools/ensure-system-deps.sh
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check torch==2.13.0
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[test]'
+	touch $@
+
+gpusim: $(STAMP)
+	$(BIN)/python -m lamplighter.gpusim.build --out build/gpusim
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+# mypy cannot follow setup.cfg's package_dir mapping through the editable install,
+# so it checks a tree of symlinks laid out as the installed package is.
+typecheck: $(STAMP)
+	rm -rf $(TYPECHECK) && mkdir -p $(TYPECHECK)/lamplighter
+	for f in lamplighter/*.py; do ln -s ../../../$$f $(TYPECHECK)/lamplighter/; done
+	for d in configs slurm supervisor trainer gpusim; do ln -s ../../../$$d $(TYPECHECK)/lamplighter/$$d; done
+	cd $(TYPECHECK) && ../../$(BIN)/mypy --config-file ../../setup.cfg lamplighter
+
+test: lint typecheck gpusim
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+test-fast: $(STAMP)
+	$(BIN)/pytest -m "not integration" $(PYTEST_ARGS)
+
+demo: $(STAMP)
+	$(BIN)/lamplighter local configs/demo.yaml
+
+bench: $(STAMP) gpusim
+	$(BIN)/python -m bench
+
+cluster-up: $(STAMP)
+	$(BIN)/lamplighter cluster up --dir build/cluster
+
+cluster-down: $(STAMP)
+	$(BIN)/lamplighter cluster down --dir build/cluster
+
+readme: $(STAMP)
+	$(BIN)/python -m lamplighter.configs.reference README.md
+
+clean:
+	rm -rf build runs .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,5 @@
+import sys
+
+from lamplighter.cli import main
+
+sys.exit(main())

@@ -1,0 +1,324 @@
+"""A real Slurm cluster on this one machine, for tests and demos.
+
+munged, slurmctld and N slurmd "nodes" (Debian's multiple-slurmd build), all
+under one folder with their own ports, so several clusters can run at once.
+Each slurmd is PID 1 of its own PID+mount namespace: SIGKILL of its `unshare`
+parent then takes the node's step daemons and job processes with it, like a
+real node failure.
+
+Only processes this object started are ever signalled: they are recorded in
+`<root>/run/procs.json` with their start time, so `down()` from a fresh process
+(e.g. `lamplighter cluster down`) checks that a PID is still ours before it
+sends anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from lamplighter.slurm.parsers import NodeInfo, parse_scontrol_nodes
+from lamplighter.slurm.run import SlurmCli, SlurmError
+from lamplighter.slurm.testcluster_conf import render_slurm_conf
+
+PROCS_FILE = "procs.json"
+
+
+class ClusterError(RuntimeError):
+    """The test cluster could not be started, stopped or queried."""
+
+
+@dataclass(frozen=True)
+class ProcRecord:
+    """A process we started: its PID and its kernel start time (to detect PID reuse)."""
+
+    name: str
+    pid: int
+    start_ticks: int
+
+
+def proc_stat(pid: int) -> tuple[str, int] | None:
+    """(state letter, start time in clock ticks) of a PID, or None if it does not exist."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    # comm may contain spaces and parentheses: split after the last ')'.
+    fields = raw[raw.rindex(")") + 2 :].split()
+    return fields[0], int(fields[19])
+
+
+def is_alive(rec: ProcRecord) -> bool:
+    """True if the recorded process still runs (not a zombie, not a reused PID)."""
+    st = proc_stat(rec.pid)
+    return st is not None and st[1] == rec.start_ticks and st[0] not in ("Z", "X")
+
+
+def wait_until(cond: Callable[[], bool], timeout: float, what: str, interval: float = 0.05) -> None:
+    """Poll `cond` until it holds; raise ClusterError naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if cond():
+            return
+        if time.monotonic() > deadline:
+            raise ClusterError(f"timed out after {timeout:.1f} s waiting for {what}")
+        time.sleep(interval)
+
+
+def _ports_free(ports: list[int]) -> bool:
+    for port in ports:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("0.0.0.0", port))
+            except OSError:
+                return False
+    return True
+
+
+def pick_port_range(count: int, rng: random.Random | None = None) -> int:
+    """A base port such that base..base+count-1 are all free right now."""
+    rng = rng or random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, 60000 - count)
+        if _ports_free(list(range(base, base + count))):
+            return base
+    raise ClusterError(f"found no {count} consecutive free ports")
+
+
+class TestCluster:
+    """munged + slurmctld + `nodes` slurmd, all under `root`."""
+
+    __test__ = False  # not a pytest test class despite the name
+
+    def __init__(self, root: Path, nodes: int = 3, base_port: int | None = None) -> None:
+        if nodes < 1:
+            raise ValueError(f"a cluster needs at least one node, got {nodes}")
+        self.root = Path(root).resolve()
+        self.nodes = nodes
+        self.base_port = base_port
+        self._popen: dict[str, subprocess.Popen[bytes]] = {}
+
+    # -- paths -------------------------------------------------------------
+
+    @property
+    def conf_path(self) -> Path:
+        return self.root / "slurm.conf"
+
+    @property
+    def node_names(self) -> list[str]:
+        return [f"n{i}" for i in range(1, self.nodes + 1)]
+
+    def env(self) -> dict[str, str]:
+        """Environment a Slurm client needs to talk to this cluster."""
+        return {"SLURM_CONF": str(self.conf_path)}
+
+    def cli(self, timeout: float = 10.0) -> SlurmCli:
+        return SlurmCli(slurm_conf=str(self.conf_path), timeout=timeout)
+
+    def export_line(self) -> str:
+        return f"export SLURM_CONF={self.conf_path}"
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def up(self, timeout: float = 30.0) -> None:
+        """Start munged, slurmctld and every node; return once all nodes are registered."""
+        if self._load_records() and any(is_alive(r) for r in self._load_records().values()):
+            raise ClusterError(f"a cluster already runs under {self.root}; run down() first")
+        for sub in ("munge", "state", "spool", "run", "log"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        # munged refuses a socket folder others can write to.
+        os.chmod(self.root / "munge", 0o711)
+        self._save_records({})
+        try:
+            self._write_conf()
+            self._start_munged()
+            self._start("slurmctld", ["slurmctld", "-D", "-f", str(self.conf_path)])
+            wait_until(self._ctld_answers, timeout, f"slurmctld under {self.root} to answer")
+            for name in self.node_names:
+                self._start_node(name)
+            self.wait_nodes_ready(timeout)
+        except BaseException:
+            self.down()
+            raise
+
+    def down(self, timeout: float = 10.0) -> None:
+        """Stop everything this cluster started (also from a fresh process), by recorded PID."""
+        recs = self._load_records()
+        # Nodes first (their jobs die with them), then slurmctld, then munged.
+        order = sorted(recs, key=lambda n: (0 if n.startswith("node-") else 1 if n == "slurmctld" else 2))
+        for name in order:
+            self._stop(recs[name], timeout)
+        self._save_records({})
+        self._popen.clear()
+
+    def crash_node(self, name: str) -> None:
+        """SIGKILL the node's namespace: slurmd, step daemons and job processes die at once."""
+        rec = self._record(f"node-{name}")
+        if is_alive(rec):
+            os.kill(rec.pid, signal.SIGKILL)
+        self._reap(rec)
+        wait_until(lambda: not is_alive(rec), 10.0, f"node {name} (pid {rec.pid}) to die")
+
+    def restart_node(self, name: str, timeout: float = 30.0) -> None:
+        """Start a crashed or stopped node again and wait until it is registered."""
+        key = f"node-{name}"
+        recs = self._load_records()
+        if key in recs and is_alive(recs[key]):
+            raise ClusterError(f"node {name} still runs (pid {recs[key].pid}); crash_node it first")
+        self._start_node(name)
+        self.wait_nodes_ready(timeout, names=[name])
+
+    def wait_nodes_ready(self, timeout: float = 30.0, names: list[str] | None = None) -> list[NodeInfo]:
+        """Wait until the nodes are registered and not DOWN (not for IDLE: a node may take a job at once)."""
+        want = set(names or self.node_names)
+        seen: list[NodeInfo] = []
+
+        def ready() -> bool:
+            nonlocal seen
+            try:
+                seen = self.node_infos()
+            except SlurmError:
+                return False
+            ok = {n.name for n in seen if n.name in want and n.registered and not n.is_down}
+            return ok == want
+
+        try:
+            wait_until(ready, timeout, f"nodes {sorted(want)} to register")
+        except ClusterError as e:
+            states = ", ".join(f"{n.name}={n.state}" for n in seen) or "no answer"
+            raise ClusterError(f"{e} (last seen: {states}; logs in {self.root / 'log'})") from None
+        return seen
+
+    def node_infos(self) -> list[NodeInfo]:
+        return parse_scontrol_nodes(self.cli().run("scontrol", "-o", "show", "nodes"))
+
+    def status(self) -> dict[str, object]:
+        """Which recorded daemons are alive, for `lamplighter cluster status`."""
+        return {name: {"pid": r.pid, "alive": is_alive(r)} for name, r in self._load_records().items()}
+
+    def __enter__(self) -> TestCluster:
+        self.up()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
+
+    # -- internals ---------------------------------------------------------
+
+    def _write_conf(self) -> None:
+        if self.base_port is None:
+            self.base_port = pick_port_range(self.nodes + 1)
+        self.conf_path.write_text(render_slurm_conf(self.root, self.nodes, self.base_port))
+
+    def _start_munged(self) -> None:
+        m = self.root / "munge"
+        key = m / "munge.key"
+        if not key.exists():
+            subprocess.run(["mungekey", "-c", "-k", str(key)], check=True, capture_output=True, timeout=10)
+        self._start(
+            "munged",
+            [
+                "munged", "-F", "--force", f"--socket={m / 'sock'}", f"--key-file={key}",
+                f"--pid-file={m / 'munged.pid'}", f"--log-file={self.root / 'log' / 'munged.log'}",
+                f"--seed-file={m / 'munged.seed'}",
+            ],
+        )
+        wait_until(lambda: (m / "sock").exists(), 10.0, f"munged socket {m / 'sock'}")
+
+    def _start_node(self, name: str) -> None:
+        self._start(
+            f"node-{name}",
+            ["unshare", "--pid", "--fork", "--mount", "--mount-proc", "--kill-child",
+             "slurmd", "-D", "-N", name, "-f", str(self.conf_path)],
+        )
+
+    def _ctld_answers(self) -> bool:
+        try:
+            self.cli(timeout=3).run("scontrol", "ping")
+            return True
+        except SlurmError:
+            return False
+
+    def _start(self, name: str, argv: list[str]) -> None:
+        log = open(self.root / "log" / f"{name}.out", "ab")  # noqa: SIM115 - handed to the child
+        try:
+            env = dict(os.environ, SLURM_CONF=str(self.conf_path))
+            # start_new_session: our terminal's Ctrl-C must not reach the cluster half-way.
+            p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True)
+        finally:
+            log.close()
+        st = proc_stat(p.pid)
+        if st is None:
+            raise ClusterError(f"{name} ({argv[0]}) exited at once; see {self.root / 'log' / (name + '.out')}")
+        self._popen[name] = p
+        recs = self._load_records()
+        recs[name] = ProcRecord(name, p.pid, st[1])
+        self._save_records(recs)
+
+    def _stop(self, rec: ProcRecord, timeout: float) -> None:
+        if not is_alive(rec):
+            self._reap(rec)
+            return
+        if rec.name.startswith("node-"):
+            # `unshare --fork` ignores SIGTERM: a clean stop is TERM to its child, slurmd.
+            for child in _children(rec.pid):
+                os.kill(child, signal.SIGTERM)
+        else:
+            os.kill(rec.pid, signal.SIGTERM)
+        try:
+            wait_until(lambda: self._reap(rec) or not is_alive(rec), timeout, f"{rec.name} (pid {rec.pid}) to stop")
+        except ClusterError:
+            if is_alive(rec):
+                os.kill(rec.pid, signal.SIGKILL)
+            wait_until(lambda: self._reap(rec) or not is_alive(rec), 5.0, f"{rec.name} (pid {rec.pid}) to die")
+
+    def _reap(self, rec: ProcRecord) -> bool:
+        p = self._popen.get(rec.name)
+        if p is not None and p.pid == rec.pid:
+            return p.poll() is not None
+        return False
+
+    def _record(self, name: str) -> ProcRecord:
+        recs = self._load_records()
+        if name not in recs:
+            raise ClusterError(f"{name} was not started by the cluster under {self.root}")
+        return recs[name]
+
+    def _load_records(self) -> dict[str, ProcRecord]:
+        path = self.root / "run" / PROCS_FILE
+        try:
+            raw = json.loads(path.read_text())
+        except FileNotFoundError:
+            return {}
+        return {k: ProcRecord(k, int(v["pid"]), int(v["start_ticks"])) for k, v in raw.items()}
+
+    def _save_records(self, recs: dict[str, ProcRecord]) -> None:
+        path = self.root / "run" / PROCS_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({k: {"pid": r.pid, "start_ticks": r.start_ticks} for k, r in recs.items()}))
+        os.replace(tmp, path)
+
+    def remove(self) -> None:
+        """Delete the cluster folder (after down())."""
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            out += [int(c) for c in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return out

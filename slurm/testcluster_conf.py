@@ -1,0 +1,57 @@
+"""slurm.conf of the single-machine test cluster, every non-obvious value with its reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def render_slurm_conf(root: Path, nodes: int, base_port: int) -> str:
+    """slurm.conf for `nodes` slurmd on localhost; slurmctld on base_port, nodes on the ports after it."""
+    r = root
+    last = base_port + nodes
+    return f"""\
+# Test cluster under {r} (written by lamplighter.slurm.testcluster; do not edit).
+# The cluster name carries the port so that two clusters on one machine stay apart.
+ClusterName=ll{base_port}
+SlurmctldHost=localhost
+SlurmctldPort={base_port}
+# Everything runs as root in the sandbox; there is no slurm user.
+SlurmUser=root
+AuthType=auth/munge
+# Own munged per cluster; cred_expire=5 (default 120) because a requeued job
+# may not start before BeginTime = now + cred_expire + 1.
+AuthInfo=socket={r}/munge/sock,cred_expire=5
+StateSaveLocation={r}/state
+SlurmdSpoolDir={r}/spool/%n
+SlurmctldPidFile={r}/run/slurmctld.pid
+SlurmdPidFile={r}/run/slurmd-%n.pid
+SlurmctldLogFile={r}/log/slurmctld.log
+SlurmdLogFile={r}/log/slurmd-%n.log
+# No mail server here; the default MailProg would log an error per job.
+MailProg=/bin/true
+MpiDefault=none
+# No cgroups in the sandbox: track processes through /proc, bind no CPUs.
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+# Cores only: jobs that ask for no memory do not take a whole node's memory.
+SelectTypeParameters=CR_Core
+JobAcctGatherType=jobacct_gather/none
+# No slurmdbd: Restarts=N in `scontrol show job` replaces sacct.
+AccountingStorageType=accounting_storage/none
+# Jobs of a failed node are requeued (lamplighter's recovery path).
+JobRequeue=1
+# A node that was DOWN (for any reason) returns once its slurmd registers again.
+ReturnToService=2
+# Notice a dead node in seconds, not the default 300 s.
+SlurmdTimeout=3
+MessageTimeout=3
+# SIGKILL 2 s after SIGTERM when a job is cancelled or requeued.
+KillWait=2
+# Keep finished jobs visible to scontrol for 10 minutes (tests read their end state).
+MinJobAge=600
+# Schedule every second and start batch jobs without delay.
+SchedulerParameters=sched_interval=1,bf_interval=1,batch_sched_delay=0
+NodeName=n[1-{nodes}] NodeHostname=localhost Port=[{base_port + 1}-{last}] CPUs=2 RealMemory=1000
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+"""

@@ -1,0 +1,128 @@
+"""What the supervisor's checks saw: small frozen records, each with a human reason.
+
+Trainer observations carry the group's `attempt` so that an observation about
+a process from an earlier attempt (a straggler exit after a kill) is never
+blamed on the group's replacement.
+"""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass
+
+
+def describe_exit(returncode: int) -> str:
+    """'exit 75' or 'killed by SIGKILL' from a Popen-style return code (negative: signal)."""
+    if returncode >= 0:
+        return f"exit {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    return f"killed by {name}"
+
+
+@dataclass(frozen=True)
+class ProcessExited:
+    """A trainer process ended (returncode < 0: killed by that signal)."""
+
+    group: int
+    rank: int
+    attempt: int
+    pid: int
+    returncode: int
+    t: float
+
+    @property
+    def reason(self) -> str:
+        return f"group {self.group} rank {self.rank} (pid {self.pid}, attempt {self.attempt}) {describe_exit(self.returncode)}"
+
+
+@dataclass(frozen=True)
+class Hung:
+    """A trainer wrote no step heartbeat for longer than the hang timeout."""
+
+    group: int
+    rank: int
+    attempt: int
+    pid: int
+    last_step: int | None
+    silent_s: float
+    timeout_s: float
+
+    @property
+    def reason(self) -> str:
+        at = "before its first step" if self.last_step is None else f"after step {self.last_step}"
+        return (
+            f"group {self.group} rank {self.rank} (pid {self.pid}) hung: no step for {self.silent_s:.1f} s "
+            f"{at} (hang_timeout_s {self.timeout_s:g})"
+        )
+
+
+@dataclass(frozen=True)
+class DState:
+    """A process of a trainer's tree has been in uninterruptible sleep (D) too long."""
+
+    group: int
+    rank: int
+    attempt: int
+    pid: int
+    stuck_s: float
+    limit_s: float
+
+    @property
+    def reason(self) -> str:
+        return (
+            f"group {self.group} rank {self.rank}: pid {self.pid} in uninterruptible sleep (D) for "
+            f"{self.stuck_s:.1f} s (d_state_max_s {self.limit_s:g})"
+        )
+
+
+@dataclass(frozen=True)
+class MemoryHigh:
+    """A trainer's process tree uses more of the node's memory than allowed."""
+
+    group: int
+    rank: int
+    attempt: int
+    pid: int
+    rss_bytes: int
+    percent: float
+    limit_percent: float
+
+    @property
+    def reason(self) -> str:
+        return (
+            f"group {self.group} rank {self.rank} (pid {self.pid}) uses {self.rss_bytes / 2**20:.0f} MiB, "
+            f"{self.percent:.1f}% of memory (memory_max_percent {self.limit_percent:g})"
+        )
+
+
+@dataclass(frozen=True)
+class StartFailed:
+    """Starting a group's processes failed (bad command, missing binary...)."""
+
+    group: int
+    attempt: int
+    message: str
+
+    @property
+    def reason(self) -> str:
+        return f"group {self.group} attempt {self.attempt} failed to start: {self.message}"
+
+
+@dataclass(frozen=True)
+class LighthouseDown:
+    """The Lighthouse process ended."""
+
+    pid: int
+    returncode: int
+    t: float
+
+    @property
+    def reason(self) -> str:
+        return f"Lighthouse (pid {self.pid}) {describe_exit(self.returncode)}"
+
+
+TrainerObservation = ProcessExited | Hung | DState | MemoryHigh | StartFailed
+Observation = TrainerObservation | LighthouseDown

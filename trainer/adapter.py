@@ -1,0 +1,71 @@
+"""Turn a job's trainer command template and settings into argv and environment.
+
+The supervisor (local or Slurm) starts every trainer through these two
+functions, whether it is lamplighter's reference trainer or a third-party one
+such as torchtitan. Each template argument is formatted on its own and stays
+one argv element: nothing is split or run through a shell.
+"""
+
+from __future__ import annotations
+
+from lamplighter.configs.schema import TRAINER_PLACEHOLDERS, JobConfig
+from lamplighter.trainer import contract
+
+DEFAULT_COMMAND = ["{python}", "-m", "lamplighter.trainer", "--config", "{config}"]
+
+
+def job_run_dir(job: JobConfig) -> str:
+    """The run directory the job's files go to."""
+    return job.run_dir or f"runs/{job.name}"
+
+
+def placeholder_values(job: JobConfig, *, replica_id: int, lighthouse: str, config_path: str, python: str) -> dict[str, str]:
+    """The value of every placeholder in TRAINER_PLACEHOLDERS for one replica group."""
+    values = {
+        "replica_id": str(replica_id),
+        "group_size": str(job.groups.count),
+        "num_groups": str(job.groups.count),
+        "lighthouse": lighthouse,
+        "nproc_per_node": str(job.groups.nproc_per_node),
+        "nnodes": str(job.groups.nodes),
+        "job": job.name,
+        "run_dir": job_run_dir(job),
+        "python": python,
+        "config": config_path,
+    }
+    assert set(values) == set(TRAINER_PLACEHOLDERS), "adapter out of step with TRAINER_PLACEHOLDERS"
+    return values
+
+
+def render_command(job: JobConfig, *, replica_id: int, lighthouse: str, config_path: str, python: str) -> list[str]:
+    """argv for one process of a replica group: the job's template (or the reference trainer's) filled in."""
+    values = placeholder_values(job, replica_id=replica_id, lighthouse=lighthouse, config_path=config_path, python=python)
+    template = job.trainer.command if job.trainer.command is not None else DEFAULT_COMMAND
+    try:
+        return [arg.format_map(values) for arg in template]
+    except (KeyError, ValueError, IndexError) as e:
+        raise ValueError(f"job {job.name}: cannot render trainer.command {template!r}: {e}") from e
+
+
+def trainer_env(
+    job: JobConfig, *, replica_id: int, attempt: int, lighthouse: str, config_path: str, run_dir: str
+) -> dict[str, str]:
+    """Environment to add for every process of a replica group (RANK etc. are the launcher's)."""
+    ft = job.torchft
+    env = {
+        contract.ENV_REPLICA_ID: str(replica_id),
+        contract.ENV_NUM_GROUPS: str(job.groups.count),
+        contract.ENV_RUN_DIR: run_dir,
+        contract.ENV_CONFIG: config_path,
+        contract.ENV_ATTEMPT: str(attempt),
+        contract.ENV_JOB: job.name,
+        "TORCHFT_LIGHTHOUSE": lighthouse,
+        # Whole seconds: torchft's env overrides reject fractions.
+        "TORCHFT_TIMEOUT_SEC": str(ft.timeout_s),
+        "TORCHFT_QUORUM_TIMEOUT_SEC": str(ft.quorum_timeout_s),
+        "TORCHFT_CONNECT_TIMEOUT_SEC": str(ft.connect_timeout_s),
+        # One thread per process unless the user says otherwise: groups share the CPU.
+        "OMP_NUM_THREADS": "1",
+    }
+    env.update(job.trainer.env)
+    return env
