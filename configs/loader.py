@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from lamplighter.configs.schema import JobConfig, NodeConfig
 from pydantic import BaseModel, ValidationError
+
+from lamplighter.configs.schema import JobConfig, NodeConfig
 
 ENV_OVERRIDES = "LAMPLIGHTER_SET"
 Loc = tuple[str | int, ...]

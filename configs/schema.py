@@ -262,9 +262,14 @@ class SlurmConfig(Strict):
     @classmethod
     def _extra(cls, v: list[str]) -> list[str]:
         for opt in v:
-            m = re.fullmatch(r"(--[a-z][a-z0-9\-]*)(=([^\n\r\x00]*))?", opt)
+            # #SBATCH lines are parsed by sbatch, not a shell, so quoting cannot protect them:
+            # values are limited to characters that need no quoting.
+            m = re.fullmatch(r"(--[a-z][a-z0-9\-]*)(=([A-Za-z0-9_.,:=/@%+\-\[\]]*))?", opt)
             if not m:
-                raise ValueError(f"extra_sbatch entry {opt!r} must look like '--name=value' or '--flag'")
+                raise ValueError(
+                    f"extra_sbatch entry {opt!r} must look like '--name=value' or '--flag', the value made of "
+                    "letters, digits and _ . , : = / @ % + - [ ] (no spaces or quotes)"
+                )
             if m.group(1) in _RESERVED_SBATCH:
                 raise ValueError(f"extra_sbatch entry {opt!r} sets {m.group(1)}, which lamplighter sets itself")
         return v

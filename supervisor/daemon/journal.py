@@ -65,10 +65,11 @@ def read_journal(path: Path) -> JournalContents:
 class Journal:
     """Appends fsync'd JSON lines to one file; open() recovers it first."""
 
-    def __init__(self, path: Path, fd: int, next_seq: int) -> None:
+    def __init__(self, path: Path, fd: int, next_seq: int, size: int) -> None:
         self.path = path
         self._fd = fd
         self.next_seq = next_seq
+        self._size = size  # bytes of acknowledged records: where to cut back to if a write fails
 
     @classmethod
     def open(cls, path: Path, first_seq: int = 1) -> tuple[Journal, list[dict[str, Any]]]:
@@ -89,9 +90,9 @@ class Journal:
         except OSError as e:
             os.close(fd)
             raise JournalError(f"journal {path}: cannot cut torn tail: {e}") from e
-        seqs = [r.get("seq") for r in contents.records if isinstance(r.get("seq"), int)]
-        next_seq = max([first_seq - 1, *seqs]) + 1  # type: ignore[type-var]
-        return cls(path, fd, next_seq), contents.records
+        seqs = [r["seq"] for r in contents.records if isinstance(r.get("seq"), int)]
+        next_seq = max([first_seq - 1, *seqs]) + 1
+        return cls(path, fd, next_seq, contents.valid_bytes), contents.records
 
     def append(self, record: dict[str, Any]) -> dict[str, Any]:
         """Write one record (seq added) durably; returns it as written."""
@@ -103,9 +104,18 @@ class Journal:
                 raise OSError(f"short write: {written} of {len(line)} bytes")
             os.fsync(self._fd)
         except OSError as e:
+            self._cut_back()
             raise JournalError(f"journal {self.path}: cannot append record seq {self.next_seq}: {e}") from e
         self.next_seq += 1
+        self._size += len(line)
         return rec
+
+    def _cut_back(self) -> None:
+        # A half-written line must not stay in front of the next record.
+        try:
+            os.ftruncate(self._fd, self._size)
+        except OSError:
+            pass
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -1,0 +1,159 @@
+"""What lamplighter does to Slurm: submit, requeue, start now, drain, resume, mark down, cancel, query.
+
+`SlurmActions` (real) and `lamplighter.slurm.fake.FakeSlurm` implement the same
+`SlurmApi` protocol; later layers take a `SlurmApi` so their tests run on the
+fake, and one shared test checks the fake against the real cluster.
+Every value reaches scontrol as its own argv element: no shell anywhere.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from lamplighter.slurm.parsers import (
+    SQUEUE_FORMAT,
+    JobInfo,
+    NodeInfo,
+    QueueEntry,
+    parse_sbatch_parsable,
+    parse_scontrol_job,
+    parse_scontrol_node,
+    parse_scontrol_nodes,
+    parse_squeue,
+)
+from lamplighter.slurm.run import SlurmCli, SlurmError
+
+_NODE_NAME = re.compile(r"[A-Za-z0-9_.\-\[\],]{1,128}")
+MAX_REASON = 1000
+
+
+def check_node_name(name: str) -> str:
+    if not _NODE_NAME.fullmatch(name):
+        raise ValueError(f"{name!r} is not a Slurm node name (letters, digits, _ . - [ ] , ; at most 128)")
+    return name
+
+
+def check_reason(reason: str) -> str:
+    """Reasons go to scontrol as one argv element; refuse what Slurm would mangle."""
+    if not reason.strip():
+        raise ValueError("a node reason must not be empty")
+    if any(c in reason for c in "\n\r\x00"):
+        raise ValueError(f"a node reason must be one line: {reason!r}")
+    if len(reason) > MAX_REASON:
+        raise ValueError(f"a node reason must be at most {MAX_REASON} characters (got {len(reason)})")
+    return reason
+
+
+def check_job_id(job_id: int) -> int:
+    if isinstance(job_id, bool) or not isinstance(job_id, int) or job_id <= 0:
+        raise ValueError(f"{job_id!r} is not a Slurm job id")
+    return job_id
+
+
+class SlurmApi(Protocol):
+    """The Slurm operations lamplighter needs; real and fake implement it."""
+
+    def submit(self, script: Path) -> int: ...
+    def requeue(self, job_id: int) -> None: ...
+    def start_now(self, job_id: int, timeout: float = 15.0) -> None: ...
+    def cancel(self, job_id: int) -> None: ...
+    def drain(self, node: str, reason: str) -> None: ...
+    def resume(self, node: str) -> None: ...
+    def mark_down(self, node: str, reason: str) -> None: ...
+    def job(self, job_id: int) -> JobInfo: ...
+    def node(self, name: str) -> NodeInfo: ...
+    def nodes(self) -> list[NodeInfo]: ...
+    def jobs(self, name_prefix: str | None = None) -> list[QueueEntry]: ...
+
+
+def poll_job(
+    api: SlurmApi,
+    job_id: int,
+    cond: Callable[[JobInfo], bool],
+    timeout: float,
+    what: str,
+    interval: float = 0.05,
+) -> JobInfo:
+    """Poll `api.job(job_id)` until `cond` holds; raise TimeoutError naming the job and its last state."""
+    deadline = time.monotonic() + timeout
+    while True:
+        info = api.job(job_id)
+        if cond(info):
+            return info
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"job {job_id} ({info.name}): not {what} after {timeout:.1f} s; "
+                f"last state {info.state} (reason {info.reason}, nodes {info.node_list})"
+            )
+        time.sleep(interval)
+
+
+def requeue_now(api: SlurmApi, job_id: int, timeout: float = 15.0) -> None:
+    """Requeue and start again at once instead of after BeginTime (now + cred_expire + 1 s)."""
+    api.requeue(job_id)
+    api.start_now(job_id, timeout)
+
+
+class SlurmActions:
+    """The real Slurm, through its command-line tools."""
+
+    def __init__(self, cli: SlurmCli | None = None) -> None:
+        self.cli = cli or SlurmCli()
+
+    def submit(self, script: Path) -> int:
+        out = self.cli.run("sbatch", "--parsable", str(script))
+        return parse_sbatch_parsable(out)
+
+    def requeue(self, job_id: int) -> None:
+        self.cli.run("scontrol", "requeue", str(check_job_id(job_id)))
+
+    def start_now(self, job_id: int, timeout: float = 15.0) -> None:
+        """Lift a requeued job's BeginTime hold.
+
+        Only once PENDING: set while the job is still COMPLETING, Slurm
+        overwrites the StartTime when it requeues.
+        """
+        poll_job(self, job_id, lambda j: j.state != "COMPLETING", timeout, "done completing")
+        try:
+            self.cli.run("scontrol", "update", f"jobid={check_job_id(job_id)}", "StartTime=now")
+        except SlurmError as e:
+            # Raced with the scheduler: it started meanwhile, which is what we wanted.
+            if "no longer pending" in e.stderr and self.job(job_id).state in ("RUNNING", "CONFIGURING"):
+                return
+            raise
+
+    def cancel(self, job_id: int) -> None:
+        self.cli.run("scancel", str(check_job_id(job_id)))
+
+    def drain(self, node: str, reason: str) -> None:
+        self._update_node(node, "state=drain", f"reason={check_reason(reason)}")
+
+    def resume(self, node: str) -> None:
+        self._update_node(node, "state=resume")
+
+    def mark_down(self, node: str, reason: str) -> None:
+        """Tell Slurm a node is dead now (its jobs are requeued) instead of waiting for SlurmdTimeout."""
+        self._update_node(node, "state=down", f"reason={check_reason(reason)}")
+
+    def job(self, job_id: int) -> JobInfo:
+        return parse_scontrol_job(self.cli.run("scontrol", "show", "job", str(check_job_id(job_id))))
+
+    def node(self, name: str) -> NodeInfo:
+        return parse_scontrol_node(self.cli.run("scontrol", "show", "node", check_node_name(name)))
+
+    def nodes(self) -> list[NodeInfo]:
+        return parse_scontrol_nodes(self.cli.run("scontrol", "show", "nodes"))
+
+    def jobs(self, name_prefix: str | None = None) -> list[QueueEntry]:
+        """Jobs in the queue (pending, running, completing), optionally only names with a prefix."""
+        entries = parse_squeue(self.cli.run("squeue", "--noheader", "-o", SQUEUE_FORMAT))
+        if name_prefix is None:
+            return entries
+        return [e for e in entries if e.name.startswith(name_prefix)]
+
+    def _update_node(self, node: str, *settings: str) -> None:
+        self.cli.run("scontrol", "update", f"nodename={check_node_name(node)}", *settings)

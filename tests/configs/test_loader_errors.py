@@ -1,0 +1,162 @@
+"""The loader's promise: every mistake is reported with file, line and key, and nothing else gets through."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lamplighter.configs.loader import ConfigError, load_job, load_node, parse
+from lamplighter.configs.schema import JobConfig
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "job.yaml"
+    p.write_text(text)
+    return p
+
+
+def problems(path: Path, overrides: list[str] | None = None, env: dict[str, str] | None = None) -> list[str]:
+    with pytest.raises(ConfigError) as e:
+        load_job(path, overrides or [], env)
+    return [str(p) for p in e.value.problems]
+
+
+def test_unknown_key_names_line_suggests_nearest_and_lists_valid(tmp_path: Path) -> None:
+    p = write(tmp_path, "name: x\nlighthouse:\n  port: 1\n  heartbeat_timout_ms: 900\n")
+    [msg] = problems(p)
+    assert msg.startswith(f"{p}:4: lighthouse.heartbeat_timout_ms: unknown key 'heartbeat_timout_ms'")
+    assert "did you mean 'heartbeat_timeout_ms'?" in msg
+    assert "Valid keys: heartbeat_timeout_ms, host, join_timeout_ms" in msg
+
+
+def test_unknown_top_level_key(tmp_path: Path) -> None:
+    [msg] = problems(write(tmp_path, "name: x\ngroup:\n  count: 2\n"))
+    assert ":2: group: unknown key 'group' at the top level; did you mean 'groups'?" in msg
+
+
+def test_wrong_type_says_what_was_expected_and_what_it_got(tmp_path: Path) -> None:
+    [msg] = problems(write(tmp_path, "name: x\ngroups:\n  count: three\n"))
+    assert ":3: groups.count: input should be a valid integer" in msg
+    assert "got 'three'" in msg
+
+
+def test_missing_required_name(tmp_path: Path) -> None:
+    [msg] = problems(write(tmp_path, "groups:\n  count: 2\n"))
+    assert "name: required key is missing" in msg
+
+
+def test_all_hierarchy_violations_reported_each_on_its_line(tmp_path: Path) -> None:
+    text = (
+        "name: x\n"
+        "groups: {count: 2}\n"
+        "lighthouse:\n"
+        "  heartbeat_timeout_ms: 150\n"
+        "  min_replicas: 3\n"
+        "health:\n"
+        "  hang_timeout_s: 4\n"
+    )
+    msgs = problems(write(tmp_path, text))
+    assert len(msgs) == 3
+    assert any(":4: lighthouse.heartbeat_timeout_ms (150) must be at least twice" in m for m in msgs)
+    assert any(":5: lighthouse.min_replicas (3) exceeds groups.count (2)" in m for m in msgs)
+    assert any(":7: health.hang_timeout_s (4.0 s) must exceed the longest torchft wait" in m for m in msgs)
+
+
+@pytest.mark.parametrize(
+    ("yaml_lines", "expected"),
+    [
+        (
+            "torchft: {quorum_timeout_s: 1}\nlighthouse: {heartbeat_timeout_ms: 1500, join_timeout_ms: 100}",
+            "torchft.quorum_timeout_s (1 s) must exceed lighthouse.heartbeat_timeout_ms (1500 ms)",
+        ),
+        (
+            "torchft: {quorum_timeout_s: 2}\nlighthouse: {join_timeout_ms: 5000}",
+            "torchft.quorum_timeout_s (2 s) must exceed lighthouse.join_timeout_ms (5000 ms)",
+        ),
+        (
+            "torchft: {timeout_s: 2, pg_timeout_s: 4}",
+            "torchft.timeout_s (2 s) must be at least torchft.pg_timeout_s (4 s)",
+        ),
+        ("health: {probe_deadline_s: 40, hang_timeout_s: 30}", "health.probe_deadline_s (40.0 s) must be below"),
+        ("groups: {gpus_per_node: 2, procs_per_node: 4}", "groups.procs_per_node (4) exceeds groups.gpus_per_node (2)"),
+        ("trainer: {model: {dim: 100, heads: 3}}", "model.heads (3) must divide model.dim (100)"),
+        ("restart: {backoff_initial_s: 10, backoff_max_s: 5}", "restart.backoff_max_s (5.0) is below"),
+    ],
+)
+def test_cross_field_rules_explain_with_values(tmp_path: Path, yaml_lines: str, expected: str) -> None:
+    msgs = problems(write(tmp_path, "name: x\n" + yaml_lines + "\n"))
+    assert any(expected in m for m in msgs), msgs
+
+
+def test_duplicate_key_is_an_error_not_last_wins(tmp_path: Path) -> None:
+    [msg] = problems(write(tmp_path, "name: x\ngroups:\n  count: 2\n  count: 3\n"))
+    assert ":4: groups.count: key appears twice" in msg
+
+
+@pytest.mark.parametrize("text", ["", "- a\n- b\n", "name: [unclosed\n", "just a string\n"])
+def test_not_a_mapping_or_not_yaml(tmp_path: Path, text: str) -> None:
+    assert problems(write(tmp_path, text))
+
+
+def test_unreadable_file_is_a_config_error(tmp_path: Path) -> None:
+    assert "cannot read the file" in problems(tmp_path / "absent.yaml")[0]
+
+
+def test_overrides_from_env_then_set_and_their_errors_say_where_from(tmp_path: Path) -> None:
+    p = write(tmp_path, "name: x\ngroups: {count: 2}\n")
+    job = load_job(p, ["groups.count=4"], {"LAMPLIGHTER_SET": "groups.count=3; lighthouse.port=1234"})
+    assert job.groups.count == 4 and job.lighthouse.port == 1234
+    [msg] = problems(p, ["lighthouse.prot=5"])
+    assert "unknown key 'prot'" in msg and "(from --set lighthouse.prot=5)" in msg
+    [msg] = problems(p, env={"LAMPLIGHTER_SET": "groups.count=-1"})
+    assert "(from $LAMPLIGHTER_SET groups.count=-1)" in msg
+    assert problems(p, ["no-equals-sign"])
+
+
+def test_unknown_trainer_placeholder_lists_valid_ones() -> None:
+    with pytest.raises(ConfigError) as e:
+        parse(JobConfig, "name: x\ntrainer:\n  command: [run, '{replica}']\n")
+    assert "unknown placeholder {replica}" in str(e.value) and "replica_id" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "opt",
+    [
+        "--job-name=evil",
+        "--requeue",
+        "-x",
+        "--foo=bar\nbaz",
+        "--output=/tmp/x",
+        "not-an-option",
+        "--comment=$(id)",
+        "--a='b'",
+    ],
+)
+def test_extra_sbatch_refuses_reserved_and_malformed(opt: str) -> None:
+    with pytest.raises(ConfigError):
+        parse(JobConfig, yaml.safe_dump({"name": "x", "slurm": {"extra_sbatch": [opt]}}))
+
+
+def test_extra_sbatch_accepts_common_options() -> None:
+    opts = [
+        "--gpus-per-node=8",
+        "--gres=gpu:8",
+        "--signal=B:USR1@90",
+        "--mem=0",
+        "--reservation=r1",
+        "--hint=nomultithread",
+    ]
+    job = parse(JobConfig, yaml.safe_dump({"name": "x", "slurm": {"extra_sbatch": opts}}))
+    assert job.slurm.extra_sbatch == opts
+
+
+def test_node_config_loads_and_checks(tmp_path: Path) -> None:
+    p = tmp_path / "node.yaml"
+    p.write_text("role: head\nmetrics: {port: 0}\n")
+    assert load_node(p).role == "head"
+    p.write_text("role: login\n")
+    with pytest.raises(ConfigError) as e:
+        load_node(p)
+    assert ":1: role:" in str(e.value)

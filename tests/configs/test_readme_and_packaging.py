@@ -1,0 +1,36 @@
+"""The README's config reference matches the schema, and every package folder is installed."""
+
+from __future__ import annotations
+
+import configparser
+from pathlib import Path
+
+from lamplighter.configs.reference import END, START, reference
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_readme_reference_is_generated_from_schema() -> None:
+    text = (REPO / "README.md").read_text()
+    assert START in text and END in text
+    embedded = START + text.split(START, 1)[1].split(END, 1)[0] + END
+    assert embedded == reference(), "README config reference is stale: run `make readme`"
+
+
+def test_readme_opens_with_the_two_commands() -> None:
+    head = (REPO / "README.md").read_text()[:3000]
+    assert "make demo" in head and "make test" in head
+
+
+def test_every_package_folder_is_listed_in_setup_cfg() -> None:
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO / "setup.cfg")
+    listed = set(cfg["options"]["packages"].split())
+    mapping = dict(line.split(" = ") for line in cfg["options"]["package_dir"].strip().splitlines() if " = " in line)
+    folder_of = {v.strip(): k.strip() for k, v in mapping.items()}
+    found = set()
+    for top, name in folder_of.items():
+        for init in (REPO / top).rglob("__init__.py"):
+            rel = init.parent.relative_to(REPO / top)
+            found.add(".".join([name, *rel.parts]) if rel.parts else name)
+    assert found == listed, f"missing from setup.cfg: {sorted(found - listed)}; stale: {sorted(listed - found)}"

@@ -1,0 +1,45 @@
+"""Everything healing transfers: model, optimizer and data cursor, behind torchft's callbacks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from lamplighter.trainer.state_hash import state_hash
+
+if TYPE_CHECKING:
+    import torch
+
+
+@dataclass
+class TrainState:
+    model: torch.nn.Module
+    optim: torch.optim.Optimizer
+    replica_id: int
+    cursor: int = 0  # global sample cursor (see data.py)
+    # Set when a state arrives: "peer:<replica_id>" from torchft's heal, "checkpoint:<step>" from the fallback.
+    healed_from: str | None = field(default=None)
+
+    def user_state(self) -> dict[str, Any]:
+        """The state that defines training: what is hashed and checkpointed."""
+        return {"model": self.model.state_dict(), "optim": self.optim.state_dict(), "data": {"cursor": self.cursor}}
+
+    def state_dict(self) -> dict[str, Any]:
+        """torchft's state_dict callback: what a peer sends to a healing group (live tensors; torchft guards them)."""
+        sd = self.user_state()
+        # torchft does not tell the receiver which peer sent the weights; the sender names itself.
+        sd["sender"] = {"replica_id": self.replica_id}
+        return sd
+
+    def load_user_state(self, sd: dict[str, Any]) -> None:
+        self.model.load_state_dict(sd["model"])
+        self.optim.load_state_dict(sd["optim"])
+        self.cursor = int(sd["data"]["cursor"])
+
+    def load_state_dict(self, sd: dict[str, Any]) -> None:
+        """torchft's load_state_dict callback, called on the main thread when healing."""
+        self.load_user_state(sd)
+        self.healed_from = f"peer:{sd['sender']['replica_id']}"
+
+    def hash(self) -> str:
+        return state_hash(self.user_state())
