@@ -134,6 +134,9 @@ class TestCluster:
         """Start munged, slurmctld and every node; return once all nodes are registered."""
         if self._load_records() and any(is_alive(r) for r in self._load_records().values()):
             raise ClusterError(f"a cluster already runs under {self.root}; run down() first")
+        # A fresh cluster every time: old job state would confuse tests.
+        for sub in ("state", "spool"):
+            shutil.rmtree(self.root / sub, ignore_errors=True)
         for sub in ("munge", "state", "spool", "run", "log"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         # munged refuses a socket folder others can write to.
@@ -185,6 +188,8 @@ class TestCluster:
 
         def ready() -> bool:
             nonlocal seen
+            for name in want:
+                self._check_started(f"node-{name}")
             try:
                 seen = self.node_infos()
             except SlurmError:
@@ -243,11 +248,21 @@ class TestCluster:
         )
 
     def _ctld_answers(self) -> bool:
+        self._check_started("slurmctld")
         try:
             self.cli(timeout=3).run("scontrol", "ping")
             return True
         except SlurmError:
             return False
+
+    def _check_started(self, name: str) -> None:
+        """Fail at once, with the log's tail, if a daemon we wait for has died."""
+        rec = self._load_records().get(name)
+        if rec is not None and not is_alive(rec):
+            self._reap(rec)
+            out = self.root / "log" / f"{name}.out"
+            tail = out.read_text(errors="replace")[-1500:] if out.exists() else ""
+            raise ClusterError(f"{name} (pid {rec.pid}) of the cluster under {self.root} died:\n{tail}")
 
     def _start(self, name: str, argv: list[str]) -> None:
         log = open(self.root / "log" / f"{name}.out", "ab")  # noqa: SIM115 - handed to the child

@@ -11,8 +11,8 @@ def render_slurm_conf(root: Path, nodes: int, base_port: int) -> str:
     last = base_port + nodes
     return f"""\
 # Test cluster under {r} (written by lamplighter.slurm.testcluster; do not edit).
-# The cluster name carries the port so that two clusters on one machine stay apart.
-ClusterName=ll{base_port}
+# Clusters on one machine stay apart by folder and ports, not by name.
+ClusterName=lltest
 SlurmctldHost=localhost
 SlurmctldPort={base_port}
 # Everything runs as root in the sandbox; there is no slurm user.

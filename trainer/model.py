@@ -46,6 +46,9 @@ def build_model(cfg: ModelConfig) -> torch.nn.Module:
             self.pos = nn.Embedding(cfg.seq_len, cfg.dim)
             self.blocks = nn.ModuleList(Block() for _ in range(cfg.layers))
             self.ln_f = nn.LayerNorm(cfg.dim)
+            # Small embeddings: the tied head starts near uniform logits (loss ~ log(vocab)).
+            nn.init.normal_(self.tok.weight, std=0.02)
+            nn.init.normal_(self.pos.weight, std=0.02)
 
         def forward(self, tokens: torch.Tensor) -> torch.Tensor:
             pos = torch.arange(tokens.shape[1], device=tokens.device)

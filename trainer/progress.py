@@ -66,10 +66,10 @@ def decide_start(
     means a peer with progress gave us its state. When every group is in the
     quorum at step 0, no live peer has progress and waiting cannot help.
     """
-    if job_progress == 0:
-        return StartDecision(StartAction.TRAIN, "the job has no committed step yet: training from the seeded weights")
     if manager_step > 0:
         return StartDecision(StartAction.TRAIN, f"state at step {manager_step} received from a live peer")
+    if job_progress == 0:
+        return StartDecision(StartAction.TRAIN, "the job has no committed step yet: training from the seeded weights")
     all_here = participants >= num_groups
     if not all_here and now < deadline:
         return StartDecision(

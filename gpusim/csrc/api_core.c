@@ -43,6 +43,9 @@ GPUSIM_EXPORT amdsmi_status_t amdsmi_init(uint64_t flags) {
     return AMDSMI_STATUS_SUCCESS;
 }
 
+/* The simulation hands out no name/value pairs, so there is nothing to free. */
+GPUSIM_EXPORT void amdsmi_free_name_value_pairs(void *pairs) { (void)pairs; }
+
 GPUSIM_EXPORT amdsmi_status_t amdsmi_shut_down(void) {
     gpusim_initialized = 0;
     gpusim_ngpus = 0;

@@ -51,7 +51,7 @@ def recover_pending(
             detail = {"after_restart": True, **(redo(action) or {})}
             outcome = COMPLETED
             log.info("%s had not happened; done now", prefix)
-        except Exception as e:  # noqa: BLE001 - any failure is journaled and left to the policy
+        except Exception as e:
             detail = {"after_restart": True, "error": f"{type(e).__name__}: {e}"}
             outcome = FAILED
             log.warning("%s had not happened and failed now: %s", prefix, e)

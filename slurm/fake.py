@@ -1,0 +1,240 @@
+"""A small in-memory Slurm with the behaviour lamplighter relies on, for fast tests of later layers.
+
+Implements `SlurmApi`. What it models, as measured on the real 22.05 cluster
+(tests/slurm/test_fake_vs_real.py runs the same scenario against both):
+- a submitted job runs at once on the first available node(s) (lowest name);
+- `requeue` passes through COMPLETING to PENDING with Reason=BeginTime and
+  Restarts+1; it starts again only after `start_now` (or `begin_delay_s`);
+- a drained node takes no new jobs; its running jobs keep running;
+- `mark_down` / `crash_node` of a node requeues its `--requeue` jobs
+  (Restarts+1) and ends `--no-requeue` ones as NODE_FAIL;
+- `finish` ends a job as COMPLETED or FAILED.
+Time comes from the `clock` given; the state only changes when it is read.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from lamplighter.slurm.actions import check_job_id, check_node_name, check_reason
+from lamplighter.slurm.parsers import JobInfo, NodeInfo, QueueEntry
+from lamplighter.slurm.run import SlurmError
+
+_SBATCH = re.compile(r"^#SBATCH\s+(--[a-z-]+)(?:=\"?([^\"]*)\"?)?\s*$")
+
+
+@dataclass
+class _Job:
+    job_id: int
+    name: str
+    nodes: int
+    requeue: bool
+    nodelist: str | None
+    state: str = "PENDING"
+    reason: str | None = None
+    restarts: int = 0
+    on: list[str] = field(default_factory=list)
+    begin: float = 0.0
+    completing_until: float = 0.0
+    exit_code: str = "0:0"
+
+
+@dataclass
+class _Node:
+    name: str
+    base: str = "IDLE"
+    drain: bool = False
+    responding: bool = True
+    reason: str | None = None
+
+
+class FakeSlurm:
+    """In-memory Slurm; `crash_node`, `restart_node` and `finish` stand in for the world outside."""
+
+    def __init__(
+        self,
+        nodes: list[str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        completing_s: float = 0.0,
+        begin_delay_s: float = 6.0,
+    ) -> None:
+        self._clock = clock
+        self._nodes = {n: _Node(n) for n in (nodes or ["n1", "n2", "n3"])}
+        self._jobs: dict[int, _Job] = {}
+        self._next_id = 1
+        self.completing_s = completing_s
+        self.begin_delay_s = begin_delay_s  # real: cred_expire + 1
+
+    # -- SlurmApi ------------------------------------------------------------
+
+    def submit(self, script: Path) -> int:
+        opts: dict[str, str] = {}
+        for line in Path(script).read_text().splitlines():
+            m = _SBATCH.match(line)
+            if m:
+                opts[m.group(1)] = m.group(2) or ""
+        job = _Job(
+            job_id=self._next_id,
+            name=opts.get("--job-name", Path(script).name),
+            nodes=int(opts.get("--nodes", "1")),
+            requeue="--no-requeue" not in opts,
+            nodelist=opts.get("--nodelist"),
+        )
+        self._next_id += 1
+        self._jobs[job.job_id] = job
+        self._schedule()
+        return job.job_id
+
+    def requeue(self, job_id: int) -> None:
+        job = self._job(job_id)
+        if job.state not in ("RUNNING", "PENDING") or not job.requeue:
+            raise SlurmError(["scontrol", "requeue", str(job_id)], 1, f"Job is not requeueable for job {job_id}")
+        self._requeue(job)
+
+    def start_now(self, job_id: int, timeout: float = 15.0) -> None:
+        self._advance()
+        job = self._job(job_id)
+        if job.state != "PENDING":
+            if job.state == "RUNNING":
+                return
+            raise SlurmError(["scontrol", "update", f"jobid={job_id}", "StartTime=now"], 1,
+                             f"Job is no longer pending execution for job {job_id}")
+        job.begin = self._clock()
+        self._schedule()
+
+    def cancel(self, job_id: int) -> None:
+        job = self._job(job_id)
+        if job.state in ("PENDING", "RUNNING", "COMPLETING"):
+            job.state, job.on = "CANCELLED", []
+
+    def drain(self, node: str, reason: str) -> None:
+        n = self._node(node)
+        n.drain, n.reason = True, check_reason(reason)
+
+    def resume(self, node: str) -> None:
+        n = self._node(node)
+        n.drain = False
+        if n.base == "DOWN" and n.responding:
+            n.base = "IDLE"
+        n.reason = None
+        self._schedule()
+
+    def mark_down(self, node: str, reason: str) -> None:
+        n = self._node(node)
+        n.base, n.reason = "DOWN", check_reason(reason)
+        self._fail_jobs_on(node)
+
+    def job(self, job_id: int) -> JobInfo:
+        self._advance()
+        j = self._job(job_id)
+        return JobInfo(
+            job_id=j.job_id, name=j.name, state=j.state, reason=j.reason, restarts=j.restarts,
+            batch_host=j.on[0] if j.on else None, node_list=",".join(j.on) or None,
+            start_time=None, requeue=j.requeue, exit_code=j.exit_code,
+        )
+
+    def node(self, name: str) -> NodeInfo:
+        self._advance()
+        n = self._node(name)
+        base = n.base
+        if base != "DOWN":
+            base = "ALLOCATED" if any(name in j.on for j in self._jobs.values() if j.state == "RUNNING") else "IDLE"
+        flags = frozenset(f for f, on in (("DRAIN", n.drain), ("NOT_RESPONDING", not n.responding)) if on)
+        state = "+".join([base, *sorted(flags)])
+        return NodeInfo(name, state, base, flags, False, n.reason, "root" if n.reason else None, None)
+
+    def nodes(self) -> list[NodeInfo]:
+        return [self.node(n) for n in sorted(self._nodes)]
+
+    def jobs(self, name_prefix: str | None = None) -> list[QueueEntry]:
+        self._advance()
+        return [
+            QueueEntry(j.job_id, j.name, j.state, j.reason, ",".join(j.on) or None, "root")
+            for j in self._jobs.values()
+            if j.state in ("PENDING", "RUNNING", "COMPLETING") and (name_prefix is None or j.name.startswith(name_prefix))
+        ]
+
+    # -- the world outside Slurm --------------------------------------------
+
+    def crash_node(self, name: str) -> None:
+        """The node dies; like Slurm after SlurmdTimeout, it goes DOWN and its jobs are requeued."""
+        n = self._node(name)
+        n.responding, n.base, n.reason = False, "DOWN", "Not responding"
+        self._fail_jobs_on(name)
+
+    def restart_node(self, name: str) -> None:
+        """The node's slurmd registers again (ReturnToService=2: a DOWN node returns)."""
+        n = self._node(name)
+        n.responding = True
+        if n.base == "DOWN":
+            n.base, n.reason = "IDLE", None if not n.drain else n.reason
+        self._schedule()
+
+    def finish(self, job_id: int, exit_code: int = 0) -> None:
+        job = self._job(job_id)
+        job.state, job.on, job.exit_code = ("COMPLETED" if exit_code == 0 else "FAILED"), [], f"{exit_code}:0"
+        self._schedule()
+
+    # -- internals -----------------------------------------------------------
+
+    def _job(self, job_id: int) -> _Job:
+        j = self._jobs.get(check_job_id(job_id))
+        if j is None:
+            raise SlurmError(["scontrol", "show", "job", str(job_id)], 1, "slurm_load_jobs error: Invalid job id specified")
+        return j
+
+    def _node(self, name: str) -> _Node:
+        n = self._nodes.get(check_node_name(name))
+        if n is None:
+            raise SlurmError(["scontrol", "show", "node", name], 1, f"Node {name} not found")
+        return n
+
+    def _requeue(self, job: _Job) -> None:
+        now = self._clock()
+        job.restarts += 1
+        job.on = []
+        job.begin = now + self.begin_delay_s
+        job.completing_until = now + self.completing_s
+        job.state, job.reason = ("COMPLETING", None) if self.completing_s > 0 else ("PENDING", "BeginTime")
+
+    def _fail_jobs_on(self, node: str) -> None:
+        for j in self._jobs.values():
+            if j.state == "RUNNING" and node in j.on:
+                if j.requeue:
+                    self._requeue(j)
+                else:
+                    j.state, j.on, j.reason = "NODE_FAIL", [], None
+        self._schedule()
+
+    def _advance(self) -> None:
+        now = self._clock()
+        for j in self._jobs.values():
+            if j.state == "COMPLETING" and now >= j.completing_until:
+                j.state, j.reason = "PENDING", "BeginTime"
+        self._schedule()
+
+    def _free(self) -> list[str]:
+        busy = {n for j in self._jobs.values() if j.state in ("RUNNING", "COMPLETING") for n in j.on}
+        return [n.name for n in sorted(self._nodes.values(), key=lambda x: x.name)
+                if n.base != "DOWN" and n.responding and not n.drain and n.name not in busy]
+
+    def _schedule(self) -> None:
+        now = self._clock()
+        for j in sorted(self._jobs.values(), key=lambda x: x.job_id):
+            if j.state != "PENDING" or now < j.begin:
+                continue
+            free = self._free()
+            if j.nodelist is not None:
+                free = [n for n in free if n == j.nodelist]
+            if len(free) >= j.nodes:
+                j.state, j.reason, j.on = "RUNNING", None, free[: j.nodes]
+            else:
+                j.reason = "Resources"
+
+    def snapshot(self, job_id: int) -> _Job:
+        """A copy of a job's internal record (for debugging tests)."""
+        return replace(self._job(job_id))

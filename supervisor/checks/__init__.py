@@ -1,0 +1,1 @@
+"""Supervisor checks: each a small object with one method, given what it reads."""

@@ -1,0 +1,38 @@
+"""D-state check: a process of a trainer's tree in uninterruptible sleep for too long.
+
+A short D state is normal (disk, NFS, a GPU driver call); only a long one means
+the process cannot even be killed cleanly. The check remembers since when each
+process (pid + start time) has been in D.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lamplighter.supervisor.observations import DState
+from lamplighter.supervisor.procfs import snapshot, tree
+from lamplighter.supervisor.trainer_proc import ProcessTable
+
+
+class DStateCheck:
+    def __init__(self, table: ProcessTable, limit_s: float, proc_root: Path = Path("/proc")) -> None:
+        self._table = table
+        self._limit = limit_s
+        self._root = proc_root
+        self._since: dict[tuple[int, int], float] = {}
+
+    def observe(self, now: float) -> list[DState]:
+        snap = snapshot(self._root)
+        out: list[DState] = []
+        still: dict[tuple[int, int], float] = {}
+        for p in self._table.trainers():
+            for st in tree(snap, p.pid):
+                if st.state != "D":
+                    continue
+                key = (st.pid, st.starttime)
+                since = still[key] = self._since.get(key, now)
+                if now - since >= self._limit:
+                    out.append(DState(group=p.group, rank=p.rank, attempt=p.attempt, pid=st.pid,
+                                      stuck_s=now - since, limit_s=self._limit))
+        self._since = still
+        return out

@@ -1,0 +1,60 @@
+"""Hang check: a trainer that wrote no step heartbeat for longer than the timeout."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from lamplighter.supervisor.observations import Hung
+from lamplighter.supervisor.trainer_proc import ProcessTable
+from lamplighter.trainer.contract import RunPaths
+
+
+@dataclass(frozen=True)
+class Beat:
+    step: int
+    time: float
+    pid: int
+
+
+class HeartbeatFiles:
+    """Reads the trainers' heartbeat files (trainer/contract.py) under a run directory."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self._paths = RunPaths(Path(run_dir))
+
+    def last_beat(self, group: int, rank: int) -> Beat | None:
+        try:
+            obj = json.loads(self._paths.heartbeat(group, rank).read_text())
+            return Beat(step=int(obj["step"]), time=float(obj["time"]), pid=int(obj["pid"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+
+class HangCheck:
+    """Hung(...) for every watched trainer silent longer than `timeout_s`.
+
+    A process's silence counts from its last heartbeat, or from its start if it
+    has not beaten yet (importing torch and joining the quorum take seconds,
+    which is why hang_timeout_s must exceed torchft's own timeouts). A beat
+    written by another PID (an earlier attempt) does not count.
+    """
+
+    def __init__(self, table: ProcessTable, heartbeats: HeartbeatFiles, timeout_s: float) -> None:
+        self._table = table
+        self._beats = heartbeats
+        self._timeout = timeout_s
+
+    def observe(self, now: float) -> list[Hung]:
+        out: list[Hung] = []
+        for p in self._table.trainers():
+            beat = self._beats.last_beat(p.group, p.rank)
+            if beat is not None and beat.pid != p.pid:
+                beat = None
+            last = max(p.started_at, beat.time) if beat else p.started_at
+            silent = now - last
+            if silent > self._timeout:
+                out.append(Hung(group=p.group, rank=p.rank, attempt=p.attempt, pid=p.pid,
+                                last_step=beat.step if beat else None, silent_s=silent, timeout_s=self._timeout))
+        return out

@@ -1,0 +1,177 @@
+"""The local status endpoint: a unix socket that answers one JSON document per connection.
+
+Read-only by construction: the server never reads what a client sends, so no
+request can make the daemon act. Who may read is decided by file permissions:
+the socket is 0660 (owner and group, e.g. a `lamplighter` group of operators)
+inside a directory that is created 0750. The socket is bound under a temporary
+name and renamed into place after its mode is set, so it is never reachable
+with looser permissions.
+
+    server = StatusServer(Path("/run/lamplighter/status.sock"), lambda: {...}).start()
+    read_status(Path("/run/lamplighter/status.sock"), timeout=5.0) -> dict   # `lamplighter status`
+    server.close()
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import stat
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+SOCKET_MODE = 0o660
+DIR_MODE = 0o750
+SEND_TIMEOUT_S = 2.0  # a client that does not read cannot hold the server longer than this
+DRAIN_TIMEOUT_S = 0.5
+DRAIN_MAX_BYTES = 1024 * 1024
+MAX_STATUS_BYTES = 16 * 1024 * 1024
+
+
+class StatusError(Exception):
+    """Reading the status failed; the message names the socket."""
+
+
+class StatusServer:
+    def __init__(self, path: Path, status: Callable[[], dict[str, Any]], mode: int = SOCKET_MODE,
+                 gid: int | None = None) -> None:
+        self.path = path
+        self._status = status
+        self._mode = mode
+        self._gid = gid
+        self._sock: socket.socket | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    def start(self) -> StatusServer:
+        self._prepare_dir()
+        self._refuse_live_peer()
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+        tmp.unlink(missing_ok=True)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        try:
+            sock.bind(str(tmp))
+            os.chmod(tmp, self._mode)
+            if self._gid is not None:
+                os.chown(tmp, -1, self._gid)
+            sock.listen(16)
+            os.replace(tmp, self.path)  # also replaces a stale socket a killed daemon left
+        except OSError as e:
+            sock.close()
+            tmp.unlink(missing_ok=True)
+            raise OSError(e.errno, f"status socket {self.path}: cannot serve: {e.strerror}") from e
+        sock.settimeout(0.2)  # lets close() stop the accept loop
+        self._sock = sock
+        self._thread = threading.Thread(target=self._serve, name="status-socket", daemon=True)
+        self._thread.start()
+        return self
+
+    def _prepare_dir(self) -> None:
+        d = self.path.parent
+        if not d.exists():
+            d.mkdir(mode=DIR_MODE, parents=True)
+            os.chmod(d, DIR_MODE)  # mkdir's mode is filtered by the umask
+        if self.path.exists() and not stat.S_ISSOCK(os.lstat(self.path).st_mode):
+            raise OSError(f"status socket {self.path}: exists and is not a socket; refusing to replace it")
+
+    def _refuse_live_peer(self) -> None:
+        if not self.path.exists():
+            return
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.settimeout(1.0)
+            try:
+                probe.connect(str(self.path))
+            except OSError:
+                return  # stale: nobody listens
+        raise OSError(f"status socket {self.path}: another daemon is serving it")
+
+    def _serve(self) -> None:
+        assert self._sock is not None
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except TimeoutError:
+                continue
+            except OSError as e:
+                if self._stop.is_set():
+                    return
+                log.warning("status socket %s: accept failed: %s", self.path, e)
+                continue
+            with conn:
+                self._answer(conn)
+
+    def _answer(self, conn: socket.socket) -> None:
+        try:
+            doc = self._status()
+            body = json.dumps(doc, default=str)
+        except Exception as e:
+            log.warning("status socket %s: status callable failed: %s", self.path, e)
+            body = json.dumps({"error": f"{type(e).__name__}: {e}"})
+        try:
+            conn.settimeout(SEND_TIMEOUT_S)
+            conn.sendall(body.encode() + b"\n")
+            conn.shutdown(socket.SHUT_WR)
+            self._discard_input(conn)
+        except OSError as e:
+            log.info("status socket %s: client went away: %s", self.path, e)
+
+    @staticmethod
+    def _discard_input(conn: socket.socket) -> None:
+        # Closing with unread bytes resets the connection and the client could
+        # lose the answer; so swallow (never interpret) what it sent, bounded.
+        conn.settimeout(DRAIN_TIMEOUT_S)
+        seen = 0
+        while seen < DRAIN_MAX_BYTES:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return
+            seen += len(chunk)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+            try:
+                self.path.unlink()
+            except FileNotFoundError:
+                pass
+
+
+def read_status(path: Path, timeout: float = 5.0) -> dict[str, Any]:
+    """The daemon's status document from its socket."""
+    chunks: list[bytes] = []
+    size = 0
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as s:
+        s.settimeout(timeout)
+        try:
+            s.connect(str(path))
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > MAX_STATUS_BYTES:
+                    raise StatusError(f"status socket {path}: answer larger than {MAX_STATUS_BYTES} bytes")
+                chunks.append(chunk)
+        except FileNotFoundError as e:
+            raise StatusError(f"status socket {path}: not there (is the daemon running?)") from e
+        except PermissionError as e:
+            raise StatusError(f"status socket {path}: permission denied (needs the socket's group)") from e
+        except OSError as e:
+            raise StatusError(f"status socket {path}: {e}") from e
+    try:
+        doc = json.loads(b"".join(chunks))
+    except ValueError as e:
+        raise StatusError(f"status socket {path}: answer is not JSON: {e}") from e
+    if not isinstance(doc, dict):
+        raise StatusError(f"status socket {path}: answer is not a JSON object")
+    return doc

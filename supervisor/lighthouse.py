@@ -1,0 +1,91 @@
+"""Run torchft's Lighthouse on this machine, and bring it back on the same address when it dies.
+
+The port is fixed once (a free one when the config says 0) and kept across
+restarts: the trainers' Managers reconnect to the address they were given.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from lamplighter.configs.schema import LighthouseConfig
+from lamplighter.supervisor.process_group import free_port, kill_tree
+
+
+class LighthouseError(RuntimeError):
+    """The Lighthouse could not be started or did not come up; the message says which address and why."""
+
+
+def lighthouse_binary() -> Path:
+    """torchft_lighthouse next to this interpreter (the venv's bin directory)."""
+    return Path(sys.executable).parent / "torchft_lighthouse"
+
+
+def lighthouse_argv(cfg: LighthouseConfig, port: int, binary: Path) -> list[str]:
+    return [
+        str(binary),
+        "--bind", f"{cfg.host}:{port}",
+        "--min_replicas", str(cfg.min_replicas),
+        "--join_timeout_ms", str(cfg.join_timeout_ms),
+        "--quorum_tick_ms", str(cfg.quorum_tick_ms),
+        "--heartbeat_timeout_ms", str(cfg.heartbeat_timeout_ms),
+    ]
+
+
+def accepts_connections(host: str, port: int, timeout_s: float = 0.2) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+class Lighthouse:
+    """One Lighthouse process at a time, on a port that does not change."""
+
+    def __init__(self, cfg: LighthouseConfig, log_path: Path, binary: Path | None = None) -> None:
+        self.cfg = cfg
+        self.port = cfg.port or free_port(cfg.host)
+        self._log_path = log_path
+        self._binary = binary or lighthouse_binary()
+        self.popen: subprocess.Popen[bytes] | None = None
+        self.started_at: float | None = None
+
+    @property
+    def address(self) -> str:
+        return f"http://{self.cfg.host}:{self.port}"
+
+    def start(self, now: float) -> int:
+        """Start it (not waiting for it to listen); returns its PID."""
+        if not self._binary.exists():
+            raise LighthouseError(f"Lighthouse binary {self._binary} not found (is torchft installed in this venv?)")
+        self._log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self._log_path, "ab") as log:
+            self.popen = subprocess.Popen(lighthouse_argv(self.cfg, self.port, self._binary), stdout=log,
+                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        self.started_at = now
+        return self.popen.pid
+
+    def wait_ready(self, timeout_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        """Block until it accepts connections; raise LighthouseError if it exits or the timeout passes."""
+        deadline = clock() + timeout_s
+        while clock() < deadline:
+            if self.popen is None or self.popen.poll() is not None:
+                code = None if self.popen is None else self.popen.returncode
+                raise LighthouseError(
+                    f"Lighthouse on {self.address} exited ({code}) before accepting connections; see {self._log_path}"
+                )
+            if accepts_connections(self.cfg.host, self.port):
+                return
+            time.sleep(0.05)
+        raise LighthouseError(f"Lighthouse on {self.address} did not accept connections within {timeout_s:g} s; see {self._log_path}")
+
+    def kill(self) -> None:
+        """SIGKILL it (and anything it started) and reap it."""
+        if self.popen is not None:
+            kill_tree([self.popen])

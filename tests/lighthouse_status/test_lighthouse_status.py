@@ -1,0 +1,113 @@
+"""The Lighthouse /status parser, on pages recorded from the real torchft Lighthouse, and live."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from lamplighter.supervisor.lighthouse_status import (
+    LighthouseStatusError,
+    fetch_status,
+    parse_duration,
+    parse_status,
+)
+
+REC = Path(__file__).parent / "recorded"
+
+
+def page(name: str) -> str:
+    return (REC / name).read_text()
+
+
+def test_empty_lighthouse() -> None:
+    s = parse_status(page("status_empty.html"))
+    assert s.quorum_id == 0 and s.members == [] and s.heartbeats == [] and s.previous_quorum_id is None
+    assert "need min_replicas 1" in s.next_quorum
+
+
+def test_stale_heartbeat_is_marked_old_and_members_read() -> None:
+    s = parse_status(page("status_one_stale.html"))
+    assert s.quorum_id == 2 and s.previous_quorum_id == 2
+    assert [(m.group, m.step, m.manager, m.store, m.world_size) for m in s.members] == [
+        ("1", 120, "http://127.0.0.1:41001", "127.0.0.1:41002", 1),
+        ("2", 120, "http://127.0.0.1:42001", "127.0.0.1:42002", 1),
+    ]
+    old = {h.group: h.old for h in s.heartbeats}
+    assert old == {"0": False, "1": False, "2": True}
+    assert s.live_groups() == {"0", "1"}
+    assert s.quorum_age_s is not None and 0.7 < s.quorum_age_s < 0.9
+
+
+def test_healing_page() -> None:
+    s = parse_status(page("status_healing.html"))
+    assert s.quorum_id == 3 and s.max_step() == 122 and len(s.heartbeats) == 3
+    assert s.members[0].replica_id == "0:0f6b2a1c-5d2e-4c1b-9a7e-000000000000"
+
+
+def test_dashboard_root_is_not_a_status_page() -> None:
+    with pytest.raises(LighthouseStatusError, match="not a torchft Lighthouse /status page"):
+        parse_status(page("root.html"))
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("10.5s", 10.5), ("803.2ms", 0.8032), ("1.5µs", 1.5e-6), ("7ns", 7e-9)])
+def test_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+def test_member_without_step_is_an_error_not_a_guess() -> None:
+    broken = page("status_one_stale.html").replace("Step: 120", "Stp: 120", 1)
+    with pytest.raises(LighthouseStatusError, match="Step"):
+        parse_status(broken)
+
+
+def test_unreachable_lighthouse_is_an_error() -> None:
+    with pytest.raises(LighthouseStatusError, match="cannot read"):
+        fetch_status("http://127.0.0.1:1", timeout=1)
+
+
+@pytest.mark.integration
+def test_live_lighthouse_with_two_clients() -> None:
+    from torchft._torchft import LighthouseClient, LighthouseServer
+
+    lh = LighthouseServer(bind="127.0.0.1:0", min_replicas=2, join_timeout_ms=100, heartbeat_timeout_ms=500)
+    try:
+        addr = lh.address()
+        errors: list[BaseException] = []
+
+        def join(i: int) -> None:
+            try:
+                c = LighthouseClient(addr, connect_timeout=timedelta(seconds=5))
+                c.quorum(
+                    replica_id=f"{i}:u{i}",
+                    timeout=timedelta(seconds=10),
+                    address=f"http://h{i}:1",
+                    store_address=f"h{i}:2",
+                    step=7,
+                    world_size=1,
+                    shrink_only=False,
+                )
+                c.heartbeat(f"{i}:u{i}")
+            except BaseException as e:  # collected and re-raised in the test thread
+                errors.append(e)
+
+        threads = [threading.Thread(target=join, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        assert not errors
+        s = fetch_status(addr)
+        assert s.quorum_id >= 1 and sorted(m.group for m in s.members) == ["0", "1"]
+        assert {m.step for m in s.members} == {7} and s.live_groups() == {"0", "1"}
+    finally:
+        lh.shutdown()
+
+
+def test_member_behind_the_quorum_is_recovering() -> None:
+    s = parse_status(page("status_recovering.html"))
+    by_group = {m.group: m for m in s.members}
+    assert by_group["1"].recovering and by_group["1"].step == 0 and by_group["1"].world_size == 2
+    assert not by_group["0"].recovering and by_group["0"].step == 57
