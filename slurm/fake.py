@@ -2,7 +2,8 @@
 
 Implements `SlurmApi`. What it models, as measured on the real 22.05 cluster
 (tests/slurm/test_fake_vs_real.py runs the same scenario against both):
-- a submitted job runs at once on the first available node(s) (lowest name);
+- a submitted job runs at once on the first available node(s) (lowest name),
+  one job per node (the real test cluster may put two 1-CPU jobs on a node);
 - `requeue` passes through COMPLETING to PENDING with Reason=BeginTime and
   Restarts+1; it starts again only after `start_now` (or `begin_delay_s`);
 - a drained node takes no new jobs; its running jobs keep running;
@@ -17,7 +18,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from lamplighter.slurm.actions import check_job_id, check_node_name, check_reason
@@ -234,7 +235,3 @@ class FakeSlurm:
                 j.state, j.reason, j.on = "RUNNING", None, free[: j.nodes]
             else:
                 j.reason = "Resources"
-
-    def snapshot(self, job_id: int) -> _Job:
-        """A copy of a job's internal record (for debugging tests)."""
-        return replace(self._job(job_id))

@@ -115,7 +115,7 @@ def render_group_script(job: JobConfig, replica_id: int, paths: RenderPaths, pyt
     argv = render_command(job, replica_id=replica_id, lighthouse=lh, config_path=str(paths.config), python=python)
     env = trainer_env(job, replica_id=replica_id, attempt=0, lighthouse=lh, config_path=str(paths.config),
                       run_dir=str(paths.run_dir))
-    output = slurm_path_pattern(str(paths.logs / f"g{replica_id}-%j.out"))
+    output = slurm_path_pattern(str(paths.logs)) + f"/g{replica_id}-%j.out"
     header = _sbatch_header(job, group_job_name(job, replica_id), g.nodes, g.nproc_per_node, output, job.slurm.requeue)
     if g.gpus_per_node:
         header.append(f"#SBATCH --gpus-per-node={g.gpus_per_node}")
@@ -166,7 +166,7 @@ def render_lighthouse_script(job: JobConfig, paths: RenderPaths, python: str) ->
     lh = job.lighthouse
     if lh.port == 0:
         raise RenderError(f"job {job.name}: lighthouse.port 0 (pick a free port) works in local mode only")
-    header = _sbatch_header(job, lighthouse_job_name(job), 1, 1, slurm_path_pattern(str(paths.logs / "lighthouse-%j.out")),
+    header = _sbatch_header(job, lighthouse_job_name(job), 1, 1, slurm_path_pattern(str(paths.logs)) + "/lighthouse-%j.out",
                             requeue=True)
     if job.slurm.head_node:
         header.append(f"#SBATCH --nodelist={sbatch_value(job.slurm.head_node, 'slurm.head_node')}")

@@ -22,7 +22,8 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,7 +90,8 @@ def pick_port_range(count: int, rng: random.Random | None = None) -> int:
     """A base port such that base..base+count-1 are all free right now."""
     rng = rng or random.Random()
     for _ in range(200):
-        base = rng.randrange(20000, 60000 - count)
+        # Below torch's 29500 and Linux's ephemeral ports (32768+), clear of MASTER_PORT (30000+).
+        base = rng.randrange(20000, 29000 - count)
         if _ports_free(list(range(base, base + count))):
             return base
     raise ClusterError(f"found no {count} consecutive free ports")
@@ -180,6 +182,14 @@ class TestCluster:
             raise ClusterError(f"node {name} still runs (pid {recs[key].pid}); crash_node it first")
         self._start_node(name)
         self.wait_nodes_ready(timeout, names=[name])
+
+    def records(self) -> dict[str, ProcRecord]:
+        """The daemons this cluster started and has not stopped, by name."""
+        return self._load_records()
+
+    def node_alive(self, name: str) -> bool:
+        rec = self._load_records().get(f"node-{name}")
+        return rec is not None and is_alive(rec)
 
     def wait_nodes_ready(self, timeout: float = 30.0, names: list[str] | None = None) -> list[NodeInfo]:
         """Wait until the nodes are registered and not DOWN (not for IDLE: a node may take a job at once)."""
@@ -337,3 +347,42 @@ def _children(pid: int) -> list[int]:
         except (FileNotFoundError, ProcessLookupError):
             continue
     return out
+
+
+def slurm_installed() -> str | None:
+    """None if the Slurm and munge programs are here, else what is missing."""
+    missing = [p for p in ("slurmctld", "slurmd", "sbatch", "scontrol", "munged", "mungekey", "unshare")
+               if shutil.which(p) is None]
+    return f"missing {', '.join(missing)} (apt-get install slurmctld slurmd slurm-client munge)" if missing else None
+
+
+def reset_cluster(cluster: TestCluster, timeout: float = 30.0) -> None:
+    """Back to all nodes up and idle with no jobs: for reusing one cluster across tests."""
+    cli = cluster.cli()
+    for entry in cli.run("squeue", "--noheader", "-o", "%i").split():
+        try:
+            cli.run("scancel", entry)
+        except SlurmError:
+            pass  # finished meanwhile
+    for name in cluster.node_names:
+        if not cluster.node_alive(name):
+            cluster.restart_node(name, timeout)
+    for info in cluster.node_infos():
+        if info.is_drained or info.is_down:
+            try:
+                cli.run("scontrol", "update", f"nodename={info.name}", "state=resume")
+            except SlurmError:
+                pass  # returned to service by itself meanwhile (ReturnToService=2)
+    cluster.wait_nodes_ready(timeout)
+    wait_until(lambda: not cli.run("squeue", "--noheader", "-o", "%i").split(), timeout, "the queue to empty")
+
+
+@contextmanager
+def running_cluster(root: Path, nodes: int = 3) -> Iterator[TestCluster]:
+    """A started cluster that is stopped (by PID) on exit; the body of the repo-wide pytest fixture."""
+    cluster = TestCluster(root, nodes)
+    cluster.up()
+    try:
+        yield cluster
+    finally:
+        cluster.down()

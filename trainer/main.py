@@ -116,9 +116,9 @@ def train(job: JobConfig, ident: Identity, log: TrainerLog, clock: Callable[[], 
                     write_heartbeat(heartbeat, step=0, now=clock(), pid=os.getpid())
                     time.sleep(WAIT_BACKOFF_S)
                     continue
-                log(d.reason)
                 if d.action is StartAction.REFUSE:
                     raise Refused(d.reason)
+                log(d.reason)
                 if d.action is StartAction.LOAD_CHECKPOINT:
                     assert fallback is not None
                     restore_checkpoint(state, manager, fallback)

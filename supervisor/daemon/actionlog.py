@@ -13,7 +13,7 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ def format_action(
 ) -> str:
     """The line for one action: a JSON object with fixed keys first, without a trailing newline."""
     record: dict[str, Any] = {
-        "time": datetime.fromtimestamp(now, tz=timezone.utc).isoformat(timespec="milliseconds"),
+        "time": datetime.fromtimestamp(now, tz=UTC).isoformat(timespec="milliseconds"),
         "ts": now,
         "node": node,
         "action": action,

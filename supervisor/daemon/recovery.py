@@ -41,6 +41,7 @@ def recover_pending(
     out: list[Resolution] = []
     for action in sorted(state.pending(), key=lambda a: (a.time, a.id)):
         prefix = f"recovery {action.id} {action.kind} {action.target}:"
+        detail: dict[str, Any]
         if happened(action):
             detail = {"after_restart": True}
             state.record_done(now, action.id, CONFIRMED, detail)
@@ -51,7 +52,7 @@ def recover_pending(
             detail = {"after_restart": True, **(redo(action) or {})}
             outcome = COMPLETED
             log.info("%s had not happened; done now", prefix)
-        except Exception as e:
+        except Exception as e:  # any failure is journaled; the policy decides again
             detail = {"after_restart": True, "error": f"{type(e).__name__}: {e}"}
             outcome = FAILED
             log.warning("%s had not happened and failed now: %s", prefix, e)

@@ -110,7 +110,7 @@ class StatusServer:
         try:
             doc = self._status()
             body = json.dumps(doc, default=str)
-        except Exception as e:
+        except Exception as e:  # a broken status must not end the server
             log.warning("status socket %s: status callable failed: %s", self.path, e)
             body = json.dumps({"error": f"{type(e).__name__}: {e}"})
         try:

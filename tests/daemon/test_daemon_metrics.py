@@ -5,7 +5,6 @@ import urllib.error
 import urllib.request
 
 import pytest
-
 from prometheus_client import REGISTRY
 
 from lamplighter.supervisor.daemon.metrics import DaemonMetrics, start_metrics_server

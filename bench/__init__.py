@@ -1,0 +1,1 @@
+"""Benchmarks: whole-run measurements that tests never make. `make bench` runs them all."""

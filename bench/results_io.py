@@ -1,0 +1,53 @@
+"""Where benchmark numbers go: bench/results/<name>.json with the environment they were measured in."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def environment() -> dict[str, Any]:
+    def version(pkg: str) -> str | None:
+        try:
+            return metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            return None
+
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5, cwd=RESULTS.parent
+        ).stdout.strip()
+    except OSError:
+        commit = ""
+    return {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "host_cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "torch": version("torch"),
+        "torchft": version("torchft-nightly"),
+        "commit": commit,
+    }
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    """Median and range: the machine is shared and noisy, so single numbers are not quoted."""
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+
+
+def write_result(name: str, data: dict[str, Any]) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps({"name": name, "environment": environment(), **data}, indent=2) + "\n")
+    os.replace(tmp, path)
+    return path

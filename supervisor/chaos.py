@@ -1,0 +1,155 @@
+"""Fault injection plans: parsing `--chaos`, and the schedule a seed gives.
+
+`--chaos mtbf=20s[,seed=N][,kinds=kill,hang,exception,lighthouse-kill][,start=10s][,max=N]`
+draws faults at random (exponential gaps with that mean), `--chaos @file.yaml`
+reads a file holding either a list of events (`- {at_s: 15, kind: kill, group: 1}`)
+or a mapping with the keys of the `chaos:` section. Everything here is pure:
+the same config and seed always give the same plan.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, get_args
+
+from pydantic import ValidationError
+
+from lamplighter.configs.schema import ChaosConfig, ChaosKind
+
+# Kinds local mode can inject today; gpu/node-crash/supervisor-kill need the GPU simulator or Slurm.
+LOCAL_KINDS: tuple[str, ...] = ("kill", "hang", "exception", "lighthouse-kill")
+ALL_KINDS: tuple[str, ...] = get_args(ChaosKind)
+# Upper bound on random faults drawn when max_faults is not set (a day of 1 s MTBF is far beyond any run).
+MAX_RANDOM_FAULTS = 10_000
+
+
+class ChaosSpecError(ValueError):
+    """A --chaos value or schedule file that cannot be used; the message says which part and why."""
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+
+
+def parse_duration(text: str) -> float:
+    """'500ms', '20s', '1.5m', '2h' or a bare number of seconds."""
+    m = _DURATION.match(text)
+    if not m:
+        raise ChaosSpecError(f"{text!r} is not a duration (like 500ms, 20s, 1.5m, 2h)")
+    scale = {"ms": 0.001, "s": 1.0, None: 1.0, "m": 60.0, "h": 3600.0}[m.group(2)]
+    return float(m.group(1)) * scale
+
+
+def parse_chaos(spec: str, *, base_dir: Path | None = None) -> ChaosConfig:
+    """A ChaosConfig (enabled) from a --chaos value."""
+    spec = spec.strip()
+    if spec.startswith("@"):
+        return load_schedule_file((base_dir or Path.cwd()) / spec[1:])
+    fields: dict[str, Any] = {"enabled": True}
+    last_key = ""
+    for token in (t.strip() for t in spec.split(",")):
+        if not token:
+            continue
+        key, eq, value = token.partition("=")
+        if not eq:
+            if last_key != "kinds":  # 'kinds=kill,hang': later kinds come without a key
+                raise ChaosSpecError(f"--chaos {spec!r}: {token!r} is not key=value")
+            fields["kinds"].append(_kind(token, spec))
+            continue
+        key = key.strip()
+        last_key = key
+        if key == "mtbf":
+            fields["mtbf_s"] = parse_duration(value)
+        elif key == "seed":
+            fields["seed"] = _int(value, key, spec)
+        elif key == "kinds":
+            fields["kinds"] = [_kind(value, spec)]
+        elif key in ("start", "start_after"):
+            fields["start_after_s"] = parse_duration(value)
+        elif key in ("max", "max_faults"):
+            fields["max_faults"] = _int(value, key, spec)
+        else:
+            raise ChaosSpecError(f"--chaos {spec!r}: unknown key {key!r} (mtbf, seed, kinds, start, max)")
+    if "mtbf_s" not in fields:
+        raise ChaosSpecError(f"--chaos {spec!r}: give mtbf=DURATION, or @file.yaml for a schedule")
+    try:
+        return ChaosConfig(**fields)
+    except ValidationError as e:
+        raise ChaosSpecError(f"--chaos {spec!r}: {e}") from e
+
+
+def _int(value: str, key: str, spec: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise ChaosSpecError(f"--chaos {spec!r}: {key}={value!r} is not an integer") from None
+
+
+def _kind(value: str, spec: str) -> str:
+    value = value.strip()
+    if value not in ALL_KINDS:
+        raise ChaosSpecError(f"--chaos {spec!r}: unknown fault kind {value!r} (known: {', '.join(ALL_KINDS)})")
+    return value
+
+
+def load_schedule_file(path: Path) -> ChaosConfig:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise ChaosSpecError(f"chaos schedule {path}: {e.strerror or e}") from e
+    except yaml.YAMLError as e:
+        raise ChaosSpecError(f"chaos schedule {path}: not valid YAML: {e}") from e
+    if isinstance(data, list):
+        data = {"schedule": data}
+    if not isinstance(data, dict):
+        raise ChaosSpecError(f"chaos schedule {path}: expected a list of events or a mapping, got {type(data).__name__}")
+    data.setdefault("enabled", True)
+    try:
+        cfg = ChaosConfig(**data)
+    except ValidationError as e:
+        raise ChaosSpecError(f"chaos schedule {path}: {e}") from e
+    if not cfg.schedule and cfg.mtbf_s is None:
+        raise ChaosSpecError(f"chaos schedule {path}: no events and no mtbf_s")
+    return cfg
+
+
+@dataclass(frozen=True)
+class PlannedFault:
+    """One fault to inject `at_s` seconds after training starts; group None: any healthy group."""
+
+    at_s: float
+    kind: str
+    group: int | None
+
+
+def plan(cfg: ChaosConfig, n_groups: int) -> list[PlannedFault]:
+    """The faults this config injects, in time order. Explicit schedules win over mtbf_s."""
+    if not cfg.enabled:
+        return []
+    for ev in cfg.schedule:
+        if ev.group is not None and ev.group >= n_groups:
+            raise ChaosSpecError(f"chaos event at {ev.at_s:g} s targets group {ev.group}, but the job has {n_groups} groups")
+    if cfg.schedule:
+        out = [PlannedFault(e.at_s, e.kind, e.group) for e in cfg.schedule]
+    elif cfg.mtbf_s is not None:
+        rng = random.Random(cfg.seed)
+        count = cfg.max_faults if cfg.max_faults is not None else MAX_RANDOM_FAULTS
+        t = cfg.start_after_s
+        out = []
+        for _ in range(count):
+            t += rng.expovariate(1.0 / cfg.mtbf_s)
+            out.append(PlannedFault(round(t, 3), rng.choice(cfg.kinds), None))
+    else:
+        return []
+    if cfg.max_faults is not None:
+        out = sorted(out, key=lambda f: f.at_s)[: cfg.max_faults]
+    return sorted(out, key=lambda f: f.at_s)
+
+
+def pick_group(healthy: list[int], fault_index: int, seed: int) -> int:
+    """The group a fault without a target hits: one of the healthy groups, reproducibly from the seed."""
+    return random.Random(seed * 1_000_003 + fault_index).choice(sorted(healthy))

@@ -1,0 +1,56 @@
+"""What happened to each injected fault (and each failure nobody injected), with times in epoch seconds."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass
+class FaultRecord:
+    kind: str  # a chaos kind, or "unplanned" for a failure the supervisor saw but nobody injected
+    group: int | None  # None: the Lighthouse
+    planned_at_s: float | None  # seconds after training started, as planned; None when unplanned
+    t_injected: float | None
+    attempt: int  # the target group's (or Lighthouse's) attempt when the fault hit
+    t_detected: float | None = None
+    t_restarted: float | None = None
+    detected_as: str = ""  # the observation's reason
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def target(self) -> str:
+        return "lighthouse" if self.group is None else f"group {self.group}"
+
+
+class FaultJournal:
+    """Faults in injection order; detection and restart are attached to the oldest open fault of the target."""
+
+    def __init__(self) -> None:
+        self.faults: list[FaultRecord] = []
+
+    def injected(self, rec: FaultRecord) -> None:
+        self.faults.append(rec)
+
+    def _open(self, group: int | None, attempt: int) -> FaultRecord | None:
+        for f in self.faults:
+            if f.group == group and f.attempt == attempt and f.t_detected is None:
+                return f
+        return None
+
+    def detected(self, group: int | None, attempt: int, t: float, reason: str) -> FaultRecord:
+        """Attach a failure to the fault that caused it, or record it as unplanned."""
+        f = self._open(group, attempt)
+        if f is None:
+            f = FaultRecord(kind="unplanned", group=group, planned_at_s=None, t_injected=None, attempt=attempt)
+            self.faults.append(f)
+        f.t_detected = t
+        f.detected_as = reason
+        return f
+
+    def restarted(self, group: int | None, t: float) -> None:
+        for f in self.faults:
+            if f.group == group and f.t_detected is not None and f.t_restarted is None:
+                f.t_restarted = t

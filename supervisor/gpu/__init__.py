@@ -1,0 +1,1 @@
+"""GPU health through amdsmi, probed in killable worker processes (see check.py)."""

@@ -1,0 +1,236 @@
+"""The run report: what was committed, what was lost, whether replicas agree, and what each fault cost.
+
+Definitions (all from the groups' step logs, StepRecord, and the fault journal):
+
+steps_committed
+    The highest step any group committed.
+steps_lost
+    The number of distinct step numbers that were committed and then rolled
+    back. Step s counts as lost when (a) a group commits step j after having
+    committed a step >= j itself (it went back: steps j..its previous maximum
+    were redone), or (b) step s was committed under two different quorum ids
+    (two timelines committed the same step). A healed group jumps forward to
+    its peer's step, so healing never counts. Must be 0.
+weights_identical
+    For every step committed by more than one group, all their state hashes
+    (model + optimizer + data cursor) are equal.
+t_first_commit_after
+    The first committed step of the fault's group after its restart (for a
+    Lighthouse fault: of any group after the Lighthouse's restart).
+survivor_stall_s
+    For each group the fault did not hit (every group for a Lighthouse fault),
+    the longest gap between two of its consecutive commits that overlaps
+    [t_injected, t_first_commit_after], minus that group's normal step time
+    (the median gap between its commits over the run); the maximum over
+    those groups, at least 0. None when no such group committed.
+goodput
+    Committed samples per second over the whole run, divided by the
+    fault-free rate: either given, or measured in this run before the first
+    fault (after WARMUP_STEPS steps). None when neither is available.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lamplighter.supervisor.fault_journal import FaultRecord
+from lamplighter.trainer.steplog import StepRecord
+
+WARMUP_STEPS = 3
+MIN_BASELINE_STEPS = 5
+
+
+def committed(records: Sequence[StepRecord]) -> list[StepRecord]:
+    return sorted((r for r in records if r.committed), key=lambda r: (r.t, r.step))
+
+
+def lost_steps(by_group: dict[int, list[StepRecord]]) -> set[int]:
+    """Step numbers committed and then rolled back (see the module docstring)."""
+    lost: set[int] = set()
+    quorums: dict[int, set[int]] = {}
+    for recs in by_group.values():
+        high = 0
+        for r in committed(recs):
+            if r.step <= high:
+                lost.update(range(r.step, high + 1))
+            high = r.step
+            quorums.setdefault(r.step, set()).add(r.quorum_id)
+    lost.update(s for s, q in quorums.items() if len(q) > 1)
+    return lost
+
+
+def hash_mismatches(by_group: dict[int, list[StepRecord]]) -> list[dict[str, Any]]:
+    """Steps where the groups that committed them disagree on the state hash."""
+    hashes: dict[int, dict[int, str]] = {}
+    for g, recs in by_group.items():
+        for r in committed(recs):
+            hashes.setdefault(r.step, {})[g] = r.state_hash
+    return [{"step": s, "hashes": {str(g): h for g, h in hs.items()}}
+            for s, hs in sorted(hashes.items()) if len(set(hs.values())) > 1]
+
+
+def shared_steps(by_group: dict[int, list[StepRecord]]) -> int:
+    counts: dict[int, int] = {}
+    for recs in by_group.values():
+        for r in committed(recs):
+            counts[r.step] = counts.get(r.step, 0) + 1
+    return sum(1 for c in counts.values() if c > 1)
+
+
+def first_commit_after(by_group: dict[int, list[StepRecord]], group: int | None, t: float | None) -> float | None:
+    if t is None:
+        return None
+    groups = list(by_group) if group is None else [group]
+    times = [r.t for g in groups for r in committed(by_group.get(g, [])) if r.t > t]
+    return min(times) if times else None
+
+
+def normal_step_s(recs: Sequence[StepRecord]) -> float | None:
+    ts = [r.t for r in committed(recs)]
+    gaps = [b - a for a, b in itertools.pairwise(ts)]
+    return statistics.median(gaps) if gaps else None
+
+
+def survivor_stall(by_group: dict[int, list[StepRecord]], fault: FaultRecord, until: float | None) -> float | None:
+    if fault.t_injected is None:
+        return None
+    start = fault.t_injected
+    end = until if until is not None else start
+    worst: float | None = None
+    for g, recs in by_group.items():
+        if fault.group is not None and g == fault.group:
+            continue
+        normal = normal_step_s(recs)
+        ts = [r.t for r in committed(recs)]
+        gaps = [b - a for a, b in itertools.pairwise(ts) if b >= start and a <= end]
+        if normal is None or not gaps:
+            continue
+        stall = max(0.0, max(gaps) - normal)
+        worst = stall if worst is None else max(worst, stall)
+    return worst
+
+
+@dataclass(frozen=True)
+class Throughput:
+    samples: int
+    seconds: float
+
+    @property
+    def rate(self) -> float | None:
+        return self.samples / self.seconds if self.seconds > 0 else None
+
+
+def throughput(by_group: dict[int, list[StepRecord]], t0: float | None = None, t1: float | None = None,
+               min_step: int = 0) -> Throughput:
+    """Committed samples between the first and last commit in [t0, t1] with step > min_step."""
+    recs = [r for recs in by_group.values() for r in committed(recs)
+            if r.step > min_step and (t0 is None or r.t >= t0) and (t1 is None or r.t <= t1)]
+    if len(recs) < 2:
+        return Throughput(0, 0.0)
+    first = min(r.t for r in recs)
+    # Samples of the first commit instant fall before the measured interval.
+    samples = sum(r.samples for r in recs if r.t > first)
+    return Throughput(samples, max(r.t for r in recs) - first)
+
+
+def baseline_rate(by_group: dict[int, list[StepRecord]], faults: Sequence[FaultRecord]) -> float | None:
+    injected = [f.t_injected for f in faults if f.t_injected is not None]
+    first_fault = min(injected) if injected else None
+    steps_before = {r.step for recs in by_group.values() for r in committed(recs)
+                    if first_fault is None or r.t < first_fault}
+    if len(steps_before) < WARMUP_STEPS + MIN_BASELINE_STEPS:
+        return None
+    return throughput(by_group, t1=first_fault, min_step=WARMUP_STEPS).rate
+
+
+def _span(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else round(b - a, 3)
+
+
+def build_report(
+    by_group: dict[int, list[StepRecord]],
+    faults: Sequence[FaultRecord],
+    *,
+    target_steps: int,
+    t_start: float,
+    t_end: float,
+    baseline_samples_per_s: float | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    fault_rows: list[dict[str, Any]] = []
+    for f in faults:
+        restart_ref = f.t_restarted
+        t_first = first_commit_after(by_group, f.group, restart_ref)
+        fault_rows.append({
+            **f.to_json(),
+            "t_first_commit_after": t_first,
+            "detection_latency_s": _span(f.t_injected, f.t_detected),
+            "restart_after_detection_s": _span(f.t_detected, f.t_restarted),
+            "first_commit_after_restart_s": _span(f.t_restarted, t_first),
+            "recovery_s": _span(f.t_injected, t_first),
+            "survivor_stall_s": None if f.kind == "unplanned" else _round(survivor_stall(by_group, f, t_first)),
+        })
+    lost = lost_steps(by_group)
+    mismatches = hash_mismatches(by_group)
+    overall = throughput(by_group)
+    base_measured = baseline_rate(by_group, faults)
+    base = baseline_samples_per_s if baseline_samples_per_s is not None else base_measured
+    good = overall.rate / base if overall.rate is not None and base else None
+    steps = max((r.step for recs in by_group.values() for r in committed(recs)), default=0)
+    report: dict[str, Any] = {
+        "steps_committed": steps,
+        "target_steps": target_steps,
+        "reached_target": steps >= target_steps,
+        "steps_lost": len(lost),
+        "lost_step_numbers": sorted(lost)[:100],
+        "weights_identical": not mismatches,
+        "steps_compared": shared_steps(by_group),
+        "hash_mismatches": mismatches[:20],
+        "faults": fault_rows,
+        "by_kind": summarize_by_kind(fault_rows),
+        "survivor_stall_s": [row["survivor_stall_s"] for row in fault_rows],
+        "committed_samples_per_s": _round(overall.rate),
+        "fault_free_samples_per_s": _round(base),
+        "fault_free_source": "given" if baseline_samples_per_s is not None else ("measured before the first fault" if base_measured else None),
+        "goodput": _round(good),
+        "t_start": t_start,
+        "t_end": t_end,
+        "wall_s": round(t_end - t_start, 3),
+        "groups": {str(g): group_summary(recs) for g, recs in sorted(by_group.items())},
+    }
+    report.update(extra or {})
+    return report
+
+
+def group_summary(recs: Sequence[StepRecord]) -> dict[str, Any]:
+    c = committed(recs)
+    return {
+        "steps_committed": len(c),
+        "last_step": c[-1].step if c else 0,
+        "last_loss": c[-1].loss if c else None,
+        "attempts": len({r.attempt for r in recs}),
+        "heals": sum(1 for r in c if r.healed_from),
+        "normal_step_s": _round(normal_step_s(recs)),
+    }
+
+
+def summarize_by_kind(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per fault kind: count, and mean/max of each latency, for the closing note."""
+    out: dict[str, dict[str, Any]] = {}
+    keys = ("detection_latency_s", "first_commit_after_restart_s", "recovery_s", "survivor_stall_s")
+    for kind in sorted({r["kind"] for r in rows}):
+        mine = [r for r in rows if r["kind"] == kind]
+        entry: dict[str, Any] = {"count": len(mine), "recovered": sum(1 for r in mine if r["t_first_commit_after"])}
+        for k in keys:
+            vals = [r[k] for r in mine if r[k] is not None]
+            entry[k] = {"mean": _round(statistics.fmean(vals)), "max": _round(max(vals))} if vals else None
+        out[kind] = entry
+    return out
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 3)

@@ -1,0 +1,73 @@
+"""Following the groups' step logs as they grow, for the live view and the chaos injector."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lamplighter.trainer.contract import RunPaths
+from lamplighter.trainer.steplog import StepRecord, parse_step
+
+
+@dataclass
+class GroupProgress:
+    """What the step log of one group has said so far."""
+
+    last: StepRecord | None = None
+    last_commit_t: float | None = None
+    last_step: int = 0
+    commits: int = 0
+    first_commit_t: float | None = None
+    commit_times: list[float] = field(default_factory=list)
+
+
+class StepTail:
+    """Reads only the new complete lines of each group's step log on every call."""
+
+    def __init__(self, run_dir: Path, n_groups: int) -> None:
+        self._paths = RunPaths(run_dir)
+        self._offsets = [0] * n_groups
+        self.groups = [GroupProgress() for _ in range(n_groups)]
+
+    def poll(self) -> list[StepRecord]:
+        """New records since the last call, all groups."""
+        out: list[StepRecord] = []
+        for g in range(len(self.groups)):
+            out += self._read(g)
+        return out
+
+    def _read(self, g: int) -> list[StepRecord]:
+        try:
+            with open(self._paths.steps(g), "rb") as f:
+                f.seek(self._offsets[g])
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        end = data.rfind(b"\n")
+        if end < 0:
+            return []  # a line still being written
+        self._offsets[g] += end + 1
+        recs = [r for line in data[: end + 1].decode(errors="replace").splitlines() if (r := parse_step(line))]
+        gp = self.groups[g]
+        for r in recs:
+            gp.last = r
+            if r.committed:
+                gp.last_commit_t = r.t
+                gp.last_step = r.step
+                gp.commits += 1
+                gp.commit_times.append(r.t)
+                if gp.first_commit_t is None:
+                    gp.first_commit_t = r.t
+        return recs
+
+    def committed_since(self, g: int, t: float) -> bool:
+        lc = self.groups[g].last_commit_t
+        return lc is not None and lc > t
+
+    def steps_per_s(self, now: float, window_s: float = 10.0) -> float:
+        """Job steps per second over the last window (the fastest group's commits)."""
+        best = 0.0
+        for gp in self.groups:
+            n = sum(1 for t in gp.commit_times if now - t <= window_s)
+            best = max(best, n / window_s)
+        return best

@@ -1,0 +1,27 @@
+"""The real Slurm test cluster as a pytest fixture (re-exported repo-wide by tests/conftest.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from lamplighter.slurm.testcluster import TestCluster, reset_cluster, running_cluster, slurm_installed
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestCluster]:
+    """One 3-node cluster for the session; tests that change it use `clean_slurm_cluster`."""
+    missing = slurm_installed()
+    if missing:
+        pytest.skip(f"real Slurm not available: {missing}")
+    with running_cluster(tmp_path_factory.mktemp("slurm-cluster"), nodes=3) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def clean_slurm_cluster(slurm_cluster: TestCluster) -> Iterator[TestCluster]:
+    """The session cluster, reset (no jobs, all nodes up) before and after the test."""
+    reset_cluster(slurm_cluster)
+    yield slurm_cluster
+    reset_cluster(slurm_cluster)

@@ -1,0 +1,84 @@
+"""The run report on synthetic step logs: lost steps, hash agreement, fault timings, goodput."""
+
+from __future__ import annotations
+
+import pytest
+
+from lamplighter.supervisor.fault_journal import FaultJournal, FaultRecord
+from lamplighter.supervisor.report import build_report, lost_steps
+from lamplighter.trainer.steplog import StepRecord
+
+
+def rec(g: int, step: int, t: float, *, q: int = 1, h: str | None = None, healed: str | None = None,
+        attempt: int = 0, committed: bool = True) -> StepRecord:
+    return StepRecord(t=t, replica_id=g, step=step, committed=committed, participants=2, quorum_id=q,
+                      healed_from=healed, loss=1.0 / step, state_hash=h or f"h{step}", attempt=attempt,
+                      samples=16, first_sample=0)
+
+
+def healthy_run() -> dict[int, list[StepRecord]]:
+    """Group 1 is killed at t=10.5, restarted at 11.0 and heals to step 13 at t=13.0; group 0 stalls 1 s."""
+    g0 = [rec(0, s, float(s)) for s in range(1, 11)] + [rec(0, s, float(s) + 1.0, q=2) for s in range(11, 16)]
+    g1 = [rec(1, s, float(s)) for s in range(1, 11)]
+    g1 += [rec(1, 13, 13.0, q=3, healed="peer:0", attempt=1), rec(1, 14, 14.0, q=3, attempt=1),
+           rec(1, 15, 15.0, q=3, attempt=1)]
+    g0 = [r if r.step < 13 else rec(0, r.step, r.step * 1.0, q=3) for r in g0]
+    return {0: g0, 1: g1}
+
+
+def test_healthy_run_with_a_heal() -> None:
+    j = FaultJournal()
+    j.injected(FaultRecord(kind="kill", group=1, planned_at_s=10.0, t_injected=10.5, attempt=0))
+    j.detected(1, 0, 10.6, "group 1 killed by SIGKILL")
+    j.restarted(1, 11.0)
+    j.detected(0, 0, 12.0, "group 0 exit 75")  # nobody injected this one
+    rep = build_report(healthy_run(), j.faults, target_steps=15, t_start=0.0, t_end=16.0)
+    assert rep["steps_committed"] == 15 and rep["reached_target"]
+    assert rep["steps_lost"] == 0 and rep["weights_identical"] and rep["steps_compared"] == 13
+    f = rep["faults"][0]
+    assert f["t_first_commit_after"] == 13.0
+    assert f["detection_latency_s"] == pytest.approx(0.1) and f["recovery_s"] == pytest.approx(2.5)
+    # Group 0's gap 10 -> 12 is 2 s against a normal 1 s step.
+    assert f["survivor_stall_s"] == pytest.approx(1.0)
+    assert rep["faults"][1]["kind"] == "unplanned" and rep["faults"][1]["t_detected"] == 12.0
+    assert rep["by_kind"]["kill"]["count"] == 1
+    # 16 samples per group per step, 2 groups, one step a second before the fault.
+    assert rep["fault_free_samples_per_s"] == pytest.approx(32.0)
+    assert 0.5 < rep["goodput"] < 1.0
+
+
+def test_group_going_back_loses_steps() -> None:
+    runs = healthy_run()
+    # Group 1 restarted from scratch instead of healing: it commits step 1..3 again.
+    runs[1] = runs[1][:10] + [rec(1, s, 20.0 + s, q=9, attempt=1) for s in range(1, 4)]
+    assert lost_steps(runs) >= set(range(1, 11))
+    rep = build_report(runs, [], target_steps=15, t_start=0.0, t_end=30.0)
+    assert rep["steps_lost"] >= 10 and rep["lost_step_numbers"][:3] == [1, 2, 3]
+
+
+def test_same_step_in_two_quorums_is_lost() -> None:
+    runs = {0: [rec(0, 1, 1.0, q=1), rec(0, 2, 2.0, q=1)], 1: [rec(1, 1, 1.0, q=1), rec(1, 2, 2.0, q=5)]}
+    assert lost_steps(runs) == {2}
+
+
+def test_uncommitted_steps_and_heals_are_not_losses() -> None:
+    runs = {0: [rec(0, 1, 1.0), rec(0, 2, 2.0, committed=False), rec(0, 2, 3.0)],
+            1: [rec(1, 1, 1.0), rec(1, 5, 9.0, healed="peer:0")]}
+    assert lost_steps(runs) == set()
+
+
+def test_hash_mismatch_is_reported() -> None:
+    runs = healthy_run()
+    runs[1][-1] = rec(1, 15, 15.0, q=3, h="different", attempt=1)
+    rep = build_report(runs, [], target_steps=15, t_start=0.0, t_end=16.0)
+    assert rep["weights_identical"] is False
+    assert rep["hash_mismatches"] == [{"step": 15, "hashes": {"0": "h15", "1": "different"}}]
+
+
+def test_no_baseline_gives_no_goodput_unless_given() -> None:
+    runs = {0: [rec(0, s, float(s)) for s in range(1, 4)]}
+    fault = FaultRecord(kind="hang", group=0, planned_at_s=1.0, t_injected=1.5, attempt=0)
+    rep = build_report(runs, [fault], target_steps=3, t_start=0.0, t_end=4.0)
+    assert rep["goodput"] is None and rep["faults"][0]["t_detected"] is None
+    rep = build_report(runs, [fault], target_steps=3, t_start=0.0, t_end=4.0, baseline_samples_per_s=32.0)
+    assert rep["goodput"] == pytest.approx(0.5) and rep["fault_free_source"] == "given"

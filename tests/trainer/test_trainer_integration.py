@@ -1,0 +1,159 @@
+"""The reference trainer on real parts: torchft Lighthouse, Manager, gloo, separate processes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Trainers, wait_for
+
+from lamplighter.configs.schema import JobConfig
+from lamplighter.trainer import contract
+from lamplighter.trainer.fallback_checkpoint import load_checkpoint
+from lamplighter.trainer.main import INJECTED_MESSAGE
+from lamplighter.trainer.steplog import StepRecord, read_steps
+
+pytestmark = pytest.mark.integration
+
+TINY = {"dim": 32, "layers": 1, "heads": 2, "seq_len": 16, "batch_size": 4, "vocab_size": 64}
+EXIT_DEADLINE_S = 90  # bounds only: a busy 2-core machine may be slow
+
+
+def tiny_job(steps: int, count: int = 2, checkpoint: dict[str, Any] | None = None) -> JobConfig:
+    return JobConfig.model_validate({
+        "name": "tiny", "groups": {"count": count}, "torchft": {"quorum_timeout_s": 2},
+        "trainer": {"steps": steps, "model": TINY, "checkpoint": checkpoint or {"enabled": False}},
+    })
+
+
+def steps_of(t: Trainers, replica: int) -> list[StepRecord]:
+    return read_steps(contract.RunPaths(t.run_dir).steps(replica))
+
+
+def committed(t: Trainers, replica: int) -> list[StepRecord]:
+    return [r for r in steps_of(t, replica) if r.committed]
+
+
+def last_step(t: Trainers, replica: int) -> int:
+    recs = committed(t, replica)
+    return recs[-1].step if recs else 0
+
+
+def assert_no_step_lost(recs: list[StepRecord]) -> None:
+    """Committed steps of one process lifetime go up by exactly one: nothing skipped, nothing rolled back."""
+    steps = [r.step for r in recs]
+    assert steps == list(range(steps[0], steps[0] + len(steps))), steps
+
+
+def assert_same_hashes(a: list[StepRecord], b: list[StepRecord]) -> int:
+    ha, hb = {r.step: r.state_hash for r in a}, {r.step: r.state_hash for r in b}
+    common = sorted(set(ha) & set(hb))
+    assert common, "no common step"
+    assert [s for s in common if ha[s] != hb[s]] == []
+    return len(common)
+
+
+MakeTrainers = Callable[[JobConfig], Trainers]
+
+
+def test_two_groups_train_to_target_in_lockstep(make_trainers: MakeTrainers) -> None:
+    t = make_trainers(tiny_job(steps=30))
+    procs = [t.start(0), t.start(1)]
+    for p in procs:
+        assert p.wait(EXIT_DEADLINE_S) == contract.EXIT_DONE
+    a, b = committed(t, 0), committed(t, 1)
+    assert a[-1].step == b[-1].step == 30
+    assert_no_step_lost(a)
+    assert_no_step_lost(b)
+    assert assert_same_hashes(a, b) >= 1
+    # In every two-group step the groups took adjacent, distinct slices.
+    bs = {r.step: r for r in b}
+    for r in a:
+        if r.participants == 2 and r.step in bs:
+            assert {r.first_sample, bs[r.step].first_sample} == {min(r.first_sample, bs[r.step].first_sample) + k for k in (0, 4)}
+    hb = contract.RunPaths(t.run_dir).heartbeat(0, 0).read_text()
+    assert '"step": 30' in hb
+
+
+def test_killed_group_heals_from_live_peer_bit_identical(make_trainers: MakeTrainers) -> None:
+    t = make_trainers(tiny_job(steps=1_000_000))
+    t.start(0)
+    victim = t.start(1)
+    wait_for(lambda: last_step(t, 1) >= 10, EXIT_DEADLINE_S, "group 1 to commit 10 steps")
+    victim.kill()
+    victim.wait()
+    killed_at = last_step(t, 1)
+    t.start(1, attempt=1)
+    wait_for(lambda: any(r.attempt == 1 and r.step >= 5 + killed_at for r in committed(t, 1)) and
+             last_step(t, 0) > last_step(t, 1) - 1, EXIT_DEADLINE_S, "the restarted group to commit steps")
+    wait_for(lambda: last_step(t, 0) >= max(r.step for r in committed(t, 1)), EXIT_DEADLINE_S, "the survivor to catch up")
+    t.stop_all()
+    survivor = committed(t, 0)
+    assert_no_step_lost(survivor)
+    assert [r.attempt for r in survivor] == [0] * len(survivor)
+    restarted = [r for r in committed(t, 1) if r.attempt == 1]
+    assert_no_step_lost(restarted)
+    first = restarted[0]
+    assert first.healed_from == "peer:0"
+    assert first.step > killed_at  # it resumed from the peer's progress, not from scratch
+    hs = {r.step: r.state_hash for r in survivor}
+    assert first.state_hash == hs[first.step]  # bit-identical to the peer at the same step
+    assert_same_hashes(survivor, restarted)
+    assert "healed from peer:0" in t.log_text(1, attempt=1)
+
+
+def kill_both_after(t: Trainers, steps: int, cond: Callable[[], bool] = lambda: True) -> int:
+    p0, p1 = t.start(0), t.start(1)
+    wait_for(lambda: last_step(t, 0) >= steps and cond(), EXIT_DEADLINE_S, f"{steps} steps")
+    for p in (p0, p1):
+        p.kill()
+        p.wait()
+    return max(last_step(t, 0), last_step(t, 1))
+
+
+def test_no_live_peer_and_no_checkpoint_refuses(make_trainers: MakeTrainers) -> None:
+    t = make_trainers(tiny_job(steps=1_000_000))
+    progress = kill_both_after(t, 10)
+    p = t.start(0, attempt=1)
+    assert p.wait(EXIT_DEADLINE_S) == contract.EXIT_NO_RESTART
+    log = t.log_text(0, attempt=1)
+    assert f"the job is at step {progress}" in log and "refusing to train" in log
+    assert not [r for r in steps_of(t, 0) if r.attempt == 1]  # it never trained
+
+
+def test_no_live_peer_loads_fallback_checkpoint_in_all_groups(make_trainers: MakeTrainers) -> None:
+    t = make_trainers(tiny_job(steps=1_000_000, checkpoint={"enabled": True, "interval_s": 0.2}))
+    ck_dir = contract.RunPaths(t.run_dir).checkpoint_dir()
+    kill_both_after(t, 10, cond=lambda: (ck_dir / "fallback.pt").exists())
+    ck = load_checkpoint(ck_dir)
+    assert ck is not None and ck.step > 0
+    t.start(0, attempt=1)  # every group restarts at once, as after a Lighthouse restart
+    t.start(1, attempt=1)
+
+    def resumed(replica: int) -> list[StepRecord]:
+        return [r for r in committed(t, replica) if r.attempt == 1]
+
+    wait_for(lambda: len(resumed(0)) >= 3 and len(resumed(1)) >= 3, EXIT_DEADLINE_S, "both groups to resume")
+    t.stop_all()
+    for replica in (0, 1):
+        rec = resumed(replica)
+        assert rec[0].step == ck.step + 1, "resumed from the checkpoint, not from scratch"
+        assert rec[0].healed_from in (f"checkpoint:{ck.step}", "peer:0", "peer:1")
+        assert_no_step_lost(rec)
+    assert_same_hashes(resumed(0), resumed(1))
+    assert any(r[0].healed_from == f"checkpoint:{ck.step}" for r in (resumed(0), resumed(1)))
+
+
+def test_injected_exception_exits_retryable(make_trainers: MakeTrainers, tmp_path: Path) -> None:
+    t = make_trainers(tiny_job(steps=1_000_000, count=1))
+    p = t.start(0)
+    wait_for(lambda: last_step(t, 0) >= 3, EXIT_DEADLINE_S, "3 steps")
+    inject = contract.RunPaths(t.run_dir).inject_exception(0)
+    inject.parent.mkdir(parents=True, exist_ok=True)
+    inject.write_text("")
+    assert p.wait(EXIT_DEADLINE_S) == contract.EXIT_RETRYABLE
+    assert not inject.exists()
+    log = t.log_text(0)
+    assert "Traceback" in log and INJECTED_MESSAGE in log
