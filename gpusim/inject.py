@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-from lamplighter.gpusim.state import BLOCKS, MODELS, GpuState, GpusimError, StateDir, default_gpu
+from lamplighter.gpusim.state import BLOCKS, MODELS, GpusimError, GpuState, StateDir, default_gpu
 
 FaultKind = Literal[
     "ecc-uncorrectable", "ecc-correctable", "ecc-deferred", "thermal", "ras-reset",

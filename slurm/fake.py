@@ -7,8 +7,12 @@ Implements `SlurmApi`. What it models, as measured on the real 22.05 cluster
 - `requeue` passes through COMPLETING to PENDING with Reason=BeginTime and
   Restarts+1; it starts again only after `start_now` (or `begin_delay_s`);
 - a drained node takes no new jobs; its running jobs keep running;
-- `mark_down` / `crash_node` of a node requeues its `--requeue` jobs
-  (Restarts+1) and ends `--no-requeue` ones as NODE_FAIL;
+- `crash_node` makes a node stop answering; `slurmd_timeout_s` later (real:
+  ~10 s with SlurmdTimeout=3) it goes DOWN, and `mark_down` does that at once:
+  its `--requeue` jobs are requeued (Restarts+1), `--no-requeue` ones end
+  as NODE_FAIL;
+- not modelled: with ReturnToService=2 a node marked down whose slurmd still
+  runs comes back at its next registration (about a second later);
 - `finish` ends a job as COMPLETED or FAILED.
 Time comes from the `clock` given; the state only changes when it is read.
 """
@@ -51,6 +55,7 @@ class _Node:
     drain: bool = False
     responding: bool = True
     reason: str | None = None
+    silent_since: float | None = None
 
 
 class FakeSlurm:
@@ -62,6 +67,7 @@ class FakeSlurm:
         clock: Callable[[], float] = time.monotonic,
         completing_s: float = 0.0,
         begin_delay_s: float = 6.0,
+        slurmd_timeout_s: float = 10.0,
     ) -> None:
         self._clock = clock
         self._nodes = {n: _Node(n) for n in (nodes or ["n1", "n2", "n3"])}
@@ -69,6 +75,7 @@ class FakeSlurm:
         self._next_id = 1
         self.completing_s = completing_s
         self.begin_delay_s = begin_delay_s  # real: cred_expire + 1
+        self.slurmd_timeout_s = slurmd_timeout_s
 
     # -- SlurmApi ------------------------------------------------------------
 
@@ -162,15 +169,14 @@ class FakeSlurm:
     # -- the world outside Slurm --------------------------------------------
 
     def crash_node(self, name: str) -> None:
-        """The node dies; like Slurm after SlurmdTimeout, it goes DOWN and its jobs are requeued."""
+        """The node dies; after slurmd_timeout_s Slurm marks it DOWN and requeues its jobs."""
         n = self._node(name)
-        n.responding, n.base, n.reason = False, "DOWN", "Not responding"
-        self._fail_jobs_on(name)
+        n.responding, n.silent_since = False, self._clock()
 
     def restart_node(self, name: str) -> None:
         """The node's slurmd registers again (ReturnToService=2: a DOWN node returns)."""
         n = self._node(name)
-        n.responding = True
+        n.responding, n.silent_since = True, None
         if n.base == "DOWN":
             n.base, n.reason = "IDLE", None if not n.drain else n.reason
         self._schedule()
@@ -213,6 +219,10 @@ class FakeSlurm:
 
     def _advance(self) -> None:
         now = self._clock()
+        for n in self._nodes.values():
+            if n.silent_since is not None and now - n.silent_since >= self.slurmd_timeout_s and n.base != "DOWN":
+                n.base, n.reason = "DOWN", "Not responding"
+                self._fail_jobs_on(n.name)
         for j in self._jobs.values():
             if j.state == "COMPLETING" and now >= j.completing_until:
                 j.state, j.reason = "PENDING", "BeginTime"

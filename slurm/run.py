@@ -39,7 +39,7 @@ def run_slurm(
     timeout: float,
     env: dict[str, str] | None = None,
     slurm_conf: str | None = None,
-    input: str | None = None,  # noqa: A002 - mirrors subprocess.run
+    input: str | None = None,
 ) -> str:
     """Run a Slurm command; return its stdout or raise SlurmError.
 
@@ -80,7 +80,7 @@ class SlurmCli:
     timeout: float = 10.0
     env: dict[str, str] = field(default_factory=dict)
 
-    def run(self, cmd: str, *args: str, timeout: float | None = None, input: str | None = None) -> str:  # noqa: A002
+    def run(self, cmd: str, *args: str, timeout: float | None = None, input: str | None = None) -> str:
         exe = str(self.bin_dir / cmd) if self.bin_dir is not None else cmd
         return run_slurm(
             [exe, *args],

@@ -48,12 +48,6 @@ def _copy(value: object) -> object:
     return value
 
 
-def peek_step(directory: Path) -> int | None:
-    """The step of the checkpoint in `directory`, or None if there is none."""
-    ck = load_checkpoint(directory)
-    return None if ck is None else ck.step
-
-
 def load_checkpoint(directory: Path) -> Checkpoint | None:
     """The checkpoint in `directory`, or None if there is none. A corrupt file is an error, never 'none'."""
     import torch

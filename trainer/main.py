@@ -17,6 +17,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
@@ -30,6 +31,11 @@ from lamplighter.trainer.identity import Identity, IdentityError, current_identi
 from lamplighter.trainer.log import TrainerLog
 from lamplighter.trainer.progress import StartAction, decide_start, read_job_progress, write_progress
 from lamplighter.trainer.steplog import StepRecord, append_step
+
+if TYPE_CHECKING:
+    from torchft.manager import Manager
+
+    from lamplighter.trainer.train_state import TrainState
 
 INJECTED_MESSAGE = "lamplighter chaos: injected exception"
 WAIT_BACKOFF_S = 0.05  # between quorums while waiting for a live peer: do not hammer the Lighthouse
@@ -104,6 +110,10 @@ def train(job: JobConfig, ident: Identity, log: TrainerLog, clock: Callable[[], 
             if state.healed_from is not None:
                 log(f"healed from {state.healed_from} to step {manager.current_step()} in {clock() - t_quorum:.3f} s")
             if not decided:
+                job_progress = max(job_progress, read_job_progress(paths.progress_dir()))
+                if job_progress >= target:
+                    log(f"the job reached its target step {target} while this group was starting: nothing to do")
+                    return contract.EXIT_DONE
                 d = decide_start(
                     now=clock(), deadline=wait_deadline, job_progress=job_progress,
                     manager_step=manager.current_step(), participants=manager.num_participants(),
@@ -170,18 +180,15 @@ def train(job: JobConfig, ident: Identity, log: TrainerLog, clock: Callable[[], 
         manager.shutdown(wait=False)
 
 
-def quorum_id(manager: object) -> int:
+def quorum_id(manager: Manager) -> int:
     # torchft has no public accessor for the quorum id in this version.
     return int(getattr(manager, "_quorum_id", -1))
 
 
-def restore_checkpoint(state: object, manager: object, ck: Checkpoint) -> None:
+def restore_checkpoint(state: TrainState, manager: Manager, ck: Checkpoint) -> None:
     """Load the fallback checkpoint into the training state and the Manager's step, and check it."""
-    from lamplighter.trainer.train_state import TrainState
-
-    assert isinstance(state, TrainState)
     state.load_user_state(ck.user)
-    manager.load_state_dict({"step": ck.step, "batches_committed": ck.batches_committed})  # type: ignore[attr-defined]
+    manager.load_state_dict({"step": ck.step, "batches_committed": ck.batches_committed})
     got = state.hash()
     if got != ck.state_hash:
         raise Refused(f"fallback checkpoint of step {ck.step} does not match its recorded hash ({got} != {ck.state_hash})")

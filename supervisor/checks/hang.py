@@ -36,15 +36,18 @@ class HangCheck:
     """Hung(...) for every watched trainer silent longer than `timeout_s`.
 
     A process's silence counts from its last heartbeat, or from its start if it
-    has not beaten yet (importing torch and joining the quorum take seconds,
-    which is why hang_timeout_s must exceed torchft's own timeouts). A beat
+    has not beaten yet. Until it has finished a step (beats with step 0 or
+    none) it may be silent `startup_grace_s` longer: importing torch, joining
+    the quorum and receiving the weights take seconds on a busy node. A beat
     written by another PID (an earlier attempt) does not count.
     """
 
-    def __init__(self, table: ProcessTable, heartbeats: HeartbeatFiles, timeout_s: float) -> None:
+    def __init__(self, table: ProcessTable, heartbeats: HeartbeatFiles, timeout_s: float,
+                 startup_grace_s: float = 0.0) -> None:
         self._table = table
         self._beats = heartbeats
         self._timeout = timeout_s
+        self._grace = startup_grace_s
 
     def observe(self, now: float) -> list[Hung]:
         out: list[Hung] = []
@@ -54,7 +57,8 @@ class HangCheck:
                 beat = None
             last = max(p.started_at, beat.time) if beat else p.started_at
             silent = now - last
-            if silent > self._timeout:
+            limit = self._timeout if beat is not None and beat.step > 0 else self._timeout + self._grace
+            if silent > limit:
                 out.append(Hung(group=p.group, rank=p.rank, attempt=p.attempt, pid=p.pid,
-                                last_step=beat.step if beat else None, silent_s=silent, timeout_s=self._timeout))
+                                last_step=beat.step if beat else None, silent_s=silent, timeout_s=limit))
         return out

@@ -92,11 +92,11 @@ def assess(gpu: int, bdf: str | None, reading: dict[str, Any], base: Baseline,
             info[f"{field_name}_delta"] = delta
             if delta > limit:
                 problems.append((kind, f"{name} {label} +{delta} (max {limit})"))
-    for sensor, limit in (("edge", cfg.temperature_edge_max_c), ("hotspot", cfg.temperature_hotspot_max_c),
+    for sensor, max_c in (("edge", cfg.temperature_edge_max_c), ("hotspot", cfg.temperature_hotspot_max_c),
                           ("vram", cfg.temperature_vram_max_c)):
         temp = values.get(f"temp_{sensor}")
-        if isinstance(temp, int | float) and temp > limit:
-            problems.append(("thermal", f"{name} {sensor} temperature {temp:g} C > {limit:g} C"))
+        if isinstance(temp, int | float) and temp > max_c:
+            problems.append(("thermal", f"{name} {sensor} temperature {temp:g} C > {max_c:g} C"))
     if "bad_pages" in values:
         delta = int(values["bad_pages"]) - (base.bad_pages or 0)
         info["bad_pages_delta"] = delta
@@ -107,9 +107,9 @@ def assess(gpu: int, bdf: str | None, reading: dict[str, Any], base: Baseline,
         what = "multiple XGMI link errors" if xgmi == 2 else "XGMI link error"
         problems.append(("xgmi", f"{name} {what} (xgmi status {xgmi})"))
     for ev in events:
-        kind = EVENT_KINDS.get(ev.get("event", ""))
-        if kind:
-            problems.append((kind, _event_text(name, ev["event"], ev.get("message", ""))))
+        event_kind = EVENT_KINDS.get(ev.get("event", ""))
+        if event_kind:
+            problems.append((event_kind, _event_text(name, ev["event"], ev.get("message", ""))))
 
     if problems:
         problems.sort(key=lambda p: SEVERITY.index(p[0]))

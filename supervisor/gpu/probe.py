@@ -104,9 +104,12 @@ def probe_gpu(amdsmi: Any, handle: Any, events_reader: Any = None) -> dict[str, 
     r = Reading(amdsmi)
     r.take("ecc", lambda: dict(amdsmi.amdsmi_get_gpu_total_ecc_count(handle)))
     temp_type, metric = amdsmi.AmdSmiTemperatureType, amdsmi.AmdSmiTemperatureMetric
+
+    def temperature(sensor: str) -> Callable[[], int]:
+        return lambda: int(amdsmi.amdsmi_get_temp_metric(handle, getattr(temp_type, sensor), metric.CURRENT))
+
     for key, sensor in TEMP_SENSORS.items():
-        r.take(f"temp_{key}", lambda s=sensor: int(amdsmi.amdsmi_get_temp_metric(handle, getattr(temp_type, s),
-                                                                                  metric.CURRENT)))
+        r.take(f"temp_{key}", temperature(sensor))
     r.take("activity", lambda: dict(amdsmi.amdsmi_get_gpu_activity(handle)))
     r.take("power", lambda: dict(amdsmi.amdsmi_get_power_info(handle)))
     r.take("vram", lambda: dict(amdsmi.amdsmi_get_gpu_vram_usage(handle)))

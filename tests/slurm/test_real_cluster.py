@@ -61,7 +61,7 @@ def test_node_crash_requeues_automatically_and_no_requeue_job_fails(
     clean_slurm_cluster: TestCluster, tmp_path: Path
 ) -> None:
     api = SlurmActions(clean_slurm_cluster.cli())
-    script, run_dir = group_script(tmp_path, name="a")
+    script, _ = group_script(tmp_path, name="a")
     jid = api.submit(script)
     node = poll_job(api, jid, lambda j: j.running, WAIT, "RUNNING").node_list
     assert node is not None

@@ -172,7 +172,7 @@ def test_sbatch_header(harness: dict[str, Path]) -> None:
 def test_values_sbatch_would_misread_are_refused(harness: dict[str, Path]) -> None:
     with pytest.raises(RenderError, match="cannot go into an #SBATCH line"):
         render_job(make_job(harness, harness["tmp"] / 'a"b', [], {}), harness["tmp"] / "out")
-    with pytest.raises(RenderError, match="backslash|\\\\"):
+    with pytest.raises(RenderError, match="cannot go into"):
         render_job(make_job(harness, harness["tmp"] / "a\\b", [], {}), harness["tmp"] / "out")
     for bad in ("a\nb", "a\rb", "a\x00b"):
         with pytest.raises(RenderError):
@@ -219,7 +219,7 @@ def test_relative_run_dir_is_made_absolute(tmp_path: Path) -> None:
     assert (tmp_path / "runs" / "demo" / "logs").is_dir()
 
 
-_arg = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00{}"), max_size=40)
+_arg = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00{}"), max_size=40)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -7,7 +7,11 @@ import pytest
 import torch
 
 from lamplighter.trainer.fallback_checkpoint import (
-    FILE_NAME, Checkpoint, FallbackWriter, load_checkpoint, write_checkpoint,
+    FILE_NAME,
+    Checkpoint,
+    FallbackWriter,
+    load_checkpoint,
+    write_checkpoint,
 )
 from lamplighter.trainer.main import INJECTED_MESSAGE, check_inject
 from lamplighter.trainer.state_hash import state_hash

@@ -21,10 +21,11 @@ TINY = {"dim": 32, "layers": 1, "heads": 2, "seq_len": 16, "batch_size": 4, "voc
 EXIT_DEADLINE_S = 90  # bounds only: a busy 2-core machine may be slow
 
 
-def tiny_job(steps: int, count: int = 2, checkpoint: dict[str, Any] | None = None) -> JobConfig:
+def tiny_job(steps: int, count: int = 2, checkpoint: dict[str, Any] | None = None, transport: str = "http") -> JobConfig:
     return JobConfig.model_validate({
         "name": "tiny", "groups": {"count": count}, "torchft": {"quorum_timeout_s": 2},
-        "trainer": {"steps": steps, "model": TINY, "checkpoint": checkpoint or {"enabled": False}},
+        "trainer": {"steps": steps, "model": TINY, "checkpoint": checkpoint or {"enabled": False},
+                    "checkpoint_transport": transport},
     })
 
 
@@ -77,8 +78,9 @@ def test_two_groups_train_to_target_in_lockstep(make_trainers: MakeTrainers) -> 
     assert '"step": 30' in hb
 
 
-def test_killed_group_heals_from_live_peer_bit_identical(make_trainers: MakeTrainers) -> None:
-    t = make_trainers(tiny_job(steps=1_000_000))
+@pytest.mark.parametrize("transport", ["http", "pg"])
+def test_killed_group_heals_from_live_peer_bit_identical(make_trainers: MakeTrainers, transport: str) -> None:
+    t = make_trainers(tiny_job(steps=1_000_000, transport=transport))
     t.start(0)
     victim = t.start(1)
     wait_for(lambda: last_step(t, 1) >= 10, EXIT_DEADLINE_S, "group 1 to commit 10 steps")

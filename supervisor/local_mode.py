@@ -1,0 +1,291 @@
+"""`lamplighter local`: the Lighthouse and N replica groups on this machine, supervised, with chaos.
+
+The loop reads the clock once per turn and hands the time to the checks and
+the pure policy; it sleeps in the exit watcher, so a process exit wakes it at
+once. Chaos faults are injected here and journalled with their timestamps;
+at the end the report and the timeline are written from the step logs.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from lamplighter.configs.schema import ChaosConfig, JobConfig
+from lamplighter.supervisor.chaos import LOCAL_KINDS, ChaosSpecError, plan
+from lamplighter.supervisor.chaos_injector import ChaosInjector, Shot
+from lamplighter.supervisor.checks.dstate import DStateCheck
+from lamplighter.supervisor.checks.exit_watcher import ExitWatcher
+from lamplighter.supervisor.checks.hang import HangCheck, HeartbeatFiles
+from lamplighter.supervisor.checks.memory import MemoryCheck, MemoryCheckError
+from lamplighter.supervisor.fault_journal import FaultJournal, FaultRecord
+from lamplighter.supervisor.lighthouse import Lighthouse
+from lamplighter.supervisor.live_view import GroupRow, LiveView
+from lamplighter.supervisor.local_launch import group_launch
+from lamplighter.supervisor.observations import LighthouseDown, Observation, ProcessExited, StartFailed
+from lamplighter.supervisor.policy import Decision, PolicyState, decide
+from lamplighter.supervisor.process_group import GroupProcesses, StartError
+from lamplighter.supervisor.step_tail import StepTail
+from lamplighter.supervisor.trainer_proc import TrainerProc
+from lamplighter.trainer.contract import RunPaths, write_json_atomic
+
+# A trainer that has not committed its first step yet (importing torch, joining the
+# quorum, waiting for a peer) may be silent this much longer than hang_timeout_s.
+STARTUP_GRACE_S = 30.0
+LIGHTHOUSE_READY_S = 60.0
+MAX_WAIT_S = 0.25  # the loop's longest sleep when nothing happens (chaos timing, live view)
+
+
+class LocalModeError(RuntimeError):
+    """Bad input for local mode (exit code 2); the message says what and why."""
+
+
+@dataclass
+class LocalOptions:
+    run_dir: Path
+    report_dir: Path
+    chaos: ChaosConfig
+    live: bool = True
+    python: str = sys.executable
+    baseline_samples_per_s: float | None = None
+    out: TextIO = field(default_factory=lambda: sys.stdout)
+
+
+class LocalRun:
+    def __init__(self, job: JobConfig, opts: LocalOptions, clock: Callable[[], float] = time.time) -> None:
+        self.job, self.opts, self.clock = job, opts, clock
+        self.run_dir = opts.run_dir.resolve()
+        self.paths = RunPaths(self.run_dir)
+        n = job.groups.count
+        unsupported = sorted({e.kind for e in opts.chaos.schedule} | set(opts.chaos.kinds if opts.chaos.mtbf_s else []))
+        unsupported = [k for k in unsupported if k not in LOCAL_KINDS]
+        if opts.chaos.enabled and unsupported:
+            raise LocalModeError(f"chaos kinds {unsupported} cannot be injected in local mode (supported: {', '.join(LOCAL_KINDS)})")
+        try:
+            self.injector = ChaosInjector(plan(opts.chaos, n), opts.chaos.seed)
+        except ChaosSpecError as e:
+            raise LocalModeError(str(e)) from e
+        self.state = PolicyState.initial(n)
+        self.groups: list[GroupProcesses | None] = [None] * n
+        self.journal = FaultJournal()
+        self.view = LiveView(opts.out, live=opts.live)
+        self.lh = Lighthouse(job.lighthouse, self.paths.logs() / "lighthouse.log")
+        self.watcher: ExitWatcher | None = None
+        self.tail = StepTail(self.run_dir, n)
+        self.t0 = clock()
+        self.t_train: float | None = None  # first commit of the run: chaos times count from here
+        self.decisions: list[dict[str, Any]] = []
+        self._detected: set[tuple[int | None, int]] = set()
+        self._pending: list[Observation] = []
+
+    # --- the table the checks read -------------------------------------------------
+    def trainers(self) -> list[TrainerProc]:
+        out: list[TrainerProc] = []
+        for g, gp in enumerate(self.groups):
+            if gp is not None and self.state.groups[g].status == "running" and gp.attempt == self.state.groups[g].attempt:
+                out += gp.trainers()
+        return out
+
+    # --- actions -------------------------------------------------------------------
+    def _say(self, text: str) -> None:
+        self.view.event(self.clock(), self.t0, text)
+
+    def _start_group(self, g: int, attempt: int, now: float) -> None:
+        self.paths.inject_exception(g).unlink(missing_ok=True)  # a fault that never fired must not hit the new attempt
+        argv, envs = group_launch(self.job, group=g, attempt=attempt, lighthouse=self.lh.address,
+                                  config_path=self.run_dir / "job.json", run_dir=self.run_dir, python=self.opts.python)
+        gp = GroupProcesses.start(group=g, attempt=attempt, argv=argv, envs=envs,
+                                  log_path=self.paths.logs() / f"group{g}.log", started_at=now)
+        self.groups[g] = gp
+        assert self.watcher is not None
+        for t in gp.trainers():
+            self.watcher.watch_trainer(t)
+
+    def _kill_group(self, g: int) -> None:
+        gp = self.groups[g]
+        if gp is not None:
+            gp.kill()
+
+    def _apply(self, d: Decision, now: float) -> list[Observation]:
+        """Carry out one decision; a failed start comes back as an observation."""
+        self.decisions.append({"t": now, "action": d.action, "group": d.group, "reason": d.reason})
+        if d.action == "kill" and d.group is not None:
+            self._kill_group(d.group)
+            self._say(f"kill group {d.group}: {d.reason}")
+        elif d.action == "restart" and d.group is not None:
+            attempt = self.state.groups[d.group].attempt
+            try:
+                self._start_group(d.group, attempt, now)
+            except StartError as e:
+                return [StartFailed(group=d.group, attempt=attempt, message=str(e))]
+            self.journal.restarted(d.group, now)
+            self._say(f"restarted group {d.group} (attempt {attempt})")
+        elif d.action == "restart_lighthouse":
+            self.lh.kill()
+            pid = self.lh.start(now)
+            assert self.watcher is not None
+            self.watcher.watch_lighthouse(pid)
+            self.journal.restarted(None, now)
+            self._say(f"restarted the Lighthouse on {self.lh.address} (pid {pid})")
+        elif d.action in ("give_up", "stop", "done", "finish"):
+            self._say(f"{d.action.replace('_', ' ')}{'' if d.group is None else f' group {d.group}'}: {d.reason}")
+        return []
+
+    def _inject(self, shot: Shot, now: float) -> None:
+        kind, g = shot.fault.kind, shot.group
+        attempt = self.state.lighthouse.attempt if g is None else self.state.groups[g].attempt
+        self.journal.injected(FaultRecord(kind=kind, group=g, planned_at_s=shot.fault.at_s, t_injected=now, attempt=attempt))
+        if kind == "lighthouse-kill":
+            if self.lh.popen is not None:
+                self.lh.popen.send_signal(signal.SIGKILL)
+        else:
+            assert g is not None
+            gp = self.groups[g]
+            assert gp is not None
+            if kind == "kill":
+                gp.signal(signal.SIGKILL)
+            elif kind == "hang":
+                gp.signal(signal.SIGSTOP)
+            elif kind == "exception":
+                path = self.paths.inject_exception(g)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.touch()
+        self._say(f"CHAOS #{shot.index + 1}: {kind} -> {'the Lighthouse' if g is None else f'group {g}'}")
+
+    # --- the loop ------------------------------------------------------------------
+    def _healthy(self) -> tuple[list[int], bool]:
+        groups = [g for g, gp in enumerate(self.groups)
+                  if gp is not None and self.state.groups[g].status == "running"
+                  and gp.attempt == self.state.groups[g].attempt and self.tail.committed_since(g, gp.started_at)]
+        lh_start = self.lh.started_at or 0.0
+        lh_ok = self.state.lighthouse.status == "running" and any(self.tail.committed_since(g, lh_start) for g in groups)
+        return groups, lh_ok
+
+    def _journal_detections(self, obs: list[Observation], now: float) -> None:
+        for o in obs:
+            if isinstance(o, LighthouseDown):
+                key: tuple[int | None, int] = (None, self.state.lighthouse.attempt)
+                live = self.state.lighthouse.status == "running"
+            else:
+                gs = self.state.groups[o.group]
+                key = (o.group, o.attempt)
+                live = gs.status == "running" and gs.attempt == o.attempt
+                if isinstance(o, ProcessExited) and o.returncode == 0:
+                    continue
+            if live and key not in self._detected:
+                self._detected.add(key)
+                t = o.t if isinstance(o, (ProcessExited, LighthouseDown)) else now
+                self.journal.detected(key[0], key[1], t, o.reason)
+
+    def prepare(self) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if any((self.run_dir / d).exists() for d in ("steps", "progress", "heartbeat")):
+            raise LocalModeError(
+                f"run directory {self.run_dir} holds a previous run (steps/, progress/): a restarted trainer would "
+                "see its progress. Choose another --run-dir or remove it."
+            )
+        job = self.job.model_copy(update={"run_dir": str(self.run_dir)})
+        (self.run_dir / "job.json").write_text(job.model_dump_json(indent=2))
+
+    def run(self) -> dict[str, Any]:
+        self.prepare()
+        self.watcher = ExitWatcher(self.clock)
+        h = self.job.health
+        hang = HangCheck(self, HeartbeatFiles(self.run_dir), h.hang_timeout_s, startup_grace_s=STARTUP_GRACE_S)
+        dstate = DStateCheck(self, h.d_state_max_s)
+        memory = MemoryCheck(self, h.memory_max_percent)
+        interrupted = False
+        try:
+            self.watcher.watch_lighthouse(self.lh.start(self.clock()))
+            self.lh.wait_ready(LIGHTHOUSE_READY_S)
+            self._say(f"Lighthouse up on {self.lh.address}; starting {self.job.groups.count} groups, target "
+                      f"{self.job.trainer.steps} steps, {self.injector.remaining} chaos faults planned")
+            for g in range(self.job.groups.count):
+                self._start_group(g, 0, self.clock())
+            next_check = 0.0
+            while not self.state.finished:
+                now = self.clock()
+                obs: list[Observation] = self._pending + self.watcher.observe(now)
+                self._pending = []
+                if now >= next_check:
+                    next_check = now + h.poll_interval_s
+                    obs += [*hang.observe(now), *dstate.observe(now)]
+                    try:
+                        obs += memory.observe(now)
+                    except MemoryCheckError as e:
+                        self._say(f"WARNING: {e}")
+                self.tail.poll()
+                if self.t_train is None:
+                    firsts = [gp.first_commit_t for gp in self.tail.groups if gp.first_commit_t]
+                    self.t_train = min(firsts) if firsts else None
+                if self.t_train is not None and self.state.finishing_since is None:
+                    healthy, lh_ok = self._healthy()
+                    shot = self.injector.due(now - self.t_train, healthy, lh_ok)
+                    if shot is not None:
+                        self._inject(shot, now)
+                self._journal_detections(obs, now)
+                verdict = decide(now, self.state, obs, self.job.restart)
+                self.state = verdict.state
+                for d in verdict.decisions:
+                    failed = self._apply(d, now)
+                    self._pending += failed  # a failed start is a failure like any other, decided next turn
+                self._draw(now)
+                self.watcher.wait(min(MAX_WAIT_S, max(0.0, next_check - self.clock())))
+        except KeyboardInterrupt:
+            interrupted = True
+            self._say("interrupted: stopping the groups and the Lighthouse")
+        finally:
+            for g in range(len(self.groups)):
+                self._kill_group(g)
+            self.lh.kill()
+            self.watcher.close()
+        return self._finish(interrupted)
+
+    def _draw(self, now: float) -> None:
+        rows = []
+        for g, gs in enumerate(self.state.groups):
+            p = self.tail.groups[g]
+            state: str = gs.status
+            if state == "running" and p.last is not None and p.last.healed_from and p.last.attempt == gs.attempt:
+                state = "healed"
+            rows.append(GroupRow(group=g, state=state, restarts=gs.restarts, progress=p))
+        lh = f"{self.lh.address} ({self.state.lighthouse.status}, restarts {self.state.lighthouse.restarts})"
+        self.view.update(now, self.t0, rows, self.tail.steps_per_s(now), self.job.trainer.steps, lh,
+                         len([f for f in self.journal.faults if f.kind != "unplanned"]))
+
+    def _finish(self, interrupted: bool) -> dict[str, Any]:
+        from lamplighter.supervisor.report import build_report
+        from lamplighter.supervisor.summary import summary_text
+        from lamplighter.trainer.steplog import read_steps
+
+        by_group = {g: read_steps(self.paths.steps(g)) for g in range(self.job.groups.count)}
+        report = build_report(
+            by_group, self.journal.faults, target_steps=self.job.trainer.steps, t_start=self.t0, t_end=self.clock(),
+            baseline_samples_per_s=self.opts.baseline_samples_per_s,
+            extra={
+                "job": self.job.name, "run_dir": str(self.run_dir), "lighthouse": self.lh.address,
+                "interrupted": interrupted, "t_training_started": self.t_train,
+                "group_status": {str(g): {"status": gs.status, "restarts": gs.restarts, "reason": gs.reason}
+                                 for g, gs in enumerate(self.state.groups)},
+                "lighthouse_restarts": self.state.lighthouse.restarts,
+                "chaos_not_injected": self.injector.remaining,
+                "decisions": self.decisions,
+            },
+        )
+        self.opts.report_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            from lamplighter.supervisor.timeline import plot_timeline
+
+            plot_timeline(by_group, report, self.opts.report_dir / "timeline.png")
+            report["timeline"] = str(self.opts.report_dir / "timeline.png")
+        except Exception as e:  # a missing plot must not cost the report
+            report["timeline"] = None
+            report["timeline_error"] = f"{type(e).__name__}: {e}"
+        write_json_atomic(self.opts.report_dir / "report.json", report)
+        print(summary_text(report, self.opts.report_dir), file=self.opts.out, flush=True)
+        return report

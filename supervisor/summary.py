@@ -1,0 +1,40 @@
+"""The few lines printed at the end of `lamplighter local`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def _s(x: Any) -> str:
+    return "-" if x is None else f"{x:.2f}s"
+
+
+def summary_text(report: dict[str, Any], report_dir: Path) -> str:
+    ok = report["reached_target"] and report["steps_lost"] == 0 and report["weights_identical"]
+    lines = [
+        "",
+        f"== lamplighter local: {report.get('job', '')} {'OK' if ok else 'FAILED'} in {report['wall_s']:.1f} s ==",
+        f"steps committed {report['steps_committed']}/{report['target_steps']}   steps lost {report['steps_lost']}   "
+        f"weights identical {report['weights_identical']} ({report['steps_compared']} shared steps compared)",
+        f"committed {report['committed_samples_per_s'] or 0:.0f} samples/s, fault-free "
+        f"{report['fault_free_samples_per_s'] or 0:.0f}, goodput "
+        + ("-" if report["goodput"] is None else f"{report['goodput']:.2f}"),
+    ]
+    if report["faults"]:
+        lines.append(f"{'fault':<16}{'target':<12}{'detected':>10}{'restarted':>11}{'1st commit':>12}{'stall':>9}")
+        for f in report["faults"]:
+            target = "lighthouse" if f["group"] is None else f"group {f['group']}"
+            lines.append(
+                f"{f['kind']:<16}{target:<12}{_s(f['detection_latency_s']):>10}{_s(f['restart_after_detection_s']):>11}"
+                f"{_s(f['first_commit_after_restart_s']):>12}{_s(f['survivor_stall_s']):>9}"
+            )
+        lines.append("  (detected: after injection; restarted: after detection; 1st commit: after restart; "
+                     "stall: survivors' longest extra gap)")
+    for g, st in report.get("group_status", {}).items():
+        if st["status"] == "given_up":
+            lines.append(f"group {g} GIVEN UP: {st['reason']}")
+    if report.get("chaos_not_injected"):
+        lines.append(f"{report['chaos_not_injected']} planned faults were not injected (the job ended first)")
+    lines.append(f"report: {report_dir / 'report.json'}   timeline: {report.get('timeline') or '-'}")
+    return "\n".join(lines)

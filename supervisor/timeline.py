@@ -1,0 +1,57 @@
+"""timeline.png: loss and participating groups over time, with every fault marked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from lamplighter.trainer.steplog import StepRecord
+
+COLOURS = {"kill": "tab:red", "hang": "tab:purple", "exception": "tab:orange", "lighthouse-kill": "tab:brown",
+           "unplanned": "tab:gray"}
+
+
+def plot_timeline(by_group: dict[int, list[StepRecord]], report: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t0 = report.get("t_training_started") or report["t_start"]
+    fig, (ax_loss, ax_groups) = plt.subplots(2, 1, sharex=True, figsize=(11, 6), gridspec_kw={"height_ratios": [3, 1]})
+    per_step: dict[int, tuple[float, set[int]]] = {}
+    for g, recs in sorted(by_group.items()):
+        c = [r for r in recs if r.committed]
+        ax_loss.plot([r.t - t0 for r in c], [r.loss for r in c], ".-", ms=2, lw=0.8, label=f"group {g}")
+        for r in c:
+            t, gs = per_step.get(r.step, (r.t, set()))
+            gs.add(g)
+            per_step[r.step] = (min(t, r.t), gs)
+    steps = sorted(per_step.items(), key=lambda kv: kv[1][0])
+    ax_groups.step([v[0] - t0 for _, v in steps], [len(v[1]) for _, v in steps], where="post", color="black", lw=1)
+    ax_groups.set_ylim(0, max(len(by_group), 1) + 0.5)
+    ax_groups.set_ylabel("groups\ncommitting")
+    ax_groups.set_xlabel("seconds since training started")
+    ax_loss.set_ylabel("loss")
+    seen: set[str] = set()
+    for f in report["faults"]:
+        t = f["t_injected"] if f["t_injected"] is not None else f["t_detected"]
+        if t is None:
+            continue
+        colour = COLOURS.get(f["kind"], "tab:gray")
+        for ax in (ax_loss, ax_groups):
+            ax.axvline(t - t0, color=colour, ls="--", lw=1,
+                       label=f["kind"] if ax is ax_loss and f["kind"] not in seen else None)
+        if f["t_first_commit_after"] is not None:
+            ax_groups.axvspan(t - t0, f["t_first_commit_after"] - t0, color=colour, alpha=0.15)
+        target = "LH" if f["group"] is None else f"g{f['group']}"
+        ax_loss.annotate(target, (t - t0, 1.0), xycoords=("data", "axes fraction"), fontsize=7, color=colour,
+                         va="top")
+        seen.add(f["kind"])
+    ax_loss.legend(fontsize=7, ncol=4)
+    ax_loss.set_title(f"{report.get('job', '')}: {report['steps_committed']} steps, {report['steps_lost']} lost, "
+                      f"weights identical: {report['weights_identical']}")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

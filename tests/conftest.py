@@ -1,0 +1,49 @@
+"""Fixtures shared across test folders: the simulated libamd_smi.so (built once per session) and a fresh
+8-GPU state folder. Fixtures of one area live in that folder's own conftest."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lamplighter.gpusim.build import ensure_built, sim_env
+from lamplighter.gpusim.state import StateDir
+
+
+@pytest.fixture(scope="session")
+def gpusim_root() -> Path:
+    return ensure_built().parent.parent
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> StateDir:
+    sd = StateDir(tmp_path / "gpus")
+    sd.init(8)
+    return sd
+
+
+@pytest.fixture
+def sim_env_for(gpusim_root: Path, state: StateDir) -> dict[str, str]:
+    return sim_env(gpusim_root, state.root)
+
+
+@pytest.fixture
+def run_amdsmi(sim_env_for: dict[str, str]) -> Callable[[str], Any]:
+    """Run a snippet that imports the real amdsmi in a child process (it binds the library at import);
+    the snippet sets `out`, which comes back as JSON."""
+
+    def run(code: str) -> Any:
+        script = "import json, amdsmi\nfrom amdsmi import *\n" + textwrap.dedent(code) + "\nprint(json.dumps(out))\n"
+        proc = subprocess.run([sys.executable, "-c", script], env=sim_env_for, capture_output=True, text=True,
+                              timeout=60, check=False)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    return run

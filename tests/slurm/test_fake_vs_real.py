@@ -1,0 +1,67 @@
+"""One scenario run on FakeSlurm and on the real cluster: the fake behaves like Slurm where it matters."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from slurm_jobs import group_script
+
+from lamplighter.slurm.actions import SlurmActions, SlurmApi, poll_job, requeue_now
+from lamplighter.slurm.fake import FakeSlurm
+from lamplighter.slurm.run import SlurmError
+
+WAIT = 60.0
+
+
+@pytest.fixture(params=["fake", pytest.param("real", marks=pytest.mark.integration)])
+def world(request: pytest.FixtureRequest) -> tuple[SlurmApi, Callable[[str], None]]:
+    """The Slurm API and how to crash a node, for the fake or the real cluster."""
+    if request.param == "fake":
+        fake = FakeSlurm(["n1", "n2", "n3"])
+        return fake, fake.crash_node
+    cluster = request.getfixturevalue("clean_slurm_cluster")
+    return SlurmActions(cluster.cli()), cluster.crash_node
+
+
+def test_requeue_drain_mark_down_cancel(world: tuple[SlurmApi, Callable[[str], None]], tmp_path: Path) -> None:
+    api, crash_node = world
+    script, _ = group_script(tmp_path, name="fvr")
+    jid = api.submit(script)
+    running: Callable[[int], Callable[..., bool]] = lambda n: lambda j: j.running and j.restarts == n  # noqa: E731
+    job = poll_job(api, jid, running(0), WAIT, "RUNNING")
+    assert job.name == "ll-fvr-g0" and job.requeue
+    assert [(e.job_id, e.state) for e in api.jobs(name_prefix="ll-fvr-")] == [(jid, "RUNNING")]
+
+    # Requeued, the job waits for BeginTime until start_now.
+    api.requeue(jid)
+    pending = poll_job(api, jid, lambda j: j.pending, WAIT, "PENDING")
+    assert (pending.reason, pending.restarts, pending.node_list) == ("BeginTime", 1, None)
+    api.start_now(jid)
+    first = poll_job(api, jid, running(1), WAIT, "RUNNING again").node_list
+    assert first is not None
+
+    # A drained node takes no requeued job.
+    api.drain(first, "fvr: bad gpu")
+    assert api.node(first).is_drained and api.node(first).reason == "fvr: bad gpu"
+    requeue_now(api, jid)
+    second = poll_job(api, jid, running(2), WAIT, "RUNNING off the drained node").node_list
+    assert second not in (None, first)
+
+    # Its node dies; a watcher marks it down at once: requeued, off that node too.
+    crash_node(second)
+    api.mark_down(second, "fvr: node silent")
+    assert api.node(second).is_down
+    api.start_now(jid)
+    third = poll_job(api, jid, running(3), WAIT, "RUNNING off the down node").node_list
+    assert third not in (None, first, second)
+
+    api.resume(first)
+    assert not api.node(first).is_drained
+    api.cancel(jid)
+    poll_job(api, jid, lambda j: j.state == "CANCELLED", WAIT, "CANCELLED")
+    with pytest.raises(SlurmError, match="Invalid job id"):
+        api.job(987654)
+    with pytest.raises(SlurmError, match="not found"):
+        api.node("n99")
