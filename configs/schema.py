@@ -182,6 +182,15 @@ class TorchftConfig(Strict):
     heartbeat_interval_ms: int = Field(
         TORCHFT_HEARTBEAT_INTERVAL_MS, ge=10, le=60_000, description="Manager heartbeat to the Lighthouse."
     )
+    quorum_retries: int = Field(
+        20,
+        ge=0,
+        le=10_000,
+        description=(
+            "Times the Manager retries a failed quorum request (TORCHFT_QUORUM_RETRIES): lets the groups ride "
+            "through a Lighthouse restart instead of all exiting at once with no live peer left."
+        ),
+    )
 
 
 _SLURM_TIME = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}|\d+-\d+|UNLIMITED|INFINITE")
@@ -331,6 +340,7 @@ class RestartConfig(Strict):
 
 
 ChaosKind = Literal["kill", "hang", "exception", "lighthouse-kill", "gpu", "node-crash", "supervisor-kill"]
+DEFAULT_CHAOS_KINDS: tuple[ChaosKind, ...] = ("kill", "hang", "exception")
 
 
 class ChaosEvent(Strict):
@@ -348,7 +358,7 @@ class ChaosConfig(Strict):
     mtbf_s: float | None = Field(None, gt=0, description="Mean time between random faults.")
     seed: int = Field(0, ge=0, description="Seed for random faults.")
     kinds: list[ChaosKind] = Field(
-        default_factory=lambda: ["kill", "hang", "exception"], description="Kinds to draw from."
+        default_factory=lambda: list(DEFAULT_CHAOS_KINDS), description="Kinds to draw from."
     )
     start_after_s: float = Field(10.0, ge=0, description="No fault before this many seconds of training.")
     max_faults: int | None = Field(None, ge=0, description="Stop injecting after this many.")

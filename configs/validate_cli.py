@@ -24,7 +24,7 @@ def add_override_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "validate",
         help="check a job or node config; exit 0 if it is usable, 2 if not",

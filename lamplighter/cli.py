@@ -11,7 +11,9 @@ from lamplighter import __version__
 # Each module defines add_parser(subparsers); kept as names so `lamplighter --help` imports no torch.
 COMMAND_MODULES = [
     "lamplighter.configs.validate_cli",
+    "lamplighter.slurm.render_cli",
     "lamplighter.supervisor.local_cli",
+    "lamplighter.slurm.cluster_cli",
     "lamplighter.gpusim.cli",
 ]
 

@@ -196,7 +196,8 @@ class LocalRun:
         self.prepare()
         self.watcher = ExitWatcher(self.clock)
         h = self.job.health
-        hang = HangCheck(self, HeartbeatFiles(self.run_dir), h.hang_timeout_s, startup_grace_s=STARTUP_GRACE_S)
+        hang = HangCheck(self, HeartbeatFiles(self.run_dir), h.hang_timeout_s, startup_grace_s=STARTUP_GRACE_S,
+                         excused_since=lambda: self.lh.started_at or 0.0)
         dstate = DStateCheck(self, h.d_state_max_s)
         memory = MemoryCheck(self, h.memory_max_percent)
         interrupted = False

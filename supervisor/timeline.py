@@ -22,7 +22,12 @@ def plot_timeline(by_group: dict[int, list[StepRecord]], report: dict[str, Any],
     per_step: dict[int, tuple[float, set[int]]] = {}
     for g, recs in sorted(by_group.items()):
         c = [r for r in recs if r.committed]
-        ax_loss.plot([r.t - t0 for r in c], [r.loss for r in c], ".-", ms=2, lw=0.8, label=f"group {g}")
+        colour = None
+        for attempt in sorted({r.attempt for r in c}):  # one line per attempt: no line across the downtime
+            part = [r for r in c if r.attempt == attempt]
+            (line,) = ax_loss.plot([r.t - t0 for r in part], [r.loss for r in part], ".-", ms=2, lw=0.8,
+                                   color=colour, label=f"group {g}" if colour is None else None)
+            colour = line.get_color()
         for r in c:
             t, gs = per_step.get(r.step, (r.t, set()))
             gs.add(g)

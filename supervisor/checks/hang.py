@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,15 +40,18 @@ class HangCheck:
     has not beaten yet. Until it has finished a step (beats with step 0 or
     none) it may be silent `startup_grace_s` longer: importing torch, joining
     the quorum and receiving the weights take seconds on a busy node. A beat
-    written by another PID (an earlier attempt) does not count.
+    written by another PID (an earlier attempt) does not count. Silence
+    before `excused_since()` does not count either: local mode passes the
+    Lighthouse's last start, since no group can step while it is down.
     """
 
     def __init__(self, table: ProcessTable, heartbeats: HeartbeatFiles, timeout_s: float,
-                 startup_grace_s: float = 0.0) -> None:
+                 startup_grace_s: float = 0.0, excused_since: Callable[[], float] | None = None) -> None:
         self._table = table
         self._beats = heartbeats
         self._timeout = timeout_s
         self._grace = startup_grace_s
+        self._excused = excused_since
 
     def observe(self, now: float) -> list[Hung]:
         out: list[Hung] = []
@@ -56,6 +60,8 @@ class HangCheck:
             if beat is not None and beat.pid != p.pid:
                 beat = None
             last = max(p.started_at, beat.time) if beat else p.started_at
+            if self._excused is not None:
+                last = max(last, self._excused())
             silent = now - last
             limit = self._timeout if beat is not None and beat.step > 0 else self._timeout + self._grace
             if silent > limit:

@@ -83,7 +83,8 @@ def test_killed_group_heals_from_live_peer_bit_identical(make_trainers: MakeTrai
     t = make_trainers(tiny_job(steps=1_000_000, transport=transport))
     t.start(0)
     victim = t.start(1)
-    wait_for(lambda: last_step(t, 1) >= 10, EXIT_DEADLINE_S, "group 1 to commit 10 steps")
+    # Both must hold the state: a survivor that never trained cannot heal anyone (and must refuse).
+    wait_for(lambda: min(last_step(t, 0), last_step(t, 1)) >= 10, EXIT_DEADLINE_S, "both groups to commit 10 steps")
     victim.kill()
     victim.wait()
     killed_at = last_step(t, 1)

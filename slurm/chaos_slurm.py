@@ -1,0 +1,243 @@
+"""Fault injection on a real Slurm cluster, and watching each fault's recovery from the outside.
+
+Kinds (the group's node is the first node of its Slurm job):
+  kill             SIGKILL the group's trainer processes (found by LAMPLIGHTER_JOB/REPLICA_ID in /proc environ)
+  hang             SIGSTOP them (the node daemon's hang check must notice)
+  exception        the trainer raises at its next step (the contract's inject file)
+  gpu              an uncorrectable ECC error on GPU 0 of the group's node (gpusim folder <gpusim_root>/<node>)
+  node-crash       the test cluster's crash_node on the group's node (test cluster only)
+  lighthouse-kill  SIGKILL the process listening on the Lighthouse's port
+  supervisor-kill  SIGKILL the node daemon of the group's node (found by LAMPLIGHTER_SUPERVISOR_NODE)
+
+Every injection is appended to `<run_dir>/chaos.jsonl` (one JSON object a
+line, event "injected"), and what was then seen from outside (the group's
+Slurm job requeued, running again and where, its first commit) as event
+"recovered", so the report pairs injection, detection and recovery without
+trusting the component under test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lamplighter.slurm import proc_find
+from lamplighter.slurm.actions import SlurmApi
+from lamplighter.slurm.run import SlurmError
+from lamplighter.slurm.submission import Submission
+from lamplighter.trainer.contract import RunPaths
+from lamplighter.trainer.steplog import read_steps
+
+CHAOS_FILE = "chaos.jsonl"
+KINDS = ("kill", "hang", "exception", "gpu", "node-crash", "lighthouse-kill", "supervisor-kill")
+GROUP_KINDS = ("kill", "hang", "exception", "gpu", "node-crash")
+
+
+class ChaosError(RuntimeError):
+    """A fault could not be injected; says which and why."""
+
+
+def expand_nodelist(text: str) -> list[str]:
+    """`n[2-3,5],m1` -> ['n2', 'n3', 'n5', 'm1'] (the forms scontrol prints for small clusters)."""
+    out: list[str] = []
+    for m in re.finditer(r"([^,\[]+)(?:\[([^\]]+)\])?", text):
+        prefix, ranges = m.group(1), m.group(2)
+        if not ranges:
+            out.append(prefix)
+            continue
+        for part in ranges.split(","):
+            lo, _, hi = part.partition("-")
+            width = len(lo)
+            for i in range(int(lo), int(hi or lo) + 1):
+                out.append(f"{prefix}{i:0{width}d}")
+    return out
+
+
+@dataclass
+class ChaosTarget:
+    """Where a fault lands and what the group looked like just before."""
+
+    group: int | None
+    node: str | None
+    job_id: int | None
+    restarts_before: int
+
+
+@dataclass
+class ChaosContext:
+    sub: Submission
+    api: SlurmApi
+    gpusim_root: Path | None = None
+    cluster_root: Path | None = None  # the test cluster's folder (for node-crash)
+    now: Callable[[], float] = time.time
+
+    @property
+    def journal(self) -> Path:
+        return Path(self.sub.run_dir) / CHAOS_FILE
+
+    def lighthouse_port(self) -> int:
+        return int(self.sub.lighthouse_address.rsplit(":", 1)[1])
+
+
+def append_record(path: Path, rec: dict[str, Any]) -> None:
+    """One line per record, one write() each (O_APPEND), so concurrent writers never interleave."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, (json.dumps(rec, separators=(",", ":")) + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in text.splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue  # a torn last line of a killed writer
+        if isinstance(rec, dict):
+            out.append(rec)
+    return out
+
+
+def target_of(ctx: ChaosContext, kind: str, group: int | None) -> ChaosTarget:
+    if kind == "lighthouse-kill":
+        return ChaosTarget(None, None, ctx.sub.lighthouse_job_id, _restarts(ctx, ctx.sub.lighthouse_job_id))
+    if group is None or group not in ctx.sub.groups:
+        raise ChaosError(f"{kind}: give a replica group (the job has {sorted(ctx.sub.groups)})")
+    jid = ctx.sub.groups[group]
+    info = ctx.api.job(jid)
+    if info.state != "RUNNING" or not info.node_list:
+        raise ChaosError(f"{kind}: group {group} (job {jid}) is {info.state}, not running on a node")
+    return ChaosTarget(group, expand_nodelist(info.node_list)[0], jid, info.restarts)
+
+
+def _restarts(ctx: ChaosContext, job_id: int | None) -> int:
+    if job_id is None:
+        return 0
+    try:
+        return ctx.api.job(job_id).restarts
+    except SlurmError:
+        return 0
+
+
+def inject(ctx: ChaosContext, kind: str, group: int | None) -> dict[str, Any]:
+    """Inject one fault now; append and return its record."""
+    if kind not in KINDS:
+        raise ChaosError(f"unknown fault kind {kind!r} (known: {', '.join(KINDS)})")
+    tgt = target_of(ctx, kind, group)
+    detail: dict[str, Any] = {}
+    job = ctx.sub.job
+    if kind in ("kill", "hang"):
+        procs = proc_find.trainer_procs(job, tgt.group or 0)
+        if not procs:
+            raise ChaosError(f"{kind}: no trainer process of job {job} group {tgt.group} found in /proc")
+        sig = signal.SIGKILL if kind == "kill" else signal.SIGSTOP
+        detail["pids"] = proc_find.signal_procs(procs, sig)
+    elif kind == "exception":
+        path = RunPaths(Path(ctx.sub.run_dir)).inject_exception(tgt.group or 0)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("chaos\n")
+        detail["file"] = str(path)
+    elif kind == "gpu":
+        if ctx.gpusim_root is None:
+            raise ChaosError("gpu: give --gpusim-root (the folder holding one gpusim state folder per node)")
+        from lamplighter.gpusim.inject import inject as gpu_inject
+        from lamplighter.gpusim.state import StateDir
+
+        assert tgt.node is not None
+        detail["gpu"] = 0
+        detail["fault"] = "ecc-uncorrectable"
+        detail["what"] = gpu_inject(StateDir(ctx.gpusim_root / tgt.node), 0, "ecc-uncorrectable")
+    elif kind == "node-crash":
+        if ctx.cluster_root is None:
+            raise ChaosError("node-crash: works on the lamplighter test cluster only (give its folder)")
+        from lamplighter.slurm.testcluster import TestCluster
+
+        assert tgt.node is not None
+        TestCluster(ctx.cluster_root).crash_node(tgt.node)
+    elif kind == "lighthouse-kill":
+        procs = proc_find.listener_procs(ctx.lighthouse_port())
+        if not procs:
+            raise ChaosError(f"lighthouse-kill: nothing listens on port {ctx.lighthouse_port()}")
+        detail["pids"] = proc_find.signal_procs(procs, signal.SIGKILL)
+    elif kind == "supervisor-kill":
+        assert tgt.node is not None
+        procs = proc_find.supervisor_procs(tgt.node)
+        if not procs:
+            raise ChaosError(f"supervisor-kill: no daemon of node {tgt.node} found "
+                             f"({proc_find.ENV_SUPERVISOR_NODE}={tgt.node} in its environment)")
+        detail["pids"] = proc_find.signal_procs(procs, signal.SIGKILL)
+    rec = {"event": "injected", "t": ctx.now(), "kind": kind, "group": tgt.group, "node": tgt.node,
+           "job_id": tgt.job_id, "restarts_before": tgt.restarts_before, "detail": detail}
+    append_record(ctx.journal, rec)
+    return rec
+
+
+def first_commit_after(run_dir: Path, groups: list[int], t: float, min_attempt: int = 0) -> float | None:
+    paths = RunPaths(run_dir)
+    times = [r.t for g in groups for r in read_steps(paths.steps(g))
+             if r.committed and r.t > t and r.attempt >= min_attempt]
+    return min(times) if times else None
+
+
+def observe_recovery(ctx: ChaosContext, rec: dict[str, Any], timeout: float, poll: float = 0.2) -> dict[str, Any]:
+    """Watch (bounded) until the fault's target commits again; append and return the 'recovered' record.
+
+    Group faults: t_requeued (Slurm's Restarts went up), t_running (RUNNING
+    again, on which node), t_first_commit (the group's first commit of the new
+    attempt). Lighthouse: a new listener on its port, then any group's commit.
+    Supervisor: a new daemon process of the node. Missing times stay None.
+    """
+    t0 = rec["t"]
+    deadline = time.monotonic() + timeout
+    out: dict[str, Any] = {"event": "recovered", "of_t": t0, "kind": rec["kind"], "group": rec["group"],
+                           "t_requeued": None, "t_running": None, "node_after": None, "t_first_commit": None,
+                           "restarts_after": None}
+    run_dir = Path(ctx.sub.run_dir)
+    old_pids = set(rec["detail"].get("pids", []))
+    while time.monotonic() < deadline:
+        kind = rec["kind"]
+        if kind in GROUP_KINDS:
+            try:
+                info = ctx.api.job(rec["job_id"])
+            except SlurmError:
+                info = None
+            if info is not None and info.restarts > rec["restarts_before"]:
+                out["t_requeued"] = out["t_requeued"] or ctx.now()
+                out["restarts_after"] = info.restarts
+                if info.state == "RUNNING" and out["t_running"] is None:
+                    out["t_running"] = ctx.now()
+                    out["node_after"] = expand_nodelist(info.node_list or "")[:1] or None
+            if out["t_running"] is not None:
+                out["t_first_commit"] = first_commit_after(run_dir, [rec["group"]], out["t_running"],
+                                                           min_attempt=rec["restarts_before"] + 1)
+        elif kind == "lighthouse-kill":
+            if out["t_running"] is None:
+                now_pids = {p.pid for p in proc_find.listener_procs(ctx.lighthouse_port())}
+                if now_pids and not now_pids & old_pids:
+                    out["t_running"] = ctx.now()
+            if out["t_running"] is not None:
+                out["t_first_commit"] = first_commit_after(run_dir, list(ctx.sub.groups), out["t_running"])
+        elif kind == "supervisor-kill":
+            now_pids = {p.pid for p in proc_find.supervisor_procs(rec["node"])}
+            if now_pids and not now_pids & old_pids:
+                out["t_running"] = ctx.now()
+                out["t_first_commit"] = first_commit_after(run_dir, list(ctx.sub.groups), t0)
+        if out["t_first_commit"] is not None:
+            break
+        time.sleep(poll)
+    append_record(ctx.journal, out)
+    return out

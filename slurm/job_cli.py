@@ -1,0 +1,216 @@
+"""`lamplighter submit | status | cancel | chaos`: a job on a Slurm cluster, from the user's side.
+
+JOB (status, cancel, chaos) is a job name (its run dir is runs/<name>), a
+run directory holding submission.json, or the job's config file; --run-dir
+overrides all three.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from lamplighter.configs.validate_cli import add_override_args
+from lamplighter.slurm.actions import SlurmActions
+from lamplighter.slurm.run import SlurmCli, SlurmError
+from lamplighter.slurm.submission import Submission, SubmitError, cancel_job, find_run_dir, load, submit_job
+
+EXIT_INVALID = 2
+EXIT_FAILED = 1
+
+
+def api_for(slurm_conf: str | None) -> SlurmActions:
+    return SlurmActions(SlurmCli(slurm_conf=slurm_conf or os.environ.get("SLURM_CONF")))
+
+
+def add_parser(sub: Any) -> None:
+    _add_submit(sub)
+    _add_status(sub)
+    _add_cancel(sub)
+    _add_chaos(sub)
+
+
+def _job_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("job", metavar="JOB", help="job name (runs/<name>), run directory, or the job's config file")
+    p.add_argument("--run-dir", default=None, help="the job's run directory (holds submission.json)")
+
+
+def _add_submit(sub: Any) -> None:
+    p = sub.add_parser(
+        "submit", help="validate, render and submit a job to Slurm (Lighthouse + one requeueable job per group)",
+        description=__doc__ or "", formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n  lamplighter submit configs/slurm-lab.yaml\n"
+               "  lamplighter submit configs/slurm-lab.yaml --set groups.count=3 --json",
+    )
+    p.add_argument("config", help="the job's YAML config")
+    add_override_args(p)
+    p.add_argument("--slurm-conf", default=None, help="SLURM_CONF for the Slurm commands (default: slurm.slurm_conf)")
+    p.add_argument("--lighthouse-timeout", type=float, default=60.0,
+                   help="seconds to wait for the Lighthouse to answer before submitting groups (default 60)")
+    p.add_argument("--json", action="store_true", help="print the submission record as JSON")
+    p.set_defaults(func=run_submit)
+
+
+def run_submit(args: argparse.Namespace) -> int:
+    from lamplighter.configs.loader import ConfigError, load_job
+
+    try:
+        job = load_job(args.config, args.overrides, os.environ)
+    except ConfigError as e:
+        for problem in e.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return EXIT_INVALID
+    if args.slurm_conf:
+        job = job.model_copy(update={"slurm": job.slurm.model_copy(update={"slurm_conf": args.slurm_conf})})
+    try:
+        s = submit_job(job, api_for(job.slurm.slurm_conf), config_path=args.config,
+                       lighthouse_timeout=args.lighthouse_timeout)
+    except (SubmitError, SlurmError) as e:
+        print(f"lamplighter submit: error: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    if args.json:
+        print(json.dumps(s.to_json(), indent=2))
+    else:
+        lh = f"Slurm job {s.lighthouse_job_id}" if s.lighthouse_job_id is not None else "head-node service"
+        print(f"submitted {s.job}: Lighthouse {s.lighthouse_address} ({lh})")
+        for g, jid in sorted(s.groups.items()):
+            print(f"  group {g}: Slurm job {jid}")
+        if s.release_job_id is not None:
+            print(f"  release: Slurm job {s.release_job_id} (cancels the Lighthouse once every group completed)")
+        print(f"scripts in {Path(s.run_dir) / 'sbatch'}; follow with: lamplighter status {s.job} --watch")
+    return 0
+
+
+def _load_sub(args: argparse.Namespace) -> Submission:
+    return load(find_run_dir(args.job, args.run_dir))
+
+
+def _add_status(sub: Any) -> None:
+    p = sub.add_parser("status", help="groups, Slurm state, quorum, steps, restarts, faults and drained nodes of a job")
+    _job_args(p)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--watch", nargs="?", type=float, const=2.0, default=None, metavar="SECONDS",
+                   help="repeat every SECONDS (default 2) until interrupted")
+    p.set_defaults(func=run_status)
+
+
+def run_status(args: argparse.Namespace) -> int:
+    from lamplighter.slurm.job_status import collect, format_table
+
+    try:
+        s = _load_sub(args)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"lamplighter status: error: {e}", file=sys.stderr)
+        return EXIT_INVALID
+    api = api_for(s.slurm_conf)
+    try:
+        while True:
+            st = collect(s, api, time.time())
+            text = json.dumps(st, indent=2) if args.json else format_table(st)
+            if args.watch is not None and not args.json and sys.stdout.isatty():
+                print("\x1b[2J\x1b[H", end="")
+            print(text, flush=True)
+            if args.watch is None:
+                return 0
+            time.sleep(args.watch)
+    except KeyboardInterrupt:
+        return 0
+
+
+def _add_cancel(sub: Any) -> None:
+    p = sub.add_parser("cancel", help="stop every Slurm job a submitted job started (groups, then the Lighthouse)")
+    _job_args(p)
+    p.add_argument("--wait", type=float, default=30.0, help="seconds to wait for the jobs to end (default 30; 0: don't)")
+    p.set_defaults(func=run_cancel)
+
+
+def run_cancel(args: argparse.Namespace) -> int:
+    from lamplighter.slurm.submission import wait_ended
+
+    try:
+        s = _load_sub(args)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"lamplighter cancel: error: {e}", file=sys.stderr)
+        return EXIT_INVALID
+    api = api_for(s.slurm_conf)
+    stopped = cancel_job(s, api)
+    for c in stopped:
+        print(f"cancelled {c.what}: Slurm job {c.job_id} (was {c.state_before})")
+    if not stopped:
+        print(f"job {s.job}: nothing left to cancel")
+    if args.wait > 0:
+        try:
+            states = wait_ended(s, api, args.wait)
+        except TimeoutError as e:
+            print(f"lamplighter cancel: error: {e}", file=sys.stderr)
+            return EXIT_FAILED
+        print("ended: " + ", ".join(f"{j} {st}" for j, st in states.items()))
+    return 0
+
+
+def _add_chaos(sub: Any) -> None:
+    p = sub.add_parser(
+        "chaos", help="inject faults into a running Slurm job (kill, hang, gpu, node-crash, lighthouse-kill, ...)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Inject faults one at a time and watch each recover before the next.\n\n"
+            "kinds: kill (SIGKILL a group's trainers), hang (SIGSTOP them), gpu (uncorrectable ECC on GPU 0 of\n"
+            "the group's node, through its gpusim folder), node-crash (crash the group's node: ONLY on the\n"
+            "lamplighter test cluster, give --cluster-root), lighthouse-kill (SIGKILL what listens on the\n"
+            "Lighthouse port), supervisor-kill (SIGKILL the node daemon started with\n"
+            "LAMPLIGHTER_SUPERVISOR_NODE=<node>).\n"
+            "Every injection and recovery goes to <run_dir>/chaos.jsonl."
+        ),
+        epilog="examples:\n  lamplighter chaos lab --once kill --group 1\n"
+               "  lamplighter chaos lab --mtbf 30s --kinds kill,hang --max 5\n"
+               "  lamplighter chaos lab --chaos @faults.yaml --gpusim-root build/gpus",
+    )
+    _job_args(p)
+    p.add_argument("--once", default=None, metavar="KIND", help="inject one fault of KIND now")
+    p.add_argument("--group", type=int, default=None, help="target group (default: drawn from the seed)")
+    p.add_argument("--chaos", default=None, metavar="SPEC",
+                   help="a schedule: mtbf=30s,kinds=kill,hang,max=5,seed=1 or @file.yaml")
+    p.add_argument("--gpusim-root", type=Path, default=None, help="folder holding one gpusim state folder per node")
+    p.add_argument("--cluster-root", type=Path, default=None,
+                   help="the test cluster's folder (for node-crash; default: the folder of SLURM_CONF)")
+    p.add_argument("--recovery-timeout", type=float, default=120.0, help="seconds to wait for each recovery")
+    p.add_argument("--no-wait", action="store_true", help="inject and return without watching the recovery")
+    p.set_defaults(func=run_chaos)
+
+
+def run_chaos(args: argparse.Namespace) -> int:
+    from lamplighter.slurm.chaos_runner import run_schedule
+    from lamplighter.slurm.chaos_slurm import ChaosContext, ChaosError, inject, observe_recovery
+    from lamplighter.supervisor.chaos import ChaosSpecError, parse_chaos
+
+    try:
+        s = _load_sub(args)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"lamplighter chaos: error: {e}", file=sys.stderr)
+        return EXIT_INVALID
+    cluster_root = args.cluster_root or (Path(s.slurm_conf).parent if s.slurm_conf else None)
+    ctx = ChaosContext(s, api_for(s.slurm_conf), gpusim_root=args.gpusim_root, cluster_root=cluster_root)
+    try:
+        if args.once:
+            rec = inject(ctx, args.once, args.group)
+            print(json.dumps(rec))
+            if not args.no_wait:
+                print(json.dumps(observe_recovery(ctx, rec, args.recovery_timeout)))
+            return 0
+        if not args.chaos:
+            print("lamplighter chaos: error: give --once KIND or --chaos SPEC", file=sys.stderr)
+            return EXIT_INVALID
+        cfg = parse_chaos(args.chaos)
+        for line in run_schedule(ctx, cfg, args.recovery_timeout):
+            print(json.dumps(line), flush=True)
+        return 0
+    except (ChaosError, ChaosSpecError, SlurmError) as e:
+        print(f"lamplighter chaos: error: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return 0

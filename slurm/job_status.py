@@ -1,0 +1,156 @@
+"""`lamplighter status JOB`: one picture of a Slurm job, from Slurm, the Lighthouse and the run directory.
+
+Per group: Slurm job id and state, nodes, restarts, last committed step, last
+fault and its reason (the latest chaos injection, else Slurm's reason for a
+pending job). The quorum from the Lighthouse's /status page. Drained and down
+nodes with their reasons. Overall committed steps per second over the last
+minute. `collect` does the I/O; `build_status` and `format_table` are pure.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from lamplighter.slurm.actions import SlurmApi
+from lamplighter.slurm.chaos_slurm import CHAOS_FILE, read_records
+from lamplighter.slurm.parsers import JobInfo, NodeInfo
+from lamplighter.slurm.run import SlurmError
+from lamplighter.slurm.submission import Submission
+from lamplighter.supervisor.lighthouse_status import LighthouseStatus, LighthouseStatusError, fetch_status
+from lamplighter.trainer.contract import RunPaths
+from lamplighter.trainer.steplog import StepRecord, parse_step
+
+RATE_WINDOW_S = 60.0
+TAIL_BYTES = 256 * 1024
+
+
+def tail_steps(path: Path, max_bytes: int = TAIL_BYTES) -> list[StepRecord]:
+    """The step records in the last `max_bytes` of a step log (status needs only recent ones)."""
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - max_bytes))
+            data = f.read().decode(errors="replace")
+    except FileNotFoundError:
+        return []
+    lines = data.splitlines()
+    if size > max_bytes and lines:
+        lines = lines[1:]  # the first line is cut
+    return [r for r in (parse_step(line) for line in lines) if r is not None]
+
+
+def steps_per_s(records: list[StepRecord], now: float, window: float = RATE_WINDOW_S) -> float | None:
+    """Committed steps of the job per second over the last `window` seconds (max step advance / time)."""
+    recent = sorted((r for r in records if r.committed and r.t >= now - window), key=lambda r: r.t)
+    if len(recent) < 2 or recent[-1].t <= recent[0].t:
+        return None
+    return round((recent[-1].step - recent[0].step) / (recent[-1].t - recent[0].t), 3)
+
+
+def build_status(sub: Submission, jobs: dict[int, JobInfo | None], nodes: list[NodeInfo],
+                 steps: dict[int, list[StepRecord]], chaos: list[dict[str, Any]],
+                 quorum: LighthouseStatus | None, quorum_error: str | None, now: float) -> dict[str, Any]:
+    groups: dict[str, Any] = {}
+    for g, jid in sorted(sub.groups.items()):
+        info = jobs.get(jid)
+        committed = [r for r in steps.get(g, []) if r.committed]
+        last = max(committed, key=lambda r: r.step, default=None)
+        faults = [c for c in chaos if c.get("event") == "injected" and c.get("group") == g]
+        last_fault = faults[-1] if faults else None
+        groups[str(g)] = {
+            "job_id": jid,
+            "state": info.state if info else "GONE",
+            "nodes": info.node_list if info else None,
+            "restarts": info.restarts if info else None,
+            "slurm_reason": info.reason if info else None,
+            "step": last.step if last else 0,
+            "step_age_s": round(now - last.t, 1) if last else None,
+            "attempt": last.attempt if last else None,
+            "last_fault": None if last_fault is None else {
+                "kind": last_fault["kind"], "t": last_fault["t"], "node": last_fault.get("node"),
+                "reason": f"chaos {last_fault['kind']} on {last_fault.get('node') or '-'}"},
+        }
+    lh_info = jobs.get(sub.lighthouse_job_id) if sub.lighthouse_job_id is not None else None
+    all_steps = [r for recs in steps.values() for r in recs]
+    out: dict[str, Any] = {
+        "job": sub.job,
+        "run_dir": sub.run_dir,
+        "target_steps": sub.target_steps,
+        "step": max((r.step for r in all_steps if r.committed), default=0),
+        "steps_per_s": steps_per_s(all_steps, now),
+        "groups": groups,
+        "lighthouse": {
+            "address": sub.lighthouse_address,
+            "placement": "slurm-job" if sub.lighthouse_job_id is not None else "head-service",
+            "job_id": sub.lighthouse_job_id,
+            "state": lh_info.state if lh_info else (None if sub.lighthouse_job_id is None else "GONE"),
+        },
+        "quorum": None if quorum is None else {
+            "quorum_id": quorum.quorum_id,
+            "members": [asdict(m) | {"group": m.group} for m in quorum.members],
+            "live_groups": sorted(quorum.live_groups()),
+            "max_step": quorum.max_step(),
+        },
+        "quorum_error": quorum_error,
+        "nodes_out": [{"node": n.name, "state": n.state, "reason": n.reason} for n in nodes
+                      if n.is_drained or n.is_down or not n.registered],
+        "faults_injected": sum(1 for c in chaos if c.get("event") == "injected"),
+        "t": now,
+    }
+    return out
+
+
+def collect(sub: Submission, api: SlurmApi, now: float, lighthouse_timeout: float = 2.0) -> dict[str, Any]:
+    jobs: dict[int, JobInfo | None] = {}
+    for jid in sub.all_job_ids():
+        try:
+            jobs[jid] = api.job(jid)
+        except SlurmError:
+            jobs[jid] = None  # Slurm forgot it (MinJobAge)
+    try:
+        nodes = api.nodes()
+    except SlurmError:
+        nodes = []
+    paths = RunPaths(Path(sub.run_dir))
+    steps = {g: tail_steps(paths.steps(g)) for g in sub.groups}
+    quorum: LighthouseStatus | None = None
+    err: str | None = None
+    try:
+        quorum = fetch_status(sub.lighthouse_address, timeout=lighthouse_timeout)
+    except (LighthouseStatusError, OSError) as e:
+        err = str(e)
+    chaos = read_records(Path(sub.run_dir) / CHAOS_FILE)
+    return build_status(sub, jobs, nodes, steps, chaos, quorum, err, now)
+
+
+def format_table(st: dict[str, Any]) -> str:
+    rate = st["steps_per_s"]
+    lines = [
+        f"job {st['job']}: step {st['step']}/{st['target_steps']}   "
+        f"{'-' if rate is None else f'{rate:.2f}'} steps/s   run dir {st['run_dir']}",
+        f"{'group':<6}{'job':>7}  {'state':<12}{'nodes':<10}{'restarts':>8}{'step':>7}{'age':>7}  last fault",
+    ]
+    for g, r in st["groups"].items():
+        fault = r["last_fault"]["reason"] if r["last_fault"] else (r["slurm_reason"] or "-")
+        age = "-" if r["step_age_s"] is None else f"{r['step_age_s']:.0f}s"
+        lines.append(f"{g:<6}{r['job_id']:>7}  {r['state']:<12}{(r['nodes'] or '-'):<10}"
+                     f"{'-' if r['restarts'] is None else r['restarts']:>8}{r['step']:>7}{age:>7}  {fault}")
+    lh = st["lighthouse"]
+    where = f"job {lh['job_id']} {lh['state']}" if lh["job_id"] is not None else "head-node service"
+    lines.append(f"lighthouse {lh['address']} ({where})")
+    q = st["quorum"]
+    if q is None:
+        lines.append(f"  quorum: unavailable ({st['quorum_error']})")
+    else:
+        members = ", ".join(f"{m['group']}@{m['step']}{' (recovering)' if m['recovering'] else ''}"
+                            for m in q["members"]) or "none"
+        lines.append(f"  quorum {q['quorum_id']}: {members}; live groups {', '.join(q['live_groups']) or 'none'}")
+    if st["nodes_out"]:
+        lines.append("nodes out of service:")
+        lines += [f"  {n['node']:<8}{n['state']:<18}{n['reason'] or ''}" for n in st["nodes_out"]]
+    else:
+        lines.append("nodes out of service: none")
+    return "\n".join(lines)

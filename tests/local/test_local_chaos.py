@@ -1,0 +1,85 @@
+"""`lamplighter local` end to end: a real Lighthouse, real trainer processes, one fault of each kind."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from lamplighter.supervisor.local_cli import add_parser, run_local
+
+JOB = """
+name: chaos-all
+trainer:
+  steps: {steps}
+  model: {{dim: 64, layers: 2, heads: 4, seq_len: 32, batch_size: 16}}
+  checkpoint: {{enabled: false}}
+groups: {{count: 3}}
+lighthouse: {{port: 0, min_replicas: 1, quorum_tick_ms: 20, join_timeout_ms: 1000, heartbeat_timeout_ms: 500}}
+torchft: {{pg_timeout_s: 2, timeout_s: 3, quorum_timeout_s: 4, connect_timeout_s: 10}}
+health: {{hang_timeout_s: 5, poll_interval_s: 0.5}}
+restart: {{budget_per_group: 5, backoff_initial_s: 0}}
+"""
+
+# Spaced so that each fault's group is back before the next one; the injector also waits for a healthy target.
+SCHEDULE = """
+- {at_s: 3, kind: kill, group: 1}
+- {at_s: 11, kind: exception, group: 2}
+- {at_s: 19, kind: hang, group: 0}
+- {at_s: 33, kind: lighthouse-kill}
+"""
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    ap = argparse.ArgumentParser()
+    add_parser(ap.add_subparsers())
+    return ap.parse_args(["local", *argv])
+
+
+@pytest.mark.integration
+def test_every_fault_kind_heals_with_nothing_lost(tmp_path: Path) -> None:
+    (tmp_path / "job.yaml").write_text(JOB.format(steps=800))
+    (tmp_path / "chaos.yaml").write_text(SCHEDULE)
+    rc = run_local(_args(str(tmp_path / "job.yaml"), "--chaos", f"@{tmp_path / 'chaos.yaml'}",
+                         "--run-dir", str(tmp_path / "run"), "--report", str(tmp_path / "report"), "--no-live"))
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    faults = {f["kind"]: f for f in report["faults"] if f["kind"] != "unplanned"}
+    summary = json.dumps([{k: f[k] for k in ("kind", "group", "detected_as", "t_first_commit_after")}
+                          for f in report["faults"]], indent=1)
+    assert set(faults) == {"kill", "exception", "hang", "lighthouse-kill"}, summary
+    for kind, f in faults.items():
+        assert f["t_injected"] and f["t_detected"] and f["t_detected"] >= f["t_injected"], (kind, summary)
+        assert f["t_restarted"] and f["t_first_commit_after"] and f["t_first_commit_after"] > f["t_restarted"], (kind, summary)
+    assert "SIGKILL" in faults["kill"]["detected_as"]
+    assert "exit 75" in faults["exception"]["detected_as"]
+    assert "hung" in faults["hang"]["detected_as"]
+    assert faults["lighthouse-kill"]["group"] is None
+    # The groups rode through the Lighthouse restart: nothing else failed.
+    assert [f for f in report["faults"] if f["kind"] == "unplanned"] == [], summary
+    assert report["steps_lost"] == 0
+    assert report["weights_identical"] and report["steps_compared"] > 100
+    assert report["reached_target"] and rc == 0
+    # Healing happened: each restarted group took its state from a live peer.
+    assert all(report["groups"][g]["heals"] >= 1 for g in ("0", "1", "2"))
+    assert (tmp_path / "report" / "timeline.png").stat().st_size > 10_000
+
+
+def test_bad_chaos_spec_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "job.yaml").write_text(JOB.format(steps=5))
+    rc = run_local(_args(str(tmp_path / "job.yaml"), "--chaos", "mtbf=soon", "--run-dir", str(tmp_path / "run")))
+    assert rc == 2 and "not a duration" in capsys.readouterr().err
+
+
+def test_unsupported_kind_in_local_mode_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "job.yaml").write_text(JOB.format(steps=5))
+    rc = run_local(_args(str(tmp_path / "job.yaml"), "--chaos", "mtbf=5s,kinds=gpu", "--run-dir", str(tmp_path / "run")))
+    assert rc == 2 and "cannot be injected in local mode" in capsys.readouterr().err
+
+
+def test_previous_run_in_run_dir_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "job.yaml").write_text(JOB.format(steps=5))
+    (tmp_path / "run" / "steps").mkdir(parents=True)
+    rc = run_local(_args(str(tmp_path / "job.yaml"), "--run-dir", str(tmp_path / "run"), "--no-live"))
+    assert rc == 2 and "previous run" in capsys.readouterr().err
