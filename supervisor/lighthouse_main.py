@@ -51,10 +51,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         bind=args.bind, min_replicas=args.min_replicas, join_timeout_ms=args.join_timeout_ms,
         quorum_tick_ms=args.quorum_tick_ms, heartbeat_timeout_ms=args.heartbeat_timeout_ms,
     )
-    del server  # kept alive by its own runtime; nothing else to do here
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    while True:  # the server runs on torchft's own threads until this process is killed
+    while server is not None:  # it serves on torchft's own threads while referenced, until this process is killed
         signal.pause()
+    return 0
 
 
 if __name__ == "__main__":

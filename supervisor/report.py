@@ -22,7 +22,9 @@ survivor_stall_s
     the longest gap between two of its consecutive commits that overlaps
     [t_injected, t_first_commit_after], minus that group's normal step time
     (the median gap between its commits over the run); the maximum over
-    those groups, at least 0. None when no such group committed.
+    those groups, at least 0. Gaps in which the group was itself down (the
+    two commits come from different attempts, or a fault aimed at that group
+    was injected between them) do not count. None when no group qualifies.
 goodput
     Committed samples per second over the whole run, divided by the
     fault-free rate: either given, or measured in this run before the first
@@ -95,7 +97,8 @@ def normal_step_s(recs: Sequence[StepRecord]) -> float | None:
     return statistics.median(gaps) if gaps else None
 
 
-def survivor_stall(by_group: dict[int, list[StepRecord]], fault: FaultRecord, until: float | None) -> float | None:
+def survivor_stall(by_group: dict[int, list[StepRecord]], fault: FaultRecord, until: float | None,
+                   all_faults: Sequence[FaultRecord] = ()) -> float | None:
     if fault.t_injected is None:
         return None
     start = fault.t_injected
@@ -104,9 +107,12 @@ def survivor_stall(by_group: dict[int, list[StepRecord]], fault: FaultRecord, un
     for g, recs in by_group.items():
         if fault.group is not None and g == fault.group:
             continue
+        # A group down for a fault of its own in the window is not a survivor of this one.
+        own = [f.t_injected for f in all_faults if f.group == g and f.t_injected is not None]
         normal = normal_step_s(recs)
-        ts = [r.t for r in committed(recs)]
-        gaps = [b - a for a, b in itertools.pairwise(ts) if b >= start and a <= end]
+        c = committed(recs)
+        gaps = [b.t - a.t for a, b in itertools.pairwise(c)
+                if b.t >= start and a.t <= end and a.attempt == b.attempt and not any(a.t < t <= b.t for t in own)]
         if normal is None or not gaps:
             continue
         stall = max(0.0, max(gaps) - normal)
@@ -172,7 +178,7 @@ def build_report(
             "restart_after_detection_s": _span(f.t_detected, f.t_restarted),
             "first_commit_after_restart_s": _span(f.t_restarted, t_first),
             "recovery_s": _span(f.t_injected, t_first),
-            "survivor_stall_s": None if f.kind == "unplanned" else _round(survivor_stall(by_group, f, t_first)),
+            "survivor_stall_s": None if f.kind == "unplanned" else _round(survivor_stall(by_group, f, t_first, faults)),
         })
     lost = lost_steps(by_group)
     mismatches = hash_mismatches(by_group)

@@ -82,3 +82,14 @@ def test_no_baseline_gives_no_goodput_unless_given() -> None:
     assert rep["goodput"] is None and rep["faults"][0]["t_detected"] is None
     rep = build_report(runs, [fault], target_steps=3, t_start=0.0, t_end=4.0, baseline_samples_per_s=32.0)
     assert rep["goodput"] == pytest.approx(0.5) and rep["fault_free_source"] == "given"
+
+
+def test_a_survivor_down_for_its_own_fault_does_not_count() -> None:
+    runs = healthy_run()
+    # Group 0 was hung from t=9.5 and restarted: its gap 9 -> 13 belongs to its own fault.
+    runs[0] = [r for r in runs[0] if not 9 < r.t < 13]
+    runs[0] = [r if r.t < 13 else rec(0, r.step, r.t, q=3, attempt=1) for r in runs[0]]
+    own = FaultRecord(kind="hang", group=0, planned_at_s=9.0, t_injected=9.5, attempt=0)
+    other = FaultRecord(kind="kill", group=1, planned_at_s=10.0, t_injected=10.5, attempt=0, t_restarted=11.0)
+    rep = build_report(runs, [own, other], target_steps=15, t_start=0.0, t_end=16.0)
+    assert rep["faults"][1]["survivor_stall_s"] == 0.0  # not the 4 s gap of its own hang

@@ -41,11 +41,13 @@ class Lighthouse:
 
 
 @pytest.fixture
-def lighthouse(tmp_path: Path) -> Iterator[Lighthouse]:
+def lighthouse(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Lighthouse]:
+    """A Lighthouse with the schema-default timings; min_replicas from indirect parametrization (default 1)."""
+    min_replicas = str(getattr(request, "param", 1))
     port = free_port()
     log = (tmp_path / "lighthouse.log").open("wb")
     proc = subprocess.Popen(
-        [str(VENV_BIN / "torchft_lighthouse"), "--bind", f"[::]:{port}", "--min_replicas", "1",
+        [str(VENV_BIN / "torchft_lighthouse"), "--bind", f"[::]:{port}", "--min_replicas", min_replicas,
          "--quorum_tick_ms", "20", "--join_timeout_ms", "1000", "--heartbeat_timeout_ms", "500"],
         stdout=log, stderr=subprocess.STDOUT,
     )

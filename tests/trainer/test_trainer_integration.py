@@ -21,9 +21,12 @@ TINY = {"dim": 32, "layers": 1, "heads": 2, "seq_len": 16, "batch_size": 4, "voc
 EXIT_DEADLINE_S = 90  # bounds only: a busy 2-core machine may be slow
 
 
-def tiny_job(steps: int, count: int = 2, checkpoint: dict[str, Any] | None = None, transport: str = "http") -> JobConfig:
+def tiny_job(
+    steps: int, count: int = 2, checkpoint: dict[str, Any] | None = None, transport: str = "http", min_replicas: int = 1
+) -> JobConfig:
     return JobConfig.model_validate({
         "name": "tiny", "groups": {"count": count}, "torchft": {"quorum_timeout_s": 2},
+        "lighthouse": {"min_replicas": min_replicas},
         "trainer": {"steps": steps, "model": TINY, "checkpoint": checkpoint or {"enabled": False},
                     "checkpoint_transport": transport},
     })
@@ -59,8 +62,9 @@ def assert_same_hashes(a: list[StepRecord], b: list[StepRecord]) -> int:
 MakeTrainers = Callable[[JobConfig], Trainers]
 
 
+@pytest.mark.parametrize("lighthouse", [2], indirect=True)  # no quorum until both groups are up
 def test_two_groups_train_to_target_in_lockstep(make_trainers: MakeTrainers) -> None:
-    t = make_trainers(tiny_job(steps=30))
+    t = make_trainers(tiny_job(steps=30, min_replicas=2))
     procs = [t.start(0), t.start(1)]
     for p in procs:
         assert p.wait(EXIT_DEADLINE_S) == contract.EXIT_DONE
@@ -68,12 +72,12 @@ def test_two_groups_train_to_target_in_lockstep(make_trainers: MakeTrainers) -> 
     assert a[-1].step == b[-1].step == 30
     assert_no_step_lost(a)
     assert_no_step_lost(b)
-    assert assert_same_hashes(a, b) >= 1
-    # In every two-group step the groups took adjacent, distinct slices.
-    bs = {r.step: r for r in b}
-    for r in a:
-        if r.participants == 2 and r.step in bs:
-            assert {r.first_sample, bs[r.step].first_sample} == {min(r.first_sample, bs[r.step].first_sample) + k for k in (0, 4)}
+    assert [r.step for r in a] == [r.step for r in b] == list(range(1, 31))
+    assert assert_same_hashes(a, b) == 30
+    # Every step: two adjacent, distinct slices, and the cursor moved past both.
+    for ra, rb in zip(a, b, strict=True):
+        assert ra.participants == rb.participants == 2
+        assert sorted([ra.first_sample, rb.first_sample]) == [8 * (ra.step - 1), 8 * (ra.step - 1) + 4]
     hb = contract.RunPaths(t.run_dir).heartbeat(0, 0).read_text()
     assert '"step": 30' in hb
 

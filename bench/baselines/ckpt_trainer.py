@@ -1,0 +1,137 @@
+"""The checkpoint-restart baseline's trainer: plain gloo DDP, no torchft, a checkpoint every tau seconds.
+
+    python -m bench.baselines.ckpt_trainer --config RUN_DIR/job.json --mtbf-s 30 [--no-checkpoint]
+
+One process per replica (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT from the
+launcher). The work per step is the reference trainer's: the same model,
+data slices, AdamW, per-step state hash, step log and heartbeat
+(lamplighter.trainer), so only the fault-tolerance mechanism differs.
+
+The checkpoint interval follows the Young/Daly rule, tau = sqrt(2 * C * MTBF),
+with C this process's own measured cost of its first checkpoint: what a
+careful user who knows the cluster's MTBF would choose. Rank 0 writes it
+(torch.save to a temporary file, fsync, rename); every rank resumes from it.
+The log's `quorum_id` is the restart count, so a step committed again after a
+restart shows up as lost work in lamplighter.supervisor.report.lost_steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from lamplighter.configs.schema import JobConfig
+from lamplighter.trainer import contract
+from lamplighter.trainer.data import advance, make_batch, step_slice, transition_table
+from lamplighter.trainer.heartbeat import write_heartbeat
+from lamplighter.trainer.steplog import StepRecord, append_step
+
+CKPT_FILE = "ckpt.pt"
+CKPT_LOG = "ckpt_log.jsonl"
+
+
+def young_daly_interval_s(cost_s: float, mtbf_s: float) -> float:
+    """The checkpoint interval that minimises expected lost + checkpoint time (first-order)."""
+    return math.sqrt(2.0 * cost_s * mtbf_s)
+
+
+def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
+    import torch
+
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "wb") as f:
+        torch.save(state, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def log_event(run_dir: Path, **fields: Any) -> None:
+    with open(run_dir / CKPT_LOG, "a") as f:
+        f.write(json.dumps(fields) + "\n")
+
+
+def train(job: JobConfig, run_dir: Path, mtbf_s: float | None) -> int:
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    attempt = int(os.environ.get("SLURM_RESTART_COUNT") or os.environ.get(contract.ENV_ATTEMPT) or 0)
+    paths = contract.RunPaths(run_dir)
+    heartbeat = paths.heartbeat(rank, 0)
+    write_heartbeat(heartbeat, step=0, now=time.time(), pid=os.getpid())
+
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    from lamplighter.trainer.model import build_model, lm_loss
+    from lamplighter.trainer.train_state import TrainState
+
+    cfg = job.trainer.model
+    target = job.trainer.steps
+    model = build_model(cfg)
+    state = TrainState(model=model, optim=torch.optim.AdamW(model.parameters(), lr=cfg.lr), replica_id=rank)
+    ckpt = run_dir / CKPT_FILE
+    step = 0
+    if ckpt.exists():
+        saved = torch.load(ckpt, weights_only=False)
+        state.load_user_state(saved["user"])
+        step = int(saved["step"])
+    # Rendezvous waits long (ranks start seconds apart); collectives use the same timeout torchft's process group has.
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world, is_master=rank == 0,
+                          timeout=timedelta(seconds=job.torchft.connect_timeout_s + 50))
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world,
+                            timeout=timedelta(seconds=job.torchft.pg_timeout_s))
+    ddp = DistributedDataParallel(model)
+    table = transition_table(cfg.vocab_size, cfg.seed)
+    tau: float | None = None if mtbf_s is None else 0.0  # 0: checkpoint at once, to measure the cost
+    last_ckpt = time.monotonic()
+    print(f"rank {rank}/{world} attempt {attempt}: resuming at step {step}, target {target}", flush=True)
+    while step < target:
+        sl = step_slice(state.cursor, rank, world, cfg.batch_size)
+        tokens = make_batch(sl.indices(cfg.dataset_size), seq_len=cfg.seq_len, vocab_size=cfg.vocab_size,
+                            seed=cfg.seed, table=table)
+        state.optim.zero_grad()
+        loss = lm_loss(ddp, tokens)
+        loss.backward()  # DDP's allreduce: a dead or hung peer raises here after the timeout
+        state.optim.step()
+        state.cursor = advance(state.cursor, world, cfg.batch_size)
+        step += 1
+        now = time.time()
+        append_step(paths.steps(rank), StepRecord(
+            t=now, replica_id=rank, step=step, committed=True, participants=world, quorum_id=attempt,
+            healed_from=None, loss=float(loss.item()), state_hash=state.hash(), attempt=attempt,
+            samples=sl.count, first_sample=sl.first,
+        ))
+        if rank == 0 and tau is not None and time.monotonic() - last_ckpt >= tau and step < target:
+            t0 = time.monotonic()
+            save_checkpoint(ckpt, {"step": step, "user": state.user_state()})
+            cost = time.monotonic() - t0
+            if tau == 0.0:
+                assert mtbf_s is not None
+                tau = young_daly_interval_s(cost, mtbf_s)
+                log_event(run_dir, event="interval", t=time.time(), cost_s=cost, mtbf_s=mtbf_s, tau_s=tau)
+            last_ckpt = time.monotonic()
+            log_event(run_dir, event="checkpoint", t=time.time(), step=step, cost_s=cost)
+        write_heartbeat(heartbeat, step=step, now=time.time(), pid=os.getpid())
+    dist.destroy_process_group()
+    return contract.EXIT_DONE
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.baselines.ckpt_trainer", description=__doc__.split("\n")[0])
+    ap.add_argument("--config", required=True, help="resolved job config (JSON); its run_dir holds logs and checkpoint")
+    ap.add_argument("--mtbf-s", type=float, default=None, help="the MTBF the Young/Daly interval is chosen for")
+    ap.add_argument("--no-checkpoint", action="store_true", help="never checkpoint (the overhead bench)")
+    args = ap.parse_args()
+    job = JobConfig.model_validate(json.loads(Path(args.config).read_text()))
+    assert job.run_dir is not None
+    return train(job, Path(job.run_dir), None if args.no_checkpoint else (args.mtbf_s or 60.0))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

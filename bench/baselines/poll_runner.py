@@ -1,0 +1,98 @@
+"""torchft's Slurm example strategy, reimplemented from its description: poll squeue every 10 s, resubmit.
+
+The Lighthouse runs as a plain process next to the runner (the example has
+the user start it by hand on the login node; nobody restarts it). Each
+replica group is its own Slurm job running the reference trainer (the same
+sbatch scripts lamplighter renders, without --requeue). Every 10 s the runner
+asks squeue which group jobs are still queued or running; a group whose job
+is gone gets a fresh sbatch submission, and torchft heals it from a live
+peer once it joins. There are no health checks: a hung trainer keeps its job
+RUNNING, so it is never replaced.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+from lamplighter.configs.schema import JobConfig
+from lamplighter.slurm.actions import SlurmActions
+from lamplighter.slurm.render import lighthouse_bin, render_job
+from lamplighter.slurm.run import SlurmError
+
+POLL_S = 10.0
+
+
+class PollRunner:
+    name = "poll-10s"
+
+    def __init__(self, job: JobConfig, api: SlurmActions, run_id: str, python: str) -> None:
+        self.job, self.api, self.run_id, self.python = job, api, run_id, python
+        assert job.run_dir is not None
+        self.run_dir = Path(job.run_dir)
+        self.replicas = job.groups.count
+        self.detections: list[tuple[float, int | None]] = []
+        self.submissions: list[tuple[float, int, int]] = []  # (t, group, job id)
+        self.jobs: dict[int, int] = {}
+        self.scripts: list[Path] = []
+        self.lighthouse: subprocess.Popen[bytes] | None = None
+        self.next_poll = 0.0
+
+    def start(self) -> None:
+        lh = self.job.lighthouse
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        log = open(self.run_dir / "lighthouse.log", "ab")  # noqa: SIM115 - handed to the child
+        self.lighthouse = subprocess.Popen(
+            [lighthouse_bin(self.python), "--bind", f"127.0.0.1:{lh.port}", "--min_replicas", str(lh.min_replicas),
+             "--join_timeout_ms", str(lh.join_timeout_ms), "--quorum_tick_ms", str(lh.quorum_tick_ms),
+             "--heartbeat_timeout_ms", str(lh.heartbeat_timeout_ms)],
+            stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+        log.close()
+        wait_http(f"http://127.0.0.1:{lh.port}/", 60.0)
+        self.scripts = render_job(self.job, self.run_dir / "sbatch", python=self.python)
+        for g in range(self.replicas):
+            self._submit(g, time.time())
+        self.next_poll = time.time() + POLL_S
+
+    def _submit(self, g: int, now: float) -> None:
+        jid = self.api.submit(self.scripts[g])
+        self.jobs[g] = jid
+        self.submissions.append((now, g, jid))
+
+    def tick(self, now: float) -> None:
+        if now < self.next_poll:
+            return
+        self.next_poll = now + POLL_S
+        try:
+            queued = {e.job_id for e in self.api.jobs()}
+        except SlurmError:
+            return  # a slow slurmctld: try at the next poll, as the example would
+        for g, jid in self.jobs.items():
+            if jid not in queued:
+                self.detections.append((now, g))
+                self._submit(g, now)
+
+    def stop(self) -> None:
+        for jid in self.jobs.values():
+            try:
+                self.api.cancel(jid)
+            except SlurmError:
+                pass
+        if self.lighthouse is not None:
+            self.lighthouse.kill()
+            self.lighthouse.wait(10)
+
+
+def wait_http(url: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)

@@ -1,0 +1,102 @@
+"""Run one Slurm-based strategy to its target step while injecting a fault schedule.
+
+The fault schedule and the choice of target are lamplighter's own chaos
+planner and injector (lamplighter.supervisor.chaos / chaos_injector), so
+every strategy sees the same faults at the same times after its first
+committed step, each hitting a replica that has committed since it last
+started while another healthy replica is left. The driver only injects and
+watches; recovering is the strategy's business (its `tick`).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Protocol
+
+from bench.procs import find_trainers, hurt, release
+from bench.runrecord import Fault, RunRecord, StepFollower
+from lamplighter.supervisor.chaos import PlannedFault
+from lamplighter.supervisor.chaos_injector import ChaosInjector
+
+TICK_S = 0.1
+PROC_SCAN_S = 0.3  # /proc scans cost CPU on a busy 2-core machine
+
+
+class SlurmStrategy(Protocol):
+    name: str
+    replicas: int
+    run_dir: Path
+    run_id: str
+    # Times the strategy noticed a failure, with the replica it blames (None: the whole job).
+    detections: list[tuple[float, int | None]]
+
+    def start(self) -> None: ...
+
+    def tick(self, now: float) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+def drive(strategy: SlurmStrategy, planned: list[PlannedFault], *, seed: int, target: int, timeout_s: float,
+          mtbf_s: float | None, rep: int) -> RunRecord:
+    steps = StepFollower(strategy.run_dir, strategy.replicas)
+    injector = ChaosInjector(planned, seed)
+    faults: list[Fault] = []
+    starts: dict[int, list[float]] = {i: [] for i in range(strategy.replicas)}
+    current: dict[int, int] = {}  # replica -> host pid of its live trainer
+    started_at: dict[int, float] = {}
+    t_start = time.time()
+    strategy.start()
+    t_train: float | None = None
+    next_scan = 0.0
+    reached = False
+    try:
+        while True:
+            now = time.time()
+            strategy.tick(now)
+            steps.poll()
+            if now >= next_scan:
+                next_scan = now + PROC_SCAN_S
+                found = find_trainers(strategy.run_id)
+                for i, pid in found.items():
+                    if current.get(i) != pid:
+                        starts[i].append(now)
+                        started_at[i] = now
+                current = found
+            if steps.max_step() >= target:
+                reached = True
+                break
+            if now - t_start > timeout_s:
+                break
+            if t_train is None:
+                t_train = steps.first_commit()
+            if t_train is not None:
+                healthy = [i for i, pid in current.items()
+                           if (steps.last_commit(i) or 0.0) > started_at.get(i, now)]
+                shot = injector.due(now - t_train, sorted(healthy), False)
+                if shot is not None and shot.group is not None:
+                    hurt(current[shot.group], shot.fault.kind)
+                    faults.append(Fault(kind=shot.fault.kind, index=shot.group, t_injected=time.time()))
+            time.sleep(TICK_S)
+    finally:
+        t_end = time.time()
+        strategy.stop()
+        release(list(find_trainers(strategy.run_id).values()))
+    steps.poll()
+    attribute_detections(faults, strategy.detections)
+    for f in faults:
+        if f.index is not None:
+            f.t_restarted = next((t for t in starts[f.index] if t > f.t_injected), None)
+    return RunRecord(
+        strategy=strategy.name, mtbf_s=mtbf_s, rep=rep, seed=seed, target_steps=target, replicas=strategy.replicas,
+        t_start=t_start, t_end=t_end, reached=reached, substrate="slurm", faults=faults, starts=starts,
+        steps=steps.records, extra={"faults_not_injected": injector.remaining},
+    )
+
+
+def attribute_detections(faults: list[Fault], detections: list[tuple[float, int | None]]) -> None:
+    """Each fault's detection: the strategy's first notice after it, about its replica (or the whole job)."""
+    for f in faults:
+        later = [t for t, who in detections if t >= f.t_injected and (who is None or who == f.index)]
+        f.t_detected = min(later) if later else None

@@ -1,0 +1,266 @@
+"""A whole lab on this machine: the Slurm test cluster, simulated GPUs per node, and what systemd would run.
+
+On a real cluster systemd runs `lamplighter supervise` on every node
+(Restart=always) and, on the head node, the Lighthouse service. Here
+`ServiceRunner` plays systemd: it starts each service with its node's
+environment (SLURMD_NODENAME, the node's gpusim folder, and
+LAMPLIGHTER_SUPERVISOR_NODE so chaos can find a daemon without matching names)
+and starts it again when it exits. Every PID it starts is recorded under the
+lab folder; only those are ever signalled.
+
+Used by the end-to-end test and by `python -m lamplighter.slurm.demo`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lamplighter.configs.schema import HealthConfig, LighthouseConfig, RestartConfig
+from lamplighter.slurm.proc_find import ENV_SUPERVISOR_NODE, find_by_env
+from lamplighter.slurm.testcluster import ProcRecord, TestCluster, is_alive, proc_stat, wait_until
+from lamplighter.trainer.contract import ENV_JOB
+
+DAEMON_MODULE = "lamplighter.supervisor.daemon.supervise_cli"
+RESTART_DELAY_S = 0.5  # systemd's RestartSec
+
+
+def daemon_argv(config: Path) -> list[str] | None:
+    """How to start `lamplighter supervise --config FILE` (through the CLI module while the lead wires it in)."""
+    if importlib.util.find_spec(DAEMON_MODULE) is None:
+        return None
+    boot = ("import argparse, sys; from lamplighter.supervisor.daemon import supervise_cli as m; "
+            "p = argparse.ArgumentParser(prog='lamplighter'); m.add_parser(p.add_subparsers()); "
+            "a = p.parse_args(sys.argv[1:]); sys.exit(a.func(a))")
+    return [sys.executable, "-c", boot, "supervise", "--config", str(config)]
+
+
+@dataclass
+class Service:
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    log: Path
+    proc: subprocess.Popen[bytes] | None = None
+    record: ProcRecord | None = None
+    starts: list[float] = field(default_factory=list)
+    down_since: float | None = None
+
+
+class ServiceRunner:
+    """systemd's Restart=always for a few processes, in one thread."""
+
+    def __init__(self, record_file: Path) -> None:
+        self.services: dict[str, Service] = {}
+        self.record_file = record_file
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def add(self, svc: Service) -> None:
+        with self._lock:
+            self.services[svc.name] = svc
+            self._start(svc)
+
+    def _start(self, svc: Service) -> None:
+        svc.log.parent.mkdir(parents=True, exist_ok=True)
+        with open(svc.log, "ab") as log:
+            svc.proc = subprocess.Popen(svc.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=svc.env,
+                                        start_new_session=True)
+        st = proc_stat(svc.proc.pid)
+        svc.record = ProcRecord(svc.name, svc.proc.pid, st[1] if st else 0)
+        svc.starts.append(time.time())
+        svc.down_since = None
+        self._save()
+
+    def _save(self) -> None:
+        recs = {n: {"pid": s.record.pid, "start_ticks": s.record.start_ticks}
+                for n, s in self.services.items() if s.record}
+        tmp = self.record_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(recs))
+        os.replace(tmp, self.record_file)
+
+    def run(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="lab-services", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.1):
+            with self._lock:
+                for svc in self.services.values():
+                    if svc.proc is None or svc.proc.poll() is None:
+                        continue
+                    now = time.monotonic()
+                    if svc.down_since is None:
+                        svc.down_since = now
+                    elif now - svc.down_since >= RESTART_DELAY_S and not self._stop.is_set():
+                        self._start(svc)
+
+    def pid(self, name: str) -> int | None:
+        svc = self.services.get(name)
+        return svc.proc.pid if svc and svc.proc and svc.proc.poll() is None else None
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        with self._lock:
+            for svc in self.services.values():
+                if svc.proc is not None and svc.proc.poll() is None:
+                    svc.proc.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + timeout
+            for svc in self.services.values():
+                if svc.proc is None:
+                    continue
+                try:
+                    svc.proc.wait(max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    svc.proc.kill()
+                    svc.proc.wait(5)
+
+
+@dataclass
+class LabSettings:
+    compute_nodes: int = 4
+    gpus_per_node: int = 8
+    health: HealthConfig = field(default_factory=HealthConfig)
+    restart: RestartConfig = field(default_factory=RestartConfig)
+    lighthouse: LighthouseConfig | None = None  # the head-node Lighthouse service (None: the job's own)
+    lighthouse_by_daemon: bool = False  # True: the head daemon runs it; False: a service of its own
+
+
+class SlurmLab:
+    """Test cluster (head n1 + compute nodes), gpusim folder per node, node daemons and the Lighthouse service."""
+
+    def __init__(self, root: Path, settings: LabSettings | None = None) -> None:
+        self.root = Path(root).resolve()
+        self.settings = settings or LabSettings()
+        self.cluster = TestCluster(self.root / "cluster", nodes=1 + self.settings.compute_nodes)
+        (self.root / "run").mkdir(parents=True, exist_ok=True)
+        self.services = ServiceRunner(self.root / "run" / "services.json")
+        self.gpusim_lib: Path | None = None
+        self.daemons_started = False
+
+    @property
+    def head(self) -> str:
+        return self.cluster.node_names[0]
+
+    @property
+    def compute(self) -> list[str]:
+        return self.cluster.node_names[1:]
+
+    @property
+    def gpusim_root(self) -> Path:
+        return self.root / "gpus"
+
+    def node_dir(self, node: str) -> Path:
+        return self.root / "daemon" / node
+
+    def action_logs(self) -> list[Path]:
+        """Whatever JSONL action logs the daemons wrote under their state folders."""
+        return sorted(p for p in (self.root / "daemon").glob("**/*.jsonl") if "action" in p.name)
+
+    def up(self, start_daemons: bool = True) -> None:
+        self.cluster.up()
+        try:
+            from lamplighter.gpusim.build import ensure_built
+            from lamplighter.gpusim.state import StateDir
+
+            self.gpusim_lib = ensure_built().parent.parent
+            for node in self.cluster.node_names:
+                StateDir(self.gpusim_root / node).init(self.settings.gpus_per_node)
+            lh = self.settings.lighthouse
+            if lh is not None and not self.settings.lighthouse_by_daemon:
+                self._add_lighthouse_service(lh)
+            if start_daemons:
+                self.start_daemons()
+            self.services.run()
+        except BaseException:
+            self.down()
+            raise
+
+    def node_config(self, node: str) -> dict[str, Any]:
+        s = self.settings
+        d = self.node_dir(node)
+        cfg: dict[str, Any] = {
+            "role": "head" if node == self.head else "compute",
+            "node_name": node,
+            "state_dir": str(d / "state"),
+            "status_socket": str(d / "status.sock"),
+            "gpus": node != self.head,
+            "health": s.health.model_dump(mode="json"),
+            "restart": s.restart.model_dump(mode="json"),
+            "metrics": {"enabled": False},
+            "slurm_conf": str(self.cluster.conf_path),
+            "max_drain_fraction": 0.5,
+            "node_silence_s": 3.0,
+        }
+        if node == self.head and s.lighthouse is not None and s.lighthouse_by_daemon:
+            cfg["lighthouse"] = s.lighthouse.model_dump(mode="json")
+        return cfg
+
+    def node_env(self, node: str) -> dict[str, str]:
+        from lamplighter.gpusim.build import sim_env
+
+        assert self.gpusim_lib is not None
+        env = sim_env(self.gpusim_lib, self.gpusim_root / node)
+        env.update({"SLURMD_NODENAME": node, ENV_SUPERVISOR_NODE: node, "SLURM_CONF": str(self.cluster.conf_path),
+                    "PYTHONUNBUFFERED": "1"})
+        env.pop(ENV_JOB, None)
+        return env
+
+    def start_daemons(self) -> bool:
+        """Start one daemon per node; False if the daemon's CLI module does not exist yet."""
+        for node in self.cluster.node_names:
+            d = self.node_dir(node)
+            d.mkdir(parents=True, exist_ok=True)
+            conf = d / "node.yaml"
+            conf.write_text(yaml.safe_dump(self.node_config(node), sort_keys=False))
+            argv = daemon_argv(conf)
+            if argv is None:
+                return False
+            self.services.add(Service(f"supervise-{node}", argv, self.node_env(node), d / "daemon.log"))
+        self.daemons_started = True
+        return True
+
+    def _add_lighthouse_service(self, lh: LighthouseConfig) -> None:
+        from lamplighter.supervisor.lighthouse import lighthouse_argv, lighthouse_binary
+
+        cmd = [sys.executable, "-m", "lamplighter.supervisor.lighthouse_main"]
+        if importlib.util.find_spec("lamplighter.supervisor.lighthouse_main") is None:
+            cmd = [str(lighthouse_binary())]
+        argv = lighthouse_argv(lh.model_copy(update={"host": "[::]"}), lh.port, cmd)
+        env = dict(os.environ, SLURMD_NODENAME=self.head)
+        self.services.add(Service("lighthouse", argv, env, self.root / "log" / "lighthouse.log"))
+
+    def down(self) -> None:
+        self.services.stop()
+        self.cluster.down()
+
+    def restart_node(self, node: str) -> None:
+        """Bring a crashed node back (the hardware was repaired)."""
+        self.cluster.restart_node(node)
+
+    def wait_daemons_alive(self, timeout: float = 30.0) -> None:
+        wait_until(lambda: all(self.services.pid(f"supervise-{n}") for n in self.cluster.node_names), timeout,
+                   "every node daemon to run")
+
+
+def leftover_job_processes(job: str) -> list[int]:
+    """PIDs of processes still carrying the job's name in their environment (trainers, batch shells)."""
+    return [p.pid for p in find_by_env(lambda e: e.get(ENV_JOB) == job)]
+
+
+def processes_alive(records: dict[str, ProcRecord]) -> list[str]:
+    return [name for name, rec in records.items() if is_alive(rec)]

@@ -1,0 +1,136 @@
+"""The user's whole path on the real local Slurm cluster, with faults: submit, chaos, recovery, report, cleanup.
+
+Two runs:
+- `test_slurm_node_crash_and_lighthouse_kill_without_daemons`: no node daemon;
+  Slurm's own detection (SlurmdTimeout) requeues the crashed node's group, and
+  the head-node Lighthouse service (systemd's Restart=always, played by the
+  lab) comes back after a kill. The baseline the daemons are compared with.
+- `test_slurm_e2e_every_fault_kind`: the node daemons on every node; one fault
+  of each kind, one at a time.
+Both print their per-fault numbers (run pytest with -s to see them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lamplighter.configs.schema import HealthConfig, LighthouseConfig, RestartConfig
+from lamplighter.slurm.e2e_run import LabRun, drained_nodes, per_kind_lines, prepare_run
+from lamplighter.slurm.lab import DAEMON_MODULE, LabSettings, SlurmLab, daemon_argv, leftover_job_processes
+from lamplighter.slurm.testcluster import pick_port_range, slurm_installed, wait_until
+
+pytestmark = pytest.mark.integration
+
+
+def settings(port: int) -> LabSettings:
+    return LabSettings(
+        compute_nodes=4,
+        health=HealthConfig(hang_timeout_s=8.0, poll_interval_s=0.5, probe_deadline_s=2.0),
+        restart=RestartConfig(budget_per_group=10, crash_loop_max=10),
+        lighthouse=LighthouseConfig(host="127.0.0.1", port=port, placement="head-service"),
+    )
+
+
+@pytest.fixture
+def lab_root(tmp_path: Path) -> Path:
+    missing = slurm_installed()
+    if missing:
+        pytest.skip(f"real Slurm not available: {missing}")
+    return tmp_path
+
+
+def start_lab(root: Path, daemons: bool) -> tuple[SlurmLab, int]:
+    port = pick_port_range(1)
+    lab = SlurmLab(root / "lab", settings(port))
+    lab.up(start_daemons=daemons)
+    return lab, port
+
+
+@pytest.fixture
+def lab_without_daemons(lab_root: Path) -> Iterator[tuple[SlurmLab, int]]:
+    lab, port = start_lab(lab_root, daemons=False)
+    try:
+        yield lab, port
+    finally:
+        lab.down()
+
+
+@pytest.fixture
+def lab_with_daemons(lab_root: Path) -> Iterator[tuple[SlurmLab, int]]:
+    if daemon_argv(Path("x")) is None:
+        pytest.skip(f"the node daemon ({DAEMON_MODULE}) is not there yet")
+    lab, port = start_lab(lab_root, daemons=True)
+    try:
+        lab.wait_daemons_alive()
+        yield lab, port
+    finally:
+        lab.down()
+
+
+def check_clean_end(run: LabRun, report: dict[str, object], states: dict[int, str]) -> None:
+    assert run.sub is not None
+    assert all(s == "COMPLETED" for s in states.values()), states
+    assert report["reached_target"], report["steps_committed"]
+    assert report["steps_lost"] == 0, report["lost_step_numbers"]
+    assert report["weights_identical"], report["hash_mismatches"]
+    wait_until(lambda: not leftover_job_processes(run.job.name), 30, "every process of the job to exit")
+    assert not run.api.jobs(f"ll-{run.job.name}-"), "Slurm jobs left in the queue"
+
+
+def check_healed(run: LabRun, group: int) -> None:
+    """The group's first commit after its restart was a heal, and its state equals its peers' at that step."""
+    report = run.report()
+    assert report["weights_identical"], report["hash_mismatches"]
+    assert report["groups"][str(group)]["heals"] >= 1
+
+
+def test_slurm_node_crash_and_lighthouse_kill_without_daemons(lab_without_daemons: tuple[SlurmLab, int],
+                                                              tmp_path: Path) -> None:
+    lab, port = lab_without_daemons
+    run = prepare_run(lab, tmp_path, name="base", steps=1500, groups=2, port=port)
+    run.submit()
+    run.wait_all_committing()
+    group, node = run.group_on_node()
+    crash = run.fault("node-crash", group)
+    assert crash.recovered["t_first_commit"] is not None, crash.recovered
+    assert crash.recovered["node_after"] != [node]
+    check_healed(run, group)
+    lab.restart_node(node)
+    lh = run.fault("lighthouse-kill", None, recovery_timeout=60)
+    assert lh.recovered["t_first_commit"] is not None, lh.recovered
+    states = run.wait_end(300)
+    report = run.report()
+    print("\n" + "\n".join(per_kind_lines(report)))
+    check_clean_end(run, report, states)
+    assert drained_nodes(run) == {}
+
+
+def test_slurm_e2e_every_fault_kind(lab_with_daemons: tuple[SlurmLab, int], tmp_path: Path) -> None:
+    lab, port = lab_with_daemons
+    run = prepare_run(lab, tmp_path, name="e2e", steps=3000, groups=3, port=port)
+    run.submit()
+    run.wait_all_committing()
+    gpu_node: str | None = None
+    for kind in ("kill", "hang", "gpu", "node-crash", "lighthouse-kill", "supervisor-kill"):
+        group, node = run.group_on_node(exclude={gpu_node} if gpu_node else None)
+        target = None if kind == "lighthouse-kill" else group
+        out = run.fault(kind, target)
+        assert out.recovered["t_first_commit"] is not None, (kind, out.recovered)
+        if kind in ("kill", "hang", "gpu", "node-crash"):
+            check_healed(run, group)
+        if kind == "gpu":
+            gpu_node = node
+        if kind == "node-crash":
+            lab.restart_node(node)
+        if kind == "supervisor-kill":
+            lab.wait_daemons_alive()
+    drained = drained_nodes(run)
+    states = run.wait_end(420)
+    report = run.report(extra={"drained_nodes": drained})
+    print("\n" + "\n".join(per_kind_lines(report)))
+    check_clean_end(run, report, states)
+    assert set(drained) == {gpu_node}, drained
+    assert all(f["t_detected"] is not None for f in report["faults"]), report["faults"]
