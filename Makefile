@@ -40,7 +40,7 @@ test-fast: $(STAMP)
 	$(BIN)/pytest -m "not integration" $(PYTEST_ARGS)
 
 demo: $(STAMP)
-	$(BIN)/lamplighter local configs/demo.yaml
+	$(BIN)/lamplighter local configs/demo.yaml --run-dir runs/demo-$$(date +%Y%m%d-%H%M%S)
 
 bench: $(STAMP) gpusim
 	$(BIN)/python -m bench

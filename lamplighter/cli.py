@@ -56,3 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("lamplighter: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `lamplighter status | head`: the reader left; not an error worth a traceback.
+        sys.stderr.close()
+        return 0

@@ -38,8 +38,9 @@ def healthy_groups(ctx: ChaosContext) -> list[int]:
     return sorted(out)
 
 
-def run_schedule(ctx: ChaosContext, cfg: ChaosConfig, recovery_timeout: float,
-                 poll: float = 0.5) -> Iterator[dict[str, Any]]:
+def run_schedule(
+    ctx: ChaosContext, cfg: ChaosConfig, recovery_timeout: float, poll: float = 0.5
+) -> Iterator[dict[str, Any]]:
     """Inject every planned fault in turn; yield each injection and recovery record."""
     injector = ChaosInjector(plan(cfg, len(ctx.sub.groups)), cfg.seed)
     t0 = time.monotonic()

@@ -177,19 +177,30 @@ def inject(ctx: ChaosContext, kind: str, group: int | None) -> dict[str, Any]:
         assert tgt.node is not None
         procs = proc_find.supervisor_procs(tgt.node)
         if not procs:
-            raise ChaosError(f"supervisor-kill: no daemon of node {tgt.node} found "
-                             f"({proc_find.ENV_SUPERVISOR_NODE}={tgt.node} in its environment)")
+            raise ChaosError(
+                f"supervisor-kill: no daemon of node {tgt.node} found "
+                f"({proc_find.ENV_SUPERVISOR_NODE}={tgt.node} in its environment)"
+            )
         detail["pids"] = proc_find.signal_procs(procs, signal.SIGKILL)
-    rec = {"event": "injected", "t": ctx.now(), "kind": kind, "group": tgt.group, "node": tgt.node,
-           "job_id": tgt.job_id, "restarts_before": tgt.restarts_before, "detail": detail}
+    rec = {
+        "event": "injected",
+        "t": ctx.now(),
+        "kind": kind,
+        "group": tgt.group,
+        "node": tgt.node,
+        "job_id": tgt.job_id,
+        "restarts_before": tgt.restarts_before,
+        "detail": detail,
+    }
     append_record(ctx.journal, rec)
     return rec
 
 
 def first_commit_after(run_dir: Path, groups: list[int], t: float, min_attempt: int = 0) -> float | None:
     paths = RunPaths(run_dir)
-    times = [r.t for g in groups for r in read_steps(paths.steps(g))
-             if r.committed and r.t > t and r.attempt >= min_attempt]
+    times = [
+        r.t for g in groups for r in read_steps(paths.steps(g)) if r.committed and r.t > t and r.attempt >= min_attempt
+    ]
     return min(times) if times else None
 
 
@@ -203,9 +214,17 @@ def observe_recovery(ctx: ChaosContext, rec: dict[str, Any], timeout: float, pol
     """
     t0 = rec["t"]
     deadline = time.monotonic() + timeout
-    out: dict[str, Any] = {"event": "recovered", "of_t": t0, "kind": rec["kind"], "group": rec["group"],
-                           "t_requeued": None, "t_running": None, "node_after": None, "t_first_commit": None,
-                           "restarts_after": None}
+    out: dict[str, Any] = {
+        "event": "recovered",
+        "of_t": t0,
+        "kind": rec["kind"],
+        "group": rec["group"],
+        "t_requeued": None,
+        "t_running": None,
+        "node_after": None,
+        "t_first_commit": None,
+        "restarts_after": None,
+    }
     run_dir = Path(ctx.sub.run_dir)
     old_pids = set(rec["detail"].get("pids", []))
     while time.monotonic() < deadline:
@@ -222,8 +241,9 @@ def observe_recovery(ctx: ChaosContext, rec: dict[str, Any], timeout: float, pol
                     out["t_running"] = ctx.now()
                     out["node_after"] = expand_nodelist(info.node_list or "")[:1] or None
             if out["t_running"] is not None:
-                out["t_first_commit"] = first_commit_after(run_dir, [rec["group"]], out["t_running"],
-                                                           min_attempt=rec["restarts_before"] + 1)
+                out["t_first_commit"] = first_commit_after(
+                    run_dir, [rec["group"]], out["t_running"], min_attempt=rec["restarts_before"] + 1
+                )
         elif kind == "lighthouse-kill":
             if out["t_running"] is None:
                 now_pids = {p.pid for p in proc_find.listener_procs(ctx.lighthouse_port())}

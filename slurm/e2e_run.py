@@ -31,13 +31,17 @@ def lab_job_config(lab: SlurmLab, run_dir: Path, *, name: str, steps: int, group
     return {
         "name": name,
         "run_dir": str(run_dir),
-        "trainer": {"steps": steps,
-                    "model": {"dim": 64, "layers": 2, "heads": 4, "seq_len": 64, "batch_size": 16}},
+        "trainer": {"steps": steps, "model": {"dim": 64, "layers": 2, "heads": 4, "seq_len": 64, "batch_size": 16}},
         "groups": {"count": groups, "nodes": 1},
         "lighthouse": {"host": "127.0.0.1", "port": port, "placement": "head-service"},
         "torchft": {"timeout_s": 3, "quorum_timeout_s": 3, "connect_timeout_s": 10, "pg_timeout_s": 3},
-        "slurm": {"requeue": True, "exclusive": True, "extra_sbatch": [f"--exclude={lab.head}"],
-                  "slurm_conf": str(lab.cluster.conf_path), "time": "00:30:00"},
+        "slurm": {
+            "requeue": True,
+            "exclusive": True,
+            "extra_sbatch": [f"--exclude={lab.head}"],
+            "slurm_conf": str(lab.cluster.conf_path),
+            "time": "00:30:00",
+        },
         "health": lab.settings.health.model_dump(mode="json"),
         "restart": lab.settings.restart.model_dump(mode="json"),
     }
@@ -128,14 +132,17 @@ def per_kind_lines(report: dict[str, Any]) -> list[str]:
     def s(x: Any) -> str:
         return "-" if x is None else f"{x:6.2f}s"
 
-    lines = [f"{'fault':<16}{'group':>5} {'node':<5}->{'node':<6}{'detect':>9}{'running':>9}{'1st commit':>11}"
-             f"{'recovery':>10}{'stall':>9}  detected as"]
+    lines = [
+        f"{'fault':<16}{'group':>5} {'node':<5}->{'node':<6}{'detect':>9}{'running':>9}{'1st commit':>11}"
+        f"{'recovery':>10}{'stall':>9}  detected as"
+    ]
     for f in report["faults"]:
         lines.append(
             f"{f['kind']:<16}{'-' if f['target_group'] is None else f['target_group']:>5} {f['node'] or '-':<5}->"
             f"{f['node_after'] or '-':<6}{s(f['detection_latency_s']):>9}{s(f['running_again_s']):>9}"
             f"{s(f['first_commit_after_restart_s']):>11}{s(f['recovery_s']):>10}{s(f['survivor_stall_s']):>9}  "
-            f"{f['detected_as']}")
+            f"{f['detected_as']}"
+        )
     return lines
 
 

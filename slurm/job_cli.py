@@ -42,16 +42,22 @@ def _job_args(p: argparse.ArgumentParser) -> None:
 
 def _add_submit(sub: Any) -> None:
     p = sub.add_parser(
-        "submit", help="validate, render and submit a job to Slurm (Lighthouse + one requeueable job per group)",
-        description=__doc__ or "", formatter_class=argparse.RawDescriptionHelpFormatter,
+        "submit",
+        help="validate, render and submit a job to Slurm (Lighthouse + one requeueable job per group)",
+        description=__doc__ or "",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n  lamplighter submit configs/slurm-lab.yaml\n"
-               "  lamplighter submit configs/slurm-lab.yaml --set groups.count=3 --json",
+        "  lamplighter submit configs/slurm-lab.yaml --set groups.count=3 --json",
     )
     p.add_argument("config", help="the job's YAML config")
     add_override_args(p)
     p.add_argument("--slurm-conf", default=None, help="SLURM_CONF for the Slurm commands (default: slurm.slurm_conf)")
-    p.add_argument("--lighthouse-timeout", type=float, default=60.0,
-                   help="seconds to wait for the Lighthouse to answer before submitting groups (default 60)")
+    p.add_argument(
+        "--lighthouse-timeout",
+        type=float,
+        default=60.0,
+        help="seconds to wait for the Lighthouse to answer before submitting groups (default 60)",
+    )
     p.add_argument("--json", action="store_true", help="print the submission record as JSON")
     p.set_defaults(func=run_submit)
 
@@ -68,8 +74,9 @@ def run_submit(args: argparse.Namespace) -> int:
     if args.slurm_conf:
         job = job.model_copy(update={"slurm": job.slurm.model_copy(update={"slurm_conf": args.slurm_conf})})
     try:
-        s = submit_job(job, api_for(job.slurm.slurm_conf), config_path=args.config,
-                       lighthouse_timeout=args.lighthouse_timeout)
+        s = submit_job(
+            job, api_for(job.slurm.slurm_conf), config_path=args.config, lighthouse_timeout=args.lighthouse_timeout
+        )
     except (SubmitError, SlurmError) as e:
         print(f"lamplighter submit: error: {e}", file=sys.stderr)
         return EXIT_FAILED
@@ -94,8 +101,15 @@ def _add_status(sub: Any) -> None:
     p = sub.add_parser("status", help="groups, Slurm state, quorum, steps, restarts, faults and drained nodes of a job")
     _job_args(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--watch", nargs="?", type=float, const=2.0, default=None, metavar="SECONDS",
-                   help="repeat every SECONDS (default 2) until interrupted")
+    p.add_argument(
+        "--watch",
+        nargs="?",
+        type=float,
+        const=2.0,
+        default=None,
+        metavar="SECONDS",
+        help="repeat every SECONDS (default 2) until interrupted",
+    )
     p.set_defaults(func=run_status)
 
 
@@ -125,7 +139,9 @@ def run_status(args: argparse.Namespace) -> int:
 def _add_cancel(sub: Any) -> None:
     p = sub.add_parser("cancel", help="stop every Slurm job a submitted job started (groups, then the Lighthouse)")
     _job_args(p)
-    p.add_argument("--wait", type=float, default=30.0, help="seconds to wait for the jobs to end (default 30; 0: don't)")
+    p.add_argument(
+        "--wait", type=float, default=30.0, help="seconds to wait for the jobs to end (default 30; 0: don't)"
+    )
     p.set_defaults(func=run_cancel)
 
 
@@ -155,7 +171,8 @@ def run_cancel(args: argparse.Namespace) -> int:
 
 def _add_chaos(sub: Any) -> None:
     p = sub.add_parser(
-        "chaos", help="inject faults into a running Slurm job (kill, hang, gpu, node-crash, lighthouse-kill, ...)",
+        "chaos",
+        help="inject faults into a running Slurm job (kill, hang, gpu, node-crash, lighthouse-kill, ...)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
             "Inject faults one at a time and watch each recover before the next.\n\n"
@@ -167,17 +184,22 @@ def _add_chaos(sub: Any) -> None:
             "Every injection and recovery goes to <run_dir>/chaos.jsonl."
         ),
         epilog="examples:\n  lamplighter chaos lab --once kill --group 1\n"
-               "  lamplighter chaos lab --mtbf 30s --kinds kill,hang --max 5\n"
-               "  lamplighter chaos lab --chaos @faults.yaml --gpusim-root build/gpus",
+        "  lamplighter chaos lab --mtbf 30s --kinds kill,hang --max 5\n"
+        "  lamplighter chaos lab --chaos @faults.yaml --gpusim-root build/gpus",
     )
     _job_args(p)
     p.add_argument("--once", default=None, metavar="KIND", help="inject one fault of KIND now")
     p.add_argument("--group", type=int, default=None, help="target group (default: drawn from the seed)")
-    p.add_argument("--chaos", default=None, metavar="SPEC",
-                   help="a schedule: mtbf=30s,kinds=kill,hang,max=5,seed=1 or @file.yaml")
+    p.add_argument(
+        "--chaos", default=None, metavar="SPEC", help="a schedule: mtbf=30s,kinds=kill,hang,max=5,seed=1 or @file.yaml"
+    )
     p.add_argument("--gpusim-root", type=Path, default=None, help="folder holding one gpusim state folder per node")
-    p.add_argument("--cluster-root", type=Path, default=None,
-                   help="the test cluster's folder (for node-crash; default: the folder of SLURM_CONF)")
+    p.add_argument(
+        "--cluster-root",
+        type=Path,
+        default=None,
+        help="the test cluster's folder (for node-crash; default: the folder of SLURM_CONF)",
+    )
     p.add_argument("--recovery-timeout", type=float, default=120.0, help="seconds to wait for each recovery")
     p.add_argument("--no-wait", action="store_true", help="inject and return without watching the recovery")
     p.set_defaults(func=run_chaos)

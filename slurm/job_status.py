@@ -50,9 +50,16 @@ def steps_per_s(records: list[StepRecord], now: float, window: float = RATE_WIND
     return round((recent[-1].step - recent[0].step) / (recent[-1].t - recent[0].t), 3)
 
 
-def build_status(sub: Submission, jobs: dict[int, JobInfo | None], nodes: list[NodeInfo],
-                 steps: dict[int, list[StepRecord]], chaos: list[dict[str, Any]],
-                 quorum: LighthouseStatus | None, quorum_error: str | None, now: float) -> dict[str, Any]:
+def build_status(
+    sub: Submission,
+    jobs: dict[int, JobInfo | None],
+    nodes: list[NodeInfo],
+    steps: dict[int, list[StepRecord]],
+    chaos: list[dict[str, Any]],
+    quorum: LighthouseStatus | None,
+    quorum_error: str | None,
+    now: float,
+) -> dict[str, Any]:
     groups: dict[str, Any] = {}
     for g, jid in sorted(sub.groups.items()):
         info = jobs.get(jid)
@@ -69,9 +76,14 @@ def build_status(sub: Submission, jobs: dict[int, JobInfo | None], nodes: list[N
             "step": last.step if last else 0,
             "step_age_s": round(now - last.t, 1) if last else None,
             "attempt": last.attempt if last else None,
-            "last_fault": None if last_fault is None else {
-                "kind": last_fault["kind"], "t": last_fault["t"], "node": last_fault.get("node"),
-                "reason": f"chaos {last_fault['kind']} on {last_fault.get('node') or '-'}"},
+            "last_fault": None
+            if last_fault is None
+            else {
+                "kind": last_fault["kind"],
+                "t": last_fault["t"],
+                "node": last_fault.get("node"),
+                "reason": f"chaos {last_fault['kind']} on {last_fault.get('node') or '-'}",
+            },
         }
     lh_info = jobs.get(sub.lighthouse_job_id) if sub.lighthouse_job_id is not None else None
     all_steps = [r for recs in steps.values() for r in recs]
@@ -88,15 +100,20 @@ def build_status(sub: Submission, jobs: dict[int, JobInfo | None], nodes: list[N
             "job_id": sub.lighthouse_job_id,
             "state": lh_info.state if lh_info else (None if sub.lighthouse_job_id is None else "GONE"),
         },
-        "quorum": None if quorum is None else {
+        "quorum": None
+        if quorum is None
+        else {
             "quorum_id": quorum.quorum_id,
             "members": [asdict(m) | {"group": m.group} for m in quorum.members],
             "live_groups": sorted(quorum.live_groups()),
             "max_step": quorum.max_step(),
         },
         "quorum_error": quorum_error,
-        "nodes_out": [{"node": n.name, "state": n.state, "reason": n.reason} for n in nodes
-                      if n.is_drained or n.is_down or not n.registered],
+        "nodes_out": [
+            {"node": n.name, "state": n.state, "reason": n.reason}
+            for n in nodes
+            if n.is_drained or n.is_down or not n.registered
+        ],
         "faults_injected": sum(1 for c in chaos if c.get("event") == "injected"),
         "t": now,
     }
@@ -136,8 +153,10 @@ def format_table(st: dict[str, Any]) -> str:
     for g, r in st["groups"].items():
         fault = r["last_fault"]["reason"] if r["last_fault"] else (r["slurm_reason"] or "-")
         age = "-" if r["step_age_s"] is None else f"{r['step_age_s']:.0f}s"
-        lines.append(f"{g:<6}{r['job_id']:>7}  {r['state']:<12}{(r['nodes'] or '-'):<10}"
-                     f"{'-' if r['restarts'] is None else r['restarts']:>8}{r['step']:>7}{age:>7}  {fault}")
+        lines.append(
+            f"{g:<6}{r['job_id']:>7}  {r['state']:<12}{(r['nodes'] or '-'):<10}"
+            f"{'-' if r['restarts'] is None else r['restarts']:>8}{r['step']:>7}{age:>7}  {fault}"
+        )
     lh = st["lighthouse"]
     where = f"job {lh['job_id']} {lh['state']}" if lh["job_id"] is not None else "head-node service"
     lines.append(f"lighthouse {lh['address']} ({where})")
@@ -145,8 +164,10 @@ def format_table(st: dict[str, Any]) -> str:
     if q is None:
         lines.append(f"  quorum: unavailable ({st['quorum_error']})")
     else:
-        members = ", ".join(f"{m['group']}@{m['step']}{' (recovering)' if m['recovering'] else ''}"
-                            for m in q["members"]) or "none"
+        members = (
+            ", ".join(f"{m['group']}@{m['step']}{' (recovering)' if m['recovering'] else ''}" for m in q["members"])
+            or "none"
+        )
         lines.append(f"  quorum {q['quorum_id']}: {members}; live groups {', '.join(q['live_groups']) or 'none'}")
     if st["nodes_out"]:
         lines.append("nodes out of service:")

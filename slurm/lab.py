@@ -40,9 +40,11 @@ def daemon_argv(config: Path) -> list[str] | None:
     """How to start `lamplighter supervise --config FILE` (through the CLI module while the lead wires it in)."""
     if importlib.util.find_spec(DAEMON_MODULE) is None:
         return None
-    boot = ("import argparse, sys; from lamplighter.supervisor.daemon import supervise_cli as m; "
-            "p = argparse.ArgumentParser(prog='lamplighter'); m.add_parser(p.add_subparsers()); "
-            "a = p.parse_args(sys.argv[1:]); sys.exit(a.func(a))")
+    boot = (
+        "import argparse, sys; from lamplighter.supervisor.daemon import supervise_cli as m; "
+        "p = argparse.ArgumentParser(prog='lamplighter'); m.add_parser(p.add_subparsers()); "
+        "a = p.parse_args(sys.argv[1:]); sys.exit(a.func(a))"
+    )
     return [sys.executable, "-c", boot, "supervise", "--config", str(config)]
 
 
@@ -76,8 +78,9 @@ class ServiceRunner:
     def _start(self, svc: Service) -> None:
         svc.log.parent.mkdir(parents=True, exist_ok=True)
         with open(svc.log, "ab") as log:
-            svc.proc = subprocess.Popen(svc.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=svc.env,
-                                        start_new_session=True)
+            svc.proc = subprocess.Popen(
+                svc.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=svc.env, start_new_session=True
+            )
         st = proc_stat(svc.proc.pid)
         svc.record = ProcRecord(svc.name, svc.proc.pid, st[1] if st else 0)
         svc.starts.append(time.time())
@@ -85,8 +88,9 @@ class ServiceRunner:
         self._save()
 
     def _save(self) -> None:
-        recs = {n: {"pid": s.record.pid, "start_ticks": s.record.start_ticks}
-                for n, s in self.services.items() if s.record}
+        recs = {
+            n: {"pid": s.record.pid, "start_ticks": s.record.start_ticks} for n, s in self.services.items() if s.record
+        }
         tmp = self.record_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(recs))
         os.replace(tmp, self.record_file)
@@ -215,8 +219,14 @@ class SlurmLab:
 
         assert self.gpusim_lib is not None
         env = sim_env(self.gpusim_lib, self.gpusim_root / node)
-        env.update({"SLURMD_NODENAME": node, ENV_SUPERVISOR_NODE: node, "SLURM_CONF": str(self.cluster.conf_path),
-                    "PYTHONUNBUFFERED": "1"})
+        env.update(
+            {
+                "SLURMD_NODENAME": node,
+                ENV_SUPERVISOR_NODE: node,
+                "SLURM_CONF": str(self.cluster.conf_path),
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
         env.pop(ENV_JOB, None)
         return env
 
@@ -253,8 +263,11 @@ class SlurmLab:
         self.cluster.restart_node(node)
 
     def wait_daemons_alive(self, timeout: float = 30.0) -> None:
-        wait_until(lambda: all(self.services.pid(f"supervise-{n}") for n in self.cluster.node_names), timeout,
-                   "every node daemon to run")
+        wait_until(
+            lambda: all(self.services.pid(f"supervise-{n}") for n in self.cluster.node_names),
+            timeout,
+            "every node daemon to run",
+        )
 
 
 def leftover_job_processes(job: str) -> list[int]:

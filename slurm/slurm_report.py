@@ -49,7 +49,9 @@ def _concerns(action: dict[str, Any], inj: dict[str, Any]) -> bool:
     return any(k in text for k in keys)
 
 
-def detection_time(inj: dict[str, Any], rec: dict[str, Any] | None, actions: list[dict[str, Any]]) -> tuple[float | None, str]:
+def detection_time(
+    inj: dict[str, Any], rec: dict[str, Any] | None, actions: list[dict[str, Any]]
+) -> tuple[float | None, str]:
     """When (and as what) the fault was noticed: a daemon action, else what Slurm showed."""
     t0 = inj["t"]
     end = (rec or {}).get("t_first_commit") or float("inf")
@@ -70,27 +72,41 @@ def pair_chaos(records: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict
     return [(r, recovered.get(r["t"])) for r in records if r.get("event") == "injected"]
 
 
-def faults_from_chaos(records: list[dict[str, Any]], actions: list[dict[str, Any]],
-                      t_start: float) -> tuple[list[FaultRecord], list[dict[str, Any]]]:
+def faults_from_chaos(
+    records: list[dict[str, Any]], actions: list[dict[str, Any]], t_start: float
+) -> tuple[list[FaultRecord], list[dict[str, Any]]]:
     faults: list[FaultRecord] = []
     extras: list[dict[str, Any]] = []
     for inj, rec in pair_chaos(records):
         t_det, how = detection_time(inj, rec, actions)
         # Lighthouse and supervisor faults hit no one group: the report measures every group around them.
         group = inj["group"] if inj["kind"] not in ("lighthouse-kill", "supervisor-kill") else None
-        faults.append(FaultRecord(kind=inj["kind"], group=group, planned_at_s=round(inj["t"] - t_start, 3),
-                                  t_injected=inj["t"], attempt=int(inj.get("restarts_before") or 0),
-                                  t_detected=t_det, t_restarted=(rec or {}).get("t_running"), detected_as=how))
-        node_after = (rec or {}).get("node_after")
-        extras.append({
-            "node": inj.get("node"),
-            "target_group": inj["group"],
-            "slurm_job_id": inj.get("job_id"),
-            "node_after": node_after[0] if isinstance(node_after, list) and node_after else node_after,
-            "t_requeued": (rec or {}).get("t_requeued"),
-            "running_again_s": None if not (rec or {}).get("t_running") else round(rec["t_running"] - inj["t"], 3),
-            "restarts_after": (rec or {}).get("restarts_after"),
-        })
+        faults.append(
+            FaultRecord(
+                kind=inj["kind"],
+                group=group,
+                planned_at_s=round(inj["t"] - t_start, 3),
+                t_injected=inj["t"],
+                attempt=int(inj.get("restarts_before") or 0),
+                t_detected=t_det,
+                t_restarted=(rec or {}).get("t_running"),
+                detected_as=how,
+            )
+        )
+        r = rec or {}
+        node_after = r.get("node_after")
+        t_running = r.get("t_running")
+        extras.append(
+            {
+                "node": inj.get("node"),
+                "target_group": inj["group"],
+                "slurm_job_id": inj.get("job_id"),
+                "node_after": node_after[0] if isinstance(node_after, list) and node_after else node_after,
+                "t_requeued": r.get("t_requeued"),
+                "running_again_s": None if t_running is None else round(t_running - inj["t"], 3),
+                "restarts_after": r.get("restarts_after"),
+            }
+        )
     return faults, extras
 
 
@@ -99,9 +115,15 @@ def steps_by_group(sub: Submission) -> dict[int, list[StepRecord]]:
     return {g: read_steps(paths.steps(g)) for g in sorted(sub.groups)}
 
 
-def write_report(sub: Submission, *, action_logs: Iterable[Path] = (), out_dir: Path | None = None,
-                 t_end: float | None = None, extra: dict[str, Any] | None = None,
-                 timeline: bool = True) -> dict[str, Any]:
+def write_report(
+    sub: Submission,
+    *,
+    action_logs: Iterable[Path] = (),
+    out_dir: Path | None = None,
+    t_end: float | None = None,
+    extra: dict[str, Any] | None = None,
+    timeline: bool = True,
+) -> dict[str, Any]:
     """Build, write and return report.json (and timeline.png) under out_dir (default: the run dir)."""
     out = out_dir or Path(sub.run_dir)
     by_group = steps_by_group(sub)
@@ -110,10 +132,21 @@ def write_report(sub: Submission, *, action_logs: Iterable[Path] = (), out_dir: 
     first = [r.t for recs in by_group.values() for r in recs]
     faults, extras = faults_from_chaos(records, actions, min(first) if first else sub.submitted_at)
     end = t_end if t_end is not None else time.time()
-    report = build_report(by_group, faults, target_steps=sub.target_steps, t_start=sub.submitted_at, t_end=end,
-                          extra={"job": sub.job, "mode": "slurm", "t_training_started": min(first) if first else None,
-                                 "slurm_jobs": {str(g): j for g, j in sub.groups.items()},
-                                 "lighthouse_job_id": sub.lighthouse_job_id, **(extra or {})})
+    report = build_report(
+        by_group,
+        faults,
+        target_steps=sub.target_steps,
+        t_start=sub.submitted_at,
+        t_end=end,
+        extra={
+            "job": sub.job,
+            "mode": "slurm",
+            "t_training_started": min(first) if first else None,
+            "slurm_jobs": {str(g): j for g, j in sub.groups.items()},
+            "lighthouse_job_id": sub.lighthouse_job_id,
+            **(extra or {}),
+        },
+    )
     for row, ex in zip(report["faults"], extras, strict=True):
         row.update(ex)
     out.mkdir(parents=True, exist_ok=True)

@@ -42,8 +42,9 @@ SUBMISSION_FILE = "submission.json"
 SCRIPTS_DIR = "sbatch"
 HEAD_SERVICE = "head-service"
 # Slurm states after which a job never runs again (unless someone requeues it).
-ENDED_STATES = frozenset({"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
-                          "BOOT_FAIL", "DEADLINE"})
+ENDED_STATES = frozenset(
+    {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
+)
 
 
 class SubmitError(RuntimeError):
@@ -102,7 +103,9 @@ def load(run_dir: Path) -> Submission:
     try:
         return Submission.from_json(json.loads(path.read_text()))
     except FileNotFoundError:
-        raise FileNotFoundError(f"no submission record at {path}: was the job submitted with `lamplighter submit`?") from None
+        raise FileNotFoundError(
+            f"no submission record at {path}: was the job submitted with `lamplighter submit`?"
+        ) from None
     except (ValueError, KeyError, TypeError) as e:
         raise ValueError(f"submission record {path} is damaged: {e}") from e
 
@@ -122,8 +125,9 @@ def find_run_dir(job: str, run_dir: str | None = None, base: Path | None = None)
     return (base / "runs" / job).resolve()
 
 
-def render_release_script(job: JobConfig, group_ids: list[int], lighthouse_job_id: int, logs: Path,
-                          slurm_conf: str | None) -> str:
+def render_release_script(
+    job: JobConfig, group_ids: list[int], lighthouse_job_id: int, logs: Path, slurm_conf: str | None
+) -> str:
     """The release job: once every group completed, cancel the Lighthouse job."""
     deps = ":".join(str(j) for j in group_ids)
     lines = [
@@ -149,8 +153,9 @@ def render_release_script(job: JobConfig, group_ids: list[int], lighthouse_job_i
     return "\n".join(lines)
 
 
-def wait_lighthouse(api: SlurmApi, job_id: int | None, address: str, timeout: float,
-                    probe: Callable[[str], object] = fetch_status) -> float:
+def wait_lighthouse(
+    api: SlurmApi, job_id: int | None, address: str, timeout: float, probe: Callable[[str], object] = fetch_status
+) -> float:
     """Wait until the Lighthouse job runs and its HTTP page answers; return the seconds it took."""
     t0 = time.monotonic()
     deadline = t0 + timeout
@@ -159,7 +164,9 @@ def wait_lighthouse(api: SlurmApi, job_id: int | None, address: str, timeout: fl
         if job_id is not None:
             info = api.job(job_id)
             if info.state in ENDED_STATES:
-                raise SubmitError(f"Lighthouse job {job_id} ended ({info.state}, exit {info.exit_code}) before answering")
+                raise SubmitError(
+                    f"Lighthouse job {job_id} ended ({info.state}, exit {info.exit_code}) before answering"
+                )
             running = info.state == "RUNNING"
             last = f"job {job_id} {info.state} (reason {info.reason})"
         else:
@@ -175,18 +182,41 @@ def wait_lighthouse(api: SlurmApi, job_id: int | None, address: str, timeout: fl
         time.sleep(0.2)
 
 
-def submit_job(job: JobConfig, api: SlurmApi, *, config_path: str, base: Path | None = None,
-               python: str | None = None, lighthouse_timeout: float = 60.0,
-               probe: Callable[[str], object] = fetch_status, now: Callable[[], float] = time.time) -> Submission:
+def with_quorum_retries(job: JobConfig) -> JobConfig:
+    """The trainers' TORCHFT_QUORUM_RETRIES from torchft.quorum_retries, as local mode sets it.
+
+    Without it a Lighthouse restart makes every group's quorum call time out at once.
+    (Belongs in trainer.adapter.trainer_env, which the sbatch renderer uses; until then, here.)
+    """
+    if "TORCHFT_QUORUM_RETRIES" in job.trainer.env or not hasattr(job.torchft, "quorum_retries"):
+        return job
+    env = {**job.trainer.env, "TORCHFT_QUORUM_RETRIES": str(job.torchft.quorum_retries)}
+    return job.model_copy(update={"trainer": job.trainer.model_copy(update={"env": env})})
+
+
+def submit_job(
+    job: JobConfig,
+    api: SlurmApi,
+    *,
+    config_path: str,
+    base: Path | None = None,
+    python: str | None = None,
+    lighthouse_timeout: float = 60.0,
+    probe: Callable[[str], object] = fetch_status,
+    now: Callable[[], float] = time.time,
+) -> Submission:
     """Render and submit everything; on any failure cancel what was submitted and raise SubmitError."""
+    job = with_quorum_retries(job)
     paths = resolve_paths(job, base)
     prev = paths.run_dir / SUBMISSION_FILE
     if prev.exists():
         old = load(paths.run_dir)
         live = [j for j in old.all_job_ids() if _still_queued(api, j)]
         if live:
-            raise SubmitError(f"job {job.name} is already submitted (Slurm jobs {live} in {prev}); "
-                              f"`lamplighter cancel {job.name}` first")
+            raise SubmitError(
+                f"job {job.name} is already submitted (Slurm jobs {live} in {prev}); "
+                f"`lamplighter cancel {job.name}` first"
+            )
     out_dir = paths.run_dir / SCRIPTS_DIR
     scripts = render_job(job, out_dir, python=python, base=base)
     by_name = {p.name: p for p in scripts}
@@ -220,10 +250,19 @@ def submit_job(job: JobConfig, api: SlurmApi, *, config_path: str, base: Path | 
         if isinstance(e, (SubmitError, SlurmError, TimeoutError)):
             raise SubmitError(f"submitting job {job.name} failed (cancelled {submitted or 'nothing'}): {e}") from e
         raise
-    sub = Submission(job=job.name, config=str(Path(config_path).resolve()), run_dir=str(paths.run_dir),
-                     slurm_conf=slurm_conf, lighthouse_address=address, lighthouse_job_id=lh_id, groups=groups,
-                     release_job_id=release_id, scripts=[str(p) for p in scripts], submitted_at=now(),
-                     target_steps=job.trainer.steps)
+    sub = Submission(
+        job=job.name,
+        config=str(Path(config_path).resolve()),
+        run_dir=str(paths.run_dir),
+        slurm_conf=slurm_conf,
+        lighthouse_address=address,
+        lighthouse_job_id=lh_id,
+        groups=groups,
+        release_job_id=release_id,
+        scripts=[str(p) for p in scripts],
+        submitted_at=now(),
+        target_steps=job.trainer.steps,
+    )
     save(sub)
     return sub
 

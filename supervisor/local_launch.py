@@ -29,10 +29,6 @@ def group_launch(
     common.update(trainer_env(job, replica_id=group, attempt=attempt, lighthouse=lighthouse,
                               config_path=str(config_path), run_dir=str(run_dir)))
     common["PYTHONUNBUFFERED"] = "1"
-    # Without retries every Manager fails its quorum when the Lighthouse restarts, all groups exit at once
-    # and none is left to heal the others. (Belongs in trainer_env; set here until the adapter does.)
-    if "TORCHFT_QUORUM_RETRIES" not in job.trainer.env:
-        common["TORCHFT_QUORUM_RETRIES"] = str(job.torchft.quorum_retries)
     # Rank 0 hosts the group's TCPStore; one process can let the OS pick its port.
     port = free_port() if world > 1 else 0
     envs = []

@@ -64,6 +64,9 @@ def trainer_env(
         "TORCHFT_TIMEOUT_SEC": str(ft.timeout_s),
         "TORCHFT_QUORUM_TIMEOUT_SEC": str(ft.quorum_timeout_s),
         "TORCHFT_CONNECT_TIMEOUT_SEC": str(ft.connect_timeout_s),
+        # Without retries a quorum request in flight when the Lighthouse restarts is never re-sent:
+        # every group fails at once and none is left to heal the others.
+        "TORCHFT_QUORUM_RETRIES": str(ft.quorum_retries),
         # One thread per process unless the user says otherwise: groups share the CPU.
         "OMP_NUM_THREADS": "1",
     }

@@ -87,8 +87,9 @@ def check_healed(run: LabRun, group: int) -> None:
     assert report["groups"][str(group)]["heals"] >= 1
 
 
-def test_slurm_node_crash_and_lighthouse_kill_without_daemons(lab_without_daemons: tuple[SlurmLab, int],
-                                                              tmp_path: Path) -> None:
+def test_slurm_node_crash_and_lighthouse_kill_without_daemons(
+    lab_without_daemons: tuple[SlurmLab, int], tmp_path: Path
+) -> None:
     lab, port = lab_without_daemons
     run = prepare_run(lab, tmp_path, name="base", steps=1500, groups=2, port=port)
     run.submit()

@@ -11,6 +11,7 @@ from lamplighter.configs.schema import JobConfig
 from lamplighter.slurm.chaos_slurm import append_record, expand_nodelist
 from lamplighter.slurm.fake import FakeSlurm
 from lamplighter.slurm.job_status import build_status, format_table, steps_per_s, tail_steps
+from lamplighter.slurm.slurm_report import write_report
 from lamplighter.slurm.submission import (
     SUBMISSION_FILE,
     SubmitError,
@@ -20,7 +21,6 @@ from lamplighter.slurm.submission import (
     render_release_script,
     submit_job,
 )
-from lamplighter.slurm.slurm_report import write_report
 from lamplighter.supervisor.lighthouse_status import parse_status
 from lamplighter.trainer.contract import RunPaths
 from lamplighter.trainer.steplog import StepRecord, append_step
@@ -30,8 +30,11 @@ RECORDED = Path(__file__).parent.parent / "lighthouse_status" / "recorded"
 
 def lab_job(tmp: Path, **over: object) -> JobConfig:
     data: dict[str, object] = {
-        "name": "unit", "run_dir": str(tmp / "run"), "groups": {"count": 2},
-        "lighthouse": {"port": 29599, "placement": "slurm-job"}, "slurm": {"head_node": "n1"},
+        "name": "unit",
+        "run_dir": str(tmp / "run"),
+        "groups": {"count": 2},
+        "lighthouse": {"port": 29599, "placement": "slurm-job"},
+        "slurm": {"head_node": "n1"},
         "trainer": {"steps": 50},
     }
     data.update(over)
@@ -46,8 +49,12 @@ def test_submit_orders_lighthouse_groups_release_and_records(tmp_path: Path) -> 
     api = FakeSlurm(["n1", "n2", "n3", "n4"])
     sub = submit_job(lab_job(tmp_path), api, config_path=str(tmp_path / "job.yaml"), probe=ok_probe, now=lambda: 7.0)
     assert sub.lighthouse_job_id == 1 and sub.groups == {0: 2, 1: 3} and sub.release_job_id == 4
-    assert [api.job(j).name for j in sub.all_job_ids()] == ["ll-unit-g0", "ll-unit-g1", "ll-unit-release",
-                                                            "ll-unit-lighthouse"]
+    assert [api.job(j).name for j in sub.all_job_ids()] == [
+        "ll-unit-g0",
+        "ll-unit-g1",
+        "ll-unit-release",
+        "ll-unit-lighthouse",
+    ]
     again = load(Path(sub.run_dir))
     assert again == sub and again.submitted_at == 7.0 and again.target_steps == 50
     assert find_run_dir("ignored", sub.run_dir) == Path(sub.run_dir)
@@ -84,8 +91,12 @@ def test_submit_cancels_what_it_started_when_the_lighthouse_never_answers(tmp_pa
 
 def test_head_service_placement_submits_only_groups(tmp_path: Path) -> None:
     api = FakeSlurm(["n1", "n2", "n3"])
-    sub = submit_job(lab_job(tmp_path, lighthouse={"port": 29599, "placement": "head-service"}), api,
-                     config_path="x.yaml", probe=ok_probe)
+    sub = submit_job(
+        lab_job(tmp_path, lighthouse={"port": 29599, "placement": "head-service"}),
+        api,
+        config_path="x.yaml",
+        probe=ok_probe,
+    )
     assert sub.lighthouse_job_id is None and sub.release_job_id is None and sub.all_job_ids() == [1, 2]
     assert sub.lighthouse == "head-service"
 
@@ -96,8 +107,20 @@ def test_release_script_quotes_slurm_conf(tmp_path: Path) -> None:
 
 
 def rec(g: int, step: int, t: float, attempt: int = 0, h: str = "h") -> StepRecord:
-    return StepRecord(t=t, replica_id=g, step=step, committed=True, participants=2, quorum_id=1, healed_from=None,
-                      loss=1.0, state_hash=f"{h}{step}", attempt=attempt, samples=4, first_sample=0)
+    return StepRecord(
+        t=t,
+        replica_id=g,
+        step=step,
+        committed=True,
+        participants=2,
+        quorum_id=1,
+        healed_from=None,
+        loss=1.0,
+        state_hash=f"{h}{step}",
+        attempt=attempt,
+        samples=4,
+        first_sample=0,
+    )
 
 
 def test_status_table_and_json_from_slurm_steps_chaos_and_a_recorded_lighthouse_page(tmp_path: Path) -> None:
@@ -145,13 +168,38 @@ def test_report_pairs_injections_with_daemon_actions_and_slurm_recovery(tmp_path
     for s in [*range(1, 6), *range(12, 21)]:
         append_step(paths.steps(1), rec(1, s, 100.0 + s, attempt=0 if s < 6 else 1))
     chaos = Path(sub.run_dir) / "chaos.jsonl"
-    append_record(chaos, {"event": "injected", "t": 105.5, "kind": "kill", "group": 1, "node": "n3", "job_id": 3,
-                          "restarts_before": 0, "detail": {}})
-    append_record(chaos, {"event": "recovered", "of_t": 105.5, "kind": "kill", "group": 1, "t_requeued": 107.0,
-                          "t_running": 108.0, "node_after": ["n4"], "t_first_commit": 112.0, "restarts_after": 1})
+    append_record(
+        chaos,
+        {
+            "event": "injected",
+            "t": 105.5,
+            "kind": "kill",
+            "group": 1,
+            "node": "n3",
+            "job_id": 3,
+            "restarts_before": 0,
+            "detail": {},
+        },
+    )
+    append_record(
+        chaos,
+        {
+            "event": "recovered",
+            "of_t": 105.5,
+            "kind": "kill",
+            "group": 1,
+            "t_requeued": 107.0,
+            "t_running": 108.0,
+            "node_after": ["n4"],
+            "t_first_commit": 112.0,
+            "restarts_after": 1,
+        },
+    )
     actions = tmp_path / "n3.actions.jsonl"
-    append_record(actions, {"ts": 106.0, "node": "n3", "action": "kill", "target": "job 3", "reason": "trainer exited",
-                            "observation": {}})
+    append_record(
+        actions,
+        {"ts": 106.0, "node": "n3", "action": "kill", "target": "job 3", "reason": "trainer exited", "observation": {}},
+    )
     report = write_report(sub, action_logs=[actions], t_end=125.0, timeline=False)
     (f,) = report["faults"]
     assert f["detection_latency_s"] == 0.5 and "trainer exited" in f["detected_as"]

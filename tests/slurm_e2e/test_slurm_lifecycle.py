@@ -39,8 +39,11 @@ def write_config(tmp: Path, name: str, steps: int, conf: Path) -> Path:
     cfg = {
         "name": name,
         "run_dir": str(tmp / name),
-        "trainer": {"steps": steps, "model": {"dim": 32, "layers": 1, "heads": 2, "seq_len": 16, "batch_size": 4},
-                    "checkpoint": {"enabled": False}},
+        "trainer": {
+            "steps": steps,
+            "model": {"dim": 32, "layers": 1, "heads": 2, "seq_len": 16, "batch_size": 4},
+            "checkpoint": {"enabled": False},
+        },
         "groups": {"count": 2, "nodes": 1},
         "lighthouse": {"host": "127.0.0.1", "port": pick_port_range(1), "placement": "slurm-job"},
         "slurm": {"requeue": True, "head_node": "n1", "slurm_conf": str(conf)},
@@ -59,8 +62,9 @@ def cli(*argv: str) -> int:
     return rc
 
 
-def test_slurm_job_completes_and_releases_its_lighthouse(cluster: TestCluster, tmp_path: Path,
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_slurm_job_completes_and_releases_its_lighthouse(
+    cluster: TestCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     config = write_config(tmp_path, "ends", 40, cluster.conf_path)
     assert cli("submit", str(config)) == 0
     sub = load(find_run_dir(str(config)))
@@ -79,14 +83,18 @@ def test_slurm_job_completes_and_releases_its_lighthouse(cluster: TestCluster, t
     assert st["step"] == 40 and {g["state"] for g in st["groups"].values()} == {"COMPLETED"}
 
 
-def test_slurm_status_then_cancel_stops_everything(cluster: TestCluster, tmp_path: Path,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_slurm_status_then_cancel_stops_everything(
+    cluster: TestCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     config = write_config(tmp_path, "stop", 1_000_000, cluster.conf_path)
     assert cli("submit", str(config)) == 0
     sub = load(find_run_dir(str(config)))
     paths = RunPaths(Path(sub.run_dir))
-    wait_until(lambda: all(any(r.committed and r.participants == 2 for r in read_steps(paths.steps(g)))
-                           for g in sub.groups), 120, "both groups to commit together")
+    wait_until(
+        lambda: all(any(r.committed and r.participants == 2 for r in read_steps(paths.steps(g))) for g in sub.groups),
+        120,
+        "both groups to commit together",
+    )
     capsys.readouterr()
     assert cli("status", "--run-dir", sub.run_dir, "stop", "--json") == 0
     st = json.loads(capsys.readouterr().out)

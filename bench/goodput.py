@@ -1,0 +1,158 @@
+"""Goodput under failures: lamplighter, checkpoint-restart and the 10-s poll runner, same job, same faults.
+
+    python -m bench.goodput [--steps 150] [--mtbf 15,30] [--reps 2] [--kinds kill,hang]
+
+For each repetition: a fault-free run of every strategy, then one run per
+MTBF, strategies interleaved (their order rotates per repetition), each to
+the same target step with the same fault schedule (lamplighter's planner,
+seed = repetition and MTBF). The baselines run on a real Slurm cluster
+started on this machine (lamplighter.slurm.testcluster); lamplighter runs in
+local mode (see README: its Slurm path was not ready when this was built).
+Raw runs go to bench/results/goodput.json; the recovery anatomy of every
+fault to bench/results/recovery.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.baselines.ckpt_restart import CheckpointRestart
+from bench.baselines.ckpt_trainer import CKPT_LOG
+from bench.baselines.poll_runner import PollRunner
+from bench.jobspec import BUILD, Workload, job_config
+from bench.lamplighter_arm import run_local
+from bench.metrics import run_metrics
+from bench.runrecord import RunRecord
+from bench.slurm_drive import drive
+from lamplighter.configs.schema import ChaosConfig
+from lamplighter.slurm.actions import SlurmActions
+from lamplighter.slurm.testcluster import TestCluster, reset_cluster
+from lamplighter.supervisor.chaos import PlannedFault, plan
+
+STRATEGIES = ("lamplighter", "ckpt-restart", "poll-10s")
+START_AFTER_S = 5.0  # no fault in the first seconds of training
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def schedule(mtbf_s: float | None, seed: int, kinds: list[str], horizon_s: float) -> list[PlannedFault]:
+    if mtbf_s is None:
+        return []
+    cfg = ChaosConfig(enabled=True, mtbf_s=mtbf_s, seed=seed, kinds=kinds, start_after_s=START_AFTER_S)
+    return [f for f in plan(cfg, 2) if f.at_s < horizon_s]
+
+
+def checkpoint_choice(run_dir: Path, run: RunRecord) -> dict[str, Any] | None:
+    """The Young/Daly interval the checkpoint-restart trainer chose, as seconds and as steps."""
+    try:
+        events = [json.loads(line) for line in (run_dir / CKPT_LOG).read_text().splitlines() if line.strip()]
+    except FileNotFoundError:
+        return None
+    interval = next((e for e in events if e["event"] == "interval"), None)
+    costs = [e["cost_s"] for e in events if e["event"] == "checkpoint"]
+    ts = sorted(r.t for r in run.steps.get(0, []) if r.committed)
+    gaps = sorted(b - a for a, b in zip(ts, ts[1:], strict=False))
+    step_s = gaps[len(gaps) // 2] if gaps else None
+    if interval is None:
+        return None
+    return {"first_cost_s": interval["cost_s"], "mtbf_s": interval["mtbf_s"], "tau_s": interval["tau_s"],
+            "median_cost_s": sorted(costs)[len(costs) // 2] if costs else None, "checkpoints": len(costs),
+            "median_step_s": step_s, "k_steps": round(interval["tau_s"] / step_s, 1) if step_s else None}
+
+
+class Bench:
+    def __init__(self, w: Workload, cluster: TestCluster, root: Path, python: str) -> None:
+        self.w, self.cluster, self.root, self.python = w, cluster, root, python
+        self.api = SlurmActions(cluster.cli(timeout=15))
+
+    def one(self, strategy: str, mtbf_s: float | None, rep: int, seed: int, planned: list[PlannedFault],
+            timeout_s: float, ckpt_mtbf_s: float) -> RunRecord:
+        tag = f"{strategy}-m{int(mtbf_s) if mtbf_s else 0}-r{rep}"
+        run_dir = self.root / tag
+        shutil.rmtree(run_dir, ignore_errors=True)
+        shutil.rmtree(run_dir.parent / f"{tag}.in", ignore_errors=True)
+        run_id = f"{tag}-{int(time.time())}"
+        if strategy == "lamplighter":
+            job = job_config(f"b-{tag}", run_dir, self.w, run_id=run_id)
+            return run_local(job, planned, seed=seed, timeout_s=timeout_s, mtbf_s=mtbf_s, rep=rep, python=self.python)
+        reset_cluster(self.cluster)
+        conf = str(self.cluster.conf_path)
+        if strategy == "ckpt-restart":
+            job = job_config(f"b-{tag}", run_dir, self.w, run_id=run_id, slurm_conf=conf)
+            strat: CheckpointRestart | PollRunner = CheckpointRestart(job, self.api, run_id, self.python,
+                                                                      mtbf_s=ckpt_mtbf_s)
+        else:
+            job = job_config(f"b-{tag}", run_dir, self.w, run_id=run_id, slurm_conf=conf, requeue=False,
+                             lighthouse_port=free_port())
+            strat = PollRunner(job, self.api, run_id, self.python)
+        run = drive(strat, planned, seed=seed, target=self.w.steps, timeout_s=timeout_s, mtbf_s=mtbf_s, rep=rep)
+        if isinstance(strat, CheckpointRestart):
+            run.extra["checkpoint"] = checkpoint_choice(run_dir, run)
+            run.extra["requeues"] = len(strat.requeues)
+        else:
+            run.extra["submissions"] = len(strat.submissions)
+        return run
+
+
+def run_all(w: Workload, mtbfs: list[float], reps: int, kinds: list[str], cluster: TestCluster, python: str,
+            log: Any = print) -> list[dict[str, Any]]:
+    root = BUILD / "runs"
+    root.mkdir(parents=True, exist_ok=True)
+    b = Bench(w, cluster, root, python)
+    out: list[dict[str, Any]] = []
+    for rep in range(reps):
+        order = list(STRATEGIES[rep % 3:] + STRATEGIES[: rep % 3])
+        free_wall: dict[str, float] = {}
+        for level, mtbf in enumerate([None, *mtbfs]):
+            seed = 1000 * (rep + 1) + level
+            for strategy in order:
+                base = free_wall.get(strategy, 120.0)
+                timeout = 90.0 + 3.0 * base if mtbf is not None else 300.0
+                planned = schedule(mtbf, seed, kinds, horizon_s=timeout)
+                t0 = time.monotonic()
+                run = b.one(strategy, mtbf, rep, seed, planned, timeout, ckpt_mtbf_s=mtbf or max(mtbfs))
+                m = run_metrics(run)
+                if mtbf is None and m["train_s"]:
+                    free_wall[strategy] = m["train_s"] + (m["startup_s"] or 0.0)
+                row = {"run": run.summary(), "metrics": m}
+                out.append(row)
+                log(f"[goodput] rep {rep} mtbf {mtbf} {strategy}: reached {m['reached']} train {m['train_s'] or 0:.1f} s "
+                    f"goodput {m['goodput_samples_per_s'] or 0:.1f} samples/s faults {m['faults']} "
+                    f"lost {m['steps_lost']} ({time.monotonic() - t0:.0f} s)")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    from bench.summarize import write_all
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--steps", type=int, default=150)
+    ap.add_argument("--mtbf", default="15,30", help="comma-separated MTBFs in seconds")
+    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--kinds", default="kill,hang")
+    args = ap.parse_args(argv)
+    w = Workload(steps=args.steps)
+    cluster = TestCluster(BUILD / "cluster", nodes=4)
+    cluster.up()
+    try:
+        rows = run_all(w, [float(x) for x in args.mtbf.split(",")], args.reps, args.kinds.split(","), cluster,
+                       sys.executable)
+    finally:
+        cluster.down()
+    write_all(rows, {"workload": w.__dict__, "mtbf_s": args.mtbf, "reps": args.reps, "kinds": args.kinds})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,168 @@
+"""From the runs of bench.goodput to goodput.json, recovery.json and the ratio table, medians with ranges.
+
+Goodput ratios are paired: lamplighter's run and a baseline's run of the same
+repetition and MTBF (the same fault schedule) give one ratio; the table
+shows their median and range over repetitions. Recovery ratios compare the
+medians of all faults of a kind (faults are not paired: each strategy's
+schedule plays out differently once a run diverges).
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from bench.results_io import spread, write_result
+
+BASELINES = ("ckpt-restart", "poll-10s")
+PHASES = ("detect_s", "survivors_commit_s", "failed_runs_s", "failed_commits_s", "progress_s")
+SUBSTRATE_NOTE = (
+    "lamplighter ran in local mode (`lamplighter local`: same trainer, same faults, bare metal, no Slurm): its Slurm "
+    "path (submit + node daemons) was not usable when this benchmark was built. The two baselines ran on the real "
+    "Slurm test cluster on this machine, paying Slurm's scheduling latency (~1 s per start) that local mode does not."
+)
+
+
+def maybe_spread(values: list[float | None]) -> dict[str, Any] | None:
+    vals = [v for v in values if v is not None]
+    out: dict[str, Any] | None = spread(vals) if vals else None
+    never = len(values) - len(vals)
+    if out is not None:
+        out["never"] = never
+    elif never:
+        out = {"never": never, "n": 0}
+    return out
+
+
+def mkey(m: float | None) -> str:
+    return "fault-free" if m is None else f"{m:g}"
+
+
+def goodput_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    by: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for r in rows:
+        run = r["run"]
+        by[(run["strategy"], mkey(run["mtbf_s"]), run["rep"])] = r
+    # goodput relative to the same strategy's fault-free run of the same repetition
+    for (s, m, rep), r in by.items():
+        free = by.get((s, "fault-free", rep))
+        g, g0 = r["metrics"]["goodput_samples_per_s"], free and free["metrics"]["goodput_samples_per_s"]
+        r["metrics"]["goodput_rel"] = g / g0 if g and g0 else None
+    strategies = sorted({k[0] for k in by})
+    levels = sorted({k[1] for k in by}, key=lambda x: float("inf") if x == "fault-free" else float(x))
+    table: dict[str, Any] = {}
+    for s in strategies:
+        for m in levels:
+            rs = [r for (s2, m2, _), r in sorted(by.items()) if s2 == s and m2 == m]
+            if not rs:
+                continue
+            table.setdefault(s, {})[m] = {
+                "runs": len(rs),
+                "reached": sum(1 for r in rs if r["metrics"]["reached"]),
+                **{k: maybe_spread([r["metrics"][k] for r in rs]) for k in (
+                    "goodput_samples_per_s", "goodput_rel", "wall_to_target_s", "train_s", "faults",
+                    "steps_lost_per_fault")},
+            }
+    ratios: dict[str, Any] = {}
+    for b in BASELINES:
+        for m in levels:
+            for metric in ("goodput_samples_per_s", "goodput_rel"):
+                vals = []
+                for (s, m2, rep), r in by.items():
+                    other = by.get((b, m, rep))
+                    if s == "lamplighter" and m2 == m and other:
+                        a, c = r["metrics"][metric], other["metrics"][metric]
+                        if a and c:
+                            vals.append(a / c)
+                if vals:
+                    ratios.setdefault(f"lamplighter/{b}", {}).setdefault(m, {})[metric] = spread(vals)
+    return {"table": table, "ratios": ratios}
+
+
+def recovery_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    faults: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        for a in r["metrics"]["anatomy"]:
+            faults.setdefault((r["run"]["strategy"], a["kind"]), []).append(a)
+    table: dict[str, Any] = {}
+    for (s, kind), fs in sorted(faults.items()):
+        table.setdefault(kind, {})[s] = {"faults": len(fs), **{p: maybe_spread([f[p] for f in fs]) for p in PHASES}}
+    ratios: dict[str, Any] = {}
+    for kind, per in table.items():
+        mine = per.get("lamplighter")
+        if not mine:
+            continue
+        for b in BASELINES:
+            other = per.get(b)
+            if not other:
+                continue
+            for p in ("progress_s", "failed_commits_s"):
+                ratios.setdefault(f"lamplighter/{b}", {}).setdefault(kind, {})[p] = phase_ratio(mine[p], other[p])
+    return {"table": table, "ratios": ratios}
+
+
+def phase_ratio(a: dict[str, Any] | None, b: dict[str, Any] | None) -> float | str | None:
+    """Ratio of medians; 'baseline never' when the baseline never got there in most of its faults."""
+    if a is None or b is None:
+        return None
+    if b.get("n", 0) == 0 or b.get("never", 0) > b.get("n", 0):
+        return "baseline never"
+    if a.get("n", 0) == 0:
+        return "lamplighter never"
+    return round(a["median"] / b["median"], 3) if b["median"] else None
+
+
+def ratio_lines(good: dict[str, Any], rec: dict[str, Any], reps: int) -> list[str]:
+    """The short Markdown table of ratios for the README."""
+    lines = ["| lamplighter over | MTBF / fault | goodput (relative to own fault-free), median [range] | "
+             "goodput (absolute samples/s), median [range] |", "|---|---|---|---|"]
+    for pair, per in good["ratios"].items():
+        for m, d in per.items():
+            if m == "fault-free":
+                continue
+            rel, ab = d.get("goodput_rel"), d.get("goodput_samples_per_s")
+            lines.append(f"| {pair.split('/')[1]} | MTBF {m} s | {fmt(rel)} | {fmt(ab)} |")
+        free = per.get("fault-free", {}).get("goodput_samples_per_s")
+        if free:
+            lines.append(f"| {pair.split('/')[1]} | fault-free | 1 (by definition) | {fmt(free)} |")
+    lines += ["", "| lamplighter over | fault kind | time until the job commits new steps | "
+              "time until the failed replica commits again |", "|---|---|---|---|"]
+    for pair, per in rec["ratios"].items():
+        for kind, d in per.items():
+            lines.append(f"| {pair.split('/')[1]} | {kind} | {d.get('progress_s')} | {d.get('failed_commits_s')} |")
+    lines.append("")
+    lines.append(f"Goodput ratios: paired runs (same repetition, same fault schedule), {reps} repetitions. "
+                 "Recovery ratios: ratio of the medians over all faults of that kind (counts in recovery.json). "
+                 "Below 1 is better for recovery time, above 1 for goodput.")
+    return lines
+
+
+def fmt(s: dict[str, Any] | None) -> str:
+    if not s:
+        return "-"
+    return f"{s['median']:.2f} [{s['min']:.2f}-{s['max']:.2f}] (n={s['n']})"
+
+
+def write_all(rows: list[dict[str, Any]], config: dict[str, Any]) -> list[str]:
+    from bench.plots import plot_goodput, plot_recovery
+
+    good = goodput_table(rows)
+    rec = recovery_table(rows)
+    ckpt = [r["run"]["extra"].get("checkpoint") for r in rows if r["run"]["strategy"] == "ckpt-restart"]
+    k_choice = {
+        "rule": "Young/Daly: tau = sqrt(2 * C * MTBF), C = the trainer's measured cost of its first checkpoint",
+        "k_steps": maybe_spread([c["k_steps"] for c in ckpt if c]),
+        "tau_s": maybe_spread([c["tau_s"] for c in ckpt if c]),
+        "checkpoint_cost_s": maybe_spread([c["median_cost_s"] for c in ckpt if c]),
+    }
+    lines = ratio_lines(good, rec, int(config.get("reps", 0)))
+    write_result("goodput", {"config": config, "substrate": SUBSTRATE_NOTE, "checkpoint_interval": k_choice,
+                             **good, "ratio_table_md": lines, "runs": rows})
+    write_result("recovery", {"config": config, "substrate": SUBSTRATE_NOTE, **rec})
+    plot_goodput(good)
+    plot_recovery(rec)
+    return lines
+
+
+def median_or_none(vals: list[float]) -> float | None:
+    return statistics.median(vals) if vals else None

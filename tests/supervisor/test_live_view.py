@@ -1,0 +1,36 @@
+"""The live view's plain (non-terminal) output, and the end-of-run summary."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from lamplighter.supervisor.live_view import GroupRow, LiveView
+from lamplighter.supervisor.step_tail import GroupProgress
+from lamplighter.supervisor.summary import summary_text
+
+
+def test_plain_lines_are_rate_limited_and_events_always_print() -> None:
+    out = io.StringIO()
+    view = LiveView(out, live=True, plain_every_s=5.0)
+    rows = [GroupRow(group=0, state="running", restarts=1, progress=GroupProgress(last_step=42))]
+    view.update(100.0, 90.0, rows, 3.5, 500, "lh", 2)
+    view.update(101.0, 90.0, rows, 3.5, 500, "lh", 2)
+    view.event(101.5, 90.0, "kill group 0: hung")
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2
+    assert "g0=42(running)" in lines[0] and "3.50 steps/s" in lines[0]
+    assert lines[1].endswith("kill group 0: hung") and "+   11.5s" in lines[1]
+
+
+def test_summary_names_faults_and_verdict() -> None:
+    report = {"job": "demo", "reached_target": True, "steps_lost": 0, "weights_identical": True, "wall_s": 61.0,
+              "steps_committed": 300, "target_steps": 300, "steps_compared": 290, "committed_samples_per_s": 250.0,
+              "fault_free_samples_per_s": 280.0, "goodput": 0.89, "chaos_not_injected": 1,
+              "faults": [{"kind": "kill", "group": 1, "detection_latency_s": 0.05, "restart_after_detection_s": 0.0,
+                          "first_commit_after_restart_s": 4.4, "survivor_stall_s": None}],
+              "group_status": {"2": {"status": "given_up", "reason": "crash loop"}}}
+    text = summary_text(report, Path("/r"))
+    assert "demo OK" in text and "steps lost 0" in text and "goodput 0.89" in text
+    assert "kill" in text and "group 1" in text and "4.40s" in text
+    assert "group 2 GIVEN UP: crash loop" in text and "1 planned faults were not injected" in text
