@@ -15,6 +15,7 @@ fault to bench/results/recovery.json.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import shutil
 import socket
@@ -62,13 +63,19 @@ def checkpoint_choice(run_dir: Path, run: RunRecord) -> dict[str, Any] | None:
     interval = next((e for e in events if e["event"] == "interval"), None)
     costs = [e["cost_s"] for e in events if e["event"] == "checkpoint"]
     ts = sorted(r.t for r in run.steps.get(0, []) if r.committed)
-    gaps = sorted(b - a for a, b in zip(ts, ts[1:], strict=False))
+    gaps = sorted(b - a for a, b in itertools.pairwise(ts))
     step_s = gaps[len(gaps) // 2] if gaps else None
     if interval is None:
         return None
-    return {"first_cost_s": interval["cost_s"], "mtbf_s": interval["mtbf_s"], "tau_s": interval["tau_s"],
-            "median_cost_s": sorted(costs)[len(costs) // 2] if costs else None, "checkpoints": len(costs),
-            "median_step_s": step_s, "k_steps": round(interval["tau_s"] / step_s, 1) if step_s else None}
+    return {
+        "first_cost_s": interval["cost_s"],
+        "mtbf_s": interval["mtbf_s"],
+        "tau_s": interval["tau_s"],
+        "median_cost_s": sorted(costs)[len(costs) // 2] if costs else None,
+        "checkpoints": len(costs),
+        "median_step_s": step_s,
+        "k_steps": round(interval["tau_s"] / step_s, 1) if step_s else None,
+    }
 
 
 class Bench:
@@ -76,9 +83,18 @@ class Bench:
         self.w, self.cluster, self.root, self.python = w, cluster, root, python
         self.api = SlurmActions(cluster.cli(timeout=15))
 
-    def one(self, strategy: str, mtbf_s: float | None, rep: int, seed: int, planned: list[PlannedFault],
-            timeout_s: float, ckpt_mtbf_s: float) -> RunRecord:
-        tag = f"{strategy}-m{int(mtbf_s) if mtbf_s else 0}-r{rep}"
+    def one(
+        self,
+        strategy: str,
+        mtbf_s: float | None,
+        rep: int,
+        seed: int,
+        planned: list[PlannedFault],
+        timeout_s: float,
+        ckpt_mtbf_s: float,
+        tag: str | None = None,
+    ) -> RunRecord:
+        tag = tag or f"{strategy}-m{int(mtbf_s) if mtbf_s else 0}-r{rep}"
         run_dir = self.root / tag
         shutil.rmtree(run_dir, ignore_errors=True)
         shutil.rmtree(run_dir.parent / f"{tag}.in", ignore_errors=True)
@@ -90,13 +106,24 @@ class Bench:
         conf = str(self.cluster.conf_path)
         if strategy == "ckpt-restart":
             job = job_config(f"b-{tag}", run_dir, self.w, run_id=run_id, slurm_conf=conf)
-            strat: CheckpointRestart | PollRunner = CheckpointRestart(job, self.api, run_id, self.python,
-                                                                      mtbf_s=ckpt_mtbf_s)
+            strat: CheckpointRestart | PollRunner = CheckpointRestart(
+                job, self.api, run_id, self.python, mtbf_s=ckpt_mtbf_s
+            )
         else:
-            job = job_config(f"b-{tag}", run_dir, self.w, run_id=run_id, slurm_conf=conf, requeue=False,
-                             lighthouse_port=free_port())
+            job = job_config(
+                f"b-{tag}", run_dir, self.w, run_id=run_id, slurm_conf=conf, requeue=False, lighthouse_port=free_port()
+            )
             strat = PollRunner(job, self.api, run_id, self.python)
-        run = drive(strat, planned, seed=seed, target=self.w.steps, timeout_s=timeout_s, mtbf_s=mtbf_s, rep=rep)
+        run = drive(
+            strat,
+            planned,
+            seed=seed,
+            target=self.w.steps,
+            timeout_s=timeout_s,
+            mtbf_s=mtbf_s,
+            rep=rep,
+            crash_node=self.cluster.crash_node,
+        )
         if isinstance(strat, CheckpointRestart):
             run.extra["checkpoint"] = checkpoint_choice(run_dir, run)
             run.extra["requeues"] = len(strat.requeues)
@@ -105,14 +132,15 @@ class Bench:
         return run
 
 
-def run_all(w: Workload, mtbfs: list[float], reps: int, kinds: list[str], cluster: TestCluster, python: str,
-            log: Any = print) -> list[dict[str, Any]]:
+def run_all(
+    w: Workload, mtbfs: list[float], reps: int, kinds: list[str], cluster: TestCluster, python: str, log: Any = print
+) -> list[dict[str, Any]]:
     root = BUILD / "runs"
     root.mkdir(parents=True, exist_ok=True)
     b = Bench(w, cluster, root, python)
     out: list[dict[str, Any]] = []
     for rep in range(reps):
-        order = list(STRATEGIES[rep % 3:] + STRATEGIES[: rep % 3])
+        order = list(STRATEGIES[rep % 3 :] + STRATEGIES[: rep % 3])
         free_wall: dict[str, float] = {}
         for level, mtbf in enumerate([None, *mtbfs]):
             seed = 1000 * (rep + 1) + level
@@ -127,9 +155,11 @@ def run_all(w: Workload, mtbfs: list[float], reps: int, kinds: list[str], cluste
                     free_wall[strategy] = m["train_s"] + (m["startup_s"] or 0.0)
                 row = {"run": run.summary(), "metrics": m}
                 out.append(row)
-                log(f"[goodput] rep {rep} mtbf {mtbf} {strategy}: reached {m['reached']} train {m['train_s'] or 0:.1f} s "
+                log(
+                    f"[goodput] rep {rep} mtbf {mtbf} {strategy}: reached {m['reached']} train {m['train_s'] or 0:.1f} s "
                     f"goodput {m['goodput_samples_per_s'] or 0:.1f} samples/s faults {m['faults']} "
-                    f"lost {m['steps_lost']} ({time.monotonic() - t0:.0f} s)")
+                    f"lost {m['steps_lost']} ({time.monotonic() - t0:.0f} s)"
+                )
     return out
 
 
@@ -146,8 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     cluster = TestCluster(BUILD / "cluster", nodes=4)
     cluster.up()
     try:
-        rows = run_all(w, [float(x) for x in args.mtbf.split(",")], args.reps, args.kinds.split(","), cluster,
-                       sys.executable)
+        rows = run_all(
+            w, [float(x) for x in args.mtbf.split(",")], args.reps, args.kinds.split(","), cluster, sys.executable
+        )
     finally:
         cluster.down()
     write_all(rows, {"workload": w.__dict__, "mtbf_s": args.mtbf, "reps": args.reps, "kinds": args.kinds})

@@ -23,30 +23,51 @@ class Workload:
     batch_size: int = 16
 
     def model(self) -> dict[str, Any]:
-        return {"dim": self.dim, "layers": self.layers, "heads": self.heads, "seq_len": self.seq_len,
-                "batch_size": self.batch_size}
+        return {
+            "dim": self.dim,
+            "layers": self.layers,
+            "heads": self.heads,
+            "seq_len": self.seq_len,
+            "batch_size": self.batch_size,
+        }
 
 
-def job_config(name: str, run_dir: Path, w: Workload, *, run_id: str, lighthouse_port: int = 0,
-               slurm_conf: str | None = None, requeue: bool = True) -> JobConfig:
+def job_config(
+    name: str,
+    run_dir: Path,
+    w: Workload,
+    *,
+    run_id: str,
+    lighthouse_port: int = 0,
+    slurm_conf: str | None = None,
+    requeue: bool = True,
+) -> JobConfig:
     """The job, with lamplighter's tuned torchft settings (those of configs/demo.yaml) for every strategy."""
-    return JobConfig.model_validate({
-        "name": name,
-        "run_dir": str(run_dir),
-        "trainer": {
-            "steps": w.steps,
-            "model": w.model(),
-            # The run's marker lets the benchmark find (and hurt) exactly its own trainers.
-            "env": {"BENCH_RUN": run_id},
-            # Only used when no live peer exists; the schedule always leaves one.
-            "checkpoint": {"enabled": False},
-        },
-        "groups": {"count": w.replicas, "nodes": 1},
-        "lighthouse": {"host": "127.0.0.1", "port": lighthouse_port, "min_replicas": 1, "quorum_tick_ms": 20,
-                       "join_timeout_ms": 1000, "heartbeat_timeout_ms": 500,
-                       "placement": "head-service"},
-        "torchft": {"pg_timeout_s": 3, "timeout_s": 5, "quorum_timeout_s": 10, "connect_timeout_s": 10},
-        "health": {"hang_timeout_s": 12, "poll_interval_s": 0.5},
-        "restart": {"budget_per_group": 100, "backoff_initial_s": 0, "crash_loop_max": 100},
-        "slurm": {"partition": "debug", "requeue": requeue, "exclusive": True, "slurm_conf": slurm_conf},
-    })
+    return JobConfig.model_validate(
+        {
+            "name": name,
+            "run_dir": str(run_dir),
+            "trainer": {
+                "steps": w.steps,
+                "model": w.model(),
+                # The run's marker lets the benchmark find (and hurt) exactly its own trainers.
+                "env": {"BENCH_RUN": run_id},
+                # Only used when no live peer exists; the schedule always leaves one.
+                "checkpoint": {"enabled": False},
+            },
+            "groups": {"count": w.replicas, "nodes": 1},
+            "lighthouse": {
+                "host": "127.0.0.1",
+                "port": lighthouse_port,
+                "min_replicas": 1,
+                "quorum_tick_ms": 20,
+                "join_timeout_ms": 1000,
+                "heartbeat_timeout_ms": 500,
+                "placement": "head-service",
+            },
+            "torchft": {"pg_timeout_s": 3, "timeout_s": 5, "quorum_timeout_s": 10, "connect_timeout_s": 10},
+            "health": {"hang_timeout_s": 12, "poll_interval_s": 0.5},
+            "restart": {"budget_per_group": 100, "backoff_initial_s": 0, "crash_loop_max": 100},
+            "slurm": {"partition": "debug", "requeue": requeue, "exclusive": True, "slurm_conf": slurm_conf},
+        }
+    )

@@ -88,14 +88,20 @@ def anatomy(run: RunRecord, f: Fault) -> dict[str, Any]:
     if f.index is not None and f.t_restarted is not None:
         failed_commit = next((r.t for r in committed(run.steps.get(f.index, [])) if r.t > f.t_restarted), None)
     high = max((r.step for recs in run.steps.values() for r in recs if r.committed and r.t <= t0), default=0)
-    progress = min((r.t for recs in run.steps.values() for r in recs if r.committed and r.t > t0 and r.step > high),
-                   default=None)
+    progress = min(
+        (r.t for recs in run.steps.values() for r in recs if r.committed and r.t > t0 and r.step > high), default=None
+    )
 
     def delay(t: float | None) -> float | None:
         return None if t is None else round(t - t0, 3)
 
     return {
-        "kind": f.kind, "index": f.index, "t_injected": t0,
-        "detect_s": delay(f.t_detected), "survivors_commit_s": delay(survivors), "failed_runs_s": delay(f.t_restarted),
-        "failed_commits_s": delay(failed_commit), "progress_s": delay(progress),
+        "kind": f.kind,
+        "index": f.index,
+        "t_injected": t0,
+        "detect_s": delay(f.t_detected),
+        "survivors_commit_s": delay(survivors),
+        "failed_runs_s": delay(f.t_restarted),
+        "failed_commits_s": delay(failed_commit),
+        "progress_s": delay(progress),
     }

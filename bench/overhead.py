@@ -14,6 +14,7 @@ matters most for small models.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import shutil
 import socket
@@ -40,7 +41,7 @@ SIZES = {
 
 def step_time(run_dir: Path) -> float | None:
     ts = sorted(r.t for r in read_steps(run_dir / "steps" / "0.jsonl") if r.committed)[WARMUP:]
-    gaps = [b - a for a, b in zip(ts, ts[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(ts)]
     return statistics.median(gaps) if gaps else None
 
 
@@ -53,12 +54,32 @@ def run_ddp(w: Workload, run_dir: Path, timeout_s: float = 300.0) -> float | Non
         port = s.getsockname()[1]
     procs = []
     for rank in range(w.replicas):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(w.replicas), MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(port), OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
+        env = dict(
+            os.environ,
+            RANK=str(rank),
+            WORLD_SIZE=str(w.replicas),
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
+            OMP_NUM_THREADS="1",
+            PYTHONPATH=str(REPO),
+        )
         with open(run_dir / f"rank{rank}.log", "wb") as log:
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "bench.baselines.ckpt_trainer", "--config", str(run_dir / "job.json"),
-                 "--no-checkpoint"], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "bench.baselines.ckpt_trainer",
+                        "--config",
+                        str(run_dir / "job.json"),
+                        "--no-checkpoint",
+                    ],
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    cwd=REPO,
+                )
+            )
     deadline = time.monotonic() + timeout_s
     for p in procs:
         try:
@@ -91,11 +112,16 @@ def measure(reps: int, log: Any = print) -> dict[str, Any]:
                 if t is not None:
                     (ddp if which == "ddp" else ft).append(t)
         ratios = [a / b for a, b in zip(ddp, ft, strict=False)]
-        row = {"model": name, "workload": w.__dict__,
-               "ddp_step_s": spread(ddp) if ddp else None, "torchft_step_s": spread(ft) if ft else None,
-               "torchft_throughput_vs_ddp": spread(ratios) if ratios else None,
-               "torchft_extra_ms_per_step": spread([(b - a) * 1000 for a, b in zip(ddp, ft, strict=False)])
-               if ratios else None}
+        row = {
+            "model": name,
+            "workload": w.__dict__,
+            "ddp_step_s": spread(ddp) if ddp else None,
+            "torchft_step_s": spread(ft) if ft else None,
+            "torchft_throughput_vs_ddp": spread(ratios) if ratios else None,
+            "torchft_extra_ms_per_step": spread([(b - a) * 1000 for a, b in zip(ddp, ft, strict=False)])
+            if ratios
+            else None,
+        }
         rows.append(row)
         log(f"[overhead] {name}: ddp {ddp} ft {ft} throughput ratio {row['torchft_throughput_vs_ddp']}")
     return {"rows": rows, "reps": reps, "warmup_steps": WARMUP}

@@ -54,10 +54,17 @@ def find_trainers(run_id: str) -> dict[int, int]:
         env = _environ(pid)
         if env.get(ENV_MARK) != run_id or _state(pid) in ("Z", "X"):
             continue
-        index = env.get(ENV_REPLICA_ID) if argv[2] == b"lamplighter.trainer" else env.get("RANK", env.get("SLURM_PROCID"))
+        index = (
+            env.get(ENV_REPLICA_ID) if argv[2] == b"lamplighter.trainer" else env.get("RANK", env.get("SLURM_PROCID"))
+        )
         if index is not None and index.isdigit():
             out[int(index)] = int(pid)
     return out
+
+
+def node_of(pid: int) -> str | None:
+    """The Slurm node a trainer runs on (its slurmd set SLURMD_NODENAME)."""
+    return _environ(str(pid)).get("SLURMD_NODENAME")
 
 
 def hurt(pid: int, kind: str) -> None:

@@ -11,10 +11,11 @@ watches; recovering is the strategy's business (its `tick`).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from bench.procs import find_trainers, hurt, release
+from bench.procs import find_trainers, hurt, node_of, release
 from bench.runrecord import Fault, RunRecord, StepFollower
 from lamplighter.supervisor.chaos import PlannedFault
 from lamplighter.supervisor.chaos_injector import ChaosInjector
@@ -38,8 +39,17 @@ class SlurmStrategy(Protocol):
     def stop(self) -> None: ...
 
 
-def drive(strategy: SlurmStrategy, planned: list[PlannedFault], *, seed: int, target: int, timeout_s: float,
-          mtbf_s: float | None, rep: int) -> RunRecord:
+def drive(
+    strategy: SlurmStrategy,
+    planned: list[PlannedFault],
+    *,
+    seed: int,
+    target: int,
+    timeout_s: float,
+    mtbf_s: float | None,
+    rep: int,
+    crash_node: Callable[[str], None] | None = None,
+) -> RunRecord:
     steps = StepFollower(strategy.run_dir, strategy.replicas)
     injector = ChaosInjector(planned, seed)
     faults: list[Fault] = []
@@ -72,12 +82,22 @@ def drive(strategy: SlurmStrategy, planned: list[PlannedFault], *, seed: int, ta
             if t_train is None:
                 t_train = steps.first_commit()
             if t_train is not None:
-                healthy = [i for i, pid in current.items()
-                           if (steps.last_commit(i) or 0.0) > started_at.get(i, now)]
-                shot = injector.due(now - t_train, sorted(healthy), False)
-                if shot is not None and shot.group is not None:
-                    hurt(current[shot.group], shot.fault.kind)
-                    faults.append(Fault(kind=shot.fault.kind, index=shot.group, t_injected=time.time()))
+                healthy = [i for i, pid in current.items() if (steps.last_commit(i) or 0.0) > started_at.get(i, now)]
+                kill_lh = getattr(strategy, "kill_lighthouse", None)
+                shot = injector.due(now - t_train, sorted(healthy), kill_lh is not None and bool(healthy))
+                if shot is not None:
+                    t_hit = time.time()
+                    if shot.group is None:
+                        assert kill_lh is not None
+                        kill_lh()
+                    elif shot.fault.kind == "node-crash":
+                        node = node_of(current[shot.group])
+                        if crash_node is None or node is None:
+                            raise RuntimeError(f"cannot crash the node of replica {shot.group} (node {node})")
+                        crash_node(node)
+                    else:
+                        hurt(current[shot.group], shot.fault.kind)
+                    faults.append(Fault(kind=shot.fault.kind, index=shot.group, t_injected=t_hit))
             time.sleep(TICK_S)
     finally:
         t_end = time.time()
@@ -89,9 +109,20 @@ def drive(strategy: SlurmStrategy, planned: list[PlannedFault], *, seed: int, ta
         if f.index is not None:
             f.t_restarted = next((t for t in starts[f.index] if t > f.t_injected), None)
     return RunRecord(
-        strategy=strategy.name, mtbf_s=mtbf_s, rep=rep, seed=seed, target_steps=target, replicas=strategy.replicas,
-        t_start=t_start, t_end=t_end, reached=reached, substrate="slurm", faults=faults, starts=starts,
-        steps=steps.records, extra={"faults_not_injected": injector.remaining},
+        strategy=strategy.name,
+        mtbf_s=mtbf_s,
+        rep=rep,
+        seed=seed,
+        target_steps=target,
+        replicas=strategy.replicas,
+        t_start=t_start,
+        t_end=t_end,
+        reached=reached,
+        substrate="slurm",
+        faults=faults,
+        starts=starts,
+        steps=steps.records,
+        extra={"faults_not_injected": injector.remaining},
     )
 
 

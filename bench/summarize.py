@@ -9,7 +9,6 @@ schedule plays out differently once a run diverges).
 
 from __future__ import annotations
 
-import statistics
 from typing import Any
 
 from bench.results_io import spread, write_result
@@ -42,9 +41,11 @@ def goodput_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
     by: dict[tuple[str, str, int], dict[str, Any]] = {}
     for r in rows:
         run = r["run"]
+        if run["extra"].get("scenario"):
+            continue  # a single-fault anatomy run, not part of the goodput schedule
         by[(run["strategy"], mkey(run["mtbf_s"]), run["rep"])] = r
     # goodput relative to the same strategy's fault-free run of the same repetition
-    for (s, m, rep), r in by.items():
+    for (s, _m, rep), r in by.items():
         free = by.get((s, "fault-free", rep))
         g, g0 = r["metrics"]["goodput_samples_per_s"], free and free["metrics"]["goodput_samples_per_s"]
         r["metrics"]["goodput_rel"] = g / g0 if g and g0 else None
@@ -59,9 +60,17 @@ def goodput_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
             table.setdefault(s, {})[m] = {
                 "runs": len(rs),
                 "reached": sum(1 for r in rs if r["metrics"]["reached"]),
-                **{k: maybe_spread([r["metrics"][k] for r in rs]) for k in (
-                    "goodput_samples_per_s", "goodput_rel", "wall_to_target_s", "train_s", "faults",
-                    "steps_lost_per_fault")},
+                **{
+                    k: maybe_spread([r["metrics"][k] for r in rs])
+                    for k in (
+                        "goodput_samples_per_s",
+                        "goodput_rel",
+                        "wall_to_target_s",
+                        "train_s",
+                        "faults",
+                        "steps_lost_per_fault",
+                    )
+                },
             }
     ratios: dict[str, Any] = {}
     for b in BASELINES:
@@ -114,8 +123,11 @@ def phase_ratio(a: dict[str, Any] | None, b: dict[str, Any] | None) -> float | s
 
 def ratio_lines(good: dict[str, Any], rec: dict[str, Any], reps: int) -> list[str]:
     """The short Markdown table of ratios for the README."""
-    lines = ["| lamplighter over | MTBF / fault | goodput (relative to own fault-free), median [range] | "
-             "goodput (absolute samples/s), median [range] |", "|---|---|---|---|"]
+    lines = [
+        "| lamplighter over | MTBF / fault | goodput (relative to own fault-free), median [range] | "
+        "goodput (absolute samples/s), median [range] |",
+        "|---|---|---|---|",
+    ]
     for pair, per in good["ratios"].items():
         for m, d in per.items():
             if m == "fault-free":
@@ -125,15 +137,21 @@ def ratio_lines(good: dict[str, Any], rec: dict[str, Any], reps: int) -> list[st
         free = per.get("fault-free", {}).get("goodput_samples_per_s")
         if free:
             lines.append(f"| {pair.split('/')[1]} | fault-free | 1 (by definition) | {fmt(free)} |")
-    lines += ["", "| lamplighter over | fault kind | time until the job commits new steps | "
-              "time until the failed replica commits again |", "|---|---|---|---|"]
+    lines += [
+        "",
+        "| lamplighter over | fault kind | time until the job commits new steps | "
+        "time until the failed replica commits again |",
+        "|---|---|---|---|",
+    ]
     for pair, per in rec["ratios"].items():
         for kind, d in per.items():
             lines.append(f"| {pair.split('/')[1]} | {kind} | {d.get('progress_s')} | {d.get('failed_commits_s')} |")
     lines.append("")
-    lines.append(f"Goodput ratios: paired runs (same repetition, same fault schedule), {reps} repetitions. "
-                 "Recovery ratios: ratio of the medians over all faults of that kind (counts in recovery.json). "
-                 "Below 1 is better for recovery time, above 1 for goodput.")
+    lines.append(
+        f"Goodput ratios: paired runs (same repetition, same fault schedule), {reps} repetitions. "
+        "Recovery ratios: ratio of the medians over all faults of that kind (counts in recovery.json). "
+        "Below 1 is better for recovery time, above 1 for goodput."
+    )
     return lines
 
 
@@ -156,13 +174,18 @@ def write_all(rows: list[dict[str, Any]], config: dict[str, Any]) -> list[str]:
         "checkpoint_cost_s": maybe_spread([c["median_cost_s"] for c in ckpt if c]),
     }
     lines = ratio_lines(good, rec, int(config.get("reps", 0)))
-    write_result("goodput", {"config": config, "substrate": SUBSTRATE_NOTE, "checkpoint_interval": k_choice,
-                             **good, "ratio_table_md": lines, "runs": rows})
+    write_result(
+        "goodput",
+        {
+            "config": config,
+            "substrate": SUBSTRATE_NOTE,
+            "checkpoint_interval": k_choice,
+            **good,
+            "ratio_table_md": lines,
+            "runs": rows,
+        },
+    )
     write_result("recovery", {"config": config, "substrate": SUBSTRATE_NOTE, **rec})
     plot_goodput(good)
     plot_recovery(rec)
     return lines
-
-
-def median_or_none(vals: list[float]) -> float | None:
-    return statistics.median(vals) if vals else None

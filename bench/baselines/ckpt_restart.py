@@ -30,32 +30,41 @@ def render_script(job: JobConfig, run_dir: Path, python: str, mtbf_s: float | No
     argv = [python, "-m", "bench.baselines.ckpt_trainer", "--config", str(run_dir / "job.json")]
     argv += ["--mtbf-s", str(mtbf_s)] if mtbf_s is not None else []
     env = {**job.trainer.env, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(repo), contract.ENV_RUN_DIR: str(run_dir)}
-    return "\n".join([
-        "#!/bin/bash",
-        f"#SBATCH --job-name=ckpt-{job.name}",
-        f"#SBATCH --nodes={job.groups.count}",
-        "#SBATCH --ntasks-per-node=1",
-        "#SBATCH --requeue",
-        "#SBATCH --exclusive",
-        "#SBATCH --open-mode=append",
-        f"#SBATCH --output={run_dir / 'logs'}/ckpt-%j.out",
-        f"#SBATCH --chdir={repo}",
-        "set -euo pipefail",
-        *(f"export {k}={shlex.quote(v)}" for k, v in env.items()),
-        "export MASTER_ADDR=127.0.0.1",
-        # A new port per run of the job: the last run's store may still hold its port.
-        'export MASTER_PORT="$((31000 + (SLURM_JOB_ID * 16 + ${SLURM_RESTART_COUNT:-0}) % 1500))"',
-        f"exec srun --kill-on-bad-exit=1 bash -c {shlex.quote(TASK_WRAPPER)} ckpt-task \\",
-        "    " + " ".join(shlex.quote(a) for a in argv),
-        "",
-    ])
+    return "\n".join(
+        [
+            "#!/bin/bash",
+            f"#SBATCH --job-name=ckpt-{job.name}",
+            f"#SBATCH --nodes={job.groups.count}",
+            "#SBATCH --ntasks-per-node=1",
+            "#SBATCH --requeue",
+            "#SBATCH --exclusive",
+            "#SBATCH --open-mode=append",
+            f"#SBATCH --output={run_dir / 'logs'}/ckpt-%j.out",
+            f"#SBATCH --chdir={repo}",
+            "set -euo pipefail",
+            *(f"export {k}={shlex.quote(v)}" for k, v in env.items()),
+            "export MASTER_ADDR=127.0.0.1",
+            # A new port per run of the job: the last run's store may still hold its port.
+            'export MASTER_PORT="$((31000 + (SLURM_JOB_ID * 16 + ${SLURM_RESTART_COUNT:-0}) % 1500))"',
+            f"exec srun --kill-on-bad-exit=1 bash -c {shlex.quote(TASK_WRAPPER)} ckpt-task \\",
+            "    " + " ".join(shlex.quote(a) for a in argv),
+            "",
+        ]
+    )
 
 
 class CheckpointRestart:
     name = "ckpt-restart"
 
-    def __init__(self, job: JobConfig, api: SlurmActions, run_id: str, python: str = sys.executable,
-                 mtbf_s: float | None = None, repo: Path | None = None) -> None:
+    def __init__(
+        self,
+        job: JobConfig,
+        api: SlurmActions,
+        run_id: str,
+        python: str = sys.executable,
+        mtbf_s: float | None = None,
+        repo: Path | None = None,
+    ) -> None:
         assert job.run_dir is not None
         self.job, self.api, self.run_id, self.python, self.mtbf_s = job, api, run_id, python, mtbf_s
         self.run_dir = Path(job.run_dir)

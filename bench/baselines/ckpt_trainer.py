@@ -82,10 +82,16 @@ def train(job: JobConfig, run_dir: Path, mtbf_s: float | None) -> int:
         state.load_user_state(saved["user"])
         step = int(saved["step"])
     # Rendezvous waits long (ranks start seconds apart); collectives use the same timeout torchft's process group has.
-    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world, is_master=rank == 0,
-                          timeout=timedelta(seconds=job.torchft.connect_timeout_s + 50))
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=world,
-                            timeout=timedelta(seconds=job.torchft.pg_timeout_s))
+    store = dist.TCPStore(
+        os.environ["MASTER_ADDR"],
+        int(os.environ["MASTER_PORT"]),
+        world,
+        is_master=rank == 0,
+        timeout=timedelta(seconds=job.torchft.connect_timeout_s + 50),
+    )
+    dist.init_process_group(
+        "gloo", store=store, rank=rank, world_size=world, timeout=timedelta(seconds=job.torchft.pg_timeout_s)
+    )
     ddp = DistributedDataParallel(model)
     table = transition_table(cfg.vocab_size, cfg.seed)
     tau: float | None = None if mtbf_s is None else 0.0  # 0: checkpoint at once, to measure the cost
@@ -93,8 +99,9 @@ def train(job: JobConfig, run_dir: Path, mtbf_s: float | None) -> int:
     print(f"rank {rank}/{world} attempt {attempt}: resuming at step {step}, target {target}", flush=True)
     while step < target:
         sl = step_slice(state.cursor, rank, world, cfg.batch_size)
-        tokens = make_batch(sl.indices(cfg.dataset_size), seq_len=cfg.seq_len, vocab_size=cfg.vocab_size,
-                            seed=cfg.seed, table=table)
+        tokens = make_batch(
+            sl.indices(cfg.dataset_size), seq_len=cfg.seq_len, vocab_size=cfg.vocab_size, seed=cfg.seed, table=table
+        )
         state.optim.zero_grad()
         loss = lm_loss(ddp, tokens)
         loss.backward()  # DDP's allreduce: a dead or hung peer raises here after the timeout
@@ -102,11 +109,23 @@ def train(job: JobConfig, run_dir: Path, mtbf_s: float | None) -> int:
         state.cursor = advance(state.cursor, world, cfg.batch_size)
         step += 1
         now = time.time()
-        append_step(paths.steps(rank), StepRecord(
-            t=now, replica_id=rank, step=step, committed=True, participants=world, quorum_id=attempt,
-            healed_from=None, loss=float(loss.item()), state_hash=state.hash(), attempt=attempt,
-            samples=sl.count, first_sample=sl.first,
-        ))
+        append_step(
+            paths.steps(rank),
+            StepRecord(
+                t=now,
+                replica_id=rank,
+                step=step,
+                committed=True,
+                participants=world,
+                quorum_id=attempt,
+                healed_from=None,
+                loss=float(loss.item()),
+                state_hash=state.hash(),
+                attempt=attempt,
+                samples=sl.count,
+                first_sample=sl.first,
+            ),
+        )
         if rank == 0 and tau is not None and time.monotonic() - last_ckpt >= tau and step < target:
             t0 = time.monotonic()
             save_checkpoint(ckpt, {"step": step, "user": state.user_state()})

@@ -45,10 +45,23 @@ class PollRunner:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.run_dir / "lighthouse.log", "ab")  # noqa: SIM115 - handed to the child
         self.lighthouse = subprocess.Popen(
-            [lighthouse_bin(self.python), "--bind", f"127.0.0.1:{lh.port}", "--min_replicas", str(lh.min_replicas),
-             "--join_timeout_ms", str(lh.join_timeout_ms), "--quorum_tick_ms", str(lh.quorum_tick_ms),
-             "--heartbeat_timeout_ms", str(lh.heartbeat_timeout_ms)],
-            stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True,
+            [
+                lighthouse_bin(self.python),
+                "--bind",
+                f"127.0.0.1:{lh.port}",
+                "--min_replicas",
+                str(lh.min_replicas),
+                "--join_timeout_ms",
+                str(lh.join_timeout_ms),
+                "--quorum_tick_ms",
+                str(lh.quorum_tick_ms),
+                "--heartbeat_timeout_ms",
+                str(lh.heartbeat_timeout_ms),
+            ],
+            stdout=log,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
         )
         log.close()
         wait_http(f"http://127.0.0.1:{lh.port}/", 60.0)
@@ -74,6 +87,11 @@ class PollRunner:
             if jid not in queued:
                 self.detections.append((now, g))
                 self._submit(g, now)
+
+    def kill_lighthouse(self) -> None:
+        """Chaos: the Lighthouse process dies (in the example nobody restarts it)."""
+        if self.lighthouse is not None:
+            self.lighthouse.kill()
 
     def stop(self) -> None:
         for jid in self.jobs.values():

@@ -1,0 +1,117 @@
+"""`make bench`: every benchmark in one run, sized to finish in under 20 minutes on a 2-core machine.
+
+    python -m bench [--quick] [--steps N] [--mtbf 10,20] [--reps 2] [--skip goodput,overhead,...]
+
+1. goodput + recovery: lamplighter vs. checkpoint-restart vs. the 10-s poll
+   runner, fault-free and under fault schedules (bench.goodput), plus one
+   node-crash and one Lighthouse-loss run per applicable strategy
+   (bench.recovery). One Slurm test cluster for all of it.
+2. overhead: torchft vs. plain DDP per-step time for three model sizes.
+3. Lighthouse quorum time for 2..64 groups (bench.lighthouse_quorum).
+4. GPU probe cost for 8 simulated GPUs (bench/gpu_probe_cost.py) and the
+   node daemon's cost (bench/daemon_cost.py) when that benchmark exists.
+Results: bench/results/*.json and *.png; the ratio table: bench/results/ratios.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench.jobspec import BUILD, REPO, Workload
+from bench.results_io import RESULTS, write_result
+
+PARTS = ("goodput", "overhead", "quorum", "gpu-probe", "daemon")
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def run_goodput(args: argparse.Namespace) -> None:
+    from bench.goodput import Bench, run_all
+    from bench.recovery import SCENARIOS, run_scenarios
+    from bench.summarize import write_all
+    from lamplighter.slurm.testcluster import TestCluster, slurm_installed
+
+    missing = slurm_installed()
+    if missing:
+        raise SystemExit(f"bench: Slurm is needed for the baselines: {missing}")
+    w = Workload(steps=args.steps)
+    mtbfs = [float(x) for x in args.mtbf.split(",")]
+    cluster = TestCluster(BUILD / "cluster", nodes=4)
+    cluster.up()
+    try:
+        rows = run_all(w, mtbfs, args.reps, args.kinds.split(","), cluster, sys.executable, log=log)
+        if not args.no_scenarios:
+            scen = Bench(Workload(steps=max(60, args.steps // 2)), cluster, BUILD / "runs", sys.executable)
+            rows += run_scenarios(scen, list(SCENARIOS), timeout_s=75.0, log=log)
+    finally:
+        cluster.down()
+    lines = write_all(
+        rows,
+        {"workload": w.__dict__, "mtbf_s": mtbfs, "reps": args.reps, "kinds": args.kinds, "fault_start_after_s": 5.0},
+    )
+    (RESULTS / "ratios.md").write_text("\n".join(lines) + "\n")
+    log("\n".join(lines))
+
+
+def run_script(name: str, argv: list[str], timeout_s: float) -> dict[str, object] | None:
+    """A benchmark script that prints one JSON object as its last line."""
+    try:
+        out = subprocess.run([sys.executable, *argv], cwd=REPO, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        log(f"[{name}] timed out after {timeout_s:.0f} s")
+        return None
+    lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
+    if out.returncode != 0 or not lines:
+        log(f"[{name}] failed ({out.returncode}): {out.stderr[-600:]}")
+        return None
+    return dict(json.loads(lines[-1]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="one repetition, one MTBF, short runs (a smoke test)")
+    ap.add_argument("--steps", type=int, default=120, help="target step of every goodput run")
+    ap.add_argument("--mtbf", default="10,20", help="MTBFs in seconds (runs take ~30-60 s fault-free)")
+    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--kinds", default="kill,hang", help="fault kinds of the goodput schedules")
+    ap.add_argument("--no-scenarios", action="store_true", help="skip the node-crash and Lighthouse-loss runs")
+    ap.add_argument("--skip", default="", help=f"comma-separated parts to skip: {', '.join(PARTS)}")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.steps, args.mtbf, args.reps = 60, "10", 1
+    skip = set(filter(None, args.skip.split(",")))
+    t0 = time.monotonic()
+    if "goodput" not in skip:
+        run_goodput(args)
+        log(f"[bench] goodput and recovery done at {time.monotonic() - t0:.0f} s")
+    if "overhead" not in skip:
+        from bench.overhead import measure
+
+        write_result("overhead", measure(1 if args.quick else 2, log=log))
+        log(f"[bench] overhead done at {time.monotonic() - t0:.0f} s")
+    if "quorum" not in skip:
+        from bench.lighthouse_quorum import main as quorum_main
+
+        quorum_main(["--groups", "2,4,8,16,32,64", "--repeat", "2" if args.quick else "3"])
+    if "gpu-probe" not in skip:
+        res = run_script("gpu-probe", ["bench/gpu_probe_cost.py", "--gpus", "8", "--cycles", "50"], 300)
+        if res is not None:
+            write_result("gpu_probe_cost", res)
+    if "daemon" not in skip and (Path(__file__).parent / "daemon_cost.py").exists():
+        try:
+            subprocess.run([sys.executable, "-m", "bench.daemon_cost"], cwd=REPO, timeout=240, check=False)
+        except subprocess.TimeoutExpired:
+            log("[daemon] timed out after 240 s")
+    log(f"[bench] all done in {time.monotonic() - t0:.0f} s; results in {RESULTS}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
