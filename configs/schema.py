@@ -226,6 +226,10 @@ _RESERVED_SBATCH = {
     "-D",
     "--export",
     "--parsable",
+    "--gpus-per-node",
+    "--open-mode",
+    "--nodelist",
+    "-w",
 }
 
 

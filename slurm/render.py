@@ -146,6 +146,8 @@ def render_group_script(job: JobConfig, replica_id: int, paths: RenderPaths, pyt
         "# Rendezvous inside the group: this script runs on the group's first node.",
         'export MASTER_ADDR="$(hostname)"',
         f'export MASTER_PORT="{MASTER_PORT_EXPR}"',
+        "# torchrun as the trainer command (one per node) reads its c10d rendezvous endpoint from here.",
+        'export PET_RDZV_ENDPOINT="$MASTER_ADDR:$MASTER_PORT"',
         "",
         f"# One task per process on each of the group's {g.nodes} node(s); a dead task ends the step,",
         "# so a broken group fails as a whole and lamplighter can requeue it.",

@@ -6,12 +6,13 @@ and answers on HTTP before submitting any group, so a broken Lighthouse fails
 here, loudly, instead of as N trainers timing out at connect.
 
 The job ends cleanly through Slurm itself: the release job
-(`ll-<job>-release`) depends `afterok` on every group's job and its whole
-body is `scancel <lighthouse job>`. A requeued group is not "ok" yet, so the
-Lighthouse stays while any group may still come back; a group that fails for
-good makes the dependency impossible and Slurm drops the release job
-(`--kill-on-invalid-dep=yes`), leaving the Lighthouse for `lamplighter cancel`.
-No watcher process has to survive for this to work.
+(`ll-<job>-release`) depends `afterany` on every group's job, and its body
+waits until none of them is queued any more (squeue lists none: a requeued
+group is PENDING again) before it runs `scancel <lighthouse job>`. The wait
+covers a race `afterok` would lose: a group's job ends FAILED for a moment
+before its node daemon requeues it, which makes an `afterok` dependency
+impossible (and Slurm clears a satisfied `afterany` element for good). No
+watcher process outside Slurm has to survive for this to work.
 
 Why not submitit: it pickles a Python function per job and runs it through its
 own generated script, so the scripts could not be read or used by hand, and its
@@ -128,28 +129,43 @@ def find_run_dir(job: str, run_dir: str | None = None, base: Path | None = None)
 def render_release_script(
     job: JobConfig, group_ids: list[int], lighthouse_job_id: int, logs: Path, slurm_conf: str | None
 ) -> str:
-    """The release job: once every group completed, cancel the Lighthouse job."""
+    """The release job: once no group job is queued or running any more, cancel the Lighthouse job."""
     deps = ":".join(str(j) for j in group_ids)
+    ids = " ".join(str(j) for j in group_ids)
     lines = [
         "#!/bin/bash",
-        f"# lamplighter job {job.name}: releases the Lighthouse job once every replica group completed.",
-        "# Slurm starts it only when all groups ended COMPLETED (afterok); if one fails for good,",
-        "# Slurm drops this job and `lamplighter cancel` stops the Lighthouse.",
+        f"# lamplighter job {job.name}: releases the Lighthouse job once every replica group has ended.",
+        "# Slurm starts it when all group jobs ended (afterany); it then waits while any of them is",
+        "# back in the queue (requeued by a node daemon) and cancels the Lighthouse when none is.",
         f"#SBATCH --job-name={sbatch_value(f'll-{job.name}-release', 'job name')}",
         "#SBATCH --nodes=1",
         "#SBATCH --ntasks=1",
-        f"#SBATCH --dependency=afterok:{deps}",
-        "#SBATCH --kill-on-invalid-dep=yes",
+        f"#SBATCH --dependency=afterany:{deps}",
         "#SBATCH --no-requeue",
         "#SBATCH --open-mode=append",
         f"#SBATCH --output={sbatch_value(slurm_path_pattern(str(logs)) + '/release-%j.out', 'log path')}",
     ]
     if job.slurm.partition:
         lines.append(f"#SBATCH --partition={sbatch_value(job.slurm.partition, 'slurm.partition')}")
-    lines += ["", "set -euo pipefail"]
+    lines += ["", "set -uo pipefail"]
     if slurm_conf:
         lines.append(f"export SLURM_CONF={shlex.quote(slurm_conf)}")
-    lines += [f"exec scancel {lighthouse_job_id}", ""]
+    lines += [
+        "# Still queued (pending, running, completing)? A purged id is long over; any other squeue",
+        "# error counts as still queued, so a slurmctld hiccup never releases the Lighthouse early.",
+        "queued() {",
+        "    local out",
+        '    if out=$(squeue --noheader --jobs="$1" --states=PD,R,CG,CF,S,RQ,RH,RF,RS,SI,SO --format=%i 2>&1); then [ -n "$out" ]; return; fi',
+        '    case "$out" in *"Invalid job id"*) return 1 ;; *) return 0 ;; esac',
+        "}",
+        "any_queued() {",
+        f'    for j in {ids}; do queued "$j" && return 0; done',
+        "    return 1",
+        "}",
+        "while any_queued; do sleep 5; done",
+        f"exec scancel {lighthouse_job_id}",
+        "",
+    ]
     return "\n".join(lines)
 
 

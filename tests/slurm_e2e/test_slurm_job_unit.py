@@ -60,7 +60,8 @@ def test_submit_orders_lighthouse_groups_release_and_records(tmp_path: Path) -> 
     assert find_run_dir("ignored", sub.run_dir) == Path(sub.run_dir)
     assert find_run_dir(sub.run_dir) == Path(sub.run_dir)
     release = Path(sub.scripts[-1]).read_text()
-    assert "#SBATCH --dependency=afterok:2:3" in release and "exec scancel 1" in release
+    assert "#SBATCH --dependency=afterany:2:3" in release and "exec scancel 1" in release
+    assert "for j in 2 3; do" in release
 
 
 def test_submit_refuses_a_job_already_running_and_cancel_stops_all(tmp_path: Path) -> None:
