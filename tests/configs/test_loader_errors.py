@@ -141,7 +141,7 @@ def test_extra_sbatch_refuses_reserved_and_malformed(opt: str) -> None:
 
 def test_extra_sbatch_accepts_common_options() -> None:
     opts = [
-        "--gpus-per-node=8",
+        "--cpus-per-task=16",
         "--gres=gpu:8",
         "--signal=B:USR1@90",
         "--mem=0",

@@ -207,3 +207,25 @@ def test_report_pairs_injections_with_daemon_actions_and_slurm_recovery(tmp_path
     assert f["running_again_s"] == 2.5 and f["node_after"] == "n4" and f["t_first_commit_after"] == 112.0
     assert report["steps_lost"] == 0 and report["weights_identical"] and report["reached_target"] is False
     assert json.loads((Path(sub.run_dir) / "report.json").read_text())["faults"][0]["node"] == "n3"
+
+
+def test_chaos_schedule_hits_a_healthy_group_and_records_it(tmp_path: Path) -> None:
+    from lamplighter.configs.schema import ChaosConfig
+    from lamplighter.slurm.chaos_runner import healthy_groups, run_schedule
+    from lamplighter.slurm.chaos_slurm import CHAOS_FILE, ChaosContext, read_records
+
+    api = FakeSlurm(["n1", "n2", "n3", "n4"])
+    sub = submit_job(lab_job(tmp_path), api, config_path="x.yaml", probe=ok_probe)
+    paths = RunPaths(Path(sub.run_dir))
+    ctx = ChaosContext(sub, api)
+    assert healthy_groups(ctx) == []  # nobody committed yet
+    for g in (0, 1):
+        append_step(paths.steps(g), rec(g, 1, 100.0))
+    assert healthy_groups(ctx) == [0, 1]
+    cfg = ChaosConfig(enabled=True, schedule=[{"at_s": 0, "kind": "exception", "group": 1}])
+    out = list(run_schedule(ctx, cfg, recovery_timeout=0.2, poll=0.01))
+    assert [r["event"] for r in out] == ["injected", "recovered"]
+    assert out[0]["group"] == 1 and out[0]["node"] == api.job(sub.groups[1]).node_list
+    assert paths.inject_exception(1).exists() and not paths.inject_exception(0).exists()
+    assert out[1]["t_first_commit"] is None  # nothing recovers in the fake
+    assert len(read_records(Path(sub.run_dir) / CHAOS_FILE)) == 2

@@ -1,0 +1,125 @@
+"""The trainer tasks of lamplighter jobs on this node, found by their environment and confirmed with Slurm.
+
+discovery.py says which processes carry LAMPLIGHTER_JOB; this adds what the
+node daemon needs on top:
+- only Slurm step tasks count (SLURM_STEP_ID set): the batch shell and srun
+  of the same job carry the same variables but are not trainers;
+- only this node's (SLURMD_NODENAME): on the single-machine test cluster all
+  "nodes" share one kernel and one /proc, so one daemon per node name runs on
+  the same machine and each must see only its own node's tasks; on a real
+  cluster every process of the host has the same SLURMD_NODENAME anyway;
+- only this cluster's, when the daemon is given a SLURM_CONF and the process
+  carries one (several test clusters on one machine);
+- the environment is read once per process (pid + start time), so a cycle
+  costs one listdir and a stat read per new PID, not an environ read per process.
+Whether the Slurm job really is a lamplighter job (its name) is checked by
+the caller against Slurm (`expected_job_name`), before anything is done to it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from lamplighter.supervisor.daemon.discovery import TrainerProcess, identify, parse_environ, parse_stat
+from lamplighter.trainer.contract import ENV_ATTEMPT, ENV_RUN_DIR
+
+CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+@dataclass(frozen=True)
+class NodeTrainer:
+    proc: TrainerProcess
+    node: str | None  # SLURMD_NODENAME
+    run_dir: str | None  # LAMPLIGHTER_RUN_DIR
+    attempt: int  # LAMPLIGHTER_ATTEMPT, else SLURM_RESTART_COUNT, else 0
+    slurm_conf: str | None
+    started_at: float  # epoch seconds
+
+    @property
+    def job_id(self) -> str:
+        assert self.proc.job_id is not None
+        return self.proc.job_id
+
+    @property
+    def rank(self) -> int:
+        return self.proc.procid or 0
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return self.proc.key
+
+
+def expected_job_name(prefix: str, trainer: NodeTrainer) -> str:
+    """The Slurm job name a lamplighter group's job has (slurm/render.py: ll-<job>-g<N>)."""
+    return f"{prefix}{trainer.proc.job_name}-g{trainer.proc.replica_id}"
+
+
+def boot_time(proc_root: Path) -> float:
+    for line in (proc_root / "stat").read_text().splitlines():
+        if line.startswith("btime "):
+            return float(line.split()[1])
+    raise OSError(f"no btime in {proc_root / 'stat'}")
+
+
+def _int(value: str | None, default: int = 0) -> int:
+    try:
+        return int(value) if value else default
+    except ValueError:
+        return default
+
+
+class TrainerScanner:
+    """Finds this node's trainer tasks; remembers what it learned about each (pid, start time)."""
+
+    def __init__(self, proc_root: Path, node: str, slurm_conf: str | None = None) -> None:
+        self.proc_root = proc_root
+        self.node = node
+        self.slurm_conf = slurm_conf
+        self._btime = boot_time(proc_root)
+        self._known: dict[int, tuple[int, NodeTrainer | None]] = {}  # pid -> (start_time, record or not ours)
+
+    def scan(self) -> list[NodeTrainer]:
+        out: list[NodeTrainer] = []
+        seen: dict[int, tuple[int, NodeTrainer | None]] = {}
+        for name in os.listdir(self.proc_root):
+            if not name.isdigit():
+                continue
+            pid = int(name)
+            try:
+                stat = parse_stat((self.proc_root / name / "stat").read_text())
+            except (OSError, ValueError, IndexError):
+                continue
+            cached = self._known.get(pid)
+            if cached is not None and cached[0] == stat.start_time:
+                rec = cached[1]
+            else:
+                rec = self._read(pid)
+            seen[pid] = (stat.start_time, rec)
+            if rec is not None and stat.state != "Z":
+                out.append(rec)
+        self._known = seen
+        return sorted(out, key=lambda t: t.proc.pid)
+
+    def _read(self, pid: int) -> NodeTrainer | None:
+        base = self.proc_root / str(pid)
+        try:
+            stat = parse_stat((base / "stat").read_text())
+            env = parse_environ((base / "environ").read_bytes())
+        except (OSError, ValueError, IndexError):
+            return None
+        proc = identify(pid, stat, env)
+        if proc is None or proc.job_id is None or proc.step is None:
+            return None
+        node = env.get("SLURMD_NODENAME")
+        if node is not None and node != self.node:
+            return None
+        conf = env.get("SLURM_CONF")
+        if self.slurm_conf is not None and conf is not None and os.path.realpath(conf) != os.path.realpath(
+            self.slurm_conf
+        ):
+            return None
+        attempt = _int(env.get(ENV_ATTEMPT), _int(env.get("SLURM_RESTART_COUNT")))
+        return NodeTrainer(proc, node, env.get(ENV_RUN_DIR), attempt, conf,
+                           self._btime + stat.start_time / CLK_TCK)
