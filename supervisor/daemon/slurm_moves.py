@@ -1,0 +1,97 @@
+"""Moving a group's job: requeue it, keep it off the failed node, and start it at once.
+
+Why ExcNodeList: a job that ended on a node cannot start there again for
+cred_expire seconds (its credential is revoked there; measured: it is started
+and killed at once, "Job credential revoked", and does not come back). Slurm
+protects against that with BeginTime = now + cred_expire + 1 (121 s by
+default). Keeping the requeued job off the node it failed on lets it start
+now elsewhere (measured 0.9 s). When no other node could take it, the
+StartTime is left to Slurm.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Protocol
+
+from lamplighter.slurm.actions import SlurmApi, check_job_id, check_node_name, poll_job
+from lamplighter.slurm.run import SlurmCli, SlurmError
+
+SETTLE_TIMEOUT_S = 20.0
+
+
+class JobUpdater(Protocol):
+    def update_job(self, job_id: int, settings: dict[str, str]) -> None: ...
+
+
+class ScontrolJobUpdate:
+    """`scontrol update jobid=J Key=Value...`: every value its own argv element."""
+
+    def __init__(self, cli: SlurmCli) -> None:
+        self.cli = cli
+
+    def update_job(self, job_id: int, settings: dict[str, str]) -> None:
+        self.cli.run("scontrol", "update", f"jobid={check_job_id(job_id)}", *(f"{k}={v}" for k, v in settings.items()))
+
+
+def start_time_value(delay_s: float) -> str:
+    return "now" if delay_s <= 0 else f"now+{math.ceil(delay_s)}"
+
+
+def requeue_job(api: SlurmApi, job_id: int, timeout: float = SETTLE_TIMEOUT_S) -> str:
+    """Requeue unless it already is; returns what was found/done. Waits out COMPLETING (requeue refuses it)."""
+    info = poll_job(api, job_id, lambda j: j.state != "COMPLETING", timeout, "done completing")
+    if info.state in ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"):
+        return f"already {info.state}"
+    try:
+        api.requeue(job_id)
+    except SlurmError as e:
+        if "pending" in e.stderr.lower():
+            return "already pending"
+        raise
+    return f"requeued from {info.state}"
+
+
+def start_elsewhere(
+    api: SlurmApi, updater: JobUpdater | None, job_id: int, exclude: str | None, delay_s: float,
+    timeout: float = SETTLE_TIMEOUT_S,
+) -> dict[str, str]:
+    """Once the job is PENDING: keep it off `exclude` and set its StartTime to now (+ delay)."""
+    poll_job(api, job_id, lambda j: j.state not in ("COMPLETING", "REQUEUED"), timeout, "pending again")
+    info = api.job(job_id)
+    if info.state != "PENDING":
+        return {"start": f"not pending ({info.state})"}
+    settings: dict[str, str] = {}
+    if exclude is not None:
+        others = [n.name for n in api.nodes() if n.name != exclude and n.available]
+        if not others:
+            return {"start": f"left to Slurm: no node but {exclude} can take it now"}
+        settings["ExcNodeList"] = check_node_name(exclude)
+    settings["StartTime"] = start_time_value(delay_s)
+    try:
+        if updater is None:
+            api.start_now(job_id, timeout)
+        else:
+            updater.update_job(job_id, settings)
+    except SlurmError as e:
+        if "no longer pending" in e.stderr.lower():
+            return {"start": "started meanwhile"}
+        raise
+    return {"start": " ".join(f"{k}={v}" for k, v in settings.items())}
+
+
+def requeue_elsewhere(
+    api: SlurmApi, updater: JobUpdater | None, job_id: int, exclude: str | None, start_at: float, now: float
+) -> dict[str, str]:
+    done = requeue_job(api, job_id)
+    return {"requeue": done, **start_elsewhere(api, updater, job_id, exclude, start_at - now)}
+
+
+def wait_pending(api: SlurmApi, job_id: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if api.job(job_id).state == "PENDING":
+            return True
+        time.sleep(0.05)
+    return False
