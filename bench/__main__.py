@@ -1,6 +1,6 @@
 """`make bench`: every benchmark in one run, sized to finish in under 20 minutes on a 2-core machine.
 
-    python -m bench [--quick] [--steps N] [--mtbf 10,20] [--reps 2] [--skip goodput,overhead,...]
+    python -m bench [--quick] [--steps N | --train-s 30] [--mtbf 10,20] [--reps 2] [--skip goodput,overhead,...]
 
 1. goodput + recovery: lamplighter vs. checkpoint-restart vs. the 10-s poll
    runner, fault-free and under fault schedules (bench.goodput), plus one
@@ -33,7 +33,7 @@ def log(msg: str) -> None:
 
 
 def run_goodput(args: argparse.Namespace) -> None:
-    from bench.goodput import Bench, run_all
+    from bench.goodput import Bench, calibrate_steps, run_all
     from bench.recovery import SCENARIOS, run_scenarios
     from bench.summarize import write_all
     from lamplighter.slurm.testcluster import TestCluster, slurm_installed
@@ -41,15 +41,17 @@ def run_goodput(args: argparse.Namespace) -> None:
     missing = slurm_installed()
     if missing:
         raise SystemExit(f"bench: Slurm is needed for the baselines: {missing}")
-    w = Workload(steps=args.steps)
     mtbfs = [float(x) for x in args.mtbf.split(",")]
     cluster = TestCluster(BUILD / "cluster", nodes=4)
     cluster.up()
     try:
+        steps = args.steps or calibrate_steps(cluster, sys.executable, Workload(), args.train_s, log=log)
+        w = Workload(steps=steps)
         rows = run_all(w, mtbfs, args.reps, args.kinds.split(","), cluster, sys.executable, log=log)
         if not args.no_scenarios:
-            scen = Bench(Workload(steps=max(60, args.steps // 2)), cluster, BUILD / "runs", sys.executable)
-            rows += run_scenarios(scen, list(SCENARIOS), timeout_s=75.0, log=log)
+            # Long enough that every recovery fits; the Slurm runs stop once the failed replica commits again.
+            scen = Bench(Workload(steps=steps), cluster, BUILD / "runs", sys.executable)
+            rows += run_scenarios(scen, list(SCENARIOS), timeout_s=60.0, log=log)
     finally:
         cluster.down()
     lines = write_all(
@@ -77,7 +79,8 @@ def run_script(name: str, argv: list[str], timeout_s: float) -> dict[str, object
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="one repetition, one MTBF, short runs (a smoke test)")
-    ap.add_argument("--steps", type=int, default=120, help="target step of every goodput run")
+    ap.add_argument("--steps", type=int, default=0, help="target step of every run (default: calibrated)")
+    ap.add_argument("--train-s", type=float, default=30.0, help="fault-free training time the calibration aims at")
     ap.add_argument("--mtbf", default="10,20", help="MTBFs in seconds (runs take ~30-60 s fault-free)")
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--kinds", default="kill,hang", help="fault kinds of the goodput schedules")
@@ -85,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip", default="", help=f"comma-separated parts to skip: {', '.join(PARTS)}")
     args = ap.parse_args(argv)
     if args.quick:
-        args.steps, args.mtbf, args.reps = 60, "10", 1
+        args.train_s, args.mtbf, args.reps = 12.0, "10", 1
     skip = set(filter(None, args.skip.split(",")))
     t0 = time.monotonic()
     if "goodput" not in skip:

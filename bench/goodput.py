@@ -93,6 +93,7 @@ class Bench:
         timeout_s: float,
         ckpt_mtbf_s: float,
         tag: str | None = None,
+        until_recovered: bool = False,
     ) -> RunRecord:
         tag = tag or f"{strategy}-m{int(mtbf_s) if mtbf_s else 0}-r{rep}"
         run_dir = self.root / tag
@@ -123,6 +124,7 @@ class Bench:
             mtbf_s=mtbf_s,
             rep=rep,
             crash_node=self.cluster.crash_node,
+            until_recovered=until_recovered,
         )
         if isinstance(strat, CheckpointRestart):
             run.extra["checkpoint"] = checkpoint_choice(run_dir, run)
@@ -130,6 +132,18 @@ class Bench:
         else:
             run.extra["submissions"] = len(strat.submissions)
         return run
+
+
+def calibrate_steps(cluster: TestCluster, python: str, w: Workload, train_s: float, log: Any = print) -> int:
+    """The target step that takes about `train_s` of fault-free training with torchft on this machine now."""
+    probe = Workload(**{**w.__dict__, "steps": 60})
+    b = Bench(probe, cluster, BUILD / "runs", python)
+    run = b.one("lamplighter", None, 0, 0, [], 180.0, ckpt_mtbf_s=30.0, tag="calibration")
+    ts = sorted(r.t for r in run.steps.get(0, []) if r.committed)[5:]
+    per_step = (ts[-1] - ts[0]) / (len(ts) - 1) if len(ts) > 1 else 0.25
+    steps = int(min(2000, max(80, train_s / per_step)))
+    log(f"[goodput] calibration: {per_step * 1000:.0f} ms per torchft step -> target {steps} steps (~{train_s:.0f} s)")
+    return steps
 
 
 def run_all(

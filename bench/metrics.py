@@ -13,14 +13,16 @@ Definitions:
   checkpoint-restart trainer's quorum id).
 - recovery anatomy of a fault at t0 on replica r, each a delay after t0:
   detect: the strategy noticed; survivors_commit: another replica commits in
-  a new quorum (checkpoint-restart: a new run of the job); failed_runs: r's
-  process runs again; failed_commits: r's first commit after that; progress:
-  the job commits a step beyond everything committed before t0 (work lost
-  to a rollback is redone by then).
+  a new quorum (checkpoint-restart: a new run of the job) or after a stall,
+  not a step that was in flight; failed_runs: r's process runs again;
+  failed_commits: r's first commit after that; progress: such a commit of a
+  step beyond everything committed before t0 (work lost to a rollback is
+  redone by then).
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from bench.runrecord import Fault, RunRecord
@@ -75,22 +77,22 @@ def run_metrics(run: RunRecord) -> dict[str, Any]:
 
 def anatomy(run: RunRecord, f: Fault) -> dict[str, Any]:
     t0 = f.t_injected
-    others = [i for i in run.steps if i != f.index]
-    survivors = None
-    for i in others:
-        recs = committed(run.steps[i])
-        before = [r for r in recs if r.t <= t0]
-        q0 = before[-1].quorum_id if before else None
-        after = next((r.t for r in recs if r.t > t0 and r.quorum_id != q0), None)
-        if after is not None and (survivors is None or after < survivors):
-            survivors = after
-    failed_commit = None
-    if f.index is not None and f.t_restarted is not None:
-        failed_commit = next((r.t for r in committed(run.steps.get(f.index, [])) if r.t > f.t_restarted), None)
     high = max((r.step for recs in run.steps.values() for r in recs if r.committed and r.t <= t0), default=0)
-    progress = min(
-        (r.t for recs in run.steps.values() for r in recs if r.committed and r.t > t0 and r.step > high), default=None
-    )
+    survivors = progress = None
+    for i, recs in run.steps.items():
+        t_new = first_after_stall(committed(recs), t0)
+        if t_new is None:
+            continue
+        if i != f.index and (survivors is None or t_new < survivors):
+            survivors = t_new
+        t_prog = next((r.t for r in committed(recs) if r.t >= t_new and r.step > high), None)
+        if t_prog is not None and (progress is None or t_prog < progress):
+            progress = t_prog
+    failed_commit = None
+    if f.index is None and f.t_restarted is not None and survivors is not None and survivors > f.t_restarted:
+        failed_commit = survivors  # the Lighthouse: its first quorum that committed a step
+    elif f.index is not None and f.t_restarted is not None:
+        failed_commit = next((r.t for r in committed(run.steps.get(f.index, [])) if r.t > f.t_restarted), None)
 
     def delay(t: float | None) -> float | None:
         return None if t is None else round(t - t0, 3)
@@ -105,3 +107,20 @@ def anatomy(run: RunRecord, f: Fault) -> dict[str, Any]:
         "failed_commits_s": delay(failed_commit),
         "progress_s": delay(progress),
     }
+
+
+def first_after_stall(recs: list[StepRecord], t0: float) -> float | None:
+    """The first commit after t0 that the fault could not have let through: in a new quorum (a new run of the
+    job, for checkpoint-restart) or after a stall. Steps already in flight when the fault hit do not count."""
+    before = [r for r in recs if r.t <= t0]
+    q0 = before[-1].quorum_id if before else None
+    gaps = sorted(b.t - a.t for a, b in itertools.pairwise(before))
+    stall = max(1.0, 5 * gaps[len(gaps) // 2]) if gaps else 1.0
+    prev = before[-1].t if before else None
+    for r in recs:
+        if r.t <= t0:
+            continue
+        if r.quorum_id != q0 or (prev is not None and r.t - prev > stall):
+            return r.t
+        prev = r.t
+    return None

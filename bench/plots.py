@@ -28,6 +28,9 @@ def _plt() -> Any:
 def plot_goodput(good: dict[str, Any]) -> None:
     plt = _plt()
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    mtbfs = sorted({float(m) for per in good["table"].values() for m in per if m != "fault-free"})
+    ticks = [*mtbfs, max(mtbfs, default=30.0) * 2]
+    labels = [f"{m:g}" for m in mtbfs] + ["none"]
     for ax, metric, label in (
         (axes[0], "goodput_rel", "goodput / own fault-free run"),
         (axes[1], "goodput_samples_per_s", "committed samples per second"),
@@ -59,6 +62,8 @@ def plot_goodput(good: dict[str, Any]) -> None:
                 color=COLORS.get(s),
             )
         ax.set_xscale("log")
+        ax.set_xticks(ticks, labels)
+        ax.minorticks_off()
         ax.set_xlabel("MTBF, s (rightmost point: fault-free)")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
@@ -71,6 +76,8 @@ def plot_goodput(good: dict[str, Any]) -> None:
 
 def plot_recovery(rec: dict[str, Any]) -> None:
     plt = _plt()
+    from matplotlib.patches import Patch
+
     kinds = sorted(rec["table"])
     if not kinds:
         return
@@ -101,7 +108,7 @@ def plot_recovery(rec: dict[str, Any]) -> None:
         counts = ", ".join(f"{s}: {per[s]['faults']}" for s in strategies)
         ax.set_title(f"{kind} (faults: {counts})", fontsize=9)
         ax.grid(axis="y", alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.legend(handles=[Patch(color=COLORS[s], label=s) for s in strategies], fontsize=8)
     fig.suptitle("Recovery anatomy (median and range over faults)")
     fig.tight_layout()
     fig.savefig(RESULTS / "recovery.png", dpi=110)

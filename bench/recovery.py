@@ -36,7 +36,17 @@ def run_scenarios(b: Bench, kinds: list[str], timeout_s: float, log: Any = print
     for kind in kinds:
         for strategy in SCENARIOS[kind]:
             planned = [PlannedFault(FAULT_AT_S, kind, None)]
-            run = b.one(strategy, None, 0, 7, planned, timeout_s, ckpt_mtbf_s=30.0, tag=f"{strategy}-{kind}")
+            run = b.one(
+                strategy,
+                None,
+                0,
+                7,
+                planned,
+                timeout_s,
+                ckpt_mtbf_s=30.0,
+                tag=f"{strategy}-{kind}",
+                until_recovered=True,
+            )
             run.extra["scenario"] = kind
             m = run_metrics(run)
             rows.append({"run": run.summary(), "metrics": m})

@@ -49,6 +49,7 @@ def drive(
     mtbf_s: float | None,
     rep: int,
     crash_node: Callable[[str], None] | None = None,
+    until_recovered: bool = False,
 ) -> RunRecord:
     steps = StepFollower(strategy.run_dir, strategy.replicas)
     injector = ChaosInjector(planned, seed)
@@ -75,6 +76,14 @@ def drive(
                         started_at[i] = now
                 current = found
             if steps.max_step() >= target:
+                reached = True
+                break
+            if (
+                until_recovered
+                and not injector.remaining
+                and faults
+                and all(recovered(f, steps, started_at) for f in faults)
+            ):
                 reached = True
                 break
             if now - t_start > timeout_s:
@@ -124,6 +133,14 @@ def drive(
         steps=steps.records,
         extra={"faults_not_injected": injector.remaining},
     )
+
+
+def recovered(f: Fault, steps: StepFollower, started_at: dict[int, float]) -> bool:
+    """The fault's replica (every replica, for a Lighthouse fault) committed again since it was hit and restarted."""
+    who = list(steps.records) if f.index is None else [f.index]
+    # A Lighthouse fault: the step in flight may still commit; ask for commits well after it.
+    since = {i: max(f.t_injected + (3.0 if f.index is None else 0.0), started_at.get(i, 0.0)) for i in who}
+    return all((steps.last_commit(i) or 0.0) > since[i] for i in who)
 
 
 def attribute_detections(faults: list[Fault], detections: list[tuple[float, int | None]]) -> None:

@@ -13,6 +13,7 @@ COMMAND_MODULES = [
     "lamplighter.configs.validate_cli",
     "lamplighter.slurm.render_cli",
     "lamplighter.supervisor.local_cli",
+    "lamplighter.supervisor.daemon.supervise_cli",
     "lamplighter.slurm.cluster_cli",
     "lamplighter.gpusim.cli",
 ]

@@ -61,6 +61,7 @@ class TrainerEvent:
     reason: str
     code: int | None = None  # exit: the exit code if known
     detail: dict[str, Any] = field(default_factory=dict)
+    group: str | None = None  # "<job name>/g<replica>"
 
 
 @dataclass(frozen=True)
@@ -109,8 +110,10 @@ class NodePolicyState:
     jobs: Mapping[str, JobTrack] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {j: {"handled_attempt": t.handled_attempt, "status": t.status, "failures": list(t.failures)}
-                for j, t in self.jobs.items()}
+        return {
+            j: {"handled_attempt": t.handled_attempt, "status": t.status, "failures": list(t.failures)}
+            for j, t in self.jobs.items()
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> NodePolicyState:
@@ -120,12 +123,19 @@ class NodePolicyState:
 def _obs(ev: TrainerEvent | GpuEvent) -> dict[str, Any]:
     if isinstance(ev, GpuEvent):
         return {"type": "gpu", "gpu": ev.gpu, "status": ev.status, "kind": ev.kind, "reason": ev.reason}
-    return {"type": ev.kind, "job_id": ev.job_id, "attempt": ev.attempt, "code": ev.code, "reason": ev.reason,
-            **ev.detail}
+    return {
+        "type": ev.kind,
+        "job_id": ev.job_id,
+        "attempt": ev.attempt,
+        "code": ev.code,
+        "reason": ev.reason,
+        **ev.detail,
+    }
 
 
-def _gpu_actions(now: float, jobs: dict[str, JobTrack], faults: list[GpuEvent], cfg: NodeConfig, ctx: Context,
-                 out: list[NodeAction]) -> None:
+def _gpu_actions(
+    now: float, jobs: dict[str, JobTrack], faults: list[GpuEvent], cfg: NodeConfig, ctx: Context, out: list[NodeAction]
+) -> None:
     why = "; ".join(f.reason for f in faults)
     observation = {"type": "gpu", "faults": [_obs(f) for f in faults]}
     for job in sorted(ctx.jobs.values(), key=lambda j: j.job_id):
@@ -134,30 +144,36 @@ def _gpu_actions(now: float, jobs: dict[str, JobTrack], faults: list[GpuEvent], 
             continue
         reason = f"{why}: moving {job.group} (Slurm job {job.job_id}, attempt {job.attempt}) off {ctx.node}"
         out.append(NodeAction("kill_local", job.job_id, reason, observation, pids=job.pids, group=job.group))
-        out.append(NodeAction("requeue", job.job_id, reason, observation, start_at=now, exclude_node=ctx.node,
-                              group=job.group))
+        out.append(
+            NodeAction("requeue", job.job_id, reason, observation, start_at=now, exclude_node=ctx.node, group=job.group)
+        )
         jobs[job.job_id] = replace(track, handled_attempt=job.attempt, failures=track.failures + (now,))
     if ctx.node_drained_by_us:
         return
-    allowed, limit = may_drain(now, ctx.drain_history, ctx.total_nodes, cfg.max_drain_fraction, cfg.drain_window_s,
-                               node=ctx.node)
+    allowed, limit = may_drain(
+        now, ctx.drain_history, ctx.total_nodes, cfg.max_drain_fraction, cfg.drain_window_s, node=ctx.node
+    )
     drain_reason = (REASON_PREFIX + why)[:900]
     if allowed:
         out.append(NodeAction("drain", ctx.node, drain_reason, {**observation, "rate_limit": limit}))
     else:
-        out.append(NodeAction("log", ctx.node, f"NOT DRAINING {ctx.node} despite {why}: {limit}",
-                              {**observation, "rate_limit": limit}))
+        out.append(
+            NodeAction(
+                "log", ctx.node, f"NOT DRAINING {ctx.node} despite {why}: {limit}", {**observation, "rate_limit": limit}
+            )
+        )
     # Requeues go after the drain, so Slurm cannot put a job back on this node.
     out.sort(key=lambda a: a.kind == "requeue")
 
 
-def _trainer_actions(now: float, jobs: dict[str, JobTrack], ev: TrainerEvent, cfg: NodeConfig, ctx: Context,
-                     out: list[NodeAction]) -> None:
+def _trainer_actions(
+    now: float, jobs: dict[str, JobTrack], ev: TrainerEvent, cfg: NodeConfig, ctx: Context, out: list[NodeAction]
+) -> None:
     track = jobs.get(ev.job_id, JobTrack())
     if track.status != "running" or ev.attempt <= track.handled_attempt:
         return
     local = ctx.jobs.get(ev.job_id)
-    group = local.group if local else None
+    group = local.group if local else ev.group
     pids = local.pids if local else ()
     observation = _obs(ev)
     rc = cfg.restart
@@ -165,8 +181,10 @@ def _trainer_actions(now: float, jobs: dict[str, JobTrack], ev: TrainerEvent, cf
         jobs[ev.job_id] = replace(track, status="done", handled_attempt=ev.attempt)
         return
     if ev.kind == "exit" and ev.code is not None and ev.code in rc.no_restart_exit_codes:
-        reason = (f"GIVING UP on Slurm job {ev.job_id}: {ev.reason}, which is in restart.no_restart_exit_codes "
-                  f"{rc.no_restart_exit_codes} (the trainer says a restart cannot help)")
+        reason = (
+            f"GIVING UP on Slurm job {ev.job_id}: {ev.reason}, which is in restart.no_restart_exit_codes "
+            f"{rc.no_restart_exit_codes} (the trainer says a restart cannot help)"
+        )
         if pids:
             out.append(NodeAction("kill_local", ev.job_id, reason, observation, pids=pids, group=group))
         out.append(NodeAction("give_up", ev.job_id, reason, observation, group=group))
@@ -175,10 +193,14 @@ def _trainer_actions(now: float, jobs: dict[str, JobTrack], ev: TrainerEvent, cf
     recent = tuple(t for t in track.failures if now - t < rc.crash_loop_window_s) + (now,)
     give_up = None
     if len(recent) >= rc.crash_loop_max:
-        give_up = (f"crash loop, {len(recent)} failures within {rc.crash_loop_window_s:g} s "
-                   f"(restart.crash_loop_max {rc.crash_loop_max})")
+        give_up = (
+            f"crash loop, {len(recent)} failures within {rc.crash_loop_window_s:g} s "
+            f"(restart.crash_loop_max {rc.crash_loop_max})"
+        )
     elif ev.attempt >= rc.budget_per_group:
-        give_up = f"restart budget exhausted after {ev.attempt} restarts (restart.budget_per_group {rc.budget_per_group})"
+        give_up = (
+            f"restart budget exhausted after {ev.attempt} restarts (restart.budget_per_group {rc.budget_per_group})"
+        )
     if pids:
         out.append(NodeAction("kill_local", ev.job_id, ev.reason, observation, pids=pids, group=group))
     if give_up:
@@ -188,8 +210,9 @@ def _trainer_actions(now: float, jobs: dict[str, JobTrack], ev: TrainerEvent, cf
         return
     delay = backoff_s(ev.attempt, rc)
     reason = f"{ev.reason}; restart {ev.attempt + 1}/{rc.budget_per_group} in {delay:.1f} s"
-    out.append(NodeAction("requeue", ev.job_id, reason, observation, start_at=now + delay, exclude_node=ctx.node,
-                          group=group))
+    out.append(
+        NodeAction("requeue", ev.job_id, reason, observation, start_at=now + delay, exclude_node=ctx.node, group=group)
+    )
     jobs[ev.job_id] = replace(track, handled_attempt=ev.attempt, failures=recent)
 
 
@@ -212,8 +235,8 @@ def decide(
     # Forget finished jobs that left this node; keep the ones whose budget or crash loop still matters.
     for job_id in list(jobs):
         t = jobs[job_id]
-        if job_id not in context.jobs and t.status != "given_up" and not t.failures:
-            del jobs[job_id]
-        elif t.failures and now - t.failures[-1] > config.restart.crash_loop_window_s and job_id not in context.jobs:
+        if job_id in context.jobs or t.status == "given_up":
+            continue
+        if not t.failures or now - t.failures[-1] > config.restart.crash_loop_window_s:
             del jobs[job_id]
     return NodePolicyState(jobs), out

@@ -36,6 +36,7 @@ class NodeTrainer:
     attempt: int  # LAMPLIGHTER_ATTEMPT, else SLURM_RESTART_COUNT, else 0
     slurm_conf: str | None
     started_at: float  # epoch seconds
+    ns_pid: int  # its PID inside its own PID namespace (what it writes in its heartbeat); pid outside one
 
     @property
     def job_id(self) -> str:
@@ -92,10 +93,7 @@ class TrainerScanner:
             except (OSError, ValueError, IndexError):
                 continue
             cached = self._known.get(pid)
-            if cached is not None and cached[0] == stat.start_time:
-                rec = cached[1]
-            else:
-                rec = self._read(pid)
+            rec = cached[1] if cached is not None and cached[0] == stat.start_time else self._read(pid)
             seen[pid] = (stat.start_time, rec)
             if rec is not None and stat.state != "Z":
                 out.append(rec)
@@ -116,10 +114,24 @@ class TrainerScanner:
         if node is not None and node != self.node:
             return None
         conf = env.get("SLURM_CONF")
-        if self.slurm_conf is not None and conf is not None and os.path.realpath(conf) != os.path.realpath(
-            self.slurm_conf
+        if (
+            self.slurm_conf is not None
+            and conf is not None
+            and os.path.realpath(conf) != os.path.realpath(self.slurm_conf)
         ):
             return None
         attempt = _int(env.get(ENV_ATTEMPT), _int(env.get("SLURM_RESTART_COUNT")))
-        return NodeTrainer(proc, node, env.get(ENV_RUN_DIR), attempt, conf,
-                           self._btime + stat.start_time / CLK_TCK)
+        return NodeTrainer(
+            proc, node, env.get(ENV_RUN_DIR), attempt, conf, self._btime + stat.start_time / CLK_TCK, ns_pid(base, pid)
+        )
+
+
+def ns_pid(base: Path, pid: int) -> int:
+    """The innermost PID from /proc/PID/status NSpid (containers, and each test-cluster node, have their own)."""
+    try:
+        for line in (base / "status").read_text().splitlines():
+            if line.startswith("NSpid:"):
+                return int(line.split()[-1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return pid

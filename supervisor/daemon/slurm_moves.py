@@ -12,11 +12,11 @@ StartTime is left to Slurm.
 from __future__ import annotations
 
 import math
-import time
 from typing import Protocol
 
 from lamplighter.slurm.actions import SlurmApi, check_job_id, check_node_name, poll_job
 from lamplighter.slurm.run import SlurmCli, SlurmError
+from lamplighter.supervisor.daemon.hostlist import expand_hostlist
 
 SETTLE_TIMEOUT_S = 20.0
 
@@ -33,6 +33,10 @@ class ScontrolJobUpdate:
 
     def update_job(self, job_id: int, settings: dict[str, str]) -> None:
         self.cli.run("scontrol", "update", f"jobid={check_job_id(job_id)}", *(f"{k}={v}" for k, v in settings.items()))
+
+
+def expand(hostlist: str | None) -> list[str]:
+    return [] if hostlist in (None, "", "(null)") else expand_hostlist(hostlist)
 
 
 def start_time_value(delay_s: float) -> str:
@@ -54,7 +58,11 @@ def requeue_job(api: SlurmApi, job_id: int, timeout: float = SETTLE_TIMEOUT_S) -
 
 
 def start_elsewhere(
-    api: SlurmApi, updater: JobUpdater | None, job_id: int, exclude: str | None, delay_s: float,
+    api: SlurmApi,
+    updater: JobUpdater | None,
+    job_id: int,
+    exclude: str | None,
+    delay_s: float,
     timeout: float = SETTLE_TIMEOUT_S,
 ) -> dict[str, str]:
     """Once the job is PENDING: keep it off `exclude` and set its StartTime to now (+ delay)."""
@@ -67,7 +75,9 @@ def start_elsewhere(
         others = [n.name for n in api.nodes() if n.name != exclude and n.available]
         if not others:
             return {"start": f"left to Slurm: no node but {exclude} can take it now"}
-        settings["ExcNodeList"] = check_node_name(exclude)
+        # Added to what the job already excludes (its own --exclude, earlier failed nodes): never replaced.
+        have = info.fields.get("ExcNodeList")
+        settings["ExcNodeList"] = ",".join(dict.fromkeys([*expand(have), check_node_name(exclude)]))
     settings["StartTime"] = start_time_value(delay_s)
     try:
         if updater is None:
@@ -86,12 +96,3 @@ def requeue_elsewhere(
 ) -> dict[str, str]:
     done = requeue_job(api, job_id)
     return {"requeue": done, **start_elsewhere(api, updater, job_id, exclude, start_at - now)}
-
-
-def wait_pending(api: SlurmApi, job_id: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if api.job(job_id).state == "PENDING":
-            return True
-        time.sleep(0.05)
-    return False

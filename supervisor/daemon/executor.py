@@ -1,0 +1,199 @@
+"""Carrying out the node policy's actions: journaled, checked, logged.
+
+Every action of one decision is journaled as intended before the first of
+them runs, and as done after it ran: a daemon killed in between finds the
+rest pending after its restart and `recover` finishes them, each checked
+against the world first so that nothing happens twice (recovery.py). A
+process is signalled only if its (pid, start time) is still the one
+observed. Each action, or refusal, is one ActionLog line with its reason and
+the observation behind it.
+
+`pause_before` (tests only) makes the executor stop for good right before
+carrying out the first action of that kind, after its intent is journaled,
+and announce it in `pause_file`: the deterministic moment to SIGKILL the
+daemon in the middle of a recovery.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lamplighter.slurm.actions import SlurmApi
+from lamplighter.slurm.run import SlurmError
+from lamplighter.supervisor.daemon.actionlog import ActionLog
+from lamplighter.supervisor.daemon.discovery import parse_stat
+from lamplighter.supervisor.daemon.metrics import DaemonMetrics
+from lamplighter.supervisor.daemon.node_policy import NodeAction
+from lamplighter.supervisor.daemon.recovery import Resolution, recover_pending
+from lamplighter.supervisor.daemon.slurm_moves import JobUpdater, requeue_elsewhere, start_elsewhere
+from lamplighter.supervisor.daemon.state_store import DaemonState, PendingAction
+
+log = logging.getLogger(__name__)
+
+JOURNALED = ("kill_local", "drain", "requeue", "mark_down")
+
+
+def same_process(proc_root: Path, pid: int, start_time: int) -> bool:
+    try:
+        st = parse_stat((proc_root / str(pid) / "stat").read_text())
+    except (OSError, ValueError, IndexError):
+        return False
+    return st.start_time == start_time and st.state != "Z"
+
+
+@dataclass
+class Executor:
+    state: DaemonState
+    api: SlurmApi
+    updater: JobUpdater | None
+    actions: ActionLog
+    metrics: DaemonMetrics | None = None
+    proc_root: Path = Path("/proc")
+    clock: Callable[[], float] = time.time
+    pause_before: str | None = None
+    pause_file: Path | None = None
+
+    def execute(self, now: float, actions: list[NodeAction]) -> list[dict[str, Any]]:
+        """Carry out the actions in order; returns one result per action (also logged)."""
+        intents: list[PendingAction | None] = []
+        for a in actions:
+            intents.append(self._intent(now, a) if a.kind in JOURNALED else None)
+        results = []
+        for a, p in zip(actions, intents, strict=True):
+            results.append(self._carry_out(a, p))
+        return results
+
+    def _intent(self, now: float, a: NodeAction) -> PendingAction:
+        before: dict[str, Any] = {}
+        if a.kind == "kill_local":
+            before = {"pids": [list(p) for p in a.pids]}
+        elif a.kind == "requeue":
+            before = {"restarts": self._restarts(a.target), "exclude": a.exclude_node, "start_at": a.start_at}
+        restart_group = a.group if a.kind == "requeue" else None
+        return self.state.record_intent(now, a.kind, a.target, a.reason, a.observation, before, restart_group)
+
+    def _restarts(self, job_id: str) -> int | None:
+        try:
+            return self.api.job(int(job_id)).restarts
+        except SlurmError:
+            return None
+
+    def _carry_out(self, a: NodeAction, p: PendingAction | None) -> dict[str, Any]:
+        now = self.clock()
+        if p is None:
+            return self._announce(now, a)
+        if self.pause_before == a.kind:
+            self._pause(p)
+        try:
+            result = self._do(a.kind, a.target, a.reason, p.before, now)
+            outcome = "ok"
+        except (SlurmError, OSError, TimeoutError, ValueError) as e:
+            result, outcome = {"error": f"{type(e).__name__}: {e}"}, "failed"
+            log.error("action %s %s failed: %s", a.kind, a.target, e)
+        self.state.record_done(self.clock(), p.id, outcome, result)
+        self.actions.write(now, a.kind, a.target, a.reason, a.observation, outcome=outcome, result=result, id=p.id)
+        if outcome == "ok" and a.kind == "requeue" and self.metrics is not None and a.group:
+            self.metrics.restart(a.group)
+        return {"action": a.kind, "target": a.target, "outcome": outcome, **result}
+
+    def _announce(self, now: float, a: NodeAction) -> dict[str, Any]:
+        """give_up and log: nothing to do to the world, but said loudly and kept in the state's events."""
+        self.state.record_event(now, a.kind, {"target": a.target, "reason": a.reason, "observation": a.observation})
+        self.actions.write(now, a.kind, a.target, a.reason, a.observation, outcome="logged")
+        log.error("%s %s: %s", a.kind.upper(), a.target, a.reason)
+        return {"action": a.kind, "target": a.target, "outcome": "logged"}
+
+    def _do(self, kind: str, target: str, reason: str, before: dict[str, Any], now: float) -> dict[str, Any]:
+        if kind == "kill_local":
+            return self._kill(before.get("pids", []))
+        if kind == "drain":
+            self.api.drain(target, reason)
+            return {}
+        if kind == "mark_down":
+            self.api.mark_down(target, reason)
+            return {}
+        if kind == "requeue":
+            start_at = before.get("start_at")
+            return requeue_elsewhere(
+                self.api,
+                self.updater,
+                int(target),
+                before.get("exclude"),
+                now if start_at is None else float(start_at),
+                now,
+            )
+        raise ValueError(f"unknown action kind {kind!r}")
+
+    def _kill(self, pids: list[list[int]]) -> dict[str, Any]:
+        killed, gone = [], []
+        for pid, start in pids:
+            if not same_process(self.proc_root, pid, start):
+                gone.append(pid)  # exited, or its PID was reused: never signal a stranger
+                continue
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            except ProcessLookupError:
+                gone.append(pid)
+        return {"killed": killed, "already_gone": gone}
+
+    def _pause(self, p: PendingAction) -> None:
+        log.warning("test hook: pausing for good before %s %s (intent %s journaled)", p.kind, p.target, p.id)
+        if self.pause_file is not None:
+            self.pause_file.write_text(f"{p.id} {p.kind} {p.target}\n")
+        while True:
+            time.sleep(3600)
+
+    # -- after a restart ------------------------------------------------------------
+
+    def happened(self, p: PendingAction) -> bool:
+        """Did the pending action take effect before the daemon died?"""
+        try:
+            if p.kind == "kill_local":
+                return not any(same_process(self.proc_root, pid, st) for pid, st in p.before.get("pids", []))
+            if p.kind == "drain":
+                return self.api.node(p.target).is_drained
+            if p.kind == "mark_down":
+                return self.api.node(p.target).is_down
+            if p.kind == "requeue":
+                before = p.before.get("restarts")
+                info = self.api.job(int(p.target))
+                if before is None or info.restarts <= int(before):
+                    return False
+                # Requeued, but the daemon may have died before lifting BeginTime: do that now (idempotent).
+                start_elsewhere(self.api, self.updater, int(p.target), p.before.get("exclude"), 0.0)
+                return True
+        except SlurmError as e:
+            if "invalid job id" in e.stderr.lower():
+                return True  # Slurm forgot the job: nothing left to do
+            raise
+        return False
+
+    def recover(self, now: float) -> list[Resolution]:
+        """Finish what a killed daemon left pending; each resolution is also one ActionLog line."""
+
+        def redo(p: PendingAction) -> dict[str, Any]:
+            return self._do(p.kind, p.target, p.reason, p.before, self.clock())
+
+        out = recover_pending(self.state, now, self.happened, redo)
+        for r in out:
+            a = r.action
+            self.actions.write(
+                now,
+                a.kind,
+                a.target,
+                a.reason,
+                a.observation,
+                outcome=r.outcome,
+                result=r.detail,
+                id=a.id,
+                recovered=True,
+            )
+        return out

@@ -1,0 +1,188 @@
+"""The head-node role: keep the Lighthouse up, and mark dead nodes down before Slurm notices.
+
+Slurm notices a dead node only after SlurmdTimeout (300 s by default): until
+then the group's job stays RUNNING on a node that is gone. The head daemon
+probes the slurmd of every node that runs a lamplighter job (TCP connect to
+NodeAddr:Port from `scontrol show nodes`); a node that refuses or ignores the
+connection for `node_silence_s` is marked DOWN with lamplighter's reason,
+which makes Slurm requeue its jobs at once (JobRequeue=1); the job is then
+kept off that node and started now (slurm_moves.py). Marking down counts
+against the same rate limit as drains.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lamplighter.configs.schema import NodeConfig
+from lamplighter.slurm.actions import SlurmApi
+from lamplighter.slurm.parsers import NodeInfo
+from lamplighter.slurm.run import SlurmError
+from lamplighter.supervisor.daemon.compute_loop import drain_history
+from lamplighter.supervisor.daemon.executor import Executor
+from lamplighter.supervisor.daemon.hostlist import expand_hostlist
+from lamplighter.supervisor.daemon.node_policy import REASON_PREFIX, NodeAction
+from lamplighter.supervisor.daemon.ratelimit import may_drain
+from lamplighter.supervisor.daemon.slurm_moves import start_elsewhere
+from lamplighter.supervisor.lighthouse import Lighthouse
+from lamplighter.supervisor.policy import backoff_s
+
+log = logging.getLogger(__name__)
+
+
+def slurmd_answers(host: str, port: int, timeout_s: float) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def decide_nodes(
+    now: float,
+    silent_since: dict[str, float],
+    nodes: dict[str, NodeInfo],
+    history: Iterable[tuple[float, str]],
+    cfg: NodeConfig,
+) -> list[NodeAction]:
+    """Pure: mark_down for nodes silent for node_silence_s and not already down, within the rate limit."""
+    out: list[NodeAction] = []
+    hist = list(history)
+    for name, since in sorted(silent_since.items()):
+        info = nodes.get(name)
+        if info is None or info.is_down or now - since < cfg.node_silence_s:
+            continue
+        observation = {
+            "type": "node-silent",
+            "node": name,
+            "silent_s": round(now - since, 3),
+            "slurm_state": info.state,
+        }
+        allowed, limit = may_drain(now, hist, len(nodes), cfg.max_drain_fraction, cfg.drain_window_s, node=name)
+        if not allowed:
+            out.append(
+                NodeAction("log", name, f"NOT MARKING {name} DOWN although its slurmd is silent: {limit}", observation)
+            )
+            continue
+        reason = (
+            f"{REASON_PREFIX}slurmd on {name} silent for {now - since:.1f} s (node_silence_s {cfg.node_silence_s:g})"
+        )
+        out.append(NodeAction("mark_down", name, reason, {**observation, "rate_limit": limit}))
+        hist.append((now, name))
+    return out
+
+
+@dataclass
+class HeadLoop:
+    cfg: NodeConfig
+    api: SlurmApi
+    executor: Executor
+    clock: Callable[[], float]
+    log_dir: Path
+    silent_since: dict[str, float] = field(default_factory=dict)
+    lighthouse: Lighthouse | None = None
+    lighthouse_restarts: int = 0
+    lighthouse_due: float | None = None
+    cycles: int = 0
+    last_marked: list[str] = field(default_factory=list)
+
+    def start(self, now: float) -> None:
+        if self.cfg.lighthouse is not None:
+            self.lighthouse = Lighthouse(self.cfg.lighthouse, self.log_dir / "lighthouse.log")
+            self.lighthouse.start(now)
+
+    def cycle(self) -> list[dict[str, Any]]:
+        now = self.clock()
+        self._lighthouse(now)
+        try:
+            jobs = [j for j in self.api.jobs(self.cfg.job_prefix) if j.state == "RUNNING"]
+            nodes = {n.name: n for n in self.api.nodes()} if jobs else {}
+        except SlurmError as e:
+            log.error("head: cannot read the queue or nodes: %s", e)
+            return []
+        watched = {name for j in jobs for name in expand_hostlist(j.nodes)}
+        probe_timeout = min(1.0, self.cfg.node_silence_s / 2)
+        for name in list(self.silent_since):
+            if name not in watched:
+                del self.silent_since[name]
+        for name in sorted(watched):
+            info = nodes.get(name)
+            if info is None:
+                continue
+            host = info.fields.get("NodeAddr") or name
+            port = int(info.fields.get("Port") or 6818)
+            if slurmd_answers(host, port, probe_timeout):
+                self.silent_since.pop(name, None)
+            else:
+                self.silent_since.setdefault(name, now)
+        now = self.clock()
+        actions = decide_nodes(now, self.silent_since, nodes, drain_history(self.executor.state.events()), self.cfg)
+        self.cycles += 1
+        if not actions:
+            return []
+        results = self.executor.execute(now, actions)
+        for a, r in zip(actions, results, strict=True):
+            if a.kind == "mark_down" and r["outcome"] == "ok":
+                self.last_marked.append(a.target)
+                self._restart_jobs_of(a.target, jobs)
+        return results
+
+    def _restart_jobs_of(self, node: str, jobs: list[Any]) -> None:
+        """Slurm requeued them when the node went down; start them now, elsewhere."""
+        for j in jobs:
+            if node in expand_hostlist(j.nodes):
+                try:
+                    res = start_elsewhere(
+                        self.api, None if self.executor.updater is None else self.executor.updater, j.job_id, node, 0.0
+                    )
+                    log.info("head: job %s of dead node %s: %s", j.job_id, node, res)
+                except (SlurmError, TimeoutError) as e:
+                    log.warning("head: could not start job %s of dead node %s at once: %s", j.job_id, node, e)
+
+    def _lighthouse(self, now: float) -> None:
+        lh = self.lighthouse
+        if lh is None or lh.popen is None:
+            return
+        code = lh.popen.poll()
+        if code is None:
+            return
+        if self.lighthouse_due is None:
+            delay = backoff_s(self.lighthouse_restarts, self.cfg.restart)
+            self.lighthouse_due = now + delay
+            self.executor.actions.write(
+                now,
+                "restart_lighthouse",
+                lh.address,
+                f"Lighthouse (pid {lh.popen.pid}) exited {code}; restarting in {delay:.1f} s on the same address",
+                {"type": "lighthouse-exit", "code": code},
+            )
+        if now >= self.lighthouse_due:
+            self.lighthouse_restarts += 1
+            self.lighthouse_due = None
+            lh.start(now)
+
+    def status(self) -> dict[str, Any]:
+        lh = self.lighthouse
+        return {
+            "role": "head",
+            "cycles": self.cycles,
+            "silent_nodes": dict(self.silent_since),
+            "marked_down": list(self.last_marked),
+            "lighthouse": None
+            if lh is None
+            else {
+                "address": lh.address,
+                "restarts": self.lighthouse_restarts,
+                "pid": lh.popen.pid if lh.popen else None,
+            },
+        }
+
+    def close(self) -> None:
+        """The Lighthouse is a service of this daemon: it stops with it (trainers reconnect when it returns)."""
+        if self.lighthouse is not None:
+            self.lighthouse.kill()

@@ -1,0 +1,202 @@
+"""`lamplighter supervise --config node.yaml`: the per-node daemon (compute or head role).
+
+Start-up: load the persisted state (exclusive per state dir), finish the
+actions a killed predecessor left pending (executor.recover), serve metrics
+and the status socket, then cycle every health.poll_interval_s. systemd
+hears READY=1 after the first full cycle and WATCHDOG=1 every cycle.
+SIGTERM/SIGINT: STOPPING=1, close everything; trainers are left running
+(the next daemon re-adopts them).
+
+Environment read here and nowhere else:
+    NOTIFY_SOCKET, WATCHDOG_USEC, WATCHDOG_PID   systemd (sd_notify.py)
+    LAMPLIGHTER_TEST_PAUSE_BEFORE=<action kind>  tests only: stop for good before
+    LAMPLIGHTER_TEST_PAUSE_FILE=<path>           that action (executor.py)
+    ROCM_PATH / LD_LIBRARY_PATH / LAMPLIGHTER_GPUSIM_DIR   passed on to the GPU probe workers
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from lamplighter.configs.loader import ConfigError, load_node
+from lamplighter.configs.schema import NodeConfig
+from lamplighter.slurm.actions import SlurmActions
+from lamplighter.slurm.run import SlurmCli
+from lamplighter.supervisor.daemon.actionlog import ActionLog, FileSink
+from lamplighter.supervisor.daemon.compute_loop import ComputeLoop
+from lamplighter.supervisor.daemon.executor import Executor
+from lamplighter.supervisor.daemon.head_loop import HeadLoop
+from lamplighter.supervisor.daemon.metrics import DaemonMetrics, MetricsServer, start_metrics_server
+from lamplighter.supervisor.daemon.sd_notify import Notifier, watchdog_interval
+from lamplighter.supervisor.daemon.slurm_moves import ScontrolJobUpdate
+from lamplighter.supervisor.daemon.state_store import DaemonState, StateError
+from lamplighter.supervisor.daemon.status_socket import StatusServer
+
+log = logging.getLogger("lamplighter.supervise")
+
+ENV_PAUSE_BEFORE = "LAMPLIGHTER_TEST_PAUSE_BEFORE"
+ENV_PAUSE_FILE = "LAMPLIGHTER_TEST_PAUSE_FILE"
+ACTIONS_FILE = "actions.jsonl"
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "supervise",
+        help="run the per-node supervisor daemon (systemd service)",
+        description="Watch this node's GPUs and lamplighter trainers (role compute), or the Lighthouse and the "
+        "nodes (role head), and act through Slurm: kill, drain, requeue, mark down.",
+    )
+    p.add_argument("--config", required=True, help="node config YAML (e.g. /etc/lamplighter/node.yaml)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value (repeatable)",
+    )
+    p.add_argument("--once", action="store_true", help="run one cycle, print the status as JSON, exit")
+    p.set_defaults(func=main_args)
+
+
+def main_args(args: argparse.Namespace) -> int:
+    try:
+        cfg = load_node(args.config, args.overrides, os.environ)
+    except ConfigError as e:
+        for problem in e.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        return run_daemon(cfg, os.environ, once=args.once)
+    except StateError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+
+
+def _gpu_check(cfg: NodeConfig, env: Mapping[str, str]) -> Any:
+    from lamplighter.supervisor.gpu.check import GpuCheck
+    from lamplighter.supervisor.gpu.worker import WorkerSpec
+
+    return GpuCheck(cfg.health, WorkerSpec(env=dict(env)))
+
+
+@dataclass
+class _Stop:
+    event: threading.Event
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        log.info("signal %d: stopping (trainers are left running)", signum)
+        self.event.set()
+
+
+def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> int:
+    node = cfg.node_name or socket.gethostname().split(".")[0]
+    state_dir = Path(cfg.state_dir)
+    state = DaemonState.load(state_dir)
+    sink = FileSink(state_dir / ACTIONS_FILE)
+
+    def both(line: str) -> None:
+        sink(line)
+        log.info("action %s", line)
+
+    actions = ActionLog(node, both)
+    metrics = DaemonMetrics()
+    api = SlurmActions(SlurmCli(slurm_conf=cfg.slurm_conf))
+    pause_file = env.get(ENV_PAUSE_FILE)
+    executor = Executor(
+        state,
+        api,
+        ScontrolJobUpdate(api.cli),
+        actions,
+        metrics,
+        pause_before=env.get(ENV_PAUSE_BEFORE) or None,
+        pause_file=Path(pause_file) if pause_file else None,
+    )
+    notifier = Notifier.from_env(env)
+    stop = threading.Event()
+    if not once:
+        signal.signal(signal.SIGTERM, _Stop(stop))
+        signal.signal(signal.SIGINT, _Stop(stop))
+    loop: ComputeLoop | HeadLoop
+    metrics_server: MetricsServer | None = None
+    status: StatusServer | None = None
+    try:
+        for r in executor.recover(time.time()):
+            log.warning("recovered %s %s %s: %s", r.action.id, r.action.kind, r.action.target, r.outcome)
+        if cfg.role == "head":
+            loop = HeadLoop(cfg, api, executor, time.time, state_dir / "logs")
+            loop.start(time.time())
+        else:
+            loop = ComputeLoop(cfg, node, api, executor, _gpu_check(cfg, env) if cfg.gpus else None, time.time, metrics)
+        if cfg.metrics.enabled and not once:
+            metrics_server = start_metrics_server(metrics.registry, cfg.metrics.host, cfg.metrics.port)
+
+        def document() -> dict[str, Any]:
+            snap = state.snapshot()
+            return {
+                "node": node,
+                "pid": os.getpid(),
+                "metrics_port": metrics_server.port if metrics_server else None,
+                **loop.status(),
+                "restarts": snap["restarts"],
+                "pending": list(snap["pending"].values()),
+                "recent_events": snap["events"][-20:],
+            }
+
+        if not once:
+            status = StatusServer(Path(cfg.status_socket), document).start()
+        interval = cfg.health.poll_interval_s
+        wd = watchdog_interval(env, os.getpid())
+        if wd is not None and wd < interval:
+            log.warning("watchdog interval %.1f s is shorter than poll_interval_s %.1f s", wd, interval)
+        first = True
+        while not stop.is_set():
+            started = time.monotonic()
+            loop.cycle()
+            if first:
+                notifier.ready(status=f"{cfg.role} supervisor for {node}")
+                log.info("ready: %s supervisor for node %s (state %s)", cfg.role, node, state_dir)
+                first = False
+            notifier.watchdog()
+            if once:
+                import json
+
+                print(json.dumps(document(), default=str))
+                break
+            stop.wait(max(0.0, interval - (time.monotonic() - started)))
+        notifier.stopping(status="stopping; trainers left running")
+    finally:
+        if status is not None:
+            status.close()
+        if metrics_server is not None:
+            metrics_server.close()
+        if "loop" in locals():
+            loop.close()
+        state.save()
+        state.close()
+        sink.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="lamplighter")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,338 @@
+"""`lamplighter supervise` on the real local Slurm cluster with simulated GPUs (slow: integration).
+
+Each test starts its own daemons (one per node name: the cluster's nodes
+share this machine's kernel, see node_trainers.py) with fresh state, and
+prints the latencies it saw; tests assert behaviour, never timing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from lamplighter.configs.schema import JobConfig
+from lamplighter.gpusim.build import ensure_built
+from lamplighter.slurm.actions import SlurmActions
+from lamplighter.slurm.render import render_job
+from lamplighter.slurm.testcluster import TestCluster, reset_cluster, running_cluster, slurm_installed
+from lamplighter.supervisor.daemon.status_socket import StatusError, read_status
+
+pytestmark = pytest.mark.integration
+HERE = Path(__file__).resolve().parent
+NODES = 4
+
+
+def wait_for(cond: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestCluster]:
+    missing = slurm_installed()
+    if missing:
+        pytest.skip(f"real Slurm not available: {missing}")
+    with running_cluster(tmp_path_factory.mktemp("daemon-cluster"), nodes=NODES) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def gpusim_lib() -> Path:
+    return ensure_built().parent.parent  # ROCM_PATH: the folder holding lib/libamd_smi.so
+
+
+class Daemons:
+    """The supervise daemons of one test; stopped (by PID) at the end."""
+
+    def __init__(self, root: Path, cluster: TestCluster, lib: Path) -> None:
+        self.root, self.cluster, self.lib = root, cluster, lib
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def gpusim(self, node: str) -> Path:
+        d = self.root / "gpusim" / node
+        if not d.exists():
+            self._gpusim("init", "--dir", str(d), "--gpus", "2")
+        return d
+
+    def _gpusim(self, *args: str) -> None:
+        subprocess.run(
+            [sys.executable, "-m", "lamplighter.gpusim.cli", "gpusim", *args],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
+
+    def inject(self, node: str, gpu: int, fault: str, count: int) -> None:
+        self._gpusim(
+            "inject", "--dir", str(self.gpusim(node)), "--gpu", str(gpu), "--fault", fault, "--count", str(count)
+        )
+
+    def config(self, name: str, **extra: Any) -> Path:
+        cfg = {
+            "node_name": name,
+            "state_dir": str(self.root / "state" / name),
+            "status_socket": str(self.root / "sock" / f"{name}.sock"),
+            "slurm_conf": str(self.cluster.conf_path),
+            "metrics": {"enabled": False},
+            "max_drain_fraction": 0.5,
+            "gpus": True,
+            "health": {"poll_interval_s": 0.5, "hang_timeout_s": 3.0, "probe_deadline_s": 1.0},
+            "restart": {"budget_per_group": 5},
+            **extra,
+        }
+        path = self.root / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(cfg))
+        return path
+
+    def sock(self, name: str) -> Path:
+        return self.root / "sock" / f"{name}.sock"
+
+    def start(self, name: str, env_extra: dict[str, str] | None = None, **extra: Any) -> None:
+        cfg = self.config(name, **extra)
+        env = dict(
+            os.environ,
+            SLURM_CONF=str(self.cluster.conf_path),
+            ROCM_PATH=str(self.lib),
+            LAMPLIGHTER_GPUSIM_DIR=str(self.gpusim(name)),
+            **(env_extra or {}),
+        )
+        log = open(self.root / f"daemon-{name}.log", "ab")  # noqa: SIM115 - handed to the child
+        try:
+            self.procs[name] = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "lamplighter.supervisor.daemon.supervise_cli",
+                    "supervise",
+                    "--config",
+                    str(cfg),
+                ],
+                stdout=log,
+                stderr=log,
+                env=env,
+            )
+        finally:
+            log.close()
+
+    def status(self, name: str) -> dict[str, Any]:
+        try:
+            return read_status(self.sock(name), timeout=5)
+        except StatusError:
+            return {}
+
+    def wait_ready(self, name: str, gpus: bool = True) -> None:
+        def ready() -> bool:
+            p = self.procs[name]
+            assert p.poll() is None, f"daemon {name} exited {p.returncode}: {self.log(name)[-2000:]}"
+            st = self.status(name)
+            return bool(st.get("cycles")) and (not gpus or all(g["status"] == "ok" for g in st.get("gpus", [])))
+
+        wait_for(ready, 60, f"daemon {name} ready")
+
+    def trainer_pid(self, name: str, job_id: int) -> int:
+        def find() -> int | None:
+            for t in self.status(name).get("trainers", []):
+                if t["job_id"] == str(job_id):
+                    return int(t["pid"])
+            return None
+
+        return int(wait_for(find, 30, f"daemon {name} to adopt job {job_id}"))
+
+    def log(self, name: str) -> str:
+        return (self.root / f"daemon-{name}.log").read_text(errors="replace")
+
+    def actions(self, name: str) -> list[dict[str, Any]]:
+        path = self.root / "state" / name / "actions.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        p = self.procs[name]
+        if p.poll() is None:
+            p.send_signal(sig)
+        p.wait(timeout=30)
+
+    def stop_all(self) -> None:
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs.values():
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=10)
+
+
+@pytest.fixture
+def daemons(cluster: TestCluster, gpusim_lib: Path, tmp_path: Path) -> Iterator[Daemons]:
+    reset_cluster(cluster)
+    d = Daemons(tmp_path, cluster, gpusim_lib)
+    try:
+        yield d
+    finally:
+        d.stop_all()
+        reset_cluster(cluster)
+
+
+def submit_group(cluster: TestCluster, root: Path, exclude: str | None = None) -> tuple[int, Path]:
+    job_name = f"t{uuid.uuid4().hex[:6]}"
+    run_dir = root / f"run-{job_name}"
+    job = JobConfig(
+        name=job_name,
+        run_dir=str(run_dir),
+        groups={"count": 1},
+        trainer={"command": ["{python}", str(HERE / "daemon_trainer.py")]},
+        slurm={"extra_sbatch": [f"--exclude={exclude}"] if exclude else []},
+    )
+    scripts = render_job(job, root / f"scripts-{job_name}", python=sys.executable)
+    return SlurmActions(cluster.cli()).submit(scripts[-1]), run_dir
+
+
+def running_on(api: SlurmActions, job_id: int, restarts: int | None = None) -> str | None:
+    info = api.job(job_id)
+    if info.state == "RUNNING" and (restarts is None or info.restarts == restarts):
+        return info.node_list
+    return None
+
+
+def start_all(d: Daemons, cluster: TestCluster, **kw: Any) -> None:
+    for n in cluster.node_names:
+        d.start(n, **kw)
+    for n in cluster.node_names:
+        d.wait_ready(n)
+
+
+def test_gpu_fault_drains_node_and_moves_job(daemons: Daemons, cluster: TestCluster) -> None:
+    api = SlurmActions(cluster.cli())
+    start_all(daemons, cluster)
+    job, run_dir = submit_group(cluster, daemons.root)
+    node = wait_for(lambda: running_on(api, job), 30, "job running")
+    daemons.trainer_pid(node, job)
+    t0 = time.monotonic()
+    daemons.inject(node, 1, "ecc-uncorrectable", 2)
+    info = wait_for(lambda: (n := api.node(node)).is_drained and n, 30, f"{node} drained")
+    t_drain = time.monotonic() - t0
+    assert info.reason.startswith("lamplighter: GPU 1"), info.reason
+    assert "uncorrectable ECC +2" in info.reason
+    other = wait_for(lambda: (n := running_on(api, job, 1)) and n != node and n, 30, "job running elsewhere")
+    t_run = time.monotonic() - t0
+    assert other != node
+    wait_for(lambda: (run_dir / "starts" / "0-1.json").exists(), 30, "attempt 1 started")
+    kinds = [a["action"] for a in daemons.actions(node)]
+    assert kinds == ["kill_local", "drain", "requeue"], kinds
+    print(f"\nGPU fault on {node}: drained after {t_drain:.2f} s, job running on {other} after {t_run:.2f} s")
+
+
+@pytest.mark.parametrize("fault", ["crash", "hang"])
+def test_trainer_failure_requeues(daemons: Daemons, cluster: TestCluster, fault: str) -> None:
+    api = SlurmActions(cluster.cli())
+    start_all(daemons, cluster)
+    job, run_dir = submit_group(cluster, daemons.root)
+    node = wait_for(lambda: running_on(api, job), 30, "job running")
+    pid = daemons.trainer_pid(node, job)
+    t0 = time.monotonic()
+    os.kill(pid, signal.SIGKILL if fault == "crash" else signal.SIGSTOP)
+    other = wait_for(lambda: running_on(api, job, 1), 60, "job requeued and running")
+    wait_for(lambda: (run_dir / "starts" / "0-1.json").exists(), 30, "attempt 1 started")
+    t_run = time.monotonic() - t0
+    assert api.job(job).restarts == 1
+    requeues = [a for a in daemons.actions(node) if a["action"] == "requeue"]
+    assert len(requeues) == 1 and requeues[0]["outcome"] == "ok", requeues
+    assert requeues[0]["observation"]["type"] == ("exit" if fault == "crash" else "hang")
+    assert not api.node(node).is_drained
+    print(f"\ntrainer {fault} on {node}: job running again on {other} after {t_run:.2f} s")
+
+
+def test_head_marks_dead_node_down_before_slurm(daemons: Daemons, cluster: TestCluster) -> None:
+    api = SlurmActions(cluster.cli())
+    daemons.start("head", role="head", gpus=False, node_silence_s=1.0)
+    daemons.wait_ready("head", gpus=False)
+    # The plain job's node is kept out of the lamplighter job's reach: Slurm would otherwise requeue
+    # it onto that (dead, not yet noticed) node, and the head role would rightly mark that one down too.
+    plain = daemons.root / "plain.sh"
+    plain.write_text(
+        f"#!/bin/bash\n#SBATCH --job-name=plain\n#SBATCH --requeue\n"
+        f"#SBATCH --output={daemons.root}/plain-%j.out\nexec srun sleep 600\n"
+    )
+    other_job = api.submit(plain)
+    node_b = wait_for(lambda: running_on(api, other_job), 30, "plain job running")
+    job, _ = submit_group(cluster, daemons.root, exclude=node_b)
+    node_a = wait_for(lambda: running_on(api, job), 30, "lamplighter job running")
+    t0 = time.monotonic()
+    cluster.crash_node(node_a)
+    cluster.crash_node(node_b)
+    times: dict[str, float] = {}
+    while len(times) < 4 and time.monotonic() - t0 < 90:
+        now = time.monotonic() - t0
+        if "ours_down" not in times and api.node(node_a).is_down:
+            times["ours_down"] = now
+        if "slurm_down" not in times and api.node(node_b).is_down:
+            times["slurm_down"] = now
+        if "ours_running" not in times and (n := running_on(api, job, 1)) and n != node_a:
+            times["ours_running"] = now
+        if "slurm_running" not in times and (n := running_on(api, other_job, 1)) and n != node_b:
+            times["slurm_running"] = now
+        time.sleep(0.05)
+    assert len(times) == 4, times
+    reason_a = api.node(node_a).reason or ""
+    reason_b = api.node(node_b).reason or ""
+    assert reason_a.startswith("lamplighter: slurmd on"), reason_a
+    assert not reason_b.startswith("lamplighter"), reason_b
+    # Behaviour, not timing: lamplighter had marked its node down before Slurm had marked the other.
+    assert times["ours_down"] <= times["slurm_down"], times
+    print(
+        f"\nnode crash: head role marked {node_a} down after {times['ours_down']:.2f} s, job running elsewhere "
+        f"after {times['ours_running']:.2f} s; Slurm alone: {node_b} DOWN after {times['slurm_down']:.2f} s "
+        f"({reason_b!r}), job running after {times['slurm_running']:.2f} s"
+    )
+
+
+def test_daemon_killed_mid_recovery_completes_once(daemons: Daemons, cluster: TestCluster) -> None:
+    api = SlurmActions(cluster.cli())
+    job_a, run_a = submit_group(cluster, daemons.root)
+    job_b, _ = submit_group(cluster, daemons.root)
+    node_a = wait_for(lambda: running_on(api, job_a), 30, "job A running")
+    node_b = wait_for(lambda: running_on(api, job_b), 30, "job B running")
+    pause = daemons.root / "paused"
+    for n in cluster.node_names:
+        extra = {"LAMPLIGHTER_TEST_PAUSE_BEFORE": "requeue", "LAMPLIGHTER_TEST_PAUSE_FILE": str(pause)}
+        daemons.start(n, env_extra=extra if n == node_a else None)
+    for n in cluster.node_names:
+        daemons.wait_ready(n)
+    pid_a = daemons.trainer_pid(node_a, job_a)
+    pid_b = daemons.trainer_pid(node_b, job_b)
+    os.kill(pid_a, signal.SIGKILL)
+    wait_for(pause.exists, 30, "the daemon to journal the requeue and pause")
+    assert api.job(job_a).restarts == 0  # journaled, not done
+    daemons.kill(node_a)  # SIGKILL in the middle of the recovery
+    daemons.start(node_a)
+    wait_for(lambda: running_on(api, job_a, 1), 60, "job A requeued by the restarted daemon")
+    wait_for(lambda: (run_a / "starts" / "0-1.json").exists(), 30, "attempt 1 started")
+    cycles = daemons.status(node_a).get("cycles", 0)
+    wait_for(lambda: daemons.status(node_a).get("cycles", 0) >= cycles + 6, 30, "a few more cycles")
+    assert api.job(job_a).restarts == 1
+    requeues = [a for a in daemons.actions(node_a) if a["action"] == "requeue"]
+    assert [(a.get("recovered", False), a["outcome"]) for a in requeues] == [(True, "ok")], requeues
+    st = daemons.status(node_a)
+    assert list(st["restarts"].values()) == [1], st["restarts"]
+    assert not st["pending"]
+    # The other job's trainer was never touched.
+    assert api.job(job_b).restarts == 0 and api.job(job_b).state == "RUNNING"
+    assert Path(f"/proc/{pid_b}").exists()
