@@ -34,6 +34,7 @@ def log(msg: str) -> None:
 
 def run_goodput(args: argparse.Namespace) -> None:
     from bench.goodput import Bench, calibrate_steps, run_all
+    from bench.lamplighter_slurm import available as lamplighter_slurm_available
     from bench.recovery import SCENARIOS, run_scenarios
     from bench.summarize import write_all
     from lamplighter.slurm.testcluster import TestCluster, slurm_installed
@@ -42,16 +43,21 @@ def run_goodput(args: argparse.Namespace) -> None:
     if missing:
         raise SystemExit(f"bench: Slurm is needed for the baselines: {missing}")
     mtbfs = [float(x) for x in args.mtbf.split(",")]
+    mode = args.lamplighter
+    if mode == "auto":
+        why = lamplighter_slurm_available()
+        mode = "local" if why else "slurm"
+        log(f"[bench] lamplighter runs {'in local mode: ' + why if why else 'on Slurm with its node daemons'}")
     cluster = TestCluster(BUILD / "cluster", nodes=4)
     cluster.up()
     try:
         steps = args.steps or calibrate_steps(cluster, sys.executable, Workload(), args.train_s, log=log)
         w = Workload(steps=steps)
-        rows = run_all(w, mtbfs, args.reps, args.kinds.split(","), cluster, sys.executable, log=log)
+        rows = run_all(w, mtbfs, args.reps, args.kinds.split(","), cluster, sys.executable, log, mode)
         if not args.no_scenarios:
             # Long enough that every recovery fits; the Slurm runs stop once the failed replica commits again.
-            scen = Bench(Workload(steps=steps), cluster, BUILD / "runs", sys.executable)
-            rows += run_scenarios(scen, list(SCENARIOS), timeout_s=60.0, log=log)
+            scen = Bench(Workload(steps=steps), cluster, BUILD / "runs", sys.executable, mode)
+            rows += run_scenarios(scen, list(SCENARIOS), timeout_s=50.0, log=log)
     finally:
         cluster.down()
     lines = write_all(
@@ -80,10 +86,16 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="one repetition, one MTBF, short runs (a smoke test)")
     ap.add_argument("--steps", type=int, default=0, help="target step of every run (default: calibrated)")
-    ap.add_argument("--train-s", type=float, default=30.0, help="fault-free training time the calibration aims at")
+    ap.add_argument("--train-s", type=float, default=25.0, help="fault-free training time the calibration aims at")
     ap.add_argument("--mtbf", default="10,20", help="MTBFs in seconds (runs take ~30-60 s fault-free)")
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--kinds", default="kill,hang", help="fault kinds of the goodput schedules")
+    ap.add_argument(
+        "--lamplighter",
+        choices=("auto", "slurm", "local"),
+        default="auto",
+        help="lamplighter's arm: on Slurm with its node daemons (auto: when installed), or local mode",
+    )
     ap.add_argument("--no-scenarios", action="store_true", help="skip the node-crash and Lighthouse-loss runs")
     ap.add_argument("--skip", default="", help=f"comma-separated parts to skip: {', '.join(PARTS)}")
     args = ap.parse_args(argv)
@@ -100,9 +112,18 @@ def main(argv: list[str] | None = None) -> int:
         write_result("overhead", measure(1 if args.quick else 2, log=log))
         log(f"[bench] overhead done at {time.monotonic() - t0:.0f} s")
     if "quorum" not in skip:
-        from bench.lighthouse_quorum import main as quorum_main
-
-        quorum_main(["--groups", "2,4,8,16,32,64", "--repeat", "2" if args.quick else "3"])
+        # A subprocess: the Lighthouse logs every quorum request to the terminal.
+        BUILD.mkdir(parents=True, exist_ok=True)
+        with open(BUILD / "quorum.log", "wb") as out:
+            subprocess.run(
+                [sys.executable, "-m", "bench.lighthouse_quorum", "--repeat", "2" if args.quick else "3"],
+                cwd=REPO,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=300,
+                check=False,
+            )
+        log(f"[bench] Lighthouse quorum done at {time.monotonic() - t0:.0f} s (log: {BUILD / 'quorum.log'})")
     if "gpu-probe" not in skip:
         res = run_script("gpu-probe", ["bench/gpu_probe_cost.py", "--gpus", "8", "--cycles", "50"], 300)
         if res is not None:

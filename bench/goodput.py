@@ -29,6 +29,7 @@ from bench.baselines.ckpt_trainer import CKPT_LOG
 from bench.baselines.poll_runner import PollRunner
 from bench.jobspec import BUILD, Workload, job_config
 from bench.lamplighter_arm import run_local
+from bench.lamplighter_slurm import LamplighterSlurm
 from bench.metrics import run_metrics
 from bench.runrecord import RunRecord
 from bench.slurm_drive import drive
@@ -79,8 +80,11 @@ def checkpoint_choice(run_dir: Path, run: RunRecord) -> dict[str, Any] | None:
 
 
 class Bench:
-    def __init__(self, w: Workload, cluster: TestCluster, root: Path, python: str) -> None:
+    def __init__(
+        self, w: Workload, cluster: TestCluster, root: Path, python: str, lamplighter_mode: str = "local"
+    ) -> None:
         self.w, self.cluster, self.root, self.python = w, cluster, root, python
+        self.lamplighter_mode = lamplighter_mode
         self.api = SlurmActions(cluster.cli(timeout=15))
 
     def one(
@@ -94,32 +98,51 @@ class Bench:
         ckpt_mtbf_s: float,
         tag: str | None = None,
         until_recovered: bool = False,
+        steps: int | None = None,
     ) -> RunRecord:
         tag = tag or f"{strategy}-m{int(mtbf_s) if mtbf_s else 0}-r{rep}"
+        w = self.w if steps is None else Workload(**{**self.w.__dict__, "steps": steps})
         run_dir = self.root / tag
         shutil.rmtree(run_dir, ignore_errors=True)
         shutil.rmtree(run_dir.parent / f"{tag}.in", ignore_errors=True)
         run_id = f"{tag}-{int(time.time())}"
+        if strategy == "lamplighter" and self.lamplighter_mode == "slurm":
+            lab = BUILD / "labs" / tag
+            shutil.rmtree(lab, ignore_errors=True)
+            lab.mkdir(parents=True)
+            ll = LamplighterSlurm(lab, run_dir, w, run_id, tag)
+            run = drive(
+                ll,
+                planned,
+                seed=seed,
+                target=w.steps,
+                timeout_s=timeout_s,
+                mtbf_s=mtbf_s,
+                rep=rep,
+                until_recovered=until_recovered,
+            )
+            run.extra["mode"] = "slurm: lamplighter submit + lamplighter supervise on every node"
+            return run
         if strategy == "lamplighter":
-            job = job_config(f"b-{tag}", run_dir, self.w, run_id=run_id)
+            job = job_config(f"b-{tag}", run_dir, w, run_id=run_id)
             return run_local(job, planned, seed=seed, timeout_s=timeout_s, mtbf_s=mtbf_s, rep=rep, python=self.python)
         reset_cluster(self.cluster)
         conf = str(self.cluster.conf_path)
         if strategy == "ckpt-restart":
-            job = job_config(f"b-{tag}", run_dir, self.w, run_id=run_id, slurm_conf=conf)
+            job = job_config(f"b-{tag}", run_dir, w, run_id=run_id, slurm_conf=conf)
             strat: CheckpointRestart | PollRunner = CheckpointRestart(
                 job, self.api, run_id, self.python, mtbf_s=ckpt_mtbf_s
             )
         else:
             job = job_config(
-                f"b-{tag}", run_dir, self.w, run_id=run_id, slurm_conf=conf, requeue=False, lighthouse_port=free_port()
+                f"b-{tag}", run_dir, w, run_id=run_id, slurm_conf=conf, requeue=False, lighthouse_port=free_port()
             )
             strat = PollRunner(job, self.api, run_id, self.python)
         run = drive(
             strat,
             planned,
             seed=seed,
-            target=self.w.steps,
+            target=w.steps,
             timeout_s=timeout_s,
             mtbf_s=mtbf_s,
             rep=rep,
@@ -147,11 +170,18 @@ def calibrate_steps(cluster: TestCluster, python: str, w: Workload, train_s: flo
 
 
 def run_all(
-    w: Workload, mtbfs: list[float], reps: int, kinds: list[str], cluster: TestCluster, python: str, log: Any = print
+    w: Workload,
+    mtbfs: list[float],
+    reps: int,
+    kinds: list[str],
+    cluster: TestCluster,
+    python: str,
+    log: Any = print,
+    lamplighter_mode: str = "local",
 ) -> list[dict[str, Any]]:
     root = BUILD / "runs"
     root.mkdir(parents=True, exist_ok=True)
-    b = Bench(w, cluster, root, python)
+    b = Bench(w, cluster, root, python, lamplighter_mode)
     out: list[dict[str, Any]] = []
     for rep in range(reps):
         order = list(STRATEGIES[rep % 3 :] + STRATEGIES[: rep % 3])

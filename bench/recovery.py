@@ -26,7 +26,7 @@ from lamplighter.supervisor.chaos import PlannedFault
 
 FAULT_AT_S = 6.0
 SCENARIOS = {
-    "node-crash": ("ckpt-restart", "poll-10s"),
+    "node-crash": ("lamplighter", "ckpt-restart", "poll-10s"),
     "lighthouse-kill": ("lamplighter", "poll-10s"),
 }
 
@@ -35,7 +35,12 @@ def run_scenarios(b: Bench, kinds: list[str], timeout_s: float, log: Any = print
     rows = []
     for kind in kinds:
         for strategy in SCENARIOS[kind]:
+            if strategy == "lamplighter" and kind == "node-crash" and b.lamplighter_mode != "slurm":
+                continue  # local mode has no nodes
             planned = [PlannedFault(FAULT_AT_S, kind, None)]
+            # Slurm runs stop once the fault is recovered from; lamplighter's local run stops at its target.
+            local = strategy == "lamplighter" and b.lamplighter_mode == "local"
+            steps = b.w.steps if local else 20 * b.w.steps
             run = b.one(
                 strategy,
                 None,
@@ -46,6 +51,7 @@ def run_scenarios(b: Bench, kinds: list[str], timeout_s: float, log: Any = print
                 ckpt_mtbf_s=30.0,
                 tag=f"{strategy}-{kind}",
                 until_recovered=True,
+                steps=steps,
             )
             run.extra["scenario"] = kind
             m = run_metrics(run)

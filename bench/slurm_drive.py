@@ -54,6 +54,7 @@ def drive(
     steps = StepFollower(strategy.run_dir, strategy.replicas)
     injector = ChaosInjector(planned, seed)
     faults: list[Fault] = []
+    highs: list[int] = []  # the job's highest committed step when each fault hit
     starts: dict[int, list[float]] = {i: [] for i in range(strategy.replicas)}
     current: dict[int, int] = {}  # replica -> host pid of its live trainer
     started_at: dict[int, float] = {}
@@ -83,6 +84,7 @@ def drive(
                 and not injector.remaining
                 and faults
                 and all(recovered(f, steps, started_at) for f in faults)
+                and steps.max_step() > max(highs)
             ):
                 reached = True
                 break
@@ -101,12 +103,14 @@ def drive(
                         kill_lh()
                     elif shot.fault.kind == "node-crash":
                         node = node_of(current[shot.group])
+                        crash_node = getattr(strategy, "crash_node", crash_node)
                         if crash_node is None or node is None:
                             raise RuntimeError(f"cannot crash the node of replica {shot.group} (node {node})")
                         crash_node(node)
                     else:
                         hurt(current[shot.group], shot.fault.kind)
                     faults.append(Fault(kind=shot.fault.kind, index=shot.group, t_injected=t_hit))
+                    highs.append(steps.max_step())
             time.sleep(TICK_S)
     finally:
         t_end = time.time()

@@ -21,6 +21,11 @@ SUBSTRATE_NOTE = (
     "Slurm test cluster on this machine, paying Slurm's scheduling latency (~1 s per start) that local mode does not."
 )
 
+SLURM_NOTE = (
+    "All three strategies ran on real Slurm test clusters on this machine: lamplighter with `submit` and its node "
+    "daemon (`lamplighter supervise`) on every node of a fresh lab per run; the baselines on a cluster of their own."
+)
+
 
 def maybe_spread(values: list[float | None]) -> dict[str, Any] | None:
     vals = [v for v in values if v is not None]
@@ -174,18 +179,19 @@ def write_all(rows: list[dict[str, Any]], config: dict[str, Any]) -> list[str]:
         "checkpoint_cost_s": maybe_spread([c["median_cost_s"] for c in ckpt if c]),
     }
     lines = ratio_lines(good, rec, int(config.get("reps", 0)))
+    note = SUBSTRATE_NOTE if config.get("lamplighter_mode", "local") == "local" else SLURM_NOTE
     write_result(
         "goodput",
         {
             "config": config,
-            "substrate": SUBSTRATE_NOTE,
+            "substrate": note,
             "checkpoint_interval": k_choice,
             **good,
             "ratio_table_md": lines,
             "runs": rows,
         },
     )
-    write_result("recovery", {"config": config, "substrate": SUBSTRATE_NOTE, **rec})
+    write_result("recovery", {"config": config, "substrate": note, **rec})
     plot_goodput(good)
     plot_recovery(rec)
     return lines

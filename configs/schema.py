@@ -228,8 +228,6 @@ _RESERVED_SBATCH = {
     "--parsable",
     "--gpus-per-node",
     "--open-mode",
-    "--nodelist",
-    "-w",
 }
 
 

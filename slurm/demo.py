@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     lab = SlurmLab(
         root / "lab",
         LabSettings(
-            compute_nodes=4,
+            compute_nodes=6,
             health=HealthConfig(hang_timeout_s=8.0, poll_interval_s=0.5),
             restart=RestartConfig(budget_per_group=10, crash_loop_max=10),
             lighthouse=LighthouseConfig(host="127.0.0.1", port=port, placement="head-service"),
@@ -70,8 +70,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"submitted: groups {sub.groups}; waiting for every group to commit ...", flush=True)
         run.wait_all_committing()
         gpu_node: str | None = None
-        for kind in kinds:
-            group, node = run.group_on_node(exclude={gpu_node} if gpu_node else None)
+        for i, kind in enumerate(kinds):
+            # A different group each time: the daemon keeps a requeued job off every node it failed on.
+            group, node = run.group_on_node(exclude={gpu_node} if gpu_node else None, prefer=i % args.groups)
             out = run.fault(kind, None if kind == "lighthouse-kill" else group)
             print(
                 json.dumps({k: out.recovered[k] for k in ("kind", "group", "node_after", "t_first_commit")}), flush=True

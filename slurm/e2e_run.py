@@ -83,8 +83,8 @@ class LabRun:
         groups = list(self.sub.groups)
         wait_until(lambda: all(self.committed_steps(g) for g in groups), timeout, "every group to commit a step")
 
-    def group_on_node(self, exclude: set[str] | None = None) -> tuple[int, str]:
-        """A running group and its node, avoiding nodes in `exclude` where possible."""
+    def group_on_node(self, exclude: set[str] | None = None, prefer: int | None = None) -> tuple[int, str]:
+        """A running group and its node: `prefer` if it runs, else the first not on a node in `exclude`."""
         assert self.sub is not None
         choices: list[tuple[int, str]] = []
         for g, jid in sorted(self.sub.groups.items()):
@@ -93,7 +93,7 @@ class LabRun:
                 choices.append((g, expand_nodelist(info.node_list)[0]))
         if not choices:
             raise RuntimeError("no group is running")
-        preferred = [c for c in choices if c[1] not in (exclude or set())]
+        preferred = [c for c in choices if c[0] == prefer] or [c for c in choices if c[1] not in (exclude or set())]
         return (preferred or choices)[0]
 
     def fault(self, kind: str, group: int | None, recovery_timeout: float = 120.0) -> FaultOutcome:

@@ -26,10 +26,10 @@ from lamplighter.slurm.run import SlurmError
 from lamplighter.supervisor.daemon.compute_loop import drain_history
 from lamplighter.supervisor.daemon.executor import Executor
 from lamplighter.supervisor.daemon.hostlist import expand_hostlist
+from lamplighter.supervisor.daemon.lighthouse_keeper import KeptLighthouse
 from lamplighter.supervisor.daemon.node_policy import REASON_PREFIX, NodeAction
 from lamplighter.supervisor.daemon.ratelimit import may_drain
 from lamplighter.supervisor.daemon.slurm_moves import start_elsewhere
-from lamplighter.supervisor.lighthouse import Lighthouse
 from lamplighter.supervisor.policy import backoff_s
 
 log = logging.getLogger(__name__)
@@ -84,8 +84,9 @@ class HeadLoop:
     executor: Executor
     clock: Callable[[], float]
     log_dir: Path
+    state_dir: Path | None = None  # where the Lighthouse's record is kept; default: log_dir's parent
     silent_since: dict[str, float] = field(default_factory=dict)
-    lighthouse: Lighthouse | None = None
+    lighthouse: KeptLighthouse | None = None
     lighthouse_restarts: int = 0
     lighthouse_due: float | None = None
     cycles: int = 0
@@ -93,7 +94,8 @@ class HeadLoop:
 
     def start(self, now: float) -> None:
         if self.cfg.lighthouse is not None:
-            self.lighthouse = Lighthouse(self.cfg.lighthouse, self.log_dir / "lighthouse.log")
+            state_dir = self.state_dir if self.state_dir is not None else self.log_dir.parent
+            self.lighthouse = KeptLighthouse(self.cfg.lighthouse, state_dir, self.log_dir / "lighthouse.log")
             self.lighthouse.start(now)
 
     def cycle(self) -> list[dict[str, Any]]:
@@ -146,11 +148,9 @@ class HeadLoop:
 
     def _lighthouse(self, now: float) -> None:
         lh = self.lighthouse
-        if lh is None or lh.popen is None:
+        if lh is None or lh.alive():
             return
-        code = lh.popen.poll()
-        if code is None:
-            return
+        code = lh.exit_code()
         if self.lighthouse_due is None:
             delay = backoff_s(self.lighthouse_restarts, self.cfg.restart)
             self.lighthouse_due = now + delay
@@ -158,13 +158,14 @@ class HeadLoop:
                 now,
                 "restart_lighthouse",
                 lh.address,
-                f"Lighthouse (pid {lh.popen.pid}) exited {code}; restarting in {delay:.1f} s on the same address",
+                f"Lighthouse (pid {lh.pid}) exited ({'code unknown' if code is None else code}); "
+                f"restarting in {delay:.1f} s on the same address",
                 {"type": "lighthouse-exit", "code": code},
             )
         if now >= self.lighthouse_due:
             self.lighthouse_restarts += 1
             self.lighthouse_due = None
-            lh.start(now)
+            lh.restart(now)
 
     def status(self) -> dict[str, Any]:
         lh = self.lighthouse
@@ -178,11 +179,12 @@ class HeadLoop:
             else {
                 "address": lh.address,
                 "restarts": self.lighthouse_restarts,
-                "pid": lh.popen.pid if lh.popen else None,
+                "pid": lh.pid,
+                "adopted": lh.adopted,
             },
         }
 
     def close(self) -> None:
-        """The Lighthouse is a service of this daemon: it stops with it (trainers reconnect when it returns)."""
-        if self.lighthouse is not None:
-            self.lighthouse.kill()
+        """The Lighthouse is left running: the quorum must outlive a daemon restart (lighthouse_keeper.py)."""
+        if self.lighthouse is not None and self.lighthouse.alive():
+            log.info("leaving the Lighthouse pid %s on %s running", self.lighthouse.pid, self.lighthouse.address)

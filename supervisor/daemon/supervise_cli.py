@@ -86,11 +86,18 @@ def main_args(args: argparse.Namespace) -> int:
         return 1
 
 
-def _gpu_check(cfg: NodeConfig, env: Mapping[str, str]) -> Any:
+def _gpu_check(cfg: NodeConfig, env: Mapping[str, str], state: DaemonState) -> Any:
+    from lamplighter.supervisor.daemon import gpu_baselines
     from lamplighter.supervisor.gpu.check import GpuCheck
     from lamplighter.supervisor.gpu.worker import WorkerSpec
 
-    return GpuCheck(cfg.health, WorkerSpec(env=dict(env)))
+    # Baselines from before a restart: errors that grew while the daemon was down still count.
+    return GpuCheck(
+        cfg.health,
+        WorkerSpec(env=dict(env)),
+        baselines=gpu_baselines.restore(state),
+        on_baseline=gpu_baselines.persister(state),
+    )
 
 
 @dataclass
@@ -137,10 +144,10 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
         for r in executor.recover(time.time()):
             log.warning("recovered %s %s %s: %s", r.action.id, r.action.kind, r.action.target, r.outcome)
         if cfg.role == "head":
-            loop = HeadLoop(cfg, api, executor, time.time, state_dir / "logs")
+            loop = HeadLoop(cfg, api, executor, time.time, state_dir / "logs", state_dir)
             loop.start(time.time())
         else:
-            loop = ComputeLoop(cfg, node, api, executor, _gpu_check(cfg, env) if cfg.gpus else None, time.time, metrics)
+            loop = ComputeLoop(cfg, node, api, executor, _gpu_check(cfg, env, state) if cfg.gpus else None, time.time, metrics)
         if cfg.metrics.enabled and not once:
             metrics_server = start_metrics_server(metrics.registry, cfg.metrics.host, cfg.metrics.port)
 

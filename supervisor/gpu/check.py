@@ -12,13 +12,18 @@ that start is under a deadline of its own).
 observe(now) never waits on a worker beyond `collect_s`, and only for
 requests made in this call: a reply that arrives later is used by a later
 call. `now` is the caller's clock for deadlines; `clock` only bounds the wait.
+
+Baselines (the error counters when watching began) can outlive the check:
+`baselines` seeds them by BDF (a GPU's index can change across reboots, its
+BDF does not), and `on_baseline(now, bdf, baseline)` hears every change, so a
+restarted supervisor still counts errors that grew while it was down.
 """
 
 from __future__ import annotations
 
 import selectors
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +54,8 @@ class GpuCheck:
         start_deadline_s: float | None = None,
         respawn_after_s: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
+        baselines: Mapping[str, Baseline] | None = None,
+        on_baseline: Callable[[float, str, Baseline], None] | None = None,
     ) -> None:
         self.health = health
         self.spec = spec
@@ -58,6 +65,8 @@ class GpuCheck:
         self.start_deadline_s = start_deadline_s if start_deadline_s is not None else max(10.0, health.probe_deadline_s)
         self.respawn_after_s = respawn_after_s
         self.clock = clock
+        self.baselines = dict(baselines or {})  # by BDF: taken by an earlier check of this node
+        self.on_baseline = on_baseline
         self.gpus: dict[int, _Gpu] = {}
         self.enumerated: int | None = None
 
@@ -147,7 +156,14 @@ class GpuCheck:
                 waiting.add(i)
             return
         if kind == "reading":
+            if g.baseline == Baseline() and w.bdf in self.baselines:
+                g.baseline = self.baselines[w.bdf]  # first reading: carry on from the persisted baseline
+            before = g.baseline
             obs, g.baseline = assess(i, w.bdf, msg, g.baseline, self.health)
+            if g.baseline != before and w.bdf is not None:
+                self.baselines[w.bdf] = g.baseline
+                if self.on_baseline is not None:
+                    self.on_baseline(now, w.bdf, g.baseline)
             g.fresh = g.last = obs
             w.state = "idle"
             waiting.discard(i)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import yaml
 
@@ -27,6 +28,8 @@ from lamplighter.slurm.actions import SlurmActions
 from lamplighter.slurm.render import render_job
 from lamplighter.slurm.testcluster import TestCluster, reset_cluster, running_cluster, slurm_installed
 from lamplighter.supervisor.daemon.status_socket import StatusError, read_status
+from lamplighter.supervisor.lighthouse_status import LighthouseStatusError, fetch_status
+from lamplighter.supervisor.process_group import free_port
 
 pytestmark = pytest.mark.integration
 HERE = Path(__file__).resolve().parent
@@ -336,3 +339,65 @@ def test_daemon_killed_mid_recovery_completes_once(daemons: Daemons, cluster: Te
     # The other job's trainer was never touched.
     assert api.job(job_b).restarts == 0 and api.job(job_b).state == "RUNNING"
     assert Path(f"/proc/{pid_b}").exists()
+
+
+def _lighthouse_answers(address: str) -> bool:
+    try:
+        fetch_status(address, timeout=2.0)
+        return True
+    except LighthouseStatusError:
+        return False
+
+
+def _lighthouses_on(port: int) -> list[int]:
+    """PIDs of live processes serving a Lighthouse on this port (by command line)."""
+    out = []
+    for p in psutil.process_iter(["cmdline", "status"]):
+        cmd = p.info["cmdline"] or []
+        if f"127.0.0.1:{port}" in cmd and "--bind" in cmd and p.info["status"] != psutil.STATUS_ZOMBIE:
+            out.append(p.pid)
+    return out
+
+
+def test_head_keeps_the_lighthouse_across_its_own_restart(daemons: Daemons, cluster: TestCluster) -> None:
+    port = free_port("127.0.0.1")
+    address = f"http://127.0.0.1:{port}"
+    extra: dict[str, Any] = {"role": "head", "gpus": False, "lighthouse": {"host": "127.0.0.1", "port": port}}
+    record = daemons.root / "state" / "head" / "lighthouse.json"
+
+    def lighthouse_pid() -> int | None:
+        lh = daemons.status("head").get("lighthouse") or {}
+        return lh.get("pid")
+
+    daemons.start("head", **extra)
+    try:
+        daemons.wait_ready("head", gpus=False)
+        wait_for(lambda: _lighthouse_answers(address), 30, "the Lighthouse to answer")
+        first = int(wait_for(lighthouse_pid, 10, "the Lighthouse pid in the status"))
+
+        os.kill(first, signal.SIGKILL)
+        second = int(wait_for(lambda: (p := lighthouse_pid()) and p != first and p, 30, "a new Lighthouse"))
+        wait_for(lambda: _lighthouse_answers(address), 30, "the restarted Lighthouse to answer on the same port")
+        restarts = [a for a in daemons.actions("head") if a["action"] == "restart_lighthouse"]
+        assert len(restarts) == 1 and restarts[0]["target"] == address, restarts
+
+        daemons.kill("head", signal.SIGTERM)
+        assert daemons.procs["head"].returncode == 0, daemons.log("head")[-2000:]
+        assert _lighthouse_answers(address), "the Lighthouse went down with the daemon"
+        assert _lighthouses_on(port) == [second]
+        assert json.loads(record.read_text())["pid"] == second
+
+        daemons.start("head", **extra)
+        daemons.wait_ready("head", gpus=False)
+        lh = daemons.status("head")["lighthouse"]
+        assert lh["pid"] == second and lh["adopted"] is True, lh
+        assert _lighthouses_on(port) == [second]  # no second Lighthouse was started
+        assert _lighthouse_answers(address)
+    finally:
+        daemons.stop_all()  # first, so that nobody restarts the Lighthouse we are about to stop
+        if record.exists():
+            rec = json.loads(record.read_text())
+            if rec["pid"] in _lighthouses_on(port):
+                os.kill(rec["pid"], signal.SIGKILL)
+        for pid in _lighthouses_on(port):
+            os.kill(pid, signal.SIGKILL)

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration
 
 def settings(port: int) -> LabSettings:
     return LabSettings(
-        compute_nodes=4,
+        compute_nodes=6,
         health=HealthConfig(hang_timeout_s=8.0, poll_interval_s=0.5, probe_deadline_s=2.0),
         restart=RestartConfig(budget_per_group=10, crash_loop_max=10),
         lighthouse=LighthouseConfig(host="127.0.0.1", port=port, placement="head-service"),
@@ -115,8 +115,9 @@ def test_slurm_e2e_every_fault_kind(lab_with_daemons: tuple[SlurmLab, int], tmp_
     run.submit()
     run.wait_all_committing()
     gpu_node: str | None = None
-    for kind in ("kill", "hang", "gpu", "node-crash", "lighthouse-kill", "supervisor-kill"):
-        group, node = run.group_on_node(exclude={gpu_node} if gpu_node else None)
+    for i, kind in enumerate(("kill", "hang", "gpu", "node-crash", "lighthouse-kill", "supervisor-kill")):
+        # A different group each time: the daemon keeps a requeued job off every node it failed on.
+        group, node = run.group_on_node(exclude={gpu_node} if gpu_node else None, prefer=i % 3)
         target = None if kind == "lighthouse-kill" else group
         out = run.fault(kind, target)
         assert out.recovered["t_first_commit"] is not None, (kind, out.recovered)

@@ -1,0 +1,135 @@
+"""lamplighter's arm on Slurm: `submit` onto a lab with a node daemon per node, faults from the same driver.
+
+Each run gets a fresh lamplighter.slurm.lab.SlurmLab (head node + compute
+nodes, one simulated GPU each, `lamplighter supervise` on every node, the
+Lighthouse as the head node's service), so drains and exclusions of one run
+never reach the next. The job is the same as the baselines' (bench.jobspec)
+with the Slurm settings the lab needs. Recovery is entirely the daemons'
+work; the driver only injects. Detection times come from the daemons'
+action logs (the first kill, requeue or mark-down that names the group).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from bench.jobspec import Workload, job_config
+from lamplighter.configs.loader import load_job
+from lamplighter.configs.schema import HealthConfig, JobConfig, LighthouseConfig, RestartConfig
+from lamplighter.slurm.actions import SlurmActions
+from lamplighter.slurm.lab import LabSettings, SlurmLab
+from lamplighter.slurm.run import SlurmError
+from lamplighter.slurm.submission import Submission, cancel_job, submit_job
+from lamplighter.slurm.testcluster import pick_port_range
+
+DETECT_ACTIONS = ("kill_local", "requeue", "mark_down", "restart_lighthouse")
+
+
+def available() -> str | None:
+    """None if the lab can run lamplighter's node daemon here, else why not."""
+    try:
+        from lamplighter.slurm.lab import daemon_argv
+
+        return None if daemon_argv(Path("node.yaml")) is not None else "the node daemon is not installed"
+    except ImportError as e:
+        return f"the Slurm lab is not importable: {e}"
+
+
+class LamplighterSlurm:
+    name = "lamplighter"
+
+    def __init__(self, lab_root: Path, run_dir: Path, w: Workload, run_id: str, tag: str) -> None:
+        self.lab_root, self.run_dir, self.w, self.run_id, self.tag = lab_root, run_dir, w, run_id, tag
+        self.replicas = w.replicas
+        self.detections: list[tuple[float, int | None]] = []
+        self.lab: SlurmLab | None = None
+        self.sub: Submission | None = None
+        self.job: JobConfig | None = None
+
+    def _job(self, lab: SlurmLab, port: int) -> JobConfig:
+        base = job_config(f"b-{self.tag}", self.run_dir, self.w, run_id=self.run_id, lighthouse_port=port)
+        cfg = base.model_dump(mode="json")
+        cfg["slurm"] = {
+            "requeue": True,
+            "exclusive": True,
+            "extra_sbatch": [f"--exclude={lab.head}"],
+            "slurm_conf": str(lab.cluster.conf_path),
+            "time": "00:30:00",
+        }
+        path = self.lab_root / "job.yaml"
+        path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+        return load_job(path)
+
+    def start(self) -> None:
+        port = pick_port_range(1)
+        base = job_config("probe", self.run_dir, self.w, run_id=self.run_id)
+        self.lab = SlurmLab(
+            self.lab_root,
+            LabSettings(
+                compute_nodes=4,
+                gpus_per_node=1,
+                health=HealthConfig(**{**base.health.model_dump(), "hang_timeout_s": base.health.hang_timeout_s}),
+                restart=RestartConfig(**base.restart.model_dump()),
+                lighthouse=LighthouseConfig(**{**base.lighthouse.model_dump(), "port": port}),
+            ),
+        )
+        self.lab.up()
+        if not self.lab.daemons_started:
+            raise RuntimeError("lamplighter's node daemon did not start in the lab")
+        self.job = self._job(self.lab, port)
+        api = SlurmActions(self.lab.cluster.cli(timeout=15))
+        self.sub = submit_job(self.job, api, config_path=str(self.lab_root / "job.yaml"))
+
+    def crash_node(self, node: str) -> None:
+        assert self.lab is not None
+        self.lab.cluster.crash_node(node)
+
+    def tick(self, now: float) -> None:
+        pass  # the node daemons recover; nothing to do here
+
+    def stop(self) -> None:
+        if self.lab is None:
+            return
+        try:
+            if self.sub is not None:
+                try:
+                    cancel_job(self.sub, SlurmActions(self.lab.cluster.cli(timeout=15)))
+                except SlurmError:
+                    pass
+            self.detections = read_detections(self.lab.action_logs(), self.sub)
+        finally:
+            self.lab.down()
+
+    def kill_lighthouse(self) -> None:
+        """Chaos: SIGKILL the head node's Lighthouse service (its runner restarts it, like systemd)."""
+        assert self.lab is not None
+        pid = self.lab.services.pid("lighthouse")
+        if pid is not None:
+            import os
+            import signal
+
+            os.kill(pid, signal.SIGKILL)
+
+
+def read_detections(logs: list[Path], sub: Submission | None) -> list[tuple[float, int | None]]:
+    """(time, group) of every action that shows a daemon noticed a failure; group from the job id."""
+    groups = {} if sub is None else {str(jid): g for g, jid in sub.groups.items()}
+    out: list[tuple[float, int | None]] = []
+    for path in logs:
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if rec.get("action") not in DETECT_ACTIONS:
+                continue
+            target = str(rec.get("target", ""))
+            obs = rec.get("observation") if isinstance(rec.get("observation"), dict) else {}
+            group = rec.get("group", obs.get("group"))
+            if group is None:
+                group = next((g for jid, g in groups.items() if jid in target), None)
+            out.append((float(rec["ts"]), None if group is None else int(group)))
+    return sorted(out)
