@@ -135,7 +135,14 @@ class Bench:
             )
         else:
             job = job_config(
-                f"b-{tag}", run_dir, w, run_id=run_id, slurm_conf=conf, requeue=False, lighthouse_port=free_port()
+                f"b-{tag}",
+                run_dir,
+                w,
+                run_id=run_id,
+                slurm_conf=conf,
+                requeue=False,
+                lighthouse_port=free_port(),
+                under_slurm=True,
             )
             strat = PollRunner(job, self.api, run_id, self.python)
         run = drive(

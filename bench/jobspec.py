@@ -32,6 +32,21 @@ class Workload:
         }
 
 
+# The rendered sbatch scripts put group rank 0's TCPStore on 30000 + job id % 2000. Several Slurm clusters
+# share this one machine (the lab per run, the baselines' cluster, other test suites), all numbering jobs
+# from 1, so that port is often taken. Under Slurm the trainer is started through this wrapper instead,
+# which picks the port from a range those never use. (Bare arithmetic names: no braces, which the
+# trainer.command template would read as placeholders.)
+SLURM_TRAINER = [
+    "bash",
+    "-c",
+    'export MASTER_PORT=$((29600 + (SLURM_JOB_ID * 7 + SLURM_RESTART_COUNT) % 400)); exec "$0" -m lamplighter.trainer'
+    ' --config "$1"',
+    "{python}",
+    "{config}",
+]
+
+
 def job_config(
     name: str,
     run_dir: Path,
@@ -41,6 +56,7 @@ def job_config(
     lighthouse_port: int = 0,
     slurm_conf: str | None = None,
     requeue: bool = True,
+    under_slurm: bool = False,
 ) -> JobConfig:
     """The job, with lamplighter's tuned torchft settings (those of configs/demo.yaml) for every strategy."""
     return JobConfig.model_validate(
@@ -52,6 +68,7 @@ def job_config(
                 "model": w.model(),
                 # The run's marker lets the benchmark find (and hurt) exactly its own trainers.
                 "env": {"BENCH_RUN": run_id},
+                "command": SLURM_TRAINER if under_slurm else None,
                 # Only used when no live peer exists; the schedule always leaves one.
                 "checkpoint": {"enabled": False},
             },

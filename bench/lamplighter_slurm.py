@@ -50,7 +50,9 @@ class LamplighterSlurm:
         self.job: JobConfig | None = None
 
     def _job(self, lab: SlurmLab, port: int) -> JobConfig:
-        base = job_config(f"b-{self.tag}", self.run_dir, self.w, run_id=self.run_id, lighthouse_port=port)
+        base = job_config(
+            f"b-{self.tag}", self.run_dir, self.w, run_id=self.run_id, lighthouse_port=port, under_slurm=True
+        )
         cfg = base.model_dump(mode="json")
         cfg["slurm"] = {
             "requeue": True,

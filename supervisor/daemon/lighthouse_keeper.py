@@ -45,7 +45,10 @@ def read_record(path: Path) -> LighthouseRecord | None:
     try:
         raw = json.loads(path.read_text())
         return LighthouseRecord(
-            int(raw["pid"]), int(raw["start_time"]), int(raw["port"]), [str(a) for a in raw["argv"]],
+            int(raw["pid"]),
+            int(raw["start_time"]),
+            int(raw["port"]),
+            [str(a) for a in raw["argv"]],
             float(raw["started_at"]),
         )
     except FileNotFoundError:
@@ -137,9 +140,9 @@ class KeptLighthouse:
         return lighthouse_argv(self.cfg, port, [])
 
     def _is_recorded(self, rec: LighthouseRecord) -> bool:
-        return start_time_of(self.proc_root, rec.pid) == rec.start_time and cmdline_of(
-            self.proc_root, rec.pid
-        ) == list(rec.argv)
+        return start_time_of(self.proc_root, rec.pid) == rec.start_time and cmdline_of(self.proc_root, rec.pid) == list(
+            rec.argv
+        )
 
     def _start_new(self, now: float, port: int) -> None:
         if self.lighthouse is not None and self.lighthouse.popen is not None:

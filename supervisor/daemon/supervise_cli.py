@@ -147,7 +147,9 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
             loop = HeadLoop(cfg, api, executor, time.time, state_dir / "logs", state_dir)
             loop.start(time.time())
         else:
-            loop = ComputeLoop(cfg, node, api, executor, _gpu_check(cfg, env, state) if cfg.gpus else None, time.time, metrics)
+            loop = ComputeLoop(
+                cfg, node, api, executor, _gpu_check(cfg, env, state) if cfg.gpus else None, time.time, metrics
+            )
         if cfg.metrics.enabled and not once:
             metrics_server = start_metrics_server(metrics.registry, cfg.metrics.host, cfg.metrics.port)
 

@@ -1,0 +1,204 @@
+"""The node daemon's own cost: CPU and memory of `lamplighter supervise` with 8 simulated GPUs at 1 s and
+4 trainer processes it watches. Target: under 1% of a core, under 100 MB RSS.
+
+    .venv/bin/python bench/daemon_cost.py [--seconds 30] [--gpus 8] [--trainers 4] [--poll 1.0]
+
+The trainers are real Slurm step tasks on the project's test cluster (one group job, 4 tasks on node n1,
+`--overcommit` because a test node has 2 CPUs), so the daemon discovers, verifies and adopts them as it
+would on a cluster; each writes a step heartbeat every 0.2 s. The GPU probe workers are separate processes
+by design (one per GPU, killable): their CPU and RSS are reported next to the daemon's own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import yaml
+
+from bench.results_io import write_result
+from lamplighter.gpusim.build import ensure_built, sim_env
+from lamplighter.gpusim.state import StateDir
+from lamplighter.slurm.actions import SlurmActions
+from lamplighter.slurm.testcluster import running_cluster, slurm_installed
+from lamplighter.supervisor.daemon.status_socket import StatusError, read_status
+
+NODE = "n1"
+JOB = "bench"
+DUMMY = """\
+import os, time
+from pathlib import Path
+from lamplighter.trainer.contract import RunPaths, write_json_atomic
+paths = RunPaths(Path(os.environ["LAMPLIGHTER_RUN_DIR"]))
+rid, rank, step = int(os.environ["LAMPLIGHTER_REPLICA_ID"]), int(os.environ.get("SLURM_PROCID", "0")), 0
+while True:
+    step += 1
+    write_json_atomic(paths.heartbeat(rid, rank), {"step": step, "time": time.time(), "pid": os.getpid()})
+    time.sleep(0.2)
+"""
+
+
+def wait_for(cond: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.1)
+
+
+def group_script(root: Path, trainers: int) -> Path:
+    """One lamplighter-named group job with `trainers` tasks on NODE, carrying the trainer contract's env."""
+    run_dir = root / "run"
+    (root / "dummy.py").write_text(DUMMY)
+    script = root / "group.sh"
+    script.write_text(
+        "#!/bin/bash\n"
+        f"#SBATCH --job-name=ll-{JOB}-g0\n#SBATCH --nodelist={NODE}\n#SBATCH --ntasks={trainers}\n"
+        f"#SBATCH --overcommit\n#SBATCH --output={root}/group-%j.out\n"
+        f"export LAMPLIGHTER_JOB={JOB} LAMPLIGHTER_REPLICA_ID=0 LAMPLIGHTER_ATTEMPT=0 LAMPLIGHTER_RUN_DIR={run_dir}\n"
+        f"exec srun --overcommit {sys.executable} {root / 'dummy.py'}\n"
+    )
+    return script
+
+
+def tree(pid: int) -> list[psutil.Process]:
+    p = psutil.Process(pid)
+    return [p, *p.children(recursive=True)]
+
+
+def cpu_s(procs: list[psutil.Process]) -> float:
+    total = 0.0
+    for p in procs:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def rss_mb(procs: list[psutil.Process]) -> float:
+    total = 0
+    for p in procs:
+        try:
+            total += p.memory_info().rss
+        except psutil.NoSuchProcess:
+            pass
+    return total / 2**20
+
+
+def measure(root: Path, seconds: float, gpus: int, trainers: int, poll: float) -> dict[str, Any]:
+    lib = ensure_built().parent.parent
+    sd = StateDir(root / "gpus")
+    sd.init(gpus)
+    with running_cluster(root / "cluster", nodes=2) as cluster:
+        api = SlurmActions(cluster.cli())
+        job = api.submit(group_script(root, trainers))
+        wait_for(lambda: api.job(job).state == "RUNNING", 60, "the group job running")
+        sock = root / "status.sock"
+        cfg = {
+            "node_name": NODE,
+            "state_dir": str(root / "state"),
+            "status_socket": str(sock),
+            "slurm_conf": str(cluster.conf_path),
+            "metrics": {"enabled": True, "host": "127.0.0.1", "port": 0},
+            "health": {"poll_interval_s": poll},
+        }
+        (root / "node.yaml").write_text(yaml.safe_dump(cfg))
+        env = sim_env(lib, sd.root, dict(os.environ, SLURM_CONF=str(cluster.conf_path)))
+        with open(root / "daemon.log", "wb") as log:
+            daemon = subprocess.Popen(
+                [sys.executable, "-m", "lamplighter", "supervise", "--config", str(root / "node.yaml")],
+                stdout=log,
+                stderr=log,
+                env=env,
+            )
+        try:
+
+            def status() -> dict[str, Any]:
+                if daemon.poll() is not None:
+                    raise RuntimeError(f"daemon exited {daemon.returncode}; see {root / 'daemon.log'}")
+                try:
+                    return read_status(sock, timeout=5)
+                except StatusError:
+                    return {}
+
+            def settled() -> bool:
+                st = status()
+                gs = st.get("gpus", [])
+                return (
+                    len(st.get("trainers", [])) == trainers and len(gs) == gpus and all(g["status"] == "ok" for g in gs)
+                )
+
+            wait_for(settled, 90, f"{trainers} trainers adopted and {gpus} GPUs healthy")
+            time.sleep(2 * poll)  # let the start-up cycles pass before the window opens
+            procs = tree(daemon.pid)
+            c0, d0, t0, cyc0 = cpu_s(procs), cpu_s(procs[:1]), time.monotonic(), status()["cycles"]
+            rss_daemon, rss_all = [], []
+            while time.monotonic() - t0 < seconds:
+                time.sleep(1.0)
+                procs = tree(daemon.pid)
+                rss_daemon.append(rss_mb(procs[:1]))
+                rss_all.append(rss_mb(procs))
+            c1, d1, t1, st = cpu_s(procs), cpu_s(procs[:1]), time.monotonic(), status()
+            main = psutil.Process(daemon.pid)
+            torch_loaded = any("torch" in m.path for m in main.memory_maps())
+            daemon_only = main.cpu_times()
+            result = {
+                "config": {"gpus": gpus, "trainers": trainers, "poll_interval_s": poll, "window_s": round(t1 - t0, 2)},
+                "cycles": st["cycles"] - cyc0,
+                "trainers_adopted": len(st["trainers"]),
+                "cpu_core_fraction_daemon_and_workers": (c1 - c0) / (t1 - t0),
+                "cpu_core_fraction_daemon": (d1 - d0) / (t1 - t0),
+                "cpu_s_daemon_total_since_start": daemon_only.user + daemon_only.system,
+                "rss_mb_daemon": max(rss_daemon),
+                "rss_mb_daemon_and_workers": max(rss_all),
+                "processes": len(procs),
+                "daemon_maps_torch": torch_loaded,
+                "targets": {"cpu_core_fraction": 0.01, "rss_mb": 100},
+            }
+        finally:
+            if daemon.poll() is None:
+                daemon.send_signal(signal.SIGTERM)
+                daemon.wait(timeout=30)
+            api.cancel(job)
+    return result
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=30.0)
+    ap.add_argument("--gpus", type=int, default=8)
+    ap.add_argument("--trainers", type=int, default=4)
+    ap.add_argument("--poll", type=float, default=1.0)
+    args = ap.parse_args()
+    missing = slurm_installed()
+    if missing:
+        print(f"real Slurm not available: {missing}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="ll-daemon-cost-", dir="/tmp") as tmp:
+        result = measure(Path(tmp), args.seconds, args.gpus, args.trainers, args.poll)
+    path = write_result("daemon_cost", result)
+    print(json.dumps(result, indent=2))
+    print(
+        f"daemon alone {100 * result['cpu_core_fraction_daemon']:.2f}%, daemon + {result['processes'] - 1} workers: {100 * result['cpu_core_fraction_daemon_and_workers']:.2f}% "
+        f"of a core over {result['config']['window_s']} s ({result['cycles']} cycles); RSS daemon "
+        f"{result['rss_mb_daemon']:.1f} MB, with workers {result['rss_mb_daemon_and_workers']:.1f} MB -> {path}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""`lamplighter supervise` as systemd runs it: READY and WATCHDOG over a real datagram socket, metrics and
+the status socket served, and a clean SIGTERM (STOPPING=1, exit 0) that leaves the trainers running.
+
+The daemon is a real subprocess (compute role, simulated GPUs, no Slurm needed: it acts only on trainers of
+Slurm jobs, and there are none); the test plays systemd's part by binding NOTIFY_SOCKET itself.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from lamplighter.gpusim.build import sim_env
+from lamplighter.gpusim.state import StateDir
+from lamplighter.supervisor.daemon.status_socket import StatusError, read_status
+from lamplighter.trainer.contract import ENV_ATTEMPT, ENV_JOB, ENV_REPLICA_ID, ENV_RUN_DIR
+
+pytestmark = pytest.mark.integration
+GPUS = 2
+
+
+def wait_for(cond: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+class NotifySocket:
+    """systemd's side of sd_notify: a datagram socket (abstract namespace) that collects what it is sent."""
+
+    def __init__(self) -> None:
+        self.name = f"@lamplighter-test-{uuid.uuid4().hex}"
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(b"\0" + self.name[1:].encode())
+        self.sock.settimeout(0.1)
+        self.messages: list[list[str]] = []
+
+    def drain(self) -> list[list[str]]:
+        while True:
+            try:
+                data = self.sock.recv(4096)
+            except TimeoutError:
+                return self.messages
+            self.messages.append(data.decode().split("\n"))
+
+    def count(self, line: str) -> int:
+        return sum(line in m for m in self.drain())
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def notify() -> Iterator[NotifySocket]:
+    s = NotifySocket()
+    yield s
+    s.close()
+
+
+def _stop(p: subprocess.Popen[bytes]) -> None:
+    if p.poll() is None:
+        p.kill()
+        p.wait(timeout=10)
+
+
+def test_ready_watchdog_metrics_status_and_sigterm_leaves_trainer(
+    gpusim_root: Path, tmp_path: Path, notify: NotifySocket
+) -> None:
+    sd = StateDir(tmp_path / "gpus")
+    sd.init(GPUS)
+    sock_path = tmp_path / "run" / "status.sock"
+    cfg = {
+        "role": "compute",
+        "node_name": "node-under-test",
+        "state_dir": str(tmp_path / "state"),
+        "status_socket": str(sock_path),
+        "metrics": {"enabled": True, "host": "127.0.0.1", "port": 0},
+        "gpus": True,
+        "health": {"poll_interval_s": 0.2, "probe_deadline_s": 1.0},
+    }
+    cfg_path = tmp_path / "node.yaml"
+    cfg_path.write_text(yaml.safe_dump(cfg))
+    env = sim_env(gpusim_root, sd.root)
+    env.update({"NOTIFY_SOCKET": notify.name, "WATCHDOG_USEC": "500000"})
+    env.pop("WATCHDOG_PID", None)
+    trainer_env = dict(os.environ)
+    run_dir = tmp_path / "run-job"
+    trainer_env.update({ENV_JOB: "job-a", ENV_REPLICA_ID: "0", ENV_RUN_DIR: str(run_dir), ENV_ATTEMPT: "0"})
+    trainer = subprocess.Popen(
+        [sys.executable, "-c", "import time\nwhile True: time.sleep(1)"], env=trainer_env, start_new_session=True
+    )
+    log = tmp_path / "daemon.log"
+    with open(log, "wb") as out:
+        daemon = subprocess.Popen(
+            [sys.executable, "-m", "lamplighter", "supervise", "--config", str(cfg_path)],
+            stdout=out,
+            stderr=out,
+            env=env,
+        )
+    try:
+
+        def alive() -> None:
+            assert daemon.poll() is None, f"daemon exited {daemon.returncode}: {log.read_text()[-3000:]}"
+
+        def ready() -> bool:
+            alive()
+            return notify.count("READY=1") > 0
+
+        wait_for(ready, 60, "READY=1")
+        first = notify.count("WATCHDOG=1")
+        wait_for(lambda: alive() or notify.count("WATCHDOG=1") >= first + 3, 30, "repeated WATCHDOG=1")
+
+        def status() -> dict[str, Any]:
+            alive()
+            try:
+                return read_status(sock_path, timeout=5)
+            except StatusError:
+                return {}
+
+        st = wait_for(
+            lambda: (
+                (s := status()) and len(s.get("gpus", [])) == GPUS and all(g["status"] == "ok" for g in s["gpus"]) and s
+            ),
+            60,
+            "both GPUs healthy in the status",
+        )
+        assert st["pid"] == daemon.pid and st["role"] == "compute" and st["node"] == "node-under-test"
+        assert st["cycles"] >= 1 and st["pending"] == []
+        port = st["metrics_port"]
+        assert isinstance(port, int) and port > 0
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+        for gpu in range(GPUS):
+            assert f'lamplighter_gpu_health{{gpu="{gpu}",status="ok"}} 1.0' in text, text[:2000]
+
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(timeout=30) == 0, log.read_text()[-3000:]
+        wait_for(lambda: notify.count("STOPPING=1") > 0, 10, "STOPPING=1")
+        assert trainer.poll() is None, "the trainer died with the daemon"
+        assert not sock_path.exists() or not _answers(sock_path)
+    finally:
+        _stop(daemon)
+        _stop(trainer)
+
+
+def _answers(path: Path) -> bool:
+    try:
+        read_status(path, timeout=1)
+        return True
+    except StatusError:
+        return False
