@@ -42,6 +42,10 @@ test-fast: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/lamplighter local configs/demo.yaml --run-dir runs/demo-$$(date +%Y%m%d-%H%M%S)
 
+# The whole Slurm path on a real local cluster: daemons, submit, one fault of each kind, report.
+demo-slurm: $(STAMP)
+	$(BIN)/python -m lamplighter.slurm.demo --dir build/demo-slurm
+
 bench: $(STAMP) gpusim
 	$(BIN)/python -m bench
 

@@ -45,6 +45,7 @@ class LamplighterSlurm:
         self.lab_root, self.run_dir, self.w, self.run_id, self.tag = lab_root, run_dir, w, run_id, tag
         self.replicas = w.replicas
         self.detections: list[tuple[float, int | None]] = []
+        self.lighthouse_starts: list[float] = []  # the head node's service runner (systemd) restarts it
         self.lab: SlurmLab | None = None
         self.sub: Submission | None = None
         self.job: JobConfig | None = None
@@ -102,6 +103,8 @@ class LamplighterSlurm:
                 except SlurmError:
                     pass
             self.detections = read_detections(self.lab.action_logs(), self.sub)
+            svc = self.lab.services.services.get("lighthouse")
+            self.lighthouse_starts = list(svc.starts) if svc is not None else []
         finally:
             self.lab.down()
 

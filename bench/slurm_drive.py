@@ -118,9 +118,12 @@ def drive(
         release(list(find_trainers(strategy.run_id).values()))
     steps.poll()
     attribute_detections(faults, strategy.detections)
+    lh_starts = getattr(strategy, "lighthouse_starts", [])
     for f in faults:
-        if f.index is not None:
-            f.t_restarted = next((t for t in starts[f.index] if t > f.t_injected), None)
+        again = starts[f.index] if f.index is not None else lh_starts
+        f.t_restarted = next((t for t in again if t > f.t_injected), None)
+        if f.t_detected is None and f.t_restarted is not None:
+            f.t_detected = f.t_restarted  # restarted by something that logs no action (systemd for the Lighthouse)
     return RunRecord(
         strategy=strategy.name,
         mtbf_s=mtbf_s,

@@ -14,6 +14,7 @@ COMMAND_MODULES = [
     "lamplighter.slurm.render_cli",
     "lamplighter.supervisor.local_cli",
     "lamplighter.supervisor.daemon.supervise_cli",
+    "lamplighter.slurm.job_cli",
     "lamplighter.slurm.cluster_cli",
     "lamplighter.gpusim.cli",
 ]

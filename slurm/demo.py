@@ -6,7 +6,7 @@ injects kill, hang, gpu, node-crash, lighthouse-kill and supervisor-kill one at
 a time (each waits until its group commits again), waits for the end, writes
 report.json and timeline.png, prints the per-fault numbers and tears it all down.
 
-    python -m lamplighter.slurm.demo [--dir build/demo-slurm] [--steps 3000] [--kinds kill,gpu]
+    python -m lamplighter.slurm.demo [--dir build/demo-slurm] [--steps 1100] [--kinds kill,gpu]
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from lamplighter.configs.schema import HealthConfig, LighthouseConfig, RestartCo
 from lamplighter.slurm.chaos_slurm import KINDS
 from lamplighter.slurm.e2e_run import drained_nodes, per_kind_lines, prepare_run
 from lamplighter.slurm.lab import LabSettings, SlurmLab
-from lamplighter.slurm.testcluster import pick_port_range, slurm_installed
+from lamplighter.slurm.testcluster import pick_port_range, slurm_installed, wait_until
 
 DEFAULT_KINDS = ("kill", "hang", "gpu", "node-crash", "lighthouse-kill", "supervisor-kill")
 
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument("--dir", type=Path, default=Path("build/demo-slurm"), help="lab folder (wiped first)")
-    ap.add_argument("--steps", type=int, default=3000, help="target steps (long enough for every fault)")
+    ap.add_argument("--steps", type=int, default=1100, help="target steps (long enough for every fault)")
     ap.add_argument("--groups", type=int, default=3)
     ap.add_argument("--kinds", default=",".join(DEFAULT_KINDS), help="fault kinds, in order")
     ap.add_argument("--no-daemons", action="store_true", help="no node daemons: Slurm's own detection only")
@@ -69,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
         sub = run.submit()
         print(f"submitted: groups {sub.groups}; waiting for every group to commit ...", flush=True)
         run.wait_all_committing()
+        wait_until(
+            lambda: min(len(run.committed_steps(g)) for g in range(args.groups)) >= 30, 120, "30 fault-free steps"
+        )
         gpu_node: str | None = None
         for i, kind in enumerate(kinds):
             # A different group each time: the daemon keeps a requeued job off every node it failed on.

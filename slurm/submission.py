@@ -198,18 +198,6 @@ def wait_lighthouse(
         time.sleep(0.2)
 
 
-def with_quorum_retries(job: JobConfig) -> JobConfig:
-    """The trainers' TORCHFT_QUORUM_RETRIES from torchft.quorum_retries, as local mode sets it.
-
-    Without it a Lighthouse restart makes every group's quorum call time out at once.
-    (Belongs in trainer.adapter.trainer_env, which the sbatch renderer uses; until then, here.)
-    """
-    if "TORCHFT_QUORUM_RETRIES" in job.trainer.env or not hasattr(job.torchft, "quorum_retries"):
-        return job
-    env = {**job.trainer.env, "TORCHFT_QUORUM_RETRIES": str(job.torchft.quorum_retries)}
-    return job.model_copy(update={"trainer": job.trainer.model_copy(update={"env": env})})
-
-
 def submit_job(
     job: JobConfig,
     api: SlurmApi,
@@ -222,7 +210,6 @@ def submit_job(
     now: Callable[[], float] = time.time,
 ) -> Submission:
     """Render and submit everything; on any failure cancel what was submitted and raise SubmitError."""
-    job = with_quorum_retries(job)
     paths = resolve_paths(job, base)
     prev = paths.run_dir / SUBMISSION_FILE
     if prev.exists():

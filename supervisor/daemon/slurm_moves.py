@@ -7,11 +7,18 @@ protects against that with BeginTime = now + cred_expire + 1 (121 s by
 default). Keeping the requeued job off the node it failed on lets it start
 now elsewhere (measured 0.9 s). When no other node could take it, the
 StartTime is left to Slurm.
+
+The exclusion is transient: each requeue excludes the job's own `--exclude`
+(read from its batch script) plus the node it just failed on, not every node it
+ever failed on. A node that is really broken is drained or DOWN and Slurm keeps
+jobs off it anyway; accumulating healthy nodes would leave a job that failed on
+every node pending forever.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from typing import Protocol
 
 from lamplighter.slurm.actions import SlurmApi, check_job_id, check_node_name, poll_job
@@ -24,6 +31,8 @@ SETTLE_TIMEOUT_S = 20.0
 class JobUpdater(Protocol):
     def update_job(self, job_id: int, settings: dict[str, str]) -> None: ...
 
+    def batch_script(self, job_id: int) -> str: ...
+
 
 class ScontrolJobUpdate:
     """`scontrol update jobid=J Key=Value...`: every value its own argv element."""
@@ -33,6 +42,18 @@ class ScontrolJobUpdate:
 
     def update_job(self, job_id: int, settings: dict[str, str]) -> None:
         self.cli.run("scontrol", "update", f"jobid={check_job_id(job_id)}", *(f"{k}={v}" for k, v in settings.items()))
+
+    def batch_script(self, job_id: int) -> str:
+        return self.cli.run("scontrol", "write", "batch_script", str(check_job_id(job_id)), "-")
+
+
+_EXCLUDE = re.compile(r"^#SBATCH\s+(?:--exclude(?:=|\s+)|-x\s*)[\"']?([^\s\"']+)", re.MULTILINE)
+
+
+def script_exclusions(script: str) -> list[str]:
+    """The nodes a batch script excludes itself (#SBATCH --exclude / -x; the last one wins, as in sbatch)."""
+    found = _EXCLUDE.findall(script)
+    return expand(found[-1]) if found else []
 
 
 def expand(hostlist: str | None) -> list[str]:
@@ -75,9 +96,9 @@ def start_elsewhere(
         others = [n.name for n in api.nodes() if n.name != exclude and n.available]
         if not others:
             return {"start": f"left to Slurm: no node but {exclude} can take it now"}
-        # Added to what the job already excludes (its own --exclude, earlier failed nodes): never replaced.
-        have = info.fields.get("ExcNodeList")
-        settings["ExcNodeList"] = ",".join(dict.fromkeys([*expand(have), check_node_name(exclude)]))
+        # The job's own --exclude stays; nodes it failed on before do not pile up (see the module docstring).
+        own = script_exclusions(updater.batch_script(job_id)) if updater is not None else []
+        settings["ExcNodeList"] = ",".join(dict.fromkeys([*own, check_node_name(exclude)]))
     settings["StartTime"] = start_time_value(delay_s)
     try:
         if updater is None:

@@ -94,3 +94,12 @@ def test_backoff_and_state_round_trip() -> None:
 def test_hostlist() -> None:
     assert expand_hostlist("n[1-3,5],gpu07") == ["n1", "n2", "n3", "n5", "gpu07"]
     assert expand_hostlist("a[08-10]") == ["a08", "a09", "a10"]
+
+
+def test_script_exclusions_last_one_wins_as_in_sbatch() -> None:
+    from lamplighter.supervisor.daemon.slurm_moves import script_exclusions
+
+    script = '#!/bin/bash\n#SBATCH --job-name="x"\n#SBATCH --exclude="n1"\n#SBATCH -x n[2-3]\nsrun true\n'
+    assert script_exclusions(script) == ["n2", "n3"]
+    assert script_exclusions('#SBATCH --exclude=n1\n# SBATCH --exclude=n9\n') == ["n1"]
+    assert script_exclusions("#!/bin/bash\nsrun true\n") == []
