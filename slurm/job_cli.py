@@ -184,7 +184,7 @@ def _add_chaos(sub: Any) -> None:
             "Every injection and recovery goes to <run_dir>/chaos.jsonl."
         ),
         epilog="examples:\n  lamplighter chaos lab --once kill --group 1\n"
-        "  lamplighter chaos lab --mtbf 30s --kinds kill,hang --max 5\n"
+        "  lamplighter chaos lab --chaos mtbf=30s,kinds=kill,hang,max=5\n"
         "  lamplighter chaos lab --chaos @faults.yaml --gpusim-root build/gpus",
     )
     _job_args(p)
