@@ -33,7 +33,7 @@ def log(msg: str) -> None:
 
 
 def run_goodput(args: argparse.Namespace) -> None:
-    from bench.goodput import Bench, calibrate_steps, run_all
+    from bench.goodput import Bench, run_all
     from bench.lamplighter_slurm import available as lamplighter_slurm_available
     from bench.recovery import SCENARIOS, run_scenarios
     from bench.summarize import write_all
@@ -51,18 +51,38 @@ def run_goodput(args: argparse.Namespace) -> None:
     cluster = TestCluster(BUILD / "cluster", nodes=4)
     cluster.up()
     try:
-        steps = args.steps or calibrate_steps(cluster, sys.executable, Workload(), args.train_s, log=log)
+        steps = args.steps or 100
         w = Workload(steps=steps)
-        rows = run_all(w, mtbfs, args.reps, args.kinds.split(","), cluster, sys.executable, log, mode)
+        rows = run_all(
+            w,
+            mtbfs,
+            args.reps,
+            args.kinds.split(","),
+            cluster,
+            sys.executable,
+            log,
+            mode,
+            calibrate_s=None if args.steps else args.train_s,
+        )
+        steps = max(r["run"]["target_steps"] for r in rows)
         if not args.no_scenarios:
             # Long enough that every recovery fits; the Slurm runs stop once the failed replica commits again.
             scen = Bench(Workload(steps=steps), cluster, BUILD / "runs", sys.executable, mode)
-            rows += run_scenarios(scen, list(SCENARIOS), timeout_s=50.0, log=log)
+            rows += run_scenarios(scen, list(SCENARIOS), timeout_s=40.0, log=log)
     finally:
         cluster.down()
+    targets = sorted({r["run"]["target_steps"] for r in rows if not r["run"]["extra"].get("scenario")})
     lines = write_all(
         rows,
-        {"workload": w.__dict__, "mtbf_s": mtbfs, "reps": args.reps, "kinds": args.kinds, "fault_start_after_s": 5.0},
+        {
+            "workload": {**w.__dict__, "steps": targets},
+            "steps_calibrated": not args.steps,
+            "lamplighter_mode": mode,
+            "mtbf_s": mtbfs,
+            "reps": args.reps,
+            "kinds": args.kinds,
+            "fault_start_after_s": 3.0,
+        },
     )
     (RESULTS / "ratios.md").write_text("\n".join(lines) + "\n")
     log("\n".join(lines))
@@ -86,8 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="one repetition, one MTBF, short runs (a smoke test)")
     ap.add_argument("--steps", type=int, default=0, help="target step of every run (default: calibrated)")
-    ap.add_argument("--train-s", type=float, default=25.0, help="fault-free training time the calibration aims at")
-    ap.add_argument("--mtbf", default="10,20", help="MTBFs in seconds (runs take ~30-60 s fault-free)")
+    ap.add_argument("--train-s", type=float, default=20.0, help="fault-free training time the calibration aims at")
+    ap.add_argument("--mtbf", default="8,16", help="MTBFs in seconds (runs take ~20 s of fault-free training)")
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--kinds", default="kill,hang", help="fault kinds of the goodput schedules")
     ap.add_argument(

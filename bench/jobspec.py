@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.gpu_time_trainer import ENV_STEP_S
 from lamplighter.configs.schema import JobConfig
 
 REPO = Path(__file__).resolve().parent.parent
@@ -21,6 +22,7 @@ class Workload:
     heads: int = 4
     seq_len: int = 64
     batch_size: int = 16
+    gpu_step_s: float = 0.15  # simulated accelerator time per step (bench.gpu_time_trainer)
 
     def model(self) -> dict[str, Any]:
         return {
@@ -40,11 +42,14 @@ class Workload:
 SLURM_TRAINER = [
     "bash",
     "-c",
-    'export MASTER_PORT=$((29600 + (SLURM_JOB_ID * 7 + SLURM_RESTART_COUNT) % 400)); exec "$0" -m lamplighter.trainer'
+    'export MASTER_PORT=$((29600 + (SLURM_JOB_ID * 7 + SLURM_RESTART_COUNT) % 400)); exec "$0" -m bench.gpu_time_trainer'
     ' --config "$1"',
     "{python}",
     "{config}",
 ]
+
+
+LOCAL_TRAINER = ["{python}", "-m", "bench.gpu_time_trainer", "--config", "{config}"]
 
 
 def job_config(
@@ -67,8 +72,8 @@ def job_config(
                 "steps": w.steps,
                 "model": w.model(),
                 # The run's marker lets the benchmark find (and hurt) exactly its own trainers.
-                "env": {"BENCH_RUN": run_id},
-                "command": SLURM_TRAINER if under_slurm else None,
+                "env": {"BENCH_RUN": run_id, ENV_STEP_S: str(w.gpu_step_s), "PYTHONPATH": str(REPO)},
+                "command": SLURM_TRAINER if under_slurm else LOCAL_TRAINER,
                 # Only used when no live peer exists; the schedule always leaves one.
                 "checkpoint": {"enabled": False},
             },

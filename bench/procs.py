@@ -15,7 +15,7 @@ from pathlib import Path
 from lamplighter.trainer.contract import ENV_REPLICA_ID
 
 ENV_MARK = "BENCH_RUN"  # set in every trainer a benchmark run starts: the run's unique id
-TRAINER_MODULES = ("lamplighter.trainer", "bench.baselines.ckpt_trainer")
+TRAINER_MODULES = ("lamplighter.trainer", "bench.gpu_time_trainer", "bench.baselines.ckpt_trainer")
 
 
 def _environ(pid: str) -> dict[str, str]:
@@ -55,7 +55,9 @@ def find_trainers(run_id: str) -> dict[int, int]:
         if env.get(ENV_MARK) != run_id or _state(pid) in ("Z", "X"):
             continue
         index = (
-            env.get(ENV_REPLICA_ID) if argv[2] == b"lamplighter.trainer" else env.get("RANK", env.get("SLURM_PROCID"))
+            env.get(ENV_REPLICA_ID)
+            if argv[2] != b"bench.baselines.ckpt_trainer"
+            else env.get("RANK", env.get("SLURM_PROCID"))
         )
         if index is not None and index.isdigit():
             out[int(index)] = int(pid)

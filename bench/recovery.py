@@ -1,8 +1,11 @@
-"""Recovery anatomy for the fault kinds the goodput schedules leave out: node crash and Lighthouse loss.
+"""Recovery anatomy per fault kind: one run per (kind, strategy) that waits for the whole recovery.
 
-One short run per (kind, strategy) with a single fault a few seconds into
-training; the anatomy comes from bench.metrics like every other fault. The
-goodput runs already give the anatomy of process kills and hangs.
+One run per (kind, strategy) with a single fault a few seconds into
+training, which stops once the failed replica commits again and the job has
+passed its step at the fault (or after the timeout: what did not happen by
+then counts as never). The anatomy comes from bench.metrics like every other
+fault; the kills and hangs of the goodput runs are pooled in, but there a
+phase the run ended before is left out rather than counted as never.
 
 - node crash: the node's whole PID namespace is SIGKILLed (slurmd, step
   daemons, trainer). Slurm runs: checkpoint-restart and the poll runner.
@@ -26,6 +29,8 @@ from lamplighter.supervisor.chaos import PlannedFault
 
 FAULT_AT_S = 6.0
 SCENARIOS = {
+    "kill": ("lamplighter", "ckpt-restart", "poll-10s"),
+    "hang": ("lamplighter", "ckpt-restart", "poll-10s"),
     "node-crash": ("lamplighter", "ckpt-restart", "poll-10s"),
     "lighthouse-kill": ("lamplighter", "poll-10s"),
 }

@@ -92,12 +92,6 @@ def poll_job(
         time.sleep(interval)
 
 
-def requeue_now(api: SlurmApi, job_id: int, timeout: float = 15.0) -> None:
-    """Requeue and start again at once instead of after BeginTime (now + cred_expire + 1 s)."""
-    api.requeue(job_id)
-    api.start_now(job_id, timeout)
-
-
 class SlurmActions:
     """The real Slurm, through its command-line tools."""
 

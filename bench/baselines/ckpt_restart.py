@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 
 from lamplighter.configs.schema import JobConfig
-from lamplighter.slurm.actions import SlurmActions, requeue_now
+from lamplighter.slurm.actions import SlurmActions
+from lamplighter.slurm.requeue import requeue_now
 from lamplighter.slurm.run import SlurmError
 from lamplighter.trainer import contract
 

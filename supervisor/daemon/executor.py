@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from lamplighter.slurm.actions import SlurmApi
+from lamplighter.slurm.requeue import JobUpdater, requeue_elsewhere, start_elsewhere
 from lamplighter.slurm.run import SlurmError
 from lamplighter.supervisor.daemon.actionlog import ActionLog
 from lamplighter.supervisor.daemon.discovery import parse_stat
 from lamplighter.supervisor.daemon.metrics import DaemonMetrics
 from lamplighter.supervisor.daemon.node_policy import NodeAction
 from lamplighter.supervisor.daemon.recovery import Resolution, recover_pending
-from lamplighter.supervisor.daemon.slurm_moves import JobUpdater, requeue_elsewhere, start_elsewhere
 from lamplighter.supervisor.daemon.state_store import DaemonState, PendingAction
 
 log = logging.getLogger(__name__)

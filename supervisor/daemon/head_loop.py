@@ -6,7 +6,7 @@ probes the slurmd of every node that runs a lamplighter job (TCP connect to
 NodeAddr:Port from `scontrol show nodes`); a node that refuses or ignores the
 connection for `node_silence_s` is marked DOWN with lamplighter's reason,
 which makes Slurm requeue its jobs at once (JobRequeue=1); the job is then
-kept off that node and started now (slurm_moves.py). Marking down counts
+kept off that node and started now (slurm/requeue.py). Marking down counts
 against the same rate limit as drains.
 """
 
@@ -21,15 +21,15 @@ from typing import Any
 
 from lamplighter.configs.schema import NodeConfig
 from lamplighter.slurm.actions import SlurmApi
+from lamplighter.slurm.hostlist import expand_hostlist
 from lamplighter.slurm.parsers import NodeInfo
+from lamplighter.slurm.requeue import start_elsewhere
 from lamplighter.slurm.run import SlurmError
 from lamplighter.supervisor.daemon.compute_loop import drain_history
 from lamplighter.supervisor.daemon.executor import Executor
-from lamplighter.supervisor.daemon.hostlist import expand_hostlist
 from lamplighter.supervisor.daemon.lighthouse_keeper import KeptLighthouse
 from lamplighter.supervisor.daemon.node_policy import REASON_PREFIX, NodeAction
 from lamplighter.supervisor.daemon.ratelimit import may_drain
-from lamplighter.supervisor.daemon.slurm_moves import start_elsewhere
 from lamplighter.supervisor.policy import backoff_s
 
 log = logging.getLogger(__name__)

@@ -33,6 +33,7 @@ from typing import Any
 from lamplighter.configs.loader import ConfigError, load_node
 from lamplighter.configs.schema import NodeConfig
 from lamplighter.slurm.actions import SlurmActions
+from lamplighter.slurm.requeue import ScontrolJobUpdate
 from lamplighter.slurm.run import SlurmCli
 from lamplighter.supervisor.daemon.actionlog import ActionLog, FileSink
 from lamplighter.supervisor.daemon.compute_loop import ComputeLoop
@@ -40,7 +41,6 @@ from lamplighter.supervisor.daemon.executor import Executor
 from lamplighter.supervisor.daemon.head_loop import HeadLoop
 from lamplighter.supervisor.daemon.metrics import DaemonMetrics, MetricsServer, start_metrics_server
 from lamplighter.supervisor.daemon.sd_notify import Notifier, watchdog_interval
-from lamplighter.supervisor.daemon.slurm_moves import ScontrolJobUpdate
 from lamplighter.supervisor.daemon.state_store import DaemonState, StateError
 from lamplighter.supervisor.daemon.status_socket import StatusServer
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lamplighter.configs.schema import NodeConfig
-from lamplighter.supervisor.daemon.hostlist import expand_hostlist
+from lamplighter.slurm.hostlist import expand_hostlist
 from lamplighter.supervisor.daemon.node_policy import (
     Context,
     GpuEvent,
@@ -97,7 +97,7 @@ def test_hostlist() -> None:
 
 
 def test_script_exclusions_last_one_wins_as_in_sbatch() -> None:
-    from lamplighter.supervisor.daemon.slurm_moves import script_exclusions
+    from lamplighter.slurm.requeue import script_exclusions
 
     script = '#!/bin/bash\n#SBATCH --job-name="x"\n#SBATCH --exclude="n1"\n#SBATCH -x n[2-3]\nsrun true\n'
     assert script_exclusions(script) == ["n2", "n3"]

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from slurm_jobs import group_script
 
-from lamplighter.slurm.actions import SlurmActions, SlurmApi, poll_job, requeue_now
+from lamplighter.slurm.actions import SlurmActions, SlurmApi, poll_job
 from lamplighter.slurm.fake import FakeSlurm
+from lamplighter.slurm.requeue import requeue_now
 from lamplighter.slurm.run import SlurmError
 
 WAIT = 60.0

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from slurm_jobs import group_script, wait_record
 
-from lamplighter.slurm.actions import SlurmActions, poll_job, requeue_now
+from lamplighter.slurm.actions import SlurmActions, poll_job
+from lamplighter.slurm.requeue import requeue_now
 from lamplighter.slurm.run import SlurmError
 from lamplighter.slurm.testcluster import TestCluster, is_alive, running_cluster
 from lamplighter.trainer import contract

@@ -184,8 +184,8 @@ def test_slurm_chaos_hits_exactly_its_target(cluster: TestCluster, tmp_path: Pat
 
 def test_slurm_requeued_group_heals_from_a_live_peer_bit_identically(cluster: TestCluster, tmp_path: Path) -> None:
     """kill a group's trainer, requeue its (ended) job as the node daemon would: it heals and matches its peer."""
-    from lamplighter.slurm.actions import requeue_now
     from lamplighter.slurm.chaos_slurm import ChaosContext, inject, observe_recovery
+    from lamplighter.slurm.requeue import requeue_now
     from lamplighter.slurm.slurm_report import write_report
 
     config = write_config(tmp_path, "heal", 1_000_000, cluster.conf_path)

@@ -22,8 +22,8 @@ import re
 from typing import Protocol
 
 from lamplighter.slurm.actions import SlurmApi, check_job_id, check_node_name, poll_job
+from lamplighter.slurm.hostlist import expand_hostlist
 from lamplighter.slurm.run import SlurmCli, SlurmError
-from lamplighter.supervisor.daemon.hostlist import expand_hostlist
 
 SETTLE_TIMEOUT_S = 20.0
 
@@ -110,6 +110,20 @@ def start_elsewhere(
             return {"start": "started meanwhile"}
         raise
     return {"start": " ".join(f"{k}={v}" for k, v in settings.items())}
+
+
+def requeue_now(api: SlurmApi, job_id: int) -> dict[str, str]:
+    """Requeue a job and start it at once, away from the node it just ran on (see the module docstring).
+
+    With the real Slurm (`SlurmActions`) the exclusion and StartTime go through scontrol; a fake
+    without a command line gets `start_now`.
+    """
+    info = api.job(job_id)
+    cli = getattr(api, "cli", None)
+    updater = ScontrolJobUpdate(cli) if isinstance(cli, SlurmCli) else None
+    nodes = expand(info.node_list)
+    last = info.batch_host or (nodes[0] if nodes else None)
+    return requeue_elsewhere(api, updater, job_id, last, start_at=0.0, now=0.0)
 
 
 def requeue_elsewhere(
