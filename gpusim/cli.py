@@ -134,13 +134,3 @@ def _cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry (`python -m lamplighter.gpusim.cli`) until the lead wires add_parser in."""
-    parser = argparse.ArgumentParser(prog="lamplighter")
-    add_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return int(args.func(args))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

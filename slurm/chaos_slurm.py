@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import time
 from collections.abc import Callable
@@ -30,6 +29,7 @@ from typing import Any
 
 from lamplighter.slurm import proc_find
 from lamplighter.slurm.actions import SlurmApi
+from lamplighter.slurm.hostlist import expand_hostlist
 from lamplighter.slurm.run import SlurmError
 from lamplighter.slurm.submission import Submission
 from lamplighter.trainer.contract import RunPaths
@@ -42,22 +42,6 @@ GROUP_KINDS = ("kill", "hang", "exception", "gpu", "node-crash")
 
 class ChaosError(RuntimeError):
     """A fault could not be injected; says which and why."""
-
-
-def expand_nodelist(text: str) -> list[str]:
-    """`n[2-3,5],m1` -> ['n2', 'n3', 'n5', 'm1'] (the forms scontrol prints for small clusters)."""
-    out: list[str] = []
-    for m in re.finditer(r"([^,\[]+)(?:\[([^\]]+)\])?", text):
-        prefix, ranges = m.group(1), m.group(2)
-        if not ranges:
-            out.append(prefix)
-            continue
-        for part in ranges.split(","):
-            lo, _, hi = part.partition("-")
-            width = len(lo)
-            for i in range(int(lo), int(hi or lo) + 1):
-                out.append(f"{prefix}{i:0{width}d}")
-    return out
 
 
 @dataclass
@@ -121,7 +105,7 @@ def target_of(ctx: ChaosContext, kind: str, group: int | None) -> ChaosTarget:
     info = ctx.api.job(jid)
     if info.state != "RUNNING" or not info.node_list:
         raise ChaosError(f"{kind}: group {group} (job {jid}) is {info.state}, not running on a node")
-    return ChaosTarget(group, expand_nodelist(info.node_list)[0], jid, info.restarts)
+    return ChaosTarget(group, expand_hostlist(info.node_list)[0], jid, info.restarts)
 
 
 def _restarts(ctx: ChaosContext, job_id: int | None) -> int:
@@ -239,7 +223,7 @@ def observe_recovery(ctx: ChaosContext, rec: dict[str, Any], timeout: float, pol
                 out["restarts_after"] = info.restarts
                 if info.state == "RUNNING" and out["t_running"] is None:
                     out["t_running"] = ctx.now()
-                    out["node_after"] = expand_nodelist(info.node_list or "")[:1] or None
+                    out["node_after"] = expand_hostlist(info.node_list or "")[:1] or None
             if out["t_running"] is not None:
                 out["t_first_commit"] = first_commit_after(
                     run_dir, [rec["group"]], out["t_running"], min_attempt=rec["restarts_before"] + 1

@@ -16,7 +16,8 @@ import yaml
 from lamplighter.configs.loader import load_job
 from lamplighter.configs.schema import JobConfig
 from lamplighter.slurm.actions import SlurmActions
-from lamplighter.slurm.chaos_slurm import ChaosContext, expand_nodelist, inject, observe_recovery
+from lamplighter.slurm.chaos_slurm import ChaosContext, inject, observe_recovery
+from lamplighter.slurm.hostlist import expand_hostlist
 from lamplighter.slurm.lab import SlurmLab
 from lamplighter.slurm.run import SlurmError
 from lamplighter.slurm.slurm_report import write_report
@@ -90,7 +91,7 @@ class LabRun:
         for g, jid in sorted(self.sub.groups.items()):
             info = self.api.job(jid)
             if info.state == "RUNNING" and info.node_list:
-                choices.append((g, expand_nodelist(info.node_list)[0]))
+                choices.append((g, expand_hostlist(info.node_list)[0]))
         if not choices:
             raise RuntimeError("no group is running")
         preferred = [c for c in choices if c[0] == prefer] or [c for c in choices if c[1] not in (exclude or set())]

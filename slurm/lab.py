@@ -13,7 +13,6 @@ Used by the end-to-end test and by `python -m lamplighter.slurm.demo`.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -32,20 +31,12 @@ from lamplighter.slurm.proc_find import ENV_SUPERVISOR_NODE, find_by_env
 from lamplighter.slurm.testcluster import ProcRecord, TestCluster, is_alive, proc_stat, wait_until
 from lamplighter.trainer.contract import ENV_JOB
 
-DAEMON_MODULE = "lamplighter.supervisor.daemon.supervise_cli"
 RESTART_DELAY_S = 0.5  # systemd's RestartSec
 
 
-def daemon_argv(config: Path) -> list[str] | None:
-    """How to start `lamplighter supervise --config FILE` (through the CLI module while the lead wires it in)."""
-    if importlib.util.find_spec(DAEMON_MODULE) is None:
-        return None
-    boot = (
-        "import argparse, sys; from lamplighter.supervisor.daemon import supervise_cli as m; "
-        "p = argparse.ArgumentParser(prog='lamplighter'); m.add_parser(p.add_subparsers()); "
-        "a = p.parse_args(sys.argv[1:]); sys.exit(a.func(a))"
-    )
-    return [sys.executable, "-c", boot, "supervise", "--config", str(config)]
+def daemon_argv(config: Path) -> list[str]:
+    """How to start `lamplighter supervise --config FILE`."""
+    return [sys.executable, "-m", "lamplighter", "supervise", "--config", str(config)]
 
 
 @dataclass
@@ -230,26 +221,20 @@ class SlurmLab:
         env.pop(ENV_JOB, None)
         return env
 
-    def start_daemons(self) -> bool:
-        """Start one daemon per node; False if the daemon's CLI module does not exist yet."""
+    def start_daemons(self) -> None:
+        """Start one daemon per node, as systemd would (restarted on exit)."""
         for node in self.cluster.node_names:
             d = self.node_dir(node)
             d.mkdir(parents=True, exist_ok=True)
             conf = d / "node.yaml"
             conf.write_text(yaml.safe_dump(self.node_config(node), sort_keys=False))
-            argv = daemon_argv(conf)
-            if argv is None:
-                return False
-            self.services.add(Service(f"supervise-{node}", argv, self.node_env(node), d / "daemon.log"))
+            self.services.add(Service(f"supervise-{node}", daemon_argv(conf), self.node_env(node), d / "daemon.log"))
         self.daemons_started = True
-        return True
 
     def _add_lighthouse_service(self, lh: LighthouseConfig) -> None:
-        from lamplighter.supervisor.lighthouse import lighthouse_argv, lighthouse_binary
+        from lamplighter.supervisor.lighthouse import lighthouse_argv
 
         cmd = [sys.executable, "-m", "lamplighter.supervisor.lighthouse_main"]
-        if importlib.util.find_spec("lamplighter.supervisor.lighthouse_main") is None:
-            cmd = [str(lighthouse_binary())]
         argv = lighthouse_argv(lh.model_copy(update={"host": "[::]"}), lh.port, cmd)
         env = dict(os.environ, SLURMD_NODENAME=self.head)
         self.services.add(Service("lighthouse", argv, env, self.root / "log" / "lighthouse.log"))

@@ -79,13 +79,20 @@ class RunPaths:
         return self.root / "logs"
 
 
-def write_json_atomic(path: Path, obj: Any) -> None:
-    """Write JSON so that a concurrent reader sees the old or the new file, never a torn one."""
+def write_json_atomic(path: Path, obj: Any, *, durable: bool = False) -> None:
+    """Write JSON so that a concurrent reader sees the old or the new file, never a torn one.
+
+    durable: also fsync the file and its directory, so the new file survives a power loss
+    (the daemon's state); heartbeats, rewritten every step, do without.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(obj, f)
+            json.dump(obj, f, separators=(",", ":") if durable else None, default=str if durable else None)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -93,3 +100,9 @@ def write_json_atomic(path: Path, obj: Any) -> None:
         except FileNotFoundError:
             pass
         raise
+    if durable:
+        dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)

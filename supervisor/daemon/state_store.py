@@ -33,13 +33,13 @@ import copy
 import fcntl
 import json
 import os
-import tempfile
 import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lamplighter.supervisor.daemon.journal import Journal, JournalError
+from lamplighter.trainer.contract import write_json_atomic
 
 SNAPSHOT = "state.json"
 JOURNAL = "journal.jsonl"
@@ -109,25 +109,8 @@ def apply(data: dict[str, Any], rec: dict[str, Any]) -> None:
 
 
 def write_json_durable(path: Path, obj: Any) -> None:
-    """Write JSON via a temporary file and rename, fsync'ing file and directory (survives power loss too)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(obj, f, separators=(",", ":"), default=str)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    """Write JSON atomically and fsync'd (file and directory): the daemon's state survives power loss too."""
+    write_json_atomic(path, obj, durable=True)
 
 
 class DaemonState:

@@ -32,6 +32,7 @@ from typing import Any
 
 from lamplighter.configs.loader import ConfigError, load_node
 from lamplighter.configs.schema import NodeConfig
+from lamplighter.configs.validate_cli import add_override_args
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.slurm.requeue import ScontrolJobUpdate
 from lamplighter.slurm.run import SlurmCli
@@ -59,14 +60,7 @@ def add_parser(subparsers: Any) -> None:
         "nodes (role head), and act through Slurm: kill, drain, requeue, mark down.",
     )
     p.add_argument("--config", required=True, help="node config YAML (e.g. /etc/lamplighter/node.yaml)")
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config value (repeatable)",
-    )
+    add_override_args(p)
     p.add_argument("--once", action="store_true", help="run one cycle, print the status as JSON, exit")
     p.set_defaults(func=main_args)
 
@@ -200,12 +194,3 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="lamplighter")
-    add_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return int(args.func(args))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

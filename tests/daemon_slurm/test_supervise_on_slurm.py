@@ -76,7 +76,7 @@ class Daemons:
 
     def _gpusim(self, *args: str) -> None:
         subprocess.run(
-            [sys.executable, "-m", "lamplighter.gpusim.cli", "gpusim", *args],
+            [sys.executable, "-m", "lamplighter", "gpusim", *args],
             check=True,
             capture_output=True,
             timeout=30,
@@ -122,7 +122,7 @@ class Daemons:
                 [
                     sys.executable,
                     "-m",
-                    "lamplighter.supervisor.daemon.supervise_cli",
+                    "lamplighter",
                     "supervise",
                     "--config",
                     str(cfg),

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from lamplighter.configs.schema import JobConfig
-from lamplighter.slurm.chaos_slurm import append_record, expand_nodelist
+from lamplighter.slurm.chaos_slurm import append_record
 from lamplighter.slurm.fake import FakeSlurm
+from lamplighter.slurm.hostlist import expand_hostlist
 from lamplighter.slurm.job_status import build_status, format_table, steps_per_s, tail_steps
 from lamplighter.slurm.slurm_report import write_report
 from lamplighter.slurm.submission import (
@@ -154,10 +155,10 @@ def test_tail_steps_skips_the_cut_line(tmp_path: Path) -> None:
     assert steps_per_s(tail, now=199.0, window=10) == 1.0
 
 
-def test_expand_nodelist() -> None:
-    assert expand_nodelist("n2") == ["n2"]
-    assert expand_nodelist("n[2-3,5],m1") == ["n2", "n3", "n5", "m1"]
-    assert expand_nodelist("gpu[08-10]") == ["gpu08", "gpu09", "gpu10"]
+def test_expand_hostlist() -> None:
+    assert expand_hostlist("n2") == ["n2"]
+    assert expand_hostlist("n[2-3,5],m1") == ["n2", "n3", "n5", "m1"]
+    assert expand_hostlist("gpu[08-10]") == ["gpu08", "gpu09", "gpu10"]
 
 
 def test_report_pairs_injections_with_daemon_actions_and_slurm_recovery(tmp_path: Path) -> None:
