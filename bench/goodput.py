@@ -211,7 +211,7 @@ def run_all(
             seed = 1000 * (rep + 1) + level
             for strategy in order:
                 base = free_wall.get(strategy, 120.0)
-                timeout = 90.0 + 3.0 * base if mtbf is not None else 300.0
+                timeout = 60.0 + 2.5 * base if mtbf is not None else 300.0
                 planned = schedule(mtbf, seed, kinds, horizon_s=timeout)
                 t0 = time.monotonic()
                 run = b.one(strategy, mtbf, rep, seed, planned, timeout, ckpt_mtbf_s=mtbf or max(mtbfs))

@@ -1,24 +1,27 @@
 """Run one Slurm-based strategy to its target step while injecting a fault schedule.
 
-The fault schedule and the choice of target are lamplighter's own chaos
-planner and injector (lamplighter.supervisor.chaos / chaos_injector), so
-every strategy sees the same faults at the same times after its first
-committed step, each hitting a replica that has committed since it last
-started while another healthy replica is left. The driver only injects and
-watches; recovering is the strategy's business (its `tick`).
+Every strategy sees the same faults at the same times after its first
+committed step. As in lamplighter's chaos injector, a fault hits a replica
+that has committed since it last started while another healthy replica is
+left (the target is picked by the same rule, lamplighter.supervisor.chaos.
+pick_group), and waits while there is none; but at most one fault waits: one
+that falls due while the job is still recovering and the next is due too is
+dropped (it landed on a job that was down anyway), so a slow recovery does
+not meet a backlog of faults the moment it is healthy. The driver only
+injects and watches; recovering is the strategy's business (its `tick`).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from bench.procs import find_trainers, hurt, node_of, release
 from bench.runrecord import Fault, RunRecord, StepFollower
-from lamplighter.supervisor.chaos import PlannedFault
-from lamplighter.supervisor.chaos_injector import ChaosInjector
+from lamplighter.supervisor.chaos import PlannedFault, pick_group
 
 TICK_S = 0.1
 PROC_SCAN_S = 0.3  # /proc scans cost CPU on a busy 2-core machine
@@ -52,7 +55,7 @@ def drive(
     until_recovered: bool = False,
 ) -> RunRecord:
     steps = StepFollower(strategy.run_dir, strategy.replicas)
-    injector = ChaosInjector(planned, seed)
+    injector = Injector(planned, seed)
     faults: list[Fault] = []
     highs: list[int] = []  # the job's highest committed step when each fault hit
     starts: dict[int, list[float]] = {i: [] for i in range(strategy.replicas)}
@@ -98,7 +101,7 @@ def drive(
                 shot = injector.due(now - t_train, sorted(healthy), kill_lh is not None and bool(healthy))
                 if shot is not None:
                     t_hit = time.time()
-                    if shot.group is None:
+                    if shot.fault.kind == "lighthouse-kill":
                         assert kill_lh is not None
                         kill_lh()
                     elif shot.fault.kind == "node-crash":
@@ -109,7 +112,8 @@ def drive(
                         crash_node(node)
                     else:
                         hurt(current[shot.group], shot.fault.kind)
-                    faults.append(Fault(kind=shot.fault.kind, index=shot.group, t_injected=t_hit))
+                    index = None if shot.fault.kind == "lighthouse-kill" else shot.group
+                    faults.append(Fault(kind=shot.fault.kind, index=index, t_injected=t_hit))
                     highs.append(steps.max_step())
             time.sleep(TICK_S)
     finally:
@@ -138,8 +142,46 @@ def drive(
         faults=faults,
         starts=starts,
         steps=steps.records,
-        extra={"faults_not_injected": injector.remaining},
+        extra={"faults_not_injected": injector.remaining, "faults_dropped": injector.dropped},
     )
+
+
+@dataclass(frozen=True)
+class Shot:
+    fault: PlannedFault
+    group: int
+
+
+class Injector:
+    """Which planned fault to inject now, and at whom (see the module docstring)."""
+
+    def __init__(self, planned: list[PlannedFault], seed: int) -> None:
+        self.planned, self.seed, self.next, self.dropped = planned, seed, 0, 0
+
+    @property
+    def remaining(self) -> int:
+        return len(self.planned) - self.next
+
+    def due(self, elapsed_s: float, healthy: list[int], lighthouse_ok: bool) -> Shot | None:
+        while self.next < len(self.planned) and self.planned[self.next].at_s <= elapsed_s:
+            f = self.planned[self.next]
+            ok = lighthouse_ok if f.kind == "lighthouse-kill" else len(healthy) >= 2
+            if ok:
+                self.next += 1
+                group = (
+                    -1
+                    if f.kind == "lighthouse-kill"
+                    else f.group
+                    if f.group is not None
+                    else (pick_group(healthy, self.next - 1, self.seed))
+                )
+                return Shot(f, group)
+            later_due = self.next + 1 < len(self.planned) and self.planned[self.next + 1].at_s <= elapsed_s
+            if not later_due:
+                return None  # wait for a healthy target
+            self.next += 1
+            self.dropped += 1
+        return None
 
 
 def recovered(f: Fault, steps: StepFollower, started_at: dict[int, float]) -> bool:

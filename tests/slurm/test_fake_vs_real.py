@@ -37,8 +37,9 @@ def test_requeue_drain_mark_down_cancel(world: tuple[SlurmApi, Callable[[str], N
 
     # Requeued, the job waits for BeginTime until start_now.
     api.requeue(jid)
-    pending = poll_job(api, jid, lambda j: j.pending, WAIT, "PENDING")
-    assert (pending.reason, pending.restarts, pending.node_list) == ("BeginTime", 1, None)
+    # Slurm shows Reason=None for a moment before its scheduler names the BeginTime hold.
+    pending = poll_job(api, jid, lambda j: j.pending and j.reason == "BeginTime", WAIT, "PENDING on BeginTime")
+    assert (pending.restarts, pending.node_list) == (1, None)
     api.start_now(jid)
     first = poll_job(api, jid, running(1), WAIT, "RUNNING again").node_list
     assert first is not None
