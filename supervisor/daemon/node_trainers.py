@@ -71,6 +71,9 @@ def _int(value: str | None, default: int = 0) -> int:
         return default
 
 
+FULL_RESCAN_EVERY = 10
+
+
 class TrainerScanner:
     """Finds this node's trainer tasks; remembers what it learned about each (pid, start time)."""
 
@@ -80,20 +83,32 @@ class TrainerScanner:
         self.slurm_conf = slurm_conf
         self._btime = boot_time(proc_root)
         self._known: dict[int, tuple[int, NodeTrainer | None]] = {}  # pid -> (start_time, record or not ours)
+        self._scans = 0
 
     def scan(self) -> list[NodeTrainer]:
         out: list[NodeTrainer] = []
         seen: dict[int, tuple[int, NodeTrainer | None]] = {}
+        # Reading every process's stat each cycle was most of the daemon's CPU. A pid already known
+        # not to be a trainer is skipped between full rescans, so a trainer that reuses such a pid,
+        # or execs after being seen, is noticed at the next full rescan (at most FULL_RESCAN_EVERY cycles).
+        full = self._scans % FULL_RESCAN_EVERY == 0
+        self._scans += 1
         for name in os.listdir(self.proc_root):
             if not name.isdigit():
                 continue
             pid = int(name)
+            cached = self._known.get(pid)
+            if not full and cached is not None and cached[1] is None:
+                seen[pid] = cached
+                continue
             try:
                 stat = parse_stat((self.proc_root / name / "stat").read_text())
             except (OSError, ValueError, IndexError):
                 continue
-            cached = self._known.get(pid)
-            rec = cached[1] if cached is not None and cached[0] == stat.start_time else self._read(pid)
+            same = cached is not None and cached[0] == stat.start_time
+            # A full rescan also re-reads known non-trainers' environ: one seen between slurmstepd's fork
+            # and its exec of the task keeps its pid and start time but gains the trainer's environment.
+            rec = cached[1] if same and cached is not None and (cached[1] is not None or not full) else self._read(pid)
             seen[pid] = (stat.start_time, rec)
             if rec is not None and stat.state != "Z":
                 out.append(rec)
