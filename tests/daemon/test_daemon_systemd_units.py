@@ -9,13 +9,13 @@ switched off.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from realparts import missing
 
 UNITS = Path(__file__).resolve().parents[2] / "deploy" / "systemd"
 INSTALLED = "/usr/local/bin/lamplighter"
@@ -25,9 +25,7 @@ NAMES = ["lamplighter-node.service", "lamplighter-head.service"]
 def _systemd_analyze() -> str:
     tool = shutil.which("systemd-analyze")
     if tool is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("systemd-analyze is missing in CI: apt-get install systemd")
-        pytest.skip("systemd-analyze not installed (apt-get install systemd)")
+        missing("systemd-analyze", "apt-get install systemd")
     return tool
 
 

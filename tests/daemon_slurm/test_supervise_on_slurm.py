@@ -21,12 +21,13 @@ from typing import Any
 import psutil
 import pytest
 import yaml
+from realparts import require_slurm
 
 from lamplighter.configs.schema import JobConfig
 from lamplighter.gpusim.build import ensure_built
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.slurm.render import render_job
-from lamplighter.slurm.testcluster import TestCluster, reset_cluster, running_cluster, slurm_installed
+from lamplighter.slurm.testcluster import TestCluster, reset_cluster, running_cluster
 from lamplighter.supervisor.daemon.status_socket import StatusError, read_status
 from lamplighter.supervisor.lighthouse_status import LighthouseStatusError, fetch_status
 from lamplighter.supervisor.process_group import free_port
@@ -49,9 +50,7 @@ def wait_for(cond: Callable[[], Any], timeout: float, what: str) -> Any:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestCluster]:
-    missing = slurm_installed()
-    if missing:
-        pytest.skip(f"real Slurm not available: {missing}")
+    require_slurm()
     with running_cluster(tmp_path_factory.mktemp("daemon-cluster"), nodes=NODES) as c:
         yield c
 

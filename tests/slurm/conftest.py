@@ -5,16 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from realparts import require_slurm
 
-from lamplighter.slurm.testcluster import TestCluster, reset_cluster, running_cluster, slurm_installed
+from lamplighter.slurm.testcluster import TestCluster, reset_cluster, running_cluster
 
 
 @pytest.fixture(scope="session")
 def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestCluster]:
     """One 3-node cluster for the session; tests that change it use `clean_slurm_cluster`."""
-    missing = slurm_installed()
-    if missing:
-        pytest.skip(f"real Slurm not available: {missing}")
+    require_slurm()
     with running_cluster(tmp_path_factory.mktemp("slurm-cluster"), nodes=3) as cluster:
         yield cluster
 

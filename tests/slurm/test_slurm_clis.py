@@ -6,9 +6,10 @@ import argparse
 from pathlib import Path
 
 import pytest
+from realparts import require_slurm
 
 from lamplighter.slurm import cluster_cli, render_cli
-from lamplighter.slurm.testcluster import is_alive, slurm_installed
+from lamplighter.slurm.testcluster import is_alive
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -33,8 +34,7 @@ def test_render_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.integration
 def test_cluster_cli_up_status_crash_down(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    if slurm_installed():
-        pytest.skip(str(slurm_installed()))
+    require_slurm()
     d = str(tmp_path / "c")
     up = parse("cluster", "up", "--dir", d, "--nodes", "2")
     try:

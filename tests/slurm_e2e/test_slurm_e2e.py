@@ -16,11 +16,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from realparts import require_slurm
 
 from lamplighter.configs.schema import HealthConfig, LighthouseConfig, RestartConfig
 from lamplighter.slurm.e2e_run import LabRun, drained_nodes, per_kind_lines, prepare_run
-from lamplighter.slurm.lab import DAEMON_MODULE, LabSettings, SlurmLab, daemon_argv, leftover_job_processes
-from lamplighter.slurm.testcluster import pick_port_range, slurm_installed, wait_until
+from lamplighter.slurm.lab import LabSettings, SlurmLab, leftover_job_processes
+from lamplighter.slurm.testcluster import pick_port_range, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -36,9 +37,7 @@ def settings(port: int) -> LabSettings:
 
 @pytest.fixture
 def lab_root(tmp_path: Path) -> Path:
-    missing = slurm_installed()
-    if missing:
-        pytest.skip(f"real Slurm not available: {missing}")
+    require_slurm()
     return tmp_path
 
 
@@ -60,8 +59,6 @@ def lab_without_daemons(lab_root: Path) -> Iterator[tuple[SlurmLab, int]]:
 
 @pytest.fixture
 def lab_with_daemons(lab_root: Path) -> Iterator[tuple[SlurmLab, int]]:
-    if daemon_argv(Path("x")) is None:
-        pytest.skip(f"the node daemon ({DAEMON_MODULE}) is not there yet")
     lab, port = start_lab(lab_root, daemons=True)
     try:
         lab.wait_daemons_alive()

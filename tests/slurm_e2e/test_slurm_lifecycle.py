@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from realparts import require_slurm
 
 from lamplighter.slurm import job_cli
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.slurm.lab import leftover_job_processes
 from lamplighter.slurm.slurm_report import write_report
 from lamplighter.slurm.submission import find_run_dir, load, wait_ended
-from lamplighter.slurm.testcluster import TestCluster, pick_port_range, slurm_installed, wait_until
+from lamplighter.slurm.testcluster import TestCluster, pick_port_range, wait_until
 from lamplighter.trainer.contract import RunPaths
 from lamplighter.trainer.steplog import read_steps
 
@@ -24,9 +25,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[TestCluster]:
-    missing = slurm_installed()
-    if missing:
-        pytest.skip(f"real Slurm not available: {missing}")
+    require_slurm()
     c = TestCluster(tmp_path / "cluster", nodes=3)
     c.up()
     try:
