@@ -81,8 +81,12 @@ def plot_recovery(rec: dict[str, Any]) -> None:
     kinds = sorted(rec["table"])
     if not kinds:
         return
-    fig, axes = plt.subplots(1, len(kinds), figsize=(5.5 * len(kinds), 4), squeeze=False)
-    for ax, kind in zip(axes[0], kinds, strict=True):
+    cols = min(2, len(kinds))
+    rows = (len(kinds) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(6.5 * cols, 4.2 * rows), squeeze=False)
+    for ax in axes.flat[len(kinds) :]:
+        ax.set_visible(False)
+    for ax, kind in zip(axes.flat, kinds, strict=False):
         per = rec["table"][kind]
         strategies = [s for s in ("lamplighter", "ckpt-restart", "poll-10s") if s in per]
         width = 0.8 / max(1, len(strategies))

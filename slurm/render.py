@@ -96,8 +96,13 @@ def _sbatch_header(job: JobConfig, name: str, nodes: int, tasks_per_node: int, o
         "#SBATCH --open-mode=append",
         f"#SBATCH --output={sbatch_value(output, 'log path (run_dir)')}",
     ]
-    for opt, val in (("partition", s.partition), ("account", s.account), ("time", s.time), ("qos", s.qos),
-                     ("constraint", s.constraint)):
+    for opt, val in (
+        ("partition", s.partition),
+        ("account", s.account),
+        ("time", s.time),
+        ("qos", s.qos),
+        ("constraint", s.constraint),
+    ):
         if val is not None:
             lines.append(f"#SBATCH --{opt}={sbatch_value(val, 'slurm.' + opt)}")
     if s.exclusive:
@@ -113,8 +118,9 @@ def render_group_script(job: JobConfig, replica_id: int, paths: RenderPaths, pyt
     g = job.groups
     lh = lighthouse_url(job)
     argv = render_command(job, replica_id=replica_id, lighthouse=lh, config_path=str(paths.config), python=python)
-    env = trainer_env(job, replica_id=replica_id, attempt=0, lighthouse=lh, config_path=str(paths.config),
-                      run_dir=str(paths.run_dir))
+    env = trainer_env(
+        job, replica_id=replica_id, attempt=0, lighthouse=lh, config_path=str(paths.config), run_dir=str(paths.run_dir)
+    )
     output = slurm_path_pattern(str(paths.logs)) + f"/g{replica_id}-%j.out"
     header = _sbatch_header(job, group_job_name(job, replica_id), g.nodes, g.nproc_per_node, output, job.slurm.requeue)
     if g.gpus_per_node:
@@ -127,34 +133,47 @@ def render_group_script(job: JobConfig, replica_id: int, paths: RenderPaths, pyt
             continue
         exports.append(f"export {key}={shlex.quote(val)}")
     cmd = " \\\n    ".join(shlex.quote(a) for a in argv)
-    return "\n".join([
-        "#!/bin/bash",
-        f"# lamplighter job {job.name}: replica group {replica_id} of {g.count}.",
-        "# Rendered by `lamplighter render`; edit the job's YAML, not this file.",
-        "#",
-        "# #SBATCH lines are read by sbatch, not bash: no expansion happens there, values",
-        "# sit in double quotes and lamplighter refuses any with a quote, backslash or newline.",
-        *header,
-        "",
-        "set -euo pipefail",
-        "",
-        "# The trainer's environment (lamplighter's contract, torchft settings, trainer.env).",
-        *exports,
-        "# Slurm counts restarts of a requeued job; unset on the first run.",
-        f'export {contract.ENV_ATTEMPT}="${{SLURM_RESTART_COUNT:-0}}"',
-        "",
-        "# Rendezvous inside the group: this script runs on the group's first node.",
-        'export MASTER_ADDR="$(hostname)"',
-        f'export MASTER_PORT="{MASTER_PORT_EXPR}"',
-        "# torchrun as the trainer command (one per node) reads its c10d rendezvous endpoint from here.",
-        'export PET_RDZV_ENDPOINT="$MASTER_ADDR:$MASTER_PORT"',
-        "",
-        f"# One task per process on each of the group's {g.nodes} node(s); a dead task ends the step,",
-        "# so a broken group fails as a whole and lamplighter can requeue it.",
-        f"exec srun --kill-on-bad-exit=1 bash -c {shlex.quote(TASK_WRAPPER)} lamplighter-task \\",
-        f"    {cmd}",
-        "",
-    ])
+    return "\n".join(
+        [
+            "#!/bin/bash",
+            f"# lamplighter job {job.name}: replica group {replica_id} of {g.count}.",
+            "# Rendered by `lamplighter render`; edit the job's YAML, not this file.",
+            "#",
+            "# #SBATCH lines are read by sbatch, not bash: no expansion happens there, values",
+            "# sit in double quotes and lamplighter refuses any with a quote, backslash or newline.",
+            *header,
+            "",
+            "set -euo pipefail",
+            "",
+            "# The trainer's environment (lamplighter's contract, torchft settings, trainer.env).",
+            *exports,
+            "# Slurm counts restarts of a requeued job; unset on the first run.",
+            f'export {contract.ENV_ATTEMPT}="${{SLURM_RESTART_COUNT:-0}}"',
+            "",
+            "# Rendezvous inside the group: this script runs on the group's first node.",
+            'export MASTER_ADDR="$(hostname)"',
+            *(
+                [
+                    "# One process: it picks a free port itself (no clash with other jobs on this node).",
+                    'export MASTER_PORT="0"',
+                ]
+                if g.nodes * g.nproc_per_node == 1
+                else [
+                    "# Every rank must know the port before rank 0 binds it: derived from the job id, so two",
+                    "# jobs on one node clash only if their ids differ by a multiple of 2000.",
+                    f'export MASTER_PORT="{MASTER_PORT_EXPR}"',
+                ]
+            ),
+            "# torchrun as the trainer command (one per node) reads its c10d rendezvous endpoint from here.",
+            'export PET_RDZV_ENDPOINT="$MASTER_ADDR:$MASTER_PORT"',
+            "",
+            f"# One task per process on each of the group's {g.nodes} node(s); a dead task ends the step,",
+            "# so a broken group fails as a whole and lamplighter can requeue it.",
+            f"exec srun --kill-on-bad-exit=1 bash -c {shlex.quote(TASK_WRAPPER)} lamplighter-task \\",
+            f"    {cmd}",
+            "",
+        ]
+    )
 
 
 def lighthouse_bin(python: str) -> str:
@@ -168,26 +187,37 @@ def render_lighthouse_script(job: JobConfig, paths: RenderPaths, python: str) ->
     lh = job.lighthouse
     if lh.port == 0:
         raise RenderError(f"job {job.name}: lighthouse.port 0 (pick a free port) works in local mode only")
-    header = _sbatch_header(job, lighthouse_job_name(job), 1, 1, slurm_path_pattern(str(paths.logs)) + "/lighthouse-%j.out",
-                            requeue=True)
+    header = _sbatch_header(
+        job, lighthouse_job_name(job), 1, 1, slurm_path_pattern(str(paths.logs)) + "/lighthouse-%j.out", requeue=True
+    )
     if job.slurm.head_node:
         header.append(f"#SBATCH --nodelist={sbatch_value(job.slurm.head_node, 'slurm.head_node')}")
     argv = [
-        lighthouse_bin(python), "--bind", f"[::]:{lh.port}", "--min_replicas", str(lh.min_replicas),
-        "--join_timeout_ms", str(lh.join_timeout_ms), "--quorum_tick_ms", str(lh.quorum_tick_ms),
-        "--heartbeat_timeout_ms", str(lh.heartbeat_timeout_ms),
+        lighthouse_bin(python),
+        "--bind",
+        f"[::]:{lh.port}",
+        "--min_replicas",
+        str(lh.min_replicas),
+        "--join_timeout_ms",
+        str(lh.join_timeout_ms),
+        "--quorum_tick_ms",
+        str(lh.quorum_tick_ms),
+        "--heartbeat_timeout_ms",
+        str(lh.heartbeat_timeout_ms),
     ]
-    return "\n".join([
-        "#!/bin/bash",
-        f"# lamplighter job {job.name}: the torchft Lighthouse, which forms the quorum of live groups.",
-        "# Rendered by `lamplighter render`; edit the job's YAML, not this file.",
-        "# #SBATCH lines are read by sbatch, not bash (see the group scripts).",
-        *header,
-        "",
-        "set -euo pipefail",
-        f"exec {' '.join(shlex.quote(a) for a in argv)}",
-        "",
-    ])
+    return "\n".join(
+        [
+            "#!/bin/bash",
+            f"# lamplighter job {job.name}: the torchft Lighthouse, which forms the quorum of live groups.",
+            "# Rendered by `lamplighter render`; edit the job's YAML, not this file.",
+            "# #SBATCH lines are read by sbatch, not bash (see the group scripts).",
+            *header,
+            "",
+            "set -euo pipefail",
+            f"exec {' '.join(shlex.quote(a) for a in argv)}",
+            "",
+        ]
+    )
 
 
 def render_job(job: JobConfig, out_dir: Path, *, python: str | None = None, base: Path | None = None) -> list[Path]:

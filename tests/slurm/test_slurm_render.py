@@ -122,7 +122,7 @@ def test_group_script_hostile_values_arrive_intact(harness: dict[str, Path]) -> 
     assert e[contract.ENV_ATTEMPT] == "0"
     assert e["TORCHFT_LIGHTHOUSE"] == "http://127.0.0.1:29510"
     assert (e["RANK"], e["WORLD_SIZE"], e["LOCAL_RANK"], e["GROUP_RANK"]) == ("0", "1", "0", "0")
-    assert e["MASTER_PORT"] == str(30000 + 4242 % 2000)
+    assert e["MASTER_PORT"] == "0"  # one process per group: the trainer picks a free port
     assert e["MASTER_ADDR"]
     # The resolved config the trainer reads: valid, with the absolute run_dir.
     resolved = JobConfig.model_validate_json((run_dir / "job.json").read_text())
@@ -167,6 +167,8 @@ def test_sbatch_header(harness: dict[str, Path]) -> None:
     body = text.splitlines()
     first_cmd = next(i for i, line in enumerate(body) if line and not line.startswith("#"))
     assert max(i for i, line in enumerate(body) if line.startswith("#SBATCH")) < first_cmd
+    # Eight ranks on two nodes must agree on the store's port before rank 0 binds it.
+    assert 'export MASTER_PORT="$((30000 + SLURM_JOB_ID % 2000))"' in body
 
 
 def test_values_sbatch_would_misread_are_refused(harness: dict[str, Path]) -> None:
