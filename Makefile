@@ -24,6 +24,7 @@ gpusim: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 # mypy cannot follow setup.cfg's package_dir mapping through the editable install,
 # so it checks a tree of symlinks laid out as the installed package is.

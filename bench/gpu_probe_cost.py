@@ -53,9 +53,17 @@ def main() -> int:
         per_cycle = (cpu_s(pids) - before) / args.cycles
         rss_mb = sum(psutil.Process(p).memory_info().rss for p in pids[1:]) / 2**20
         check.close()
-    print(json.dumps({"gpus": args.gpus, "cycles": args.cycles, "cpu_s_per_cycle": round(per_cycle, 6),
-                      "core_fraction_at_poll_interval": round(per_cycle / health.poll_interval_s, 5),
-                      "workers_rss_mb": round(rss_mb, 1)}))
+    print(
+        json.dumps(
+            {
+                "gpus": args.gpus,
+                "cycles": args.cycles,
+                "cpu_s_per_cycle": round(per_cycle, 6),
+                "core_fraction_at_poll_interval": round(per_cycle / health.poll_interval_s, 5),
+                "workers_rss_mb": round(rss_mb, 1),
+            }
+        )
+    )
     return 0
 
 

@@ -359,9 +359,7 @@ class ChaosConfig(Strict):
     enabled: bool = Field(False, description="Inject faults by default.")
     mtbf_s: float | None = Field(None, gt=0, description="Mean time between random faults.")
     seed: int = Field(0, ge=0, description="Seed for random faults.")
-    kinds: list[ChaosKind] = Field(
-        default_factory=lambda: list(DEFAULT_CHAOS_KINDS), description="Kinds to draw from."
-    )
+    kinds: list[ChaosKind] = Field(default_factory=lambda: list(DEFAULT_CHAOS_KINDS), description="Kinds to draw from.")
     start_after_s: float = Field(10.0, ge=0, description="No fault before this many seconds of training.")
     max_faults: int | None = Field(None, ge=0, description="Stop injecting after this many.")
     schedule: list[ChaosEvent] = Field(

@@ -104,8 +104,11 @@ def sim_env(out: Path, state_dir: Path, base: dict[str, str] | None = None) -> d
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lamplighter.gpusim.build", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m lamplighter.gpusim.build",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--out", type=Path, default=None, help=f"output folder (default: {default_out()})")
     parser.add_argument("--force", action="store_true", help="rebuild even when up to date")
     args = parser.parse_args(argv)

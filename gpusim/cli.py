@@ -33,8 +33,11 @@ _FAULTS_HELP = "\n".join(f"  {k:<18} {v}" for k, v in FAULT_HELP.items())
 def add_parser(subparsers: Any) -> None:
     """Register `gpusim` and its sub-commands on the lamplighter CLI."""
     p = subparsers.add_parser(
-        "gpusim", help="simulated AMD GPUs for tests: init, inject faults, clear, show, build",
-        description=__doc__, epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        "gpusim",
+        help="simulated AMD GPUs for tests: init, inject faults, clear, show, build",
+        description=__doc__,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.set_defaults(func=lambda _args: (p.print_help(), 2)[1])
     sub = p.add_subparsers(dest="gpusim_command", metavar="COMMAND")
@@ -42,21 +45,31 @@ def add_parser(subparsers: Any) -> None:
     def with_dir(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--dir", default=None, help=f"state folder (default: ${ENV_DIR})")
 
-    init = sub.add_parser("init", help="create a state folder with N healthy GPUs", epilog=_EPILOG,
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    init = sub.add_parser(
+        "init",
+        help="create a state folder with N healthy GPUs",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     with_dir(init)
     init.add_argument("--gpus", type=int, default=8, help="number of GPUs (default 8, like an MI300X node)")
     init.add_argument("--model", choices=sorted(MODELS), default="mi300x", help="GPU model (default mi300x)")
     init.set_defaults(func=_cmd_init)
 
-    inj = sub.add_parser("inject", help="give one GPU a fault", epilog="fault kinds:\n" + _FAULTS_HELP + "\n\n" + _EPILOG,
-                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    inj = sub.add_parser(
+        "inject",
+        help="give one GPU a fault",
+        epilog="fault kinds:\n" + _FAULTS_HELP + "\n\n" + _EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     with_dir(inj)
     inj.add_argument("--gpu", type=int, required=True, help="GPU index (0-based)")
     inj.add_argument("--fault", required=True, metavar="KIND", help="one of: " + ", ".join(FAULT_KINDS))
     inj.add_argument("--count", type=int, default=1, help="how many errors/pages (default 1)")
     inj.add_argument("--value", type=float, default=None, help="temperature in C (thermal) or pid (vmfault)")
-    inj.add_argument("--block", default="umc", help="ECC block for ecc-* faults (default umc); one of: " + ", ".join(BLOCKS))
+    inj.add_argument(
+        "--block", default="umc", help="ECC block for ecc-* faults (default umc); one of: " + ", ".join(BLOCKS)
+    )
     inj.set_defaults(func=_cmd_inject)
 
     clr = sub.add_parser("clear", help="return one GPU (or all) to healthy; releases a hang")
@@ -69,7 +82,9 @@ def add_parser(subparsers: Any) -> None:
     show.set_defaults(func=_cmd_show)
 
     build = sub.add_parser("build", help="build the simulated libamd_smi.so (only if sources changed)")
-    build.add_argument("--out", type=Path, default=None, help="output folder (default: build/gpusim in the source tree)")
+    build.add_argument(
+        "--out", type=Path, default=None, help="output folder (default: build/gpusim in the source tree)"
+    )
     build.add_argument("--force", action="store_true", help="rebuild even when up to date")
     build.set_defaults(func=_cmd_build)
 
@@ -132,5 +147,3 @@ def _cmd_build(args: argparse.Namespace) -> int:
     except (BuildError, WrapperNotFound) as exc:
         return _fail(exc)
     return 0
-
-

@@ -12,8 +12,16 @@ from typing import Literal, get_args
 from lamplighter.gpusim.state import BLOCKS, MODELS, GpusimError, GpuState, StateDir, default_gpu
 
 FaultKind = Literal[
-    "ecc-uncorrectable", "ecc-correctable", "ecc-deferred", "thermal", "ras-reset",
-    "vmfault", "bad-pages", "xgmi", "hang", "lost",
+    "ecc-uncorrectable",
+    "ecc-correctable",
+    "ecc-deferred",
+    "thermal",
+    "ras-reset",
+    "vmfault",
+    "bad-pages",
+    "xgmi",
+    "hang",
+    "lost",
 ]
 FAULT_KINDS: tuple[str, ...] = get_args(FaultKind)
 
@@ -41,8 +49,7 @@ FAULT_HELP = {
 }
 
 
-def inject(sd: StateDir, gpu: int, fault: str, count: int = 1, value: float | None = None,
-           block: str = "umc") -> str:
+def inject(sd: StateDir, gpu: int, fault: str, count: int = 1, value: float | None = None, block: str = "umc") -> str:
     """Apply one fault to GPU `gpu`; return a one-line description of what changed."""
     if fault not in FAULT_KINDS:
         raise GpusimError(f"unknown fault {fault!r}; choose one of {', '.join(FAULT_KINDS)}")
@@ -89,7 +96,11 @@ def inject(sd: StateDir, gpu: int, fault: str, count: int = 1, value: float | No
         sd.write(st)
         for event, message in events:
             sd.append_event(gpu, event, message)
-    return f"GPU {gpu}: {fault}" + (f" x{count}" if count > 1 else "") + (f" (value {value:g})" if value is not None else "")
+    return (
+        f"GPU {gpu}: {fault}"
+        + (f" x{count}" if count > 1 else "")
+        + (f" (value {value:g})" if value is not None else "")
+    )
 
 
 def clear(sd: StateDir, gpu: int | None = None) -> list[int]:

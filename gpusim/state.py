@@ -44,8 +44,25 @@ MAX_GPUS = 64
 
 # amdsmi_gpu_block_t order (bit i), as in csrc/state.c.
 BLOCKS = (
-    "umc", "sdma", "gfx", "mmhub", "athub", "pcie_bif", "hdp", "xgmi_wafl", "df", "smn",
-    "sem", "mp0", "mp1", "fuse", "mca", "vcn", "jpeg", "ih", "mpio",
+    "umc",
+    "sdma",
+    "gfx",
+    "mmhub",
+    "athub",
+    "pcie_bif",
+    "hdp",
+    "xgmi_wafl",
+    "df",
+    "smn",
+    "sem",
+    "mp0",
+    "mp1",
+    "fuse",
+    "mca",
+    "vcn",
+    "jpeg",
+    "ih",
+    "mpio",
 )
 BLOCK_BITS = {name: 1 << i for i, name in enumerate(BLOCKS)}
 # Blocks with RAS/ECC on an MI300X-class part (HBM behind UMC; engines; fabric).
@@ -247,7 +264,9 @@ class StateDir:
 
     def gpu_count(self) -> int:
         if not self.root.is_dir():
-            raise GpusimError(f"state folder {self.root} does not exist (run `lamplighter gpusim init --dir {self.root}`)")
+            raise GpusimError(
+                f"state folder {self.root} does not exist (run `lamplighter gpusim init --dir {self.root}`)"
+            )
         try:
             text = self.node_file().read_text()
         except FileNotFoundError as exc:
@@ -313,4 +332,3 @@ def _write_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-

@@ -43,7 +43,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"cluster under {cluster.root} stopped")
         elif args.action in ("crash-node", "restart-node"):
             if not args.node:
-                print(f"lamplighter cluster {args.action}: name a node ({', '.join(cluster.node_names)})", file=sys.stderr)
+                print(
+                    f"lamplighter cluster {args.action}: name a node ({', '.join(cluster.node_names)})", file=sys.stderr
+                )
                 return 2
             if args.action == "crash-node":
                 cluster.crash_node(args.node)

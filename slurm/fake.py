@@ -109,8 +109,11 @@ class FakeSlurm:
         if job.state != "PENDING":
             if job.state == "RUNNING":
                 return
-            raise SlurmError(["scontrol", "update", f"jobid={job_id}", "StartTime=now"], 1,
-                             f"Job is no longer pending execution for job {job_id}")
+            raise SlurmError(
+                ["scontrol", "update", f"jobid={job_id}", "StartTime=now"],
+                1,
+                f"Job is no longer pending execution for job {job_id}",
+            )
         job.begin = self._clock()
         self._schedule()
 
@@ -140,9 +143,16 @@ class FakeSlurm:
         self._advance()
         j = self._job(job_id)
         return JobInfo(
-            job_id=j.job_id, name=j.name, state=j.state, reason=j.reason, restarts=j.restarts,
-            batch_host=j.on[0] if j.on else None, node_list=",".join(j.on) or None,
-            start_time=None, requeue=j.requeue, exit_code=j.exit_code,
+            job_id=j.job_id,
+            name=j.name,
+            state=j.state,
+            reason=j.reason,
+            restarts=j.restarts,
+            batch_host=j.on[0] if j.on else None,
+            node_list=",".join(j.on) or None,
+            start_time=None,
+            requeue=j.requeue,
+            exit_code=j.exit_code,
         )
 
     def node(self, name: str) -> NodeInfo:
@@ -163,7 +173,8 @@ class FakeSlurm:
         return [
             QueueEntry(j.job_id, j.name, j.state, j.reason, ",".join(j.on) or None, "root")
             for j in self._jobs.values()
-            if j.state in ("PENDING", "RUNNING", "COMPLETING") and (name_prefix is None or j.name.startswith(name_prefix))
+            if j.state in ("PENDING", "RUNNING", "COMPLETING")
+            and (name_prefix is None or j.name.startswith(name_prefix))
         ]
 
     # -- the world outside Slurm --------------------------------------------
@@ -191,7 +202,9 @@ class FakeSlurm:
     def _job(self, job_id: int) -> _Job:
         j = self._jobs.get(check_job_id(job_id))
         if j is None:
-            raise SlurmError(["scontrol", "show", "job", str(job_id)], 1, "slurm_load_jobs error: Invalid job id specified")
+            raise SlurmError(
+                ["scontrol", "show", "job", str(job_id)], 1, "slurm_load_jobs error: Invalid job id specified"
+            )
         return j
 
     def _node(self, name: str) -> _Node:
@@ -230,8 +243,11 @@ class FakeSlurm:
 
     def _free(self) -> list[str]:
         busy = {n for j in self._jobs.values() if j.state in ("RUNNING", "COMPLETING") for n in j.on}
-        return [n.name for n in sorted(self._nodes.values(), key=lambda x: x.name)
-                if n.base != "DOWN" and n.responding and not n.drain and n.name not in busy]
+        return [
+            n.name
+            for n in sorted(self._nodes.values(), key=lambda x: x.name)
+            if n.base != "DOWN" and n.responding and not n.drain and n.name not in busy
+        ]
 
     def _schedule(self) -> None:
         now = self._clock()

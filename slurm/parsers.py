@@ -19,8 +19,20 @@ from dataclasses import dataclass, field
 # A pair starts at line start or after whitespace with a capitalised key.
 _KEY_AT = re.compile(r"(?:(?<=\s)|^)([A-Z][A-Za-z0-9_:/]*)=")
 # Keys whose value is the rest of their line in scontrol's multi-line output.
-_LINE_KEYS = ("Reason", "Comment", "AdminComment", "SystemComment", "OS", "Command", "WorkDir", "StdErr",
-              "StdIn", "StdOut", "Power", "Extra")
+_LINE_KEYS = (
+    "Reason",
+    "Comment",
+    "AdminComment",
+    "SystemComment",
+    "OS",
+    "Command",
+    "WorkDir",
+    "StdErr",
+    "StdIn",
+    "StdOut",
+    "Power",
+    "Extra",
+)
 # squeue field separator: ASCII unit separator, which no job name or reason contains.
 SQUEUE_SEP = "\x1f"
 SQUEUE_FORMAT = SQUEUE_SEP.join(["%i", "%j", "%T", "%r", "%N", "%u"])

@@ -160,7 +160,7 @@ class TestCluster:
         """Stop everything this cluster started (also from a fresh process), by recorded PID."""
         recs = self._load_records()
         # Nodes first (their jobs die with them), then slurmctld, then munged.
-        order = sorted(recs, key=lambda n: (0 if n.startswith("node-") else 1 if n == "slurmctld" else 2))
+        order = sorted(recs, key=lambda n: 0 if n.startswith("node-") else 1 if n == "slurmctld" else 2)
         for name in order:
             self._stop(recs[name], timeout)
         self._save_records({})
@@ -243,8 +243,13 @@ class TestCluster:
         self._start(
             "munged",
             [
-                "munged", "-F", "--force", f"--socket={m / 'sock'}", f"--key-file={key}",
-                f"--pid-file={m / 'munged.pid'}", f"--log-file={self.root / 'log' / 'munged.log'}",
+                "munged",
+                "-F",
+                "--force",
+                f"--socket={m / 'sock'}",
+                f"--key-file={key}",
+                f"--pid-file={m / 'munged.pid'}",
+                f"--log-file={self.root / 'log' / 'munged.log'}",
                 f"--seed-file={m / 'munged.seed'}",
             ],
         )
@@ -253,8 +258,20 @@ class TestCluster:
     def _start_node(self, name: str) -> None:
         self._start(
             f"node-{name}",
-            ["unshare", "--pid", "--fork", "--mount", "--mount-proc", "--kill-child",
-             "slurmd", "-D", "-N", name, "-f", str(self.conf_path)],
+            [
+                "unshare",
+                "--pid",
+                "--fork",
+                "--mount",
+                "--mount-proc",
+                "--kill-child",
+                "slurmd",
+                "-D",
+                "-N",
+                name,
+                "-f",
+                str(self.conf_path),
+            ],
         )
 
     def _ctld_answers(self) -> bool:
@@ -279,7 +296,9 @@ class TestCluster:
         try:
             env = dict(os.environ, SLURM_CONF=str(self.conf_path))
             # start_new_session: our terminal's Ctrl-C must not reach the cluster half-way.
-            p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True)
+            p = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True
+            )
         finally:
             log.close()
         st = proc_stat(p.pid)
@@ -351,8 +370,11 @@ def _children(pid: int) -> list[int]:
 
 def slurm_installed() -> str | None:
     """None if the Slurm and munge programs are here, else what is missing."""
-    missing = [p for p in ("slurmctld", "slurmd", "sbatch", "scontrol", "munged", "mungekey", "unshare")
-               if shutil.which(p) is None]
+    missing = [
+        p
+        for p in ("slurmctld", "slurmd", "sbatch", "scontrol", "munged", "mungekey", "unshare")
+        if shutil.which(p) is None
+    ]
     return f"missing {', '.join(missing)} (apt-get install slurmctld slurmd slurm-client munge)" if missing else None
 
 

@@ -106,7 +106,9 @@ def load_schedule_file(path: Path) -> ChaosConfig:
     if isinstance(data, list):
         data = {"schedule": data}
     if not isinstance(data, dict):
-        raise ChaosSpecError(f"chaos schedule {path}: expected a list of events or a mapping, got {type(data).__name__}")
+        raise ChaosSpecError(
+            f"chaos schedule {path}: expected a list of events or a mapping, got {type(data).__name__}"
+        )
     data.setdefault("enabled", True)
     try:
         cfg = ChaosConfig(**data)
@@ -132,7 +134,9 @@ def plan(cfg: ChaosConfig, n_groups: int) -> list[PlannedFault]:
         return []
     for ev in cfg.schedule:
         if ev.group is not None and ev.group >= n_groups:
-            raise ChaosSpecError(f"chaos event at {ev.at_s:g} s targets group {ev.group}, but the job has {n_groups} groups")
+            raise ChaosSpecError(
+                f"chaos event at {ev.at_s:g} s targets group {ev.group}, but the job has {n_groups} groups"
+            )
     if cfg.schedule:
         out = [PlannedFault(e.at_s, e.kind, e.group) for e in cfg.schedule]
     elif cfg.mtbf_s is not None:

@@ -36,11 +36,16 @@ def fast_command() -> list[str]:
 def lighthouse_argv(cfg: LighthouseConfig, port: int, command: list[str]) -> list[str]:
     return [
         *command,
-        "--bind", f"{cfg.host}:{port}",
-        "--min_replicas", str(cfg.min_replicas),
-        "--join_timeout_ms", str(cfg.join_timeout_ms),
-        "--quorum_tick_ms", str(cfg.quorum_tick_ms),
-        "--heartbeat_timeout_ms", str(cfg.heartbeat_timeout_ms),
+        "--bind",
+        f"{cfg.host}:{port}",
+        "--min_replicas",
+        str(cfg.min_replicas),
+        "--join_timeout_ms",
+        str(cfg.join_timeout_ms),
+        "--quorum_tick_ms",
+        str(cfg.quorum_tick_ms),
+        "--heartbeat_timeout_ms",
+        str(cfg.heartbeat_timeout_ms),
     ]
 
 
@@ -74,8 +79,9 @@ class Lighthouse:
         argv = lighthouse_argv(self.cfg, self.port, self._command)
         with open(self._log_path, "ab") as log:
             try:
-                self.popen = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                              start_new_session=True)
+                self.popen = subprocess.Popen(
+                    argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+                )
             except OSError as e:
                 raise LighthouseError(f"cannot start the Lighthouse ({argv!r}): {e}") from e
         self.started_at = now
@@ -93,7 +99,9 @@ class Lighthouse:
             if accepts_connections(self.cfg.host, self.port):
                 return
             time.sleep(0.05)
-        raise LighthouseError(f"Lighthouse on {self.address} did not accept connections within {timeout_s:g} s; see {self._log_path}")
+        raise LighthouseError(
+            f"Lighthouse on {self.address} did not accept connections within {timeout_s:g} s; see {self._log_path}"
+        )
 
     def kill(self) -> None:
         """SIGKILL it (and anything it started) and reap it."""

@@ -48,8 +48,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     server = module.LighthouseServer(
-        bind=args.bind, min_replicas=args.min_replicas, join_timeout_ms=args.join_timeout_ms,
-        quorum_tick_ms=args.quorum_tick_ms, heartbeat_timeout_ms=args.heartbeat_timeout_ms,
+        bind=args.bind,
+        min_replicas=args.min_replicas,
+        join_timeout_ms=args.join_timeout_ms,
+        quorum_tick_ms=args.quorum_tick_ms,
+        heartbeat_timeout_ms=args.heartbeat_timeout_ms,
     )
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     while server is not None:  # it serves on torchft's own threads while referenced, until this process is killed

@@ -23,8 +23,10 @@ def _fmt_row(row: GroupRow, now: float) -> str:
     loss = f"{p.last.loss:.4f}" if p.last else "-"
     age = f"{now - p.last_commit_t:5.1f}s" if p.last_commit_t else "    -"
     parts = p.last.participants if p.last else 0
-    return f"  group {row.group:<3} {row.state:<10} step {p.last_step:>6}  loss {loss:>8}  last commit {age} ago  " \
-           f"quorum {parts}  restarts {row.restarts}"
+    return (
+        f"  group {row.group:<3} {row.state:<10} step {p.last_step:>6}  loss {loss:>8}  last commit {age} ago  "
+        f"quorum {parts}  restarts {row.restarts}"
+    )
 
 
 class LiveView:
@@ -41,16 +43,19 @@ class LiveView:
         self._clear()
         print(f"[lamplighter local +{now - t0:7.1f}s] {text}", file=self._out, flush=True)
 
-    def update(self, now: float, t0: float, rows: list[GroupRow], steps_per_s: float, target: int,
-               lighthouse: str, faults: int) -> None:
+    def update(
+        self, now: float, t0: float, rows: list[GroupRow], steps_per_s: float, target: int, lighthouse: str, faults: int
+    ) -> None:
         if not self._enabled:
             return
         if self._tty:
             if now - self._last_draw < 1.0:
                 return
             self._clear()
-            head = (f"lamplighter local  +{now - t0:6.1f}s  {steps_per_s:5.2f} steps/s  target {target}  "
-                    f"lighthouse {lighthouse}  faults {faults}")
+            head = (
+                f"lamplighter local  +{now - t0:6.1f}s  {steps_per_s:5.2f} steps/s  target {target}  "
+                f"lighthouse {lighthouse}  faults {faults}"
+            )
             lines = [head] + [_fmt_row(r, now) for r in rows]
             self._out.write("\n".join(lines) + "\n")
             self._out.flush()
@@ -59,8 +64,11 @@ class LiveView:
             if now - self._last_draw < self._plain_every:
                 return
             steps = " ".join(f"g{r.group}={r.progress.last_step}({r.state})" for r in rows)
-            print(f"[lamplighter local +{now - t0:7.1f}s] {steps_per_s:.2f} steps/s  {steps}  faults {faults}",
-                  file=self._out, flush=True)
+            print(
+                f"[lamplighter local +{now - t0:7.1f}s] {steps_per_s:.2f} steps/s  {steps}  faults {faults}",
+                file=self._out,
+                flush=True,
+            )
         self._last_draw = now
 
     def _clear(self) -> None:

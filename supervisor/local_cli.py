@@ -13,14 +13,21 @@ HELP = "run the Lighthouse and the replica groups on this machine, supervised, o
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("local", help=HELP, description=HELP)
     p.add_argument("config", help="job config (YAML)")
-    p.add_argument("--chaos", default=None,
-                   help="inject faults: 'mtbf=20s[,seed=N][,kinds=kill,hang,exception,lighthouse-kill][,max=N]' or "
-                        "'@schedule.yaml'; 'off' disables the config's chaos section")
+    p.add_argument(
+        "--chaos",
+        default=None,
+        help="inject faults: 'mtbf=20s[,seed=N][,kinds=kill,hang,exception,lighthouse-kill][,max=N]' or "
+        "'@schedule.yaml'; 'off' disables the config's chaos section",
+    )
     p.add_argument("--report", default=None, help="where report.json and timeline.png go (default RUN_DIR/report)")
     p.add_argument("--run-dir", default=None, help="run directory (default: the config's run_dir, or runs/<name>)")
     p.add_argument("--steps", type=int, default=None, help="override trainer.steps")
-    p.add_argument("--baseline", type=float, default=None,
-                   help="fault-free samples/s for goodput (default: measured in this run before the first fault)")
+    p.add_argument(
+        "--baseline",
+        type=float,
+        default=None,
+        help="fault-free samples/s for goodput (default: measured in this run before the first fault)",
+    )
     p.add_argument("--no-live", action="store_true", help="plain progress lines instead of the live table")
     p.set_defaults(func=run_local)
 
@@ -45,8 +52,16 @@ def run_local(args: argparse.Namespace) -> int:
             chaos = parse_chaos(args.chaos)
         run_dir = Path(args.run_dir or job_run_dir(job))
         report_dir = Path(args.report) if args.report else run_dir / "report"
-        run = LocalRun(job, LocalOptions(run_dir=run_dir, report_dir=report_dir, chaos=chaos, live=not args.no_live,
-                                         baseline_samples_per_s=args.baseline))
+        run = LocalRun(
+            job,
+            LocalOptions(
+                run_dir=run_dir,
+                report_dir=report_dir,
+                chaos=chaos,
+                live=not args.no_live,
+                baseline_samples_per_s=args.baseline,
+            ),
+        )
         report = run.run()
     except (ChaosSpecError, LocalModeError, ValidationError, ValueError, OSError) as e:
         print(f"lamplighter local: {e}", file=sys.stderr)

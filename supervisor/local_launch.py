@@ -26,15 +26,31 @@ def group_launch(
     world = job.groups.nproc_per_node * job.groups.nodes
     argv = render_command(job, replica_id=group, lighthouse=lighthouse, config_path=str(config_path), python=python)
     common = dict(os.environ if base_env is None else base_env)
-    common.update(trainer_env(job, replica_id=group, attempt=attempt, lighthouse=lighthouse,
-                              config_path=str(config_path), run_dir=str(run_dir)))
+    common.update(
+        trainer_env(
+            job,
+            replica_id=group,
+            attempt=attempt,
+            lighthouse=lighthouse,
+            config_path=str(config_path),
+            run_dir=str(run_dir),
+        )
+    )
     common["PYTHONUNBUFFERED"] = "1"
     # Rank 0 hosts the group's TCPStore; one process can let the OS pick its port.
     port = free_port() if world > 1 else 0
     envs = []
     for rank in range(world):
         env = dict(common)
-        env.update({"RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": str(rank),
-                    "LOCAL_WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+        env.update(
+            {
+                "RANK": str(rank),
+                "WORLD_SIZE": str(world),
+                "LOCAL_RANK": str(rank),
+                "LOCAL_WORLD_SIZE": str(world),
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(port),
+            }
+        )
         envs.append(env)
     return [list(argv) for _ in range(world)], envs

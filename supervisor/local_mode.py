@@ -65,7 +65,9 @@ class LocalRun:
         unsupported = sorted({e.kind for e in opts.chaos.schedule} | set(opts.chaos.kinds if opts.chaos.mtbf_s else []))
         unsupported = [k for k in unsupported if k not in LOCAL_KINDS]
         if opts.chaos.enabled and unsupported:
-            raise LocalModeError(f"chaos kinds {unsupported} cannot be injected in local mode (supported: {', '.join(LOCAL_KINDS)})")
+            raise LocalModeError(
+                f"chaos kinds {unsupported} cannot be injected in local mode (supported: {', '.join(LOCAL_KINDS)})"
+            )
         try:
             self.injector = ChaosInjector(plan(opts.chaos, n), opts.chaos.seed)
         except ChaosSpecError as e:
@@ -87,7 +89,11 @@ class LocalRun:
     def trainers(self) -> list[TrainerProc]:
         out: list[TrainerProc] = []
         for g, gp in enumerate(self.groups):
-            if gp is not None and self.state.groups[g].status == "running" and gp.attempt == self.state.groups[g].attempt:
+            if (
+                gp is not None
+                and self.state.groups[g].status == "running"
+                and gp.attempt == self.state.groups[g].attempt
+            ):
                 out += gp.trainers()
         return out
 
@@ -97,10 +103,18 @@ class LocalRun:
 
     def _start_group(self, g: int, attempt: int, now: float) -> None:
         self.paths.inject_exception(g).unlink(missing_ok=True)  # a fault that never fired must not hit the new attempt
-        argv, envs = group_launch(self.job, group=g, attempt=attempt, lighthouse=self.lh.address,
-                                  config_path=self.run_dir / "job.json", run_dir=self.run_dir, python=self.opts.python)
-        gp = GroupProcesses.start(group=g, attempt=attempt, argv=argv, envs=envs,
-                                  log_path=self.paths.logs() / f"group{g}.log", started_at=now)
+        argv, envs = group_launch(
+            self.job,
+            group=g,
+            attempt=attempt,
+            lighthouse=self.lh.address,
+            config_path=self.run_dir / "job.json",
+            run_dir=self.run_dir,
+            python=self.opts.python,
+        )
+        gp = GroupProcesses.start(
+            group=g, attempt=attempt, argv=argv, envs=envs, log_path=self.paths.logs() / f"group{g}.log", started_at=now
+        )
         self.groups[g] = gp
         assert self.watcher is not None
         for t in gp.trainers():
@@ -139,7 +153,9 @@ class LocalRun:
     def _inject(self, shot: Shot, now: float) -> None:
         kind, g = shot.fault.kind, shot.group
         attempt = self.state.lighthouse.attempt if g is None else self.state.groups[g].attempt
-        self.journal.injected(FaultRecord(kind=kind, group=g, planned_at_s=shot.fault.at_s, t_injected=now, attempt=attempt))
+        self.journal.injected(
+            FaultRecord(kind=kind, group=g, planned_at_s=shot.fault.at_s, t_injected=now, attempt=attempt)
+        )
         if kind == "lighthouse-kill":
             if self.lh.popen is not None:
                 self.lh.popen.send_signal(signal.SIGKILL)
@@ -159,11 +175,18 @@ class LocalRun:
 
     # --- the loop ------------------------------------------------------------------
     def _healthy(self) -> tuple[list[int], bool]:
-        groups = [g for g, gp in enumerate(self.groups)
-                  if gp is not None and self.state.groups[g].status == "running"
-                  and gp.attempt == self.state.groups[g].attempt and self.tail.committed_since(g, gp.started_at)]
+        groups = [
+            g
+            for g, gp in enumerate(self.groups)
+            if gp is not None
+            and self.state.groups[g].status == "running"
+            and gp.attempt == self.state.groups[g].attempt
+            and self.tail.committed_since(g, gp.started_at)
+        ]
         lh_start = self.lh.started_at or 0.0
-        lh_ok = self.state.lighthouse.status == "running" and any(self.tail.committed_since(g, lh_start) for g in groups)
+        lh_ok = self.state.lighthouse.status == "running" and any(
+            self.tail.committed_since(g, lh_start) for g in groups
+        )
         return groups, lh_ok
 
     def _journal_detections(self, obs: list[Observation], now: float) -> None:
@@ -196,16 +219,23 @@ class LocalRun:
         self.prepare()
         self.watcher = ExitWatcher(self.clock)
         h = self.job.health
-        hang = HangCheck(self, HeartbeatFiles(self.run_dir), h.hang_timeout_s, startup_grace_s=STARTUP_GRACE_S,
-                         excused_since=lambda: self.lh.started_at or 0.0)
+        hang = HangCheck(
+            self,
+            HeartbeatFiles(self.run_dir),
+            h.hang_timeout_s,
+            startup_grace_s=STARTUP_GRACE_S,
+            excused_since=lambda: self.lh.started_at or 0.0,
+        )
         dstate = DStateCheck(self, h.d_state_max_s)
         memory = MemoryCheck(self, h.memory_max_percent)
         interrupted = False
         try:
             self.watcher.watch_lighthouse(self.lh.start(self.clock()))
             self.lh.wait_ready(LIGHTHOUSE_READY_S)
-            self._say(f"Lighthouse up on {self.lh.address}; starting {self.job.groups.count} groups, target "
-                      f"{self.job.trainer.steps} steps, {self.injector.remaining} chaos faults planned")
+            self._say(
+                f"Lighthouse up on {self.lh.address}; starting {self.job.groups.count} groups, target "
+                f"{self.job.trainer.steps} steps, {self.injector.remaining} chaos faults planned"
+            )
             for g in range(self.job.groups.count):
                 self._start_group(g, 0, self.clock())
             next_check = 0.0
@@ -256,8 +286,15 @@ class LocalRun:
                 state = "healed"
             rows.append(GroupRow(group=g, state=state, restarts=gs.restarts, progress=p))
         lh = f"{self.lh.address} ({self.state.lighthouse.status}, restarts {self.state.lighthouse.restarts})"
-        self.view.update(now, self.t0, rows, self.tail.steps_per_s(now), self.job.trainer.steps, lh,
-                         len([f for f in self.journal.faults if f.kind != "unplanned"]))
+        self.view.update(
+            now,
+            self.t0,
+            rows,
+            self.tail.steps_per_s(now),
+            self.job.trainer.steps,
+            lh,
+            len([f for f in self.journal.faults if f.kind != "unplanned"]),
+        )
 
     def _finish(self, interrupted: bool) -> dict[str, Any]:
         from lamplighter.supervisor.report import build_report
@@ -266,13 +303,22 @@ class LocalRun:
 
         by_group = {g: read_steps(self.paths.steps(g)) for g in range(self.job.groups.count)}
         report = build_report(
-            by_group, self.journal.faults, target_steps=self.job.trainer.steps, t_start=self.t0, t_end=self.clock(),
+            by_group,
+            self.journal.faults,
+            target_steps=self.job.trainer.steps,
+            t_start=self.t0,
+            t_end=self.clock(),
             baseline_samples_per_s=self.opts.baseline_samples_per_s,
             extra={
-                "job": self.job.name, "run_dir": str(self.run_dir), "lighthouse": self.lh.address,
-                "interrupted": interrupted, "t_training_started": self.t_train,
-                "group_status": {str(g): {"status": gs.status, "restarts": gs.restarts, "reason": gs.reason}
-                                 for g, gs in enumerate(self.state.groups)},
+                "job": self.job.name,
+                "run_dir": str(self.run_dir),
+                "lighthouse": self.lh.address,
+                "interrupted": interrupted,
+                "t_training_started": self.t_train,
+                "group_status": {
+                    str(g): {"status": gs.status, "restarts": gs.restarts, "reason": gs.reason}
+                    for g, gs in enumerate(self.state.groups)
+                },
                 "lighthouse_restarts": self.state.lighthouse.restarts,
                 "chaos_not_injected": self.injector.remaining,
                 "decisions": self.decisions,

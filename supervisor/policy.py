@@ -100,9 +100,7 @@ def _fail(now: float, gs: GroupState, why: str, cfg: RestartConfig, what: str) -
     return replace(gs, status="backoff", failures=recent, restart_at=now + delay, reason=reason), reason, False
 
 
-def _on_trainer(
-    now: float, st: PolicyState, obs: Observation, cfg: RestartConfig, out: list[Decision]
-) -> PolicyState:
+def _on_trainer(now: float, st: PolicyState, obs: Observation, cfg: RestartConfig, out: list[Decision]) -> PolicyState:
     assert not isinstance(obs, LighthouseDown)
     g = obs.group
     if not 0 <= g < len(st.groups):
@@ -134,7 +132,9 @@ def _on_trainer(
     return replace(st, groups=tuple(groups))
 
 
-def _on_lighthouse(now: float, st: PolicyState, obs: LighthouseDown, cfg: RestartConfig, out: list[Decision]) -> PolicyState:
+def _on_lighthouse(
+    now: float, st: PolicyState, obs: LighthouseDown, cfg: RestartConfig, out: list[Decision]
+) -> PolicyState:
     if st.lighthouse.status != "running":
         return st
     lh, reason, gave_up = _fail(now, st.lighthouse, obs.reason, cfg, "the Lighthouse")
@@ -153,7 +153,9 @@ def _due_restarts(now: float, st: PolicyState, cfg: RestartConfig, out: list[Dec
         if gs.status != "backoff" or gs.restart_at is None:
             continue
         if st.finishing_since is not None:
-            groups[g] = replace(gs, status="stopped", restart_at=None, reason=f"{gs.reason}; cancelled: the job is finishing")
+            groups[g] = replace(
+                gs, status="stopped", restart_at=None, reason=f"{gs.reason}; cancelled: the job is finishing"
+            )
             out.append(Decision("stop", g, groups[g].reason))
         elif now >= gs.restart_at:
             out.append(Decision("restart", g, gs.reason, gs.restart_at))
@@ -206,6 +208,3 @@ def decide(
     st = _due_restarts(now, st, config, out)
     st = _finish(now, st, finish_grace_s, out)
     return Verdict(st, out)
-
-
-

@@ -120,18 +120,29 @@ class GroupProcesses:
         with open(log_path, "ab") as log:
             for rank, (args, env) in enumerate(zip(argv, envs, strict=True)):
                 try:
-                    p = subprocess.Popen(list(args), env=env, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True, cwd=cwd)
+                    p = subprocess.Popen(
+                        list(args),
+                        env=env,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        stdin=subprocess.DEVNULL,
+                        start_new_session=True,
+                        cwd=cwd,
+                    )
                 except OSError as e:
                     if gp.popens:
                         gp.kill()
-                    raise StartError(f"group {group} attempt {attempt} rank {rank}: cannot start {list(args)!r}: {e}") from e
+                    raise StartError(
+                        f"group {group} attempt {attempt} rank {rank}: cannot start {list(args)!r}: {e}"
+                    ) from e
                 gp.popens.append(p)
         return gp
 
     def trainers(self) -> list[TrainerProc]:
-        return [TrainerProc(group=self.group, rank=r, attempt=self.attempt, pid=p.pid, started_at=self.started_at)
-                for r, p in enumerate(self.popens)]
+        return [
+            TrainerProc(group=self.group, rank=r, attempt=self.attempt, pid=p.pid, started_at=self.started_at)
+            for r, p in enumerate(self.popens)
+        ]
 
     def running(self) -> bool:
         """True while any rank has not exited (a zombie counts as exited)."""

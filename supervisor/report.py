@@ -71,8 +71,11 @@ def hash_mismatches(by_group: dict[int, list[StepRecord]]) -> list[dict[str, Any
     for g, recs in by_group.items():
         for r in committed(recs):
             hashes.setdefault(r.step, {})[g] = r.state_hash
-    return [{"step": s, "hashes": {str(g): h for g, h in hs.items()}}
-            for s, hs in sorted(hashes.items()) if len(set(hs.values())) > 1]
+    return [
+        {"step": s, "hashes": {str(g): h for g, h in hs.items()}}
+        for s, hs in sorted(hashes.items())
+        if len(set(hs.values())) > 1
+    ]
 
 
 def shared_steps(by_group: dict[int, list[StepRecord]]) -> int:
@@ -97,8 +100,12 @@ def normal_step_s(recs: Sequence[StepRecord]) -> float | None:
     return statistics.median(gaps) if gaps else None
 
 
-def survivor_stall(by_group: dict[int, list[StepRecord]], fault: FaultRecord, until: float | None,
-                   all_faults: Sequence[FaultRecord] = ()) -> float | None:
+def survivor_stall(
+    by_group: dict[int, list[StepRecord]],
+    fault: FaultRecord,
+    until: float | None,
+    all_faults: Sequence[FaultRecord] = (),
+) -> float | None:
     if fault.t_injected is None:
         return None
     start = fault.t_injected
@@ -111,8 +118,11 @@ def survivor_stall(by_group: dict[int, list[StepRecord]], fault: FaultRecord, un
         own = [f.t_injected for f in all_faults if f.group == g and f.t_injected is not None]
         normal = normal_step_s(recs)
         c = committed(recs)
-        gaps = [b.t - a.t for a, b in itertools.pairwise(c)
-                if b.t >= start and a.t <= end and a.attempt == b.attempt and not any(a.t < t <= b.t for t in own)]
+        gaps = [
+            b.t - a.t
+            for a, b in itertools.pairwise(c)
+            if b.t >= start and a.t <= end and a.attempt == b.attempt and not any(a.t < t <= b.t for t in own)
+        ]
         if normal is None or not gaps:
             continue
         stall = max(0.0, max(gaps) - normal)
@@ -130,11 +140,16 @@ class Throughput:
         return self.samples / self.seconds if self.seconds > 0 else None
 
 
-def throughput(by_group: dict[int, list[StepRecord]], t0: float | None = None, t1: float | None = None,
-               min_step: int = 0) -> Throughput:
+def throughput(
+    by_group: dict[int, list[StepRecord]], t0: float | None = None, t1: float | None = None, min_step: int = 0
+) -> Throughput:
     """Committed samples between the first and last commit in [t0, t1] with step > min_step."""
-    recs = [r for recs in by_group.values() for r in committed(recs)
-            if r.step > min_step and (t0 is None or r.t >= t0) and (t1 is None or r.t <= t1)]
+    recs = [
+        r
+        for recs in by_group.values()
+        for r in committed(recs)
+        if r.step > min_step and (t0 is None or r.t >= t0) and (t1 is None or r.t <= t1)
+    ]
     if len(recs) < 2:
         return Throughput(0, 0.0)
     first = min(r.t for r in recs)
@@ -146,8 +161,9 @@ def throughput(by_group: dict[int, list[StepRecord]], t0: float | None = None, t
 def baseline_rate(by_group: dict[int, list[StepRecord]], faults: Sequence[FaultRecord]) -> float | None:
     injected = [f.t_injected for f in faults if f.t_injected is not None]
     first_fault = min(injected) if injected else None
-    steps_before = {r.step for recs in by_group.values() for r in committed(recs)
-                    if first_fault is None or r.t < first_fault}
+    steps_before = {
+        r.step for recs in by_group.values() for r in committed(recs) if first_fault is None or r.t < first_fault
+    }
     if len(steps_before) < WARMUP_STEPS + MIN_BASELINE_STEPS:
         return None
     return throughput(by_group, t1=first_fault, min_step=WARMUP_STEPS).rate
@@ -171,15 +187,19 @@ def build_report(
     for f in faults:
         restart_ref = f.t_restarted
         t_first = first_commit_after(by_group, f.group, restart_ref)
-        fault_rows.append({
-            **f.to_json(),
-            "t_first_commit_after": t_first,
-            "detection_latency_s": _span(f.t_injected, f.t_detected),
-            "restart_after_detection_s": _span(f.t_detected, f.t_restarted),
-            "first_commit_after_restart_s": _span(f.t_restarted, t_first),
-            "recovery_s": _span(f.t_injected, t_first),
-            "survivor_stall_s": None if f.kind == "unplanned" else _round(survivor_stall(by_group, f, t_first, faults)),
-        })
+        fault_rows.append(
+            {
+                **f.to_json(),
+                "t_first_commit_after": t_first,
+                "detection_latency_s": _span(f.t_injected, f.t_detected),
+                "restart_after_detection_s": _span(f.t_detected, f.t_restarted),
+                "first_commit_after_restart_s": _span(f.t_restarted, t_first),
+                "recovery_s": _span(f.t_injected, t_first),
+                "survivor_stall_s": None
+                if f.kind == "unplanned"
+                else _round(survivor_stall(by_group, f, t_first, faults)),
+            }
+        )
     lost = lost_steps(by_group)
     mismatches = hash_mismatches(by_group)
     overall = throughput(by_group)
@@ -201,7 +221,9 @@ def build_report(
         "survivor_stall_s": [row["survivor_stall_s"] for row in fault_rows],
         "committed_samples_per_s": _round(overall.rate),
         "fault_free_samples_per_s": _round(base),
-        "fault_free_source": "given" if baseline_samples_per_s is not None else ("measured before the first fault" if base_measured else None),
+        "fault_free_source": "given"
+        if baseline_samples_per_s is not None
+        else ("measured before the first fault" if base_measured else None),
         "goodput": _round(good),
         "t_start": t_start,
         "t_end": t_end,

@@ -29,8 +29,10 @@ def summary_text(report: dict[str, Any], report_dir: Path) -> str:
                 f"{f['kind']:<16}{target:<12}{_s(f['detection_latency_s']):>10}{_s(f['restart_after_detection_s']):>11}"
                 f"{_s(f['first_commit_after_restart_s']):>12}{_s(f['survivor_stall_s']):>9}"
             )
-        lines.append("  (detected: after injection; restarted: after detection; 1st commit: after restart; "
-                     "stall: survivors' longest extra gap)")
+        lines.append(
+            "  (detected: after injection; restarted: after detection; 1st commit: after restart; "
+            "stall: survivors' longest extra gap)"
+        )
     for g, st in report.get("group_status", {}).items():
         if st["status"] == "given_up":
             lines.append(f"group {g} GIVEN UP: {st['reason']}")

@@ -7,8 +7,13 @@ from typing import Any
 
 from lamplighter.trainer.steplog import StepRecord
 
-COLOURS = {"kill": "tab:red", "hang": "tab:purple", "exception": "tab:orange", "lighthouse-kill": "tab:brown",
-           "unplanned": "tab:gray"}
+COLOURS = {
+    "kill": "tab:red",
+    "hang": "tab:purple",
+    "exception": "tab:orange",
+    "lighthouse-kill": "tab:brown",
+    "unplanned": "tab:gray",
+}
 
 
 def plot_timeline(by_group: dict[int, list[StepRecord]], report: dict[str, Any], path: Path) -> None:
@@ -25,8 +30,15 @@ def plot_timeline(by_group: dict[int, list[StepRecord]], report: dict[str, Any],
         colour = None
         for attempt in sorted({r.attempt for r in c}):  # one line per attempt: no line across the downtime
             part = [r for r in c if r.attempt == attempt]
-            (line,) = ax_loss.plot([r.t - t0 for r in part], [r.loss for r in part], ".-", ms=2, lw=0.8,
-                                   color=colour, label=f"group {g}" if colour is None else None)
+            (line,) = ax_loss.plot(
+                [r.t - t0 for r in part],
+                [r.loss for r in part],
+                ".-",
+                ms=2,
+                lw=0.8,
+                color=colour,
+                label=f"group {g}" if colour is None else None,
+            )
             colour = line.get_color()
         for r in c:
             t, gs = per_step.get(r.step, (r.t, set()))
@@ -45,17 +57,23 @@ def plot_timeline(by_group: dict[int, list[StepRecord]], report: dict[str, Any],
             continue
         colour = COLOURS.get(f["kind"], "tab:gray")
         for ax in (ax_loss, ax_groups):
-            ax.axvline(t - t0, color=colour, ls="--", lw=1,
-                       label=f["kind"] if ax is ax_loss and f["kind"] not in seen else None)
+            ax.axvline(
+                t - t0,
+                color=colour,
+                ls="--",
+                lw=1,
+                label=f["kind"] if ax is ax_loss and f["kind"] not in seen else None,
+            )
         if f["t_first_commit_after"] is not None:
             ax_groups.axvspan(t - t0, f["t_first_commit_after"] - t0, color=colour, alpha=0.15)
         target = "LH" if f["group"] is None else f"g{f['group']}"
-        ax_loss.annotate(target, (t - t0, 1.0), xycoords=("data", "axes fraction"), fontsize=7, color=colour,
-                         va="top")
+        ax_loss.annotate(target, (t - t0, 1.0), xycoords=("data", "axes fraction"), fontsize=7, color=colour, va="top")
         seen.add(f["kind"])
     ax_loss.legend(fontsize=7, ncol=4)
-    ax_loss.set_title(f"{report.get('job', '')}: {report['steps_committed']} steps, {report['steps_lost']} lost, "
-                      f"weights identical: {report['weights_identical']}")
+    ax_loss.set_title(
+        f"{report.get('job', '')}: {report['steps_committed']} steps, {report['steps_lost']} lost, "
+        f"weights identical: {report['weights_identical']}"
+    )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

@@ -41,8 +41,9 @@ def run_amdsmi(sim_env_for: dict[str, str]) -> Callable[[str], Any]:
 
     def run(code: str) -> Any:
         script = "import json, amdsmi\nfrom amdsmi import *\n" + textwrap.dedent(code) + "\nprint(json.dumps(out))\n"
-        proc = subprocess.run([sys.executable, "-c", script], env=sim_env_for, capture_output=True, text=True,
-                              timeout=60, check=False)
+        proc = subprocess.run(
+            [sys.executable, "-c", script], env=sim_env_for, capture_output=True, text=True, timeout=60, check=False
+        )
         assert proc.returncode == 0, proc.stderr
         return json.loads(proc.stdout.strip().splitlines()[-1])
 

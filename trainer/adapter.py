@@ -19,7 +19,9 @@ def job_run_dir(job: JobConfig) -> str:
     return job.run_dir or f"runs/{job.name}"
 
 
-def placeholder_values(job: JobConfig, *, replica_id: int, lighthouse: str, config_path: str, python: str) -> dict[str, str]:
+def placeholder_values(
+    job: JobConfig, *, replica_id: int, lighthouse: str, config_path: str, python: str
+) -> dict[str, str]:
     """The value of every placeholder in TRAINER_PLACEHOLDERS for one replica group."""
     values = {
         "replica_id": str(replica_id),
@@ -39,7 +41,9 @@ def placeholder_values(job: JobConfig, *, replica_id: int, lighthouse: str, conf
 
 def render_command(job: JobConfig, *, replica_id: int, lighthouse: str, config_path: str, python: str) -> list[str]:
     """argv for one process of a replica group: the job's template (or the reference trainer's) filled in."""
-    values = placeholder_values(job, replica_id=replica_id, lighthouse=lighthouse, config_path=config_path, python=python)
+    values = placeholder_values(
+        job, replica_id=replica_id, lighthouse=lighthouse, config_path=config_path, python=python
+    )
     template = job.trainer.command if job.trainer.command is not None else DEFAULT_COMMAND
     try:
         return [arg.format_map(values) for arg in template]

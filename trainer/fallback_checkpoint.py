@@ -107,7 +107,14 @@ class FallbackWriter:
         return not busy and now - self._last >= self._interval
 
     def submit(
-        self, now: float, *, step: int, batches_committed: int, user: Mapping[str, object], state_hash: str, replica_id: int
+        self,
+        now: float,
+        *,
+        step: int,
+        batches_committed: int,
+        user: Mapping[str, object],
+        state_hash: str,
+        replica_id: int,
     ) -> None:
         """Copy the state now (cheap, in the step) and write it in the background."""
         ck = Checkpoint(step, batches_committed, _copy(user), state_hash, replica_id, now)  # type: ignore[arg-type]

@@ -52,7 +52,10 @@ def build_manager(job: JobConfig, ident: Identity, state: TrainState, device: to
     port = ident.master_port
     if ident.rank == 0:
         store = dist.TCPStore(
-            host_name=ident.master_addr, port=port, is_master=True, wait_for_workers=False,
+            host_name=ident.master_addr,
+            port=port,
+            is_master=True,
+            wait_for_workers=False,
             timeout=timedelta(seconds=ft.connect_timeout_s),
         )
         port = store.port  # MASTER_PORT=0: the port the OS picked

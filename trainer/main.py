@@ -115,9 +115,13 @@ def train(job: JobConfig, ident: Identity, log: TrainerLog, clock: Callable[[], 
                     log(f"the job reached its target step {target} while this group was starting: nothing to do")
                     return contract.EXIT_DONE
                 d = decide_start(
-                    now=clock(), deadline=wait_deadline, job_progress=job_progress,
-                    manager_step=manager.current_step(), participants=manager.num_participants(),
-                    num_groups=ident.num_groups, checkpoint_step=None if fallback is None else fallback.step,
+                    now=clock(),
+                    deadline=wait_deadline,
+                    job_progress=job_progress,
+                    manager_step=manager.current_step(),
+                    participants=manager.num_participants(),
+                    num_groups=ident.num_groups,
+                    checkpoint_step=None if fallback is None else fallback.step,
                 )
                 if d.action is StartAction.WAIT:
                     if d.reason != last_wait_log:
@@ -132,7 +136,9 @@ def train(job: JobConfig, ident: Identity, log: TrainerLog, clock: Callable[[], 
                 if d.action is StartAction.LOAD_CHECKPOINT:
                     assert fallback is not None
                     restore_checkpoint(state, manager, fallback)
-                    log(f"fallback checkpoint of step {fallback.step} (written by replica {fallback.replica_id}) loaded")
+                    log(
+                        f"fallback checkpoint of step {fallback.step} (written by replica {fallback.replica_id}) loaded"
+                    )
                 decided = True
             log.step = step_before = manager.current_step()
             position = manager.participating_rank()
@@ -154,9 +160,17 @@ def train(job: JobConfig, ident: Identity, log: TrainerLog, clock: Callable[[], 
             if ident.rank == 0:
                 digest = state.hash()
                 rec = StepRecord(
-                    t=now, replica_id=ident.replica_id, step=manager.current_step(), committed=committed,
-                    participants=participants, quorum_id=quorum_id(manager), healed_from=state.healed_from,
-                    loss=float(loss.item()), state_hash=digest, attempt=ident.attempt, samples=sl.count,
+                    t=now,
+                    replica_id=ident.replica_id,
+                    step=manager.current_step(),
+                    committed=committed,
+                    participants=participants,
+                    quorum_id=quorum_id(manager),
+                    healed_from=state.healed_from,
+                    loss=float(loss.item()),
+                    state_hash=digest,
+                    attempt=ident.attempt,
+                    samples=sl.count,
                     first_sample=sl.first,
                 )
                 append_step(paths.steps(ident.replica_id), rec)
@@ -166,8 +180,12 @@ def train(job: JobConfig, ident: Identity, log: TrainerLog, clock: Callable[[], 
                         log(f"committed; loss {rec.loss:.4f}, {clock() - t_start:.2f} s since process start")
                     if writer is not None and position == 0 and writer.due(now):
                         writer.submit(
-                            now, step=manager.current_step(), batches_committed=manager.batches_committed(),
-                            user=state.user_state(), state_hash=digest, replica_id=ident.replica_id,
+                            now,
+                            step=manager.current_step(),
+                            batches_committed=manager.batches_committed(),
+                            user=state.user_state(),
+                            state_hash=digest,
+                            replica_id=ident.replica_id,
                         )
                 else:
                     log("step not committed (a peer failed or the quorum was too small); it will be retried")
@@ -191,12 +209,16 @@ def restore_checkpoint(state: TrainState, manager: Manager, ck: Checkpoint) -> N
     manager.load_state_dict({"step": ck.step, "batches_committed": ck.batches_committed})
     got = state.hash()
     if got != ck.state_hash:
-        raise Refused(f"fallback checkpoint of step {ck.step} does not match its recorded hash ({got} != {ck.state_hash})")
+        raise Refused(
+            f"fallback checkpoint of step {ck.step} does not match its recorded hash ({got} != {ck.state_hash})"
+        )
     state.healed_from = f"checkpoint:{ck.step}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lamplighter.trainer", description="lamplighter's reference torchft trainer")
+    ap = argparse.ArgumentParser(
+        prog="python -m lamplighter.trainer", description="lamplighter's reference torchft trainer"
+    )
     ap.add_argument("--config", default=os.environ.get(contract.ENV_CONFIG), help="resolved job config (JSON)")
     args = ap.parse_args(argv)
     boot = TrainerLog(int(os.environ.get(contract.ENV_REPLICA_ID, "-1") or -1), int(os.environ.get("RANK", "0") or 0))

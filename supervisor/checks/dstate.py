@@ -32,7 +32,15 @@ class DStateCheck:
                 key = (st.pid, st.starttime)
                 since = still[key] = self._since.get(key, now)
                 if now - since >= self._limit:
-                    out.append(DState(group=p.group, rank=p.rank, attempt=p.attempt, pid=st.pid,
-                                      stuck_s=now - since, limit_s=self._limit))
+                    out.append(
+                        DState(
+                            group=p.group,
+                            rank=p.rank,
+                            attempt=p.attempt,
+                            pid=st.pid,
+                            stuck_s=now - since,
+                            limit_s=self._limit,
+                        )
+                    )
         self._since = still
         return out

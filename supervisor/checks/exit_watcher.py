@@ -73,7 +73,9 @@ class ExitWatcher:
         if isinstance(what, _Lighthouse):
             obs = LighthouseDown(pid=what.pid, returncode=rc, t=t)
         else:
-            obs = ProcessExited(group=what.group, rank=what.rank, attempt=what.attempt, pid=what.pid, returncode=rc, t=t)
+            obs = ProcessExited(
+                group=what.group, rank=what.rank, attempt=what.attempt, pid=what.pid, returncode=rc, t=t
+            )
         with self._lock:
             self._pending.append(obs)
         self._event.set()

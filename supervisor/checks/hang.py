@@ -45,8 +45,14 @@ class HangCheck:
     Lighthouse's last start, since no group can step while it is down.
     """
 
-    def __init__(self, table: ProcessTable, heartbeats: HeartbeatFiles, timeout_s: float,
-                 startup_grace_s: float = 0.0, excused_since: Callable[[], float] | None = None) -> None:
+    def __init__(
+        self,
+        table: ProcessTable,
+        heartbeats: HeartbeatFiles,
+        timeout_s: float,
+        startup_grace_s: float = 0.0,
+        excused_since: Callable[[], float] | None = None,
+    ) -> None:
         self._table = table
         self._beats = heartbeats
         self._timeout = timeout_s
@@ -65,6 +71,15 @@ class HangCheck:
             silent = now - last
             limit = self._timeout if beat is not None and beat.step > 0 else self._timeout + self._grace
             if silent > limit:
-                out.append(Hung(group=p.group, rank=p.rank, attempt=p.attempt, pid=p.pid,
-                                last_step=beat.step if beat else None, silent_s=silent, timeout_s=limit))
+                out.append(
+                    Hung(
+                        group=p.group,
+                        rank=p.rank,
+                        attempt=p.attempt,
+                        pid=p.pid,
+                        last_step=beat.step if beat else None,
+                        silent_s=silent,
+                        timeout_s=limit,
+                    )
+                )
         return out

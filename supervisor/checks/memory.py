@@ -14,8 +14,9 @@ class MemoryCheckError(RuntimeError):
 
 
 class MemoryCheck:
-    def __init__(self, table: ProcessTable, max_percent: float, proc_root: Path = Path("/proc"),
-                 page_size: int = PAGE_SIZE) -> None:
+    def __init__(
+        self, table: ProcessTable, max_percent: float, proc_root: Path = Path("/proc"), page_size: int = PAGE_SIZE
+    ) -> None:
         self._table = table
         self._max = max_percent
         self._root = proc_root
@@ -31,6 +32,15 @@ class MemoryCheck:
             rss = sum(st.rss_pages for st in tree(snap, p.pid)) * self._page
             pct = 100.0 * rss / total
             if pct > self._max:
-                out.append(MemoryHigh(group=p.group, rank=p.rank, attempt=p.attempt, pid=p.pid,
-                                      rss_bytes=rss, percent=pct, limit_percent=self._max))
+                out.append(
+                    MemoryHigh(
+                        group=p.group,
+                        rank=p.rank,
+                        attempt=p.attempt,
+                        pid=p.pid,
+                        rss_bytes=rss,
+                        percent=pct,
+                        limit_percent=self._max,
+                    )
+                )
         return out

@@ -46,8 +46,9 @@ class ActionLog:
     node: str
     sink: Callable[[str], None]
 
-    def write(self, now: float, action: str, target: str, reason: str, observation: dict[str, Any],
-              **extra: Any) -> str:
+    def write(
+        self, now: float, action: str, target: str, reason: str, observation: dict[str, Any], **extra: Any
+    ) -> str:
         line = format_action(now, self.node, action, target, reason, observation, **extra)
         self.sink(line)
         return line

@@ -30,7 +30,10 @@ class DaemonMetrics:
     def __post_init__(self) -> None:
         r = self.registry
         self.gpu_health = Gauge(
-            f"{PREFIX}_gpu_health", "1 for the GPU's current health status, 0 for its others", ["gpu", "status"], registry=r
+            f"{PREFIX}_gpu_health",
+            "1 for the GPU's current health status, 0 for its others",
+            ["gpu", "status"],
+            registry=r,
         )
         self.faults = Counter(f"{PREFIX}_faults", "Faults detected, by kind", ["kind"], registry=r)
         self.detection_latency = Histogram(

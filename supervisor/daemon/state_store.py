@@ -116,7 +116,9 @@ def write_json_durable(path: Path, obj: Any) -> None:
 class DaemonState:
     """Snapshot + journal in one directory. Thread-safe: the status socket reads it from its own thread."""
 
-    def __init__(self, state_dir: Path, data: dict[str, Any], journal: Journal, lock_fd: int, compact_every: int) -> None:
+    def __init__(
+        self, state_dir: Path, data: dict[str, Any], journal: Journal, lock_fd: int, compact_every: int
+    ) -> None:
         self.state_dir = state_dir
         self._data = data
         self._journal = journal

@@ -39,8 +39,9 @@ class StatusError(Exception):
 
 
 class StatusServer:
-    def __init__(self, path: Path, status: Callable[[], dict[str, Any]], mode: int = SOCKET_MODE,
-                 gid: int | None = None) -> None:
+    def __init__(
+        self, path: Path, status: Callable[[], dict[str, Any]], mode: int = SOCKET_MODE, gid: int | None = None
+    ) -> None:
         self.path = path
         self._status = status
         self._mode = mode

@@ -192,5 +192,3 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
         state.close()
         sink.close()
     return 0
-
-

@@ -15,8 +15,16 @@ from lamplighter.supervisor.gpu.observation import GpuObservation
 
 # Worst first: the observation's `kind` is the worst problem found.
 SEVERITY = (
-    "lost", "gpu-reset", "ecc-uncorrectable", "ecc-deferred", "xgmi", "bad-pages", "thermal",
-    "vmfault", "thermal-throttle", "ecc-correctable",
+    "lost",
+    "gpu-reset",
+    "ecc-uncorrectable",
+    "ecc-deferred",
+    "xgmi",
+    "bad-pages",
+    "thermal",
+    "vmfault",
+    "thermal-throttle",
+    "ecc-correctable",
 )
 # Readings a health verdict depends on; if one of these fails, the GPU is not "ok".
 HEALTH_READINGS = ("ecc", "temp_edge", "temp_hotspot", "temp_vram", "bad_pages", "xgmi_status")
@@ -64,8 +72,9 @@ def _event_text(gpu: str, event: str, message: str) -> str:
     return f"{gpu} thermal throttling ({event} {message})"
 
 
-def assess(gpu: int, bdf: str | None, reading: dict[str, Any], base: Baseline,
-           cfg: HealthConfig) -> tuple[GpuObservation, Baseline]:
+def assess(
+    gpu: int, bdf: str | None, reading: dict[str, Any], base: Baseline, cfg: HealthConfig
+) -> tuple[GpuObservation, Baseline]:
     """The observation for one probe reading, and the baseline to keep."""
     values: dict[str, Any] = dict(reading.get("values", {}))
     errors: dict[str, str] = dict(reading.get("errors", {}))
@@ -92,8 +101,11 @@ def assess(gpu: int, bdf: str | None, reading: dict[str, Any], base: Baseline,
             info[f"{field_name}_delta"] = delta
             if delta > limit:
                 problems.append((kind, f"{name} {label} +{delta} (max {limit})"))
-    for sensor, max_c in (("edge", cfg.temperature_edge_max_c), ("hotspot", cfg.temperature_hotspot_max_c),
-                          ("vram", cfg.temperature_vram_max_c)):
+    for sensor, max_c in (
+        ("edge", cfg.temperature_edge_max_c),
+        ("hotspot", cfg.temperature_hotspot_max_c),
+        ("vram", cfg.temperature_vram_max_c),
+    ):
         temp = values.get(f"temp_{sensor}")
         if isinstance(temp, int | float) and temp > max_c:
             problems.append(("thermal", f"{name} {sensor} temperature {temp:g} C > {max_c:g} C"))
@@ -119,8 +131,11 @@ def assess(gpu: int, bdf: str | None, reading: dict[str, Any], base: Baseline,
     failed = {k: v for k, v in errors.items() if k in HEALTH_READINGS}
     if failed:
         detail = ", ".join(f"{k}: {v}" for k, v in sorted(failed.items()))
-        return GpuObservation(gpu, "unknown", "probe-error", f"{name} health unknown: could not read {detail}", info), base
+        return GpuObservation(
+            gpu, "unknown", "probe-error", f"{name} health unknown: could not read {detail}", info
+        ), base
     if all(k in unsupported for k in HEALTH_READINGS):
-        return GpuObservation(gpu, "unknown", "probe-error", f"{name} health unknown: no health reading supported",
-                              info), base
+        return GpuObservation(
+            gpu, "unknown", "probe-error", f"{name} health unknown: no health reading supported", info
+        ), base
     return GpuObservation(gpu, "ok", "healthy", f"{name} healthy", info), base

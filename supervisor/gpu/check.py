@@ -172,8 +172,9 @@ class GpuCheck:
         if kind == "lost":
             obs = GpuObservation(i, "fault", "lost", f"{name} lost: {msg.get('message')}", {"bdf": w.bdf})
         else:
-            obs = GpuObservation(i, "unknown", "probe-error", f"{name} health unknown: {msg.get('message')}",
-                                 {"bdf": w.bdf})
+            obs = GpuObservation(
+                i, "unknown", "probe-error", f"{name} health unknown: {msg.get('message')}", {"bdf": w.bdf}
+            )
         g.fresh = g.last = obs
         w.kill()
         g.retry_at = now + self.respawn_after_s
@@ -192,8 +193,9 @@ class GpuCheck:
 
     def _crashed(self, i: int, g: _Gpu, now: float, why: str) -> None:
         name = f"GPU {i}" + (f" ({g.worker.bdf})" if g.worker.bdf else "")
-        g.fresh = g.last = GpuObservation(i, "unknown", "probe-error", f"{name} health unknown: {why}",
-                                          {"bdf": g.worker.bdf})
+        g.fresh = g.last = GpuObservation(
+            i, "unknown", "probe-error", f"{name} health unknown: {why}", {"bdf": g.worker.bdf}
+        )
         g.worker.kill()
         g.retry_at = now + self.respawn_after_s
 
@@ -207,9 +209,12 @@ class GpuCheck:
         else:
             return
         pid = w.pid
-        reason = f"{name} unresponsive: {what} did not return within {limit:g} s (worker pid {pid} killed; wedged driver?)"
-        g.fresh = g.last = GpuObservation(i, "unresponsive", kind, reason,
-                                          {"bdf": w.bdf, "waited_s": round(now - w.since, 3), "deadline_s": limit})
+        reason = (
+            f"{name} unresponsive: {what} did not return within {limit:g} s (worker pid {pid} killed; wedged driver?)"
+        )
+        g.fresh = g.last = GpuObservation(
+            i, "unresponsive", kind, reason, {"bdf": w.bdf, "waited_s": round(now - w.since, 3), "deadline_s": limit}
+        )
         w.kill()
         g.retry_at = now  # start a fresh worker next cycle
 
@@ -222,9 +227,13 @@ class GpuCheck:
             return g.last
         name = f"GPU {i}" + (f" ({w.bdf})" if w.bdf else "")
         if w.state == "busy":
-            return GpuObservation(i, "unknown", "probe-pending",
-                                  f"{name} probe running for {now - w.since:.1f} s "
-                                  f"(deadline {self.health.probe_deadline_s:g} s)", {"bdf": w.bdf})
+            return GpuObservation(
+                i,
+                "unknown",
+                "probe-pending",
+                f"{name} probe running for {now - w.since:.1f} s (deadline {self.health.probe_deadline_s:g} s)",
+                {"bdf": w.bdf},
+            )
         if w.state == "starting":
             return GpuObservation(i, "unknown", "starting", f"{name} probe worker starting", {"bdf": w.bdf})
         if g.last is not None:

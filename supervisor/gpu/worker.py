@@ -28,8 +28,15 @@ class WorkerSpec:
     env: Mapping[str, str] | None = None
 
     def argv(self, index: int, bdf: str | None) -> list[str]:
-        cmd = [self.python, "-m", "lamplighter.supervisor.gpu.worker_main", "--index", str(index),
-               "--module", self.module]
+        cmd = [
+            self.python,
+            "-m",
+            "lamplighter.supervisor.gpu.worker_main",
+            "--index",
+            str(index),
+            "--module",
+            self.module,
+        ]
         return cmd + (["--bdf", bdf] if bdf else [])
 
 
@@ -49,7 +56,10 @@ class ProbeWorker:
     def start(self, now: float) -> None:
         env = dict(self.spec.env) if self.spec.env is not None else None
         self.proc = subprocess.Popen(
-            self.spec.argv(self.gpu, self.bdf), stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+            self.spec.argv(self.gpu, self.bdf),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
             close_fds=True,
         )
         assert self.proc.stdout is not None

@@ -11,8 +11,14 @@ from lamplighter.supervisor.daemon.actionlog import ActionLog, FileSink, format_
 def test_one_line_with_everything() -> None:
     lines: list[str] = []
     log = ActionLog("n3", lines.append)
-    log.write(1700000000.25, "drain", "n3", "uncorrectable ECC on gpu 1",
-              {"gpu": 1, "ecc_uncorrectable": 2, "baseline": 0, "path": Path("/dev/kfd")}, decision_id="a17")
+    log.write(
+        1700000000.25,
+        "drain",
+        "n3",
+        "uncorrectable ECC on gpu 1",
+        {"gpu": 1, "ecc_uncorrectable": 2, "baseline": 0, "path": Path("/dev/kfd")},
+        decision_id="a17",
+    )
     assert len(lines) == 1 and "\n" not in lines[0]
     rec = json.loads(lines[0])
     assert rec == {

@@ -20,8 +20,9 @@ def _stat(pid: int, comm: str, state: str, ppid: int, start: int) -> str:
     return " ".join(fields) + "\n"
 
 
-def _fake(root: Path, pid: int, env: dict[str, str], comm: str = "python", state: str = "S", ppid: int = 1,
-          start: int = 1000) -> None:
+def _fake(
+    root: Path, pid: int, env: dict[str, str], comm: str = "python", state: str = "S", ppid: int = 1, start: int = 1000
+) -> None:
     d = root / str(pid)
     d.mkdir(parents=True)
     (d / "stat").write_text(_stat(pid, comm, state, ppid, start))
@@ -30,7 +31,9 @@ def _fake(root: Path, pid: int, env: dict[str, str], comm: str = "python", state
 
 def test_fake_proc_tree(tmp_path: Path) -> None:
     slurm = {"SLURM_JOB_ID": "812", "SLURM_STEP_ID": "0", "SLURM_PROCID": "1"}
-    _fake(tmp_path, 10, {ENV_JOB: "llama", ENV_REPLICA_ID: "2", **slurm, "PATH": "/bin"}, comm="weird ) (name", start=77)
+    _fake(
+        tmp_path, 10, {ENV_JOB: "llama", ENV_REPLICA_ID: "2", **slurm, "PATH": "/bin"}, comm="weird ) (name", start=77
+    )
     _fake(tmp_path, 11, {ENV_JOB: "llama", ENV_REPLICA_ID: "2", **slurm}, ppid=10, start=78)  # a dataloader worker
     _fake(tmp_path, 12, {"PATH": "/bin"}, comm="lamplighter-trainer")  # the name means nothing
     _fake(tmp_path, 13, {ENV_JOB: "other", ENV_REPLICA_ID: "x"})  # bare metal: no Slurm ids
@@ -42,7 +45,15 @@ def test_fake_proc_tree(tmp_path: Path) -> None:
     assert [t.pid for t in found] == [10, 11, 13]
     t = found[0]
     assert (t.job_name, t.replica_id, t.job_id, t.step, t.procid, t.start_time, t.ppid, t.state) == (
-        "llama", 2, "812", "0", 1, 77, 1, "S")
+        "llama",
+        2,
+        "812",
+        "0",
+        1,
+        77,
+        1,
+        "S",
+    )
     assert (found[2].job_id, found[2].replica_id, found[2].procid) == (None, None, None)
     assert [t.pid for t in roots(found)] == [10, 13]
     assert [t.pid for t in find_trainers(tmp_path, job_names=["other"])] == [13]
@@ -68,8 +79,11 @@ def children() -> Iterator[list[subprocess.Popen[bytes]]]:
 
 def _spawn(procs: list[subprocess.Popen[bytes]], env: dict[str, str]) -> subprocess.Popen[bytes]:
     # A child that waits on stdin: it lives until the test ends, whatever the machine's speed.
-    p = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE,
-                         env={"PATH": os.environ.get("PATH", "/bin"), **env})
+    p = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"],
+        stdin=subprocess.PIPE,
+        env={"PATH": os.environ.get("PATH", "/bin"), **env},
+    )
     procs.append(p)
     return p
 

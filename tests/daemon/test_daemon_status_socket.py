@@ -59,8 +59,13 @@ def _raw(path: Path, send: bytes, read: bool = True) -> bytes:
 
 
 def test_garbage_cannot_crash_or_command_it(server: StatusServer, sock_path: Path) -> None:
-    for junk in [b"", b"\x00\xff" * 1000, b'{"action": "drain", "node": "n1"}\n', b"GET / HTTP/1.0\r\n\r\n",
-                 os.urandom(300_000)]:
+    for junk in [
+        b"",
+        b"\x00\xff" * 1000,
+        b'{"action": "drain", "node": "n1"}\n',
+        b"GET / HTTP/1.0\r\n\r\n",
+        os.urandom(300_000),
+    ]:
         answer = _raw(sock_path, junk)
         assert b'"node": "n1"' in answer  # always the same read-only document
     _raw(sock_path, b"x", read=False)  # a client that hangs up without reading

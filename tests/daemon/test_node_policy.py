@@ -101,5 +101,5 @@ def test_script_exclusions_last_one_wins_as_in_sbatch() -> None:
 
     script = '#!/bin/bash\n#SBATCH --job-name="x"\n#SBATCH --exclude="n1"\n#SBATCH -x n[2-3]\nsrun true\n'
     assert script_exclusions(script) == ["n2", "n3"]
-    assert script_exclusions('#SBATCH --exclude=n1\n# SBATCH --exclude=n9\n') == ["n1"]
+    assert script_exclusions("#SBATCH --exclude=n1\n# SBATCH --exclude=n9\n") == ["n1"]
     assert script_exclusions("#!/bin/bash\nsrun true\n") == []

@@ -65,8 +65,9 @@ def _cycle(sim: tuple[GpuCheck, StateDir, Clock]) -> list[GpuObservation]:
         ("lost", 1, "lost", "lost"),
     ],
 )
-def test_fault_is_reported_by_the_next_cycle(sim: tuple[GpuCheck, StateDir, Clock], fault: str, count: int,
-                                             kind: str, words: str) -> None:
+def test_fault_is_reported_by_the_next_cycle(
+    sim: tuple[GpuCheck, StateDir, Clock], fault: str, count: int, kind: str, words: str
+) -> None:
     _, sd, _ = sim
     clear(sd)
     assert [o.status for o in _cycle(sim)] == ["ok"] * 8
@@ -79,7 +80,8 @@ def test_fault_is_reported_by_the_next_cycle(sim: tuple[GpuCheck, StateDir, Cloc
 
 
 def test_hang_is_unresponsive_within_the_deadline_and_others_keep_reporting(
-        sim: tuple[GpuCheck, StateDir, Clock]) -> None:
+    sim: tuple[GpuCheck, StateDir, Clock],
+) -> None:
     _, sd, _ = sim
     clear(sd)
     assert [o.status for o in _cycle(sim)] == ["ok"] * 8
@@ -104,10 +106,18 @@ def test_hang_is_unresponsive_within_the_deadline_and_others_keep_reporting(
 
 
 def test_baseline_ignores_errors_from_before_the_check_started() -> None:
-    reading: dict[str, Any] = {"values": {"ecc": {"correctable_count": 0, "uncorrectable_count": 4,
-                                                  "deferred_count": 0}, "bad_pages": 2, "xgmi_status": 0,
-                                          "temp_hotspot": 50, "temp_vram": 40},
-                               "unsupported": ["temp_edge"], "errors": {}, "events": []}
+    reading: dict[str, Any] = {
+        "values": {
+            "ecc": {"correctable_count": 0, "uncorrectable_count": 4, "deferred_count": 0},
+            "bad_pages": 2,
+            "xgmi_status": 0,
+            "temp_hotspot": 50,
+            "temp_vram": 40,
+        },
+        "unsupported": ["temp_edge"],
+        "errors": {},
+        "events": [],
+    }
     first, base = assess(0, "0000:05:00.0", reading, Baseline(), CFG)
     assert first.status == "ok" and base.ue == 4
     reading["values"]["ecc"]["uncorrectable_count"] = 5
@@ -116,8 +126,7 @@ def test_baseline_ignores_errors_from_before_the_check_started() -> None:
 
 
 def test_failed_health_reading_is_unknown_not_ok() -> None:
-    reading = {"values": {"temp_hotspot": 50}, "unsupported": [], "errors": {"ecc": "AMDSMI_STATUS_BUSY"},
-               "events": []}
+    reading = {"values": {"temp_hotspot": 50}, "unsupported": [], "errors": {"ecc": "AMDSMI_STATUS_BUSY"}, "events": []}
     obs, _ = assess(1, None, reading, Baseline(), CFG)
     assert obs.status == "unknown" and "ecc: AMDSMI_STATUS_BUSY" in obs.reason
 

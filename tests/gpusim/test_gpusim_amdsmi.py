@@ -41,9 +41,17 @@ def test_library_exports_every_symbol_the_installed_wrapper_binds(gpusim_root: P
 
 
 def test_struct_layouts_match_the_wrapper(run_amdsmi: Run, gpusim_root: Path) -> None:
-    names = ["amdsmi_bdf_t", "amdsmi_error_count_t", "amdsmi_engine_usage_t", "amdsmi_power_info_t",
-             "amdsmi_vram_usage_t", "amdsmi_retired_page_record_t", "amdsmi_proc_info_t",
-             "amdsmi_evt_notification_data_t", "amdsmi_version_t"]
+    names = [
+        "amdsmi_bdf_t",
+        "amdsmi_error_count_t",
+        "amdsmi_engine_usage_t",
+        "amdsmi_power_info_t",
+        "amdsmi_vram_usage_t",
+        "amdsmi_retired_page_record_t",
+        "amdsmi_proc_info_t",
+        "amdsmi_evt_notification_data_t",
+        "amdsmi_version_t",
+    ]
     wrapper = run_amdsmi(f"""
         import ctypes
         from amdsmi import amdsmi_wrapper as w
@@ -146,8 +154,12 @@ def test_events_are_delivered_with_messages(run_amdsmi: Run, state: StateDir) ->
                "same_gpu": all(e["processor_handle"].value == h.value for e in events)}}
     """)
     assert out["empty"] == 40  # AMDSMI_STATUS_NO_DATA
-    assert out["events"] == [["GPU_PRE_RESET", "1"], ["GPU_POST_RESET", "1"], ["VMFAULT", "1234:unknown"],
-                             ["THERMAL_THROTTLE", "8:1"]]
+    assert out["events"] == [
+        ["GPU_PRE_RESET", "1"],
+        ["GPU_POST_RESET", "1"],
+        ["VMFAULT", "1234:unknown"],
+        ["THERMAL_THROTTLE", "8:1"],
+    ]
     assert out["same_gpu"]
 
 
@@ -169,8 +181,9 @@ def _child(env: dict[str, str], body: str) -> subprocess.Popen[str]:
         "    try:\n        print(" + body + ", flush=True)\n"
         "    except AmdSmiLibraryException as e:\n        print('err', e.get_error_code(), flush=True)\n"
     )
-    return subprocess.Popen([sys.executable, "-c", script], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", script], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
 
 
 def _ask(p: subprocess.Popen[str]) -> None:
@@ -205,8 +218,9 @@ def test_injection_is_seen_by_a_running_process(sim_env_for: dict[str, str], sta
 def test_hang_blocks_until_cleared(sim_env_for: dict[str, str], state: StateDir) -> None:
     from lamplighter.gpusim.inject import clear
 
-    p = _child(sim_env_for, "amdsmi_get_temp_metric(hs[2], AmdSmiTemperatureType.HOTSPOT, "
-                            "AmdSmiTemperatureMetric.CURRENT)")
+    p = _child(
+        sim_env_for, "amdsmi_get_temp_metric(hs[2], AmdSmiTemperatureType.HOTSPOT, AmdSmiTemperatureMetric.CURRENT)"
+    )
     try:
         assert _line(p, 30) == "ready"
         inject(state, 2, "hang")

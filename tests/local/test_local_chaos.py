@@ -42,16 +42,31 @@ def _args(*argv: str) -> argparse.Namespace:
 def test_every_fault_kind_heals_with_nothing_lost(tmp_path: Path) -> None:
     (tmp_path / "job.yaml").write_text(JOB.format(steps=800))
     (tmp_path / "chaos.yaml").write_text(SCHEDULE)
-    rc = run_local(_args(str(tmp_path / "job.yaml"), "--chaos", f"@{tmp_path / 'chaos.yaml'}",
-                         "--run-dir", str(tmp_path / "run"), "--report", str(tmp_path / "report"), "--no-live"))
+    rc = run_local(
+        _args(
+            str(tmp_path / "job.yaml"),
+            "--chaos",
+            f"@{tmp_path / 'chaos.yaml'}",
+            "--run-dir",
+            str(tmp_path / "run"),
+            "--report",
+            str(tmp_path / "report"),
+            "--no-live",
+        )
+    )
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     faults = {f["kind"]: f for f in report["faults"] if f["kind"] != "unplanned"}
-    summary = json.dumps([{k: f[k] for k in ("kind", "group", "detected_as", "t_first_commit_after")}
-                          for f in report["faults"]], indent=1)
+    summary = json.dumps(
+        [{k: f[k] for k in ("kind", "group", "detected_as", "t_first_commit_after")} for f in report["faults"]],
+        indent=1,
+    )
     assert set(faults) == {"kill", "exception", "hang", "lighthouse-kill"}, summary
     for kind, f in faults.items():
         assert f["t_injected"] and f["t_detected"] and f["t_detected"] >= f["t_injected"], (kind, summary)
-        assert f["t_restarted"] and f["t_first_commit_after"] and f["t_first_commit_after"] > f["t_restarted"], (kind, summary)
+        assert f["t_restarted"] and f["t_first_commit_after"] and f["t_first_commit_after"] > f["t_restarted"], (
+            kind,
+            summary,
+        )
     assert "SIGKILL" in faults["kill"]["detected_as"]
     assert "exit 75" in faults["exception"]["detected_as"]
     assert "hung" in faults["hang"]["detected_as"]
@@ -74,7 +89,9 @@ def test_bad_chaos_spec_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 def test_unsupported_kind_in_local_mode_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "job.yaml").write_text(JOB.format(steps=5))
-    rc = run_local(_args(str(tmp_path / "job.yaml"), "--chaos", "mtbf=5s,kinds=gpu", "--run-dir", str(tmp_path / "run")))
+    rc = run_local(
+        _args(str(tmp_path / "job.yaml"), "--chaos", "mtbf=5s,kinds=gpu", "--run-dir", str(tmp_path / "run"))
+    )
     assert rc == 2 and "cannot be injected in local mode" in capsys.readouterr().err
 
 

@@ -25,8 +25,11 @@ def group_script(tmp: Path, name: str = "t", **kw: Any) -> tuple[Path, Path]:
     """Render a one-group job; return (group-0 script, run dir)."""
     run_dir = tmp / f"run {name}"
     job = JobConfig(
-        name=name, run_dir=str(run_dir), groups={"count": 1},
-        trainer={"command": ["{python}", "-c", RECORD_AND_SLEEP, "{run_dir}", "{replica_id}"]}, **kw,
+        name=name,
+        run_dir=str(run_dir),
+        groups={"count": 1},
+        trainer={"command": ["{python}", "-c", RECORD_AND_SLEEP, "{run_dir}", "{replica_id}"]},
+        **kw,
     )
     scripts = render_job(job, tmp / f"scripts-{name}", python=sys.executable)
     return scripts[-1], run_dir

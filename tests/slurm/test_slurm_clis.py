@@ -25,7 +25,11 @@ def test_render_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cfg.write_text(f"name: clijob\nrun_dir: {tmp_path / 'run'}\ngroups:\n  count: 2\n")
     args = parse("render", str(cfg), "--out", str(tmp_path / "out"))
     assert args.func(args) == 0
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["group-0.sbatch", "group-1.sbatch", "lighthouse.sbatch"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "group-0.sbatch",
+        "group-1.sbatch",
+        "lighthouse.sbatch",
+    ]
     assert "group-1.sbatch" in capsys.readouterr().out
     cfg.write_text("name: clijob\ngroups:\n  count: nope\n")
     assert args.func(args) == 2

@@ -87,7 +87,7 @@ HOSTILE = [
     "$(touch {m})",
     "; touch {m}",
     "a && touch {m} || true",
-    "$HOME $PATH $((1+1)) ~ * ? [a] '\''",
+    "$HOME $PATH $((1+1)) ~ * ? [a] '''",
     "new\nline\n",
     "tab\there",
     "back\\slash\\",
@@ -138,11 +138,21 @@ def test_attempt_follows_slurm_restart_count(harness: dict[str, Path]) -> None:
 
 def test_sbatch_header(harness: dict[str, Path]) -> None:
     job = make_job(
-        harness, harness["tmp"] / "r d's %x", [], {},
+        harness,
+        harness["tmp"] / "r d's %x",
+        [],
+        {},
         groups={"count": 1, "nodes": 2, "procs_per_node": 4},
-        slurm={"partition": "gpu", "account": "proj-1", "time": "1-00:00:00", "qos": "high", "exclusive": True,
-               "constraint": "mi300&ib", "extra_sbatch": ["--comment=a,b:c", "--mail-type=NONE", "--hold"],
-               "requeue": False},
+        slurm={
+            "partition": "gpu",
+            "account": "proj-1",
+            "time": "1-00:00:00",
+            "qos": "high",
+            "exclusive": True,
+            "constraint": "mi300&ib",
+            "extra_sbatch": ["--comment=a,b:c", "--mail-type=NONE", "--hold"],
+            "requeue": False,
+        },
     )
     text = render_job(job, harness["tmp"] / "out", python=sys.executable)[1].read_text()
     header = [line for line in text.splitlines() if line.startswith("#SBATCH")]
@@ -183,8 +193,13 @@ def test_values_sbatch_would_misread_are_refused(harness: dict[str, Path]) -> No
 
 
 def test_schema_refuses_newlines_in_sbatch_fields() -> None:
-    for slurm in ({"partition": "a\nb"}, {"extra_sbatch": ["--comment=a\nb"]}, {"time": "1\n#SBATCH --x"},
-                  {"constraint": "a\nb"}, {"head_node": "n1\nn2"}):
+    for slurm in (
+        {"partition": "a\nb"},
+        {"extra_sbatch": ["--comment=a\nb"]},
+        {"time": "1\n#SBATCH --x"},
+        {"constraint": "a\nb"},
+        {"head_node": "n1\nn2"},
+    ):
         with pytest.raises(ValidationError):
             JobConfig(name="x", slurm=slurm)
     with pytest.raises(ValidationError):
@@ -192,22 +207,41 @@ def test_schema_refuses_newlines_in_sbatch_fields() -> None:
 
 
 def test_lighthouse_script(harness: dict[str, Path]) -> None:
-    job = JobConfig(name="demo", run_dir=str(harness["tmp"] / "run"), slurm={"head_node": "n1"},
-                    lighthouse={"port": 29999, "min_replicas": 2, "join_timeout_ms": 2000, "quorum_tick_ms": 50,
-                                "heartbeat_timeout_ms": 700}, groups={"count": 2})
+    job = JobConfig(
+        name="demo",
+        run_dir=str(harness["tmp"] / "run"),
+        slurm={"head_node": "n1"},
+        lighthouse={
+            "port": 29999,
+            "min_replicas": 2,
+            "join_timeout_ms": 2000,
+            "quorum_tick_ms": 50,
+            "heartbeat_timeout_ms": 700,
+        },
+        groups={"count": 2},
+    )
     script = render_job(job, harness["tmp"] / "out", python=str(harness["shim"] / "python"))[0]
     text = script.read_text()
     assert '#SBATCH --nodelist="n1"' in text
     assert '#SBATCH --job-name="ll-demo-lighthouse"' in text
     assert run_script(script, harness)["argv"] == [
-        "--bind", "[::]:29999", "--min_replicas", "2", "--join_timeout_ms", "2000",
-        "--quorum_tick_ms", "50", "--heartbeat_timeout_ms", "700",
+        "--bind",
+        "[::]:29999",
+        "--min_replicas",
+        "2",
+        "--join_timeout_ms",
+        "2000",
+        "--quorum_tick_ms",
+        "50",
+        "--heartbeat_timeout_ms",
+        "700",
     ]
 
 
 def test_head_service_renders_no_lighthouse_job_and_port_zero_is_refused(tmp_path: Path) -> None:
-    job = JobConfig(name="demo", run_dir=str(tmp_path / "run"), lighthouse={"placement": "head-service"},
-                    groups={"count": 1})
+    job = JobConfig(
+        name="demo", run_dir=str(tmp_path / "run"), lighthouse={"placement": "head-service"}, groups={"count": 1}
+    )
     assert [p.name for p in render_job(job, tmp_path / "out")] == ["group-0.sbatch"]
     with pytest.raises(RenderError, match="port 0"):
         render_job(JobConfig(name="demo", run_dir=str(tmp_path / "run"), lighthouse={"port": 0}), tmp_path / "o2")

@@ -7,8 +7,10 @@ from lamplighter.supervisor.chaos_injector import ChaosInjector
 
 
 def test_waits_for_time_and_for_a_healthy_peer() -> None:
-    inj = ChaosInjector([PlannedFault(5.0, "kill", 1), PlannedFault(6.0, "hang", None),
-                         PlannedFault(7.0, "lighthouse-kill", None)], seed=0)
+    inj = ChaosInjector(
+        [PlannedFault(5.0, "kill", 1), PlannedFault(6.0, "hang", None), PlannedFault(7.0, "lighthouse-kill", None)],
+        seed=0,
+    )
     assert inj.due(4.9, [0, 1, 2], True) is None
     assert inj.due(5.0, [0, 2], True) is None  # group 1 is not healthy yet
     assert inj.due(5.0, [1], True) is None  # no live peer would be left

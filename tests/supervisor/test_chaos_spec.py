@@ -21,14 +21,17 @@ def test_mtbf_spec_with_kinds_list() -> None:
     assert cfg.kinds == ["kill", "hang", "lighthouse-kill"]
 
 
-@pytest.mark.parametrize("spec,msg", [
-    ("seed=1", "mtbf"),
-    ("mtbf=fast", "not a duration"),
-    ("mtbf=2s,kinds=kill,melt", "unknown fault kind 'melt'"),
-    ("mtbf=2s,colour=red", "unknown key"),
-    ("mtbf=2s,seed=x", "not an integer"),
-    ("mtbf=2s,oops", "not key=value"),
-])
+@pytest.mark.parametrize(
+    "spec,msg",
+    [
+        ("seed=1", "mtbf"),
+        ("mtbf=fast", "not a duration"),
+        ("mtbf=2s,kinds=kill,melt", "unknown fault kind 'melt'"),
+        ("mtbf=2s,colour=red", "unknown key"),
+        ("mtbf=2s,seed=x", "not an integer"),
+        ("mtbf=2s,oops", "not key=value"),
+    ],
+)
 def test_bad_specs(spec: str, msg: str) -> None:
     with pytest.raises(ChaosSpecError, match=msg):
         parse_chaos(spec)

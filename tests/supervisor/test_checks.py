@@ -42,6 +42,7 @@ def test_parse_stat_with_odd_comm() -> None:
 
 def test_parse_stat_of_real_process() -> None:
     import os
+
     st = parse_stat(Path(f"/proc/{os.getpid()}/stat").read_text())
     assert st.pid == os.getpid() and st.state in "RS" and st.rss_pages > 0
 

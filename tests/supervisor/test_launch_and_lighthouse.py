@@ -13,18 +13,28 @@ from lamplighter.supervisor.local_launch import group_launch
 
 
 def test_each_rank_gets_its_identity_and_quorum_retries(tmp_path: Path) -> None:
-    job = JobConfig.model_validate({"name": "j", "groups": {"count": 2, "procs_per_node": 2},
-                                    "trainer": {"env": {"FOO": "bar"}}})
-    argv, envs = group_launch(job, group=1, attempt=3, lighthouse="http://127.0.0.1:1", config_path=tmp_path / "job.json",
-                              run_dir=tmp_path, python="/py", base_env={"PATH": "/bin", "RANK": "9"})
+    job = JobConfig.model_validate(
+        {"name": "j", "groups": {"count": 2, "procs_per_node": 2}, "trainer": {"env": {"FOO": "bar"}}}
+    )
+    argv, envs = group_launch(
+        job,
+        group=1,
+        attempt=3,
+        lighthouse="http://127.0.0.1:1",
+        config_path=tmp_path / "job.json",
+        run_dir=tmp_path,
+        python="/py",
+        base_env={"PATH": "/bin", "RANK": "9"},
+    )
     assert argv[0][:2] == ["/py", "-m"] and argv[0] == argv[1]
     assert [(e["RANK"], e["WORLD_SIZE"], e["LOCAL_RANK"]) for e in envs] == [("0", "2", "0"), ("1", "2", "1")]
     assert envs[0]["MASTER_PORT"] == envs[1]["MASTER_PORT"] != "0"
     assert envs[0]["LAMPLIGHTER_ATTEMPT"] == "3" and envs[0]["FOO"] == "bar" and envs[0]["PATH"] == "/bin"
     assert envs[0]["TORCHFT_QUORUM_RETRIES"] == str(job.torchft.quorum_retries)
     single = JobConfig.model_validate({"name": "j", "trainer": {"env": {"TORCHFT_QUORUM_RETRIES": "0"}}})
-    _, envs = group_launch(single, group=0, attempt=0, lighthouse="x", config_path=tmp_path, run_dir=tmp_path,
-                           python="/py", base_env={})
+    _, envs = group_launch(
+        single, group=0, attempt=0, lighthouse="x", config_path=tmp_path, run_dir=tmp_path, python="/py", base_env={}
+    )
     assert envs[0]["MASTER_PORT"] == "0" and envs[0]["TORCHFT_QUORUM_RETRIES"] == "0"
 
 

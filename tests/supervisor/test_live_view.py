@@ -24,12 +24,31 @@ def test_plain_lines_are_rate_limited_and_events_always_print() -> None:
 
 
 def test_summary_names_faults_and_verdict() -> None:
-    report = {"job": "demo", "reached_target": True, "steps_lost": 0, "weights_identical": True, "wall_s": 61.0,
-              "steps_committed": 300, "target_steps": 300, "steps_compared": 290, "committed_samples_per_s": 250.0,
-              "fault_free_samples_per_s": 280.0, "goodput": 0.89, "chaos_not_injected": 1,
-              "faults": [{"kind": "kill", "group": 1, "detection_latency_s": 0.05, "restart_after_detection_s": 0.0,
-                          "first_commit_after_restart_s": 4.4, "survivor_stall_s": None}],
-              "group_status": {"2": {"status": "given_up", "reason": "crash loop"}}}
+    report = {
+        "job": "demo",
+        "reached_target": True,
+        "steps_lost": 0,
+        "weights_identical": True,
+        "wall_s": 61.0,
+        "steps_committed": 300,
+        "target_steps": 300,
+        "steps_compared": 290,
+        "committed_samples_per_s": 250.0,
+        "fault_free_samples_per_s": 280.0,
+        "goodput": 0.89,
+        "chaos_not_injected": 1,
+        "faults": [
+            {
+                "kind": "kill",
+                "group": 1,
+                "detection_latency_s": 0.05,
+                "restart_after_detection_s": 0.0,
+                "first_commit_after_restart_s": 4.4,
+                "survivor_stall_s": None,
+            }
+        ],
+        "group_status": {"2": {"status": "given_up", "reason": "crash loop"}},
+    }
     text = summary_text(report, Path("/r"))
     assert "demo OK" in text and "steps lost 0" in text and "goodput 0.89" in text
     assert "kill" in text and "group 1" in text and "4.40s" in text

@@ -19,8 +19,14 @@ def hung(g: int, attempt: int = 0) -> Hung:
     return Hung(group=g, rank=0, attempt=attempt, pid=1000 + g, last_step=7, silent_s=31.0, timeout_s=30.0)
 
 
-CFG = RestartConfig(budget_per_group=3, backoff_initial_s=1.0, backoff_factor=2.0, backoff_max_s=3.0,
-                    crash_loop_window_s=100.0, crash_loop_max=3)
+CFG = RestartConfig(
+    budget_per_group=3,
+    backoff_initial_s=1.0,
+    backoff_factor=2.0,
+    backoff_max_s=3.0,
+    crash_loop_window_s=100.0,
+    crash_loop_max=3,
+)
 S0 = PolicyState.initial(2)
 
 
@@ -36,29 +42,79 @@ CASES: list[tuple[str, PolicyState, list[Observation], list[tuple[str, int | Non
     ("signal -> kill, backoff", S0, [exited(0, -9)], [("kill", 0)], "backoff", "SIGKILL"),
     ("hang -> kill, backoff", S0, [hung(0)], [("kill", 0)], "backoff", "hung"),
     ("exit 0 -> done", S0, [exited(0, 0)], [("done", 0)], "done", "target"),
-    ("no-restart code -> give up", S0, [exited(0, 78)], [("kill", 0), ("give_up", 0)], "given_up", "no_restart_exit_codes"),
+    (
+        "no-restart code -> give up",
+        S0,
+        [exited(0, 78)],
+        [("kill", 0), ("give_up", 0)],
+        "given_up",
+        "no_restart_exit_codes",
+    ),
     ("stale attempt ignored", S0, [exited(0, 75, attempt=5)], [], "running", ""),
-    ("group in backoff ignores more", with_group(S0, 0, GroupState(status="backoff", restart_at=50.0)),
-     [exited(0, -9)], [], "backoff", ""),
-    ("budget exhausted -> give up", with_group(S0, 0, GroupState(restarts=3)), [exited(0, 75)],
-     [("kill", 0), ("give_up", 0)], "given_up", "budget exhausted"),
-    ("crash loop -> give up", with_group(S0, 0, GroupState(failures=(5.0, 9.0), restarts=2)), [exited(0, 75)],
-     [("kill", 0), ("give_up", 0)], "given_up", "crash loop"),
-    ("old failures outside window do not count", with_group(S0, 0, GroupState(failures=(-200.0, -150.0), restarts=1)),
-     [exited(0, 75)], [("kill", 0)], "backoff", "restart 2/3"),
-    ("backoff due -> restart", with_group(S0, 0, GroupState(status="backoff", restart_at=9.0)), [],
-     [("restart", 0)], "running", ""),
+    (
+        "group in backoff ignores more",
+        with_group(S0, 0, GroupState(status="backoff", restart_at=50.0)),
+        [exited(0, -9)],
+        [],
+        "backoff",
+        "",
+    ),
+    (
+        "budget exhausted -> give up",
+        with_group(S0, 0, GroupState(restarts=3)),
+        [exited(0, 75)],
+        [("kill", 0), ("give_up", 0)],
+        "given_up",
+        "budget exhausted",
+    ),
+    (
+        "crash loop -> give up",
+        with_group(S0, 0, GroupState(failures=(5.0, 9.0), restarts=2)),
+        [exited(0, 75)],
+        [("kill", 0), ("give_up", 0)],
+        "given_up",
+        "crash loop",
+    ),
+    (
+        "old failures outside window do not count",
+        with_group(S0, 0, GroupState(failures=(-200.0, -150.0), restarts=1)),
+        [exited(0, 75)],
+        [("kill", 0)],
+        "backoff",
+        "restart 2/3",
+    ),
+    (
+        "backoff due -> restart",
+        with_group(S0, 0, GroupState(status="backoff", restart_at=9.0)),
+        [],
+        [("restart", 0)],
+        "running",
+        "",
+    ),
     ("backoff not yet due", with_group(S0, 0, GroupState(status="backoff", restart_at=11.0)), [], [], "backoff", ""),
-    ("failure while finishing -> stop", replace(S0, finishing_since=5.0), [exited(0, 75)],
-     [("kill", 0), ("stop", 0)], "stopped", "finishing"),
-    ("lighthouse down -> restart it", replace(S0, lighthouse=GroupState(restarts=0)),
-     [LighthouseDown(pid=1, returncode=-9, t=0.0)], [], "running", ""),
+    (
+        "failure while finishing -> stop",
+        replace(S0, finishing_since=5.0),
+        [exited(0, 75)],
+        [("kill", 0), ("stop", 0)],
+        "stopped",
+        "finishing",
+    ),
+    (
+        "lighthouse down -> restart it",
+        replace(S0, lighthouse=GroupState(restarts=0)),
+        [LighthouseDown(pid=1, returncode=-9, t=0.0)],
+        [],
+        "running",
+        "",
+    ),
 ]
 
 
 @pytest.mark.parametrize("state,obs,expected,status,reason_part", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_policy_table(state: PolicyState, obs: list[Observation], expected: list[tuple[str, int | None]],
-                      status: str, reason_part: str) -> None:
+def test_policy_table(
+    state: PolicyState, obs: list[Observation], expected: list[tuple[str, int | None]], status: str, reason_part: str
+) -> None:
     v = decide(10.0, state, obs, CFG)
     assert [(d.action, d.group) for d in v.decisions] == expected
     assert v.state.groups[0].status == status

@@ -36,9 +36,14 @@ def test_kill_takes_the_whole_tree_and_spares_a_stranger(tmp_path: Path) -> None
     pidfile = tmp_path / "pids"
     stranger = subprocess.Popen(["sleep", "302"], start_new_session=True)
     env = dict(os.environ)
-    gp = GroupProcesses.start(group=3, attempt=1, argv=[[sys.executable, "-c", SPAWNER, str(pidfile)],
-                                                         ["sleep", "303"]],
-                              envs=[env, env], log_path=tmp_path / "logs" / "3.1.log", started_at=time.time())
+    gp = GroupProcesses.start(
+        group=3,
+        attempt=1,
+        argv=[[sys.executable, "-c", SPAWNER, str(pidfile)], ["sleep", "303"]],
+        envs=[env, env],
+        log_path=tmp_path / "logs" / "3.1.log",
+        started_at=time.time(),
+    )
     try:
         _poll(lambda: pidfile.exists() and pidfile.read_text().count(" ") == 1)
         a, b = (int(x) for x in pidfile.read_text().split())
@@ -55,8 +60,14 @@ def test_kill_takes_the_whole_tree_and_spares_a_stranger(tmp_path: Path) -> None
 
 
 def test_stop_signal_freezes_the_group(tmp_path: Path) -> None:
-    gp = GroupProcesses.start(group=0, attempt=0, argv=[["sleep", "300"]], envs=[dict(os.environ)],
-                              log_path=tmp_path / "0.log", started_at=time.time())
+    gp = GroupProcesses.start(
+        group=0,
+        attempt=0,
+        argv=[["sleep", "300"]],
+        envs=[dict(os.environ)],
+        log_path=tmp_path / "0.log",
+        started_at=time.time(),
+    )
     try:
         gp.signal(signal.SIGSTOP)
         _poll(lambda: psutil.Process(gp.popens[0].pid).status() == psutil.STATUS_STOPPED)
@@ -67,6 +78,7 @@ def test_stop_signal_freezes_the_group(tmp_path: Path) -> None:
 
 def test_free_port_is_bindable() -> None:
     import socket
+
     port = free_port()
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))

@@ -9,19 +9,42 @@ from lamplighter.supervisor.report import build_report, lost_steps
 from lamplighter.trainer.steplog import StepRecord
 
 
-def rec(g: int, step: int, t: float, *, q: int = 1, h: str | None = None, healed: str | None = None,
-        attempt: int = 0, committed: bool = True) -> StepRecord:
-    return StepRecord(t=t, replica_id=g, step=step, committed=committed, participants=2, quorum_id=q,
-                      healed_from=healed, loss=1.0 / step, state_hash=h or f"h{step}", attempt=attempt,
-                      samples=16, first_sample=0)
+def rec(
+    g: int,
+    step: int,
+    t: float,
+    *,
+    q: int = 1,
+    h: str | None = None,
+    healed: str | None = None,
+    attempt: int = 0,
+    committed: bool = True,
+) -> StepRecord:
+    return StepRecord(
+        t=t,
+        replica_id=g,
+        step=step,
+        committed=committed,
+        participants=2,
+        quorum_id=q,
+        healed_from=healed,
+        loss=1.0 / step,
+        state_hash=h or f"h{step}",
+        attempt=attempt,
+        samples=16,
+        first_sample=0,
+    )
 
 
 def healthy_run() -> dict[int, list[StepRecord]]:
     """Group 1 is killed at t=10.5, restarted at 11.0 and heals to step 13 at t=13.0; group 0 stalls 1 s."""
     g0 = [rec(0, s, float(s)) for s in range(1, 11)] + [rec(0, s, float(s) + 1.0, q=2) for s in range(11, 16)]
     g1 = [rec(1, s, float(s)) for s in range(1, 11)]
-    g1 += [rec(1, 13, 13.0, q=3, healed="peer:0", attempt=1), rec(1, 14, 14.0, q=3, attempt=1),
-           rec(1, 15, 15.0, q=3, attempt=1)]
+    g1 += [
+        rec(1, 13, 13.0, q=3, healed="peer:0", attempt=1),
+        rec(1, 14, 14.0, q=3, attempt=1),
+        rec(1, 15, 15.0, q=3, attempt=1),
+    ]
     g0 = [r if r.step < 13 else rec(0, r.step, r.step * 1.0, q=3) for r in g0]
     return {0: g0, 1: g1}
 
@@ -62,8 +85,10 @@ def test_same_step_in_two_quorums_is_lost() -> None:
 
 
 def test_uncommitted_steps_and_heals_are_not_losses() -> None:
-    runs = {0: [rec(0, 1, 1.0), rec(0, 2, 2.0, committed=False), rec(0, 2, 3.0)],
-            1: [rec(1, 1, 1.0), rec(1, 5, 9.0, healed="peer:0")]}
+    runs = {
+        0: [rec(0, 1, 1.0), rec(0, 2, 2.0, committed=False), rec(0, 2, 3.0)],
+        1: [rec(1, 1, 1.0), rec(1, 5, 9.0, healed="peer:0")],
+    }
     assert lost_steps(runs) == set()
 
 

@@ -47,9 +47,21 @@ def lighthouse(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Light
     port = free_port()
     log = (tmp_path / "lighthouse.log").open("wb")
     proc = subprocess.Popen(
-        [str(VENV_BIN / "torchft_lighthouse"), "--bind", f"[::]:{port}", "--min_replicas", min_replicas,
-         "--quorum_tick_ms", "20", "--join_timeout_ms", "1000", "--heartbeat_timeout_ms", "500"],
-        stdout=log, stderr=subprocess.STDOUT,
+        [
+            str(VENV_BIN / "torchft_lighthouse"),
+            "--bind",
+            f"[::]:{port}",
+            "--min_replicas",
+            min_replicas,
+            "--quorum_tick_ms",
+            "20",
+            "--join_timeout_ms",
+            "1000",
+            "--heartbeat_timeout_ms",
+            "500",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
 
     def up() -> bool:
@@ -87,11 +99,20 @@ class Trainers:
 
     def start(self, replica_id: int, attempt: int = 0) -> subprocess.Popen[bytes]:
         cfg = str(self.config_path())
-        argv = render_command(self.job, replica_id=replica_id, lighthouse=self.lighthouse, config_path=cfg,
-                              python=sys.executable)
+        argv = render_command(
+            self.job, replica_id=replica_id, lighthouse=self.lighthouse, config_path=cfg, python=sys.executable
+        )
         env = dict(os.environ)
-        env.update(trainer_env(self.job, replica_id=replica_id, attempt=attempt, lighthouse=self.lighthouse,
-                               config_path=cfg, run_dir=str(self.run_dir)))
+        env.update(
+            trainer_env(
+                self.job,
+                replica_id=replica_id,
+                attempt=attempt,
+                lighthouse=self.lighthouse,
+                config_path=cfg,
+                run_dir=str(self.run_dir),
+            )
+        )
         env.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "0"})
         logs = self.run_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)

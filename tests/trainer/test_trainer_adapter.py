@@ -18,9 +18,14 @@ def test_torchtitan_template() -> None:
         name="titan",
         trainer=TrainerConfig(
             command=[
-                "torchrun", "--nproc_per_node={nproc_per_node}", "-m", "torchtitan.train",
-                "--fault_tolerance.enable", "--fault_tolerance.replica_id={replica_id}",
-                "--fault_tolerance.group_size={group_size}", "--job.dump_folder={run_dir}/{replica_id}",
+                "torchrun",
+                "--nproc_per_node={nproc_per_node}",
+                "-m",
+                "torchtitan.train",
+                "--fault_tolerance.enable",
+                "--fault_tolerance.replica_id={replica_id}",
+                "--fault_tolerance.group_size={group_size}",
+                "--job.dump_folder={run_dir}/{replica_id}",
             ]
         ),
     )
@@ -33,7 +38,9 @@ def test_torchtitan_template() -> None:
 
 def test_hostile_values_stay_one_argument() -> None:
     hostile = "x; rm -rf / $(id) 'a b' \"c\"\n"
-    job = JobConfig(name="j", run_dir="/tmp/my run; echo pwned", trainer=TrainerConfig(command=["t", "{run_dir} {config}", "a b"]))
+    job = JobConfig(
+        name="j", run_dir="/tmp/my run; echo pwned", trainer=TrainerConfig(command=["t", "{run_dir} {config}", "a b"])
+    )
     argv = render_command(job, replica_id=0, lighthouse="http://h:1", config_path=hostile, python="py")
     assert argv == ["t", f"/tmp/my run; echo pwned {hostile}", "a b"]
 

@@ -18,7 +18,11 @@ from lamplighter.trainer.state_hash import state_hash
 
 
 def user(v: float) -> dict[str, object]:
-    return {"model": {"w": torch.full((3,), v)}, "optim": {"state": {}, "param_groups": [{"lr": 0.1}]}, "data": {"cursor": 8}}
+    return {
+        "model": {"w": torch.full((3,), v)},
+        "optim": {"state": {}, "param_groups": [{"lr": 0.1}]},
+        "data": {"cursor": 8},
+    }
 
 
 def wait_for(cond: object, deadline_s: float) -> None:
@@ -30,7 +34,9 @@ def wait_for(cond: object, deadline_s: float) -> None:
 
 def test_roundtrip(tmp_path: Path) -> None:
     assert load_checkpoint(tmp_path) is None
-    ck = Checkpoint(step=5, batches_committed=10, user=user(1.0), state_hash=state_hash(user(1.0)), replica_id=1, time=1.0)
+    ck = Checkpoint(
+        step=5, batches_committed=10, user=user(1.0), state_hash=state_hash(user(1.0)), replica_id=1, time=1.0
+    )
     write_checkpoint(tmp_path, ck)
     got = load_checkpoint(tmp_path)
     assert got is not None and got.step == 5 and state_hash(got.user) == ck.state_hash

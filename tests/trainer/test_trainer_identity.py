@@ -6,8 +6,12 @@ from lamplighter.trainer import contract
 from lamplighter.trainer.identity import IdentityError, identity_from_env
 
 BASE = {
-    contract.ENV_REPLICA_ID: "1", contract.ENV_NUM_GROUPS: "3", contract.ENV_RUN_DIR: "/r",
-    contract.ENV_ATTEMPT: "2", contract.ENV_JOB: "j", "TORCHFT_LIGHTHOUSE": "http://h:1",
+    contract.ENV_REPLICA_ID: "1",
+    contract.ENV_NUM_GROUPS: "3",
+    contract.ENV_RUN_DIR: "/r",
+    contract.ENV_ATTEMPT: "2",
+    contract.ENV_JOB: "j",
+    "TORCHFT_LIGHTHOUSE": "http://h:1",
 }
 
 

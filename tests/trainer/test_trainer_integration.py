@@ -24,12 +24,20 @@ EXIT_DEADLINE_S = 90  # bounds only: a busy 2-core machine may be slow
 def tiny_job(
     steps: int, count: int = 2, checkpoint: dict[str, Any] | None = None, transport: str = "http", min_replicas: int = 1
 ) -> JobConfig:
-    return JobConfig.model_validate({
-        "name": "tiny", "groups": {"count": count}, "torchft": {"quorum_timeout_s": 2},
-        "lighthouse": {"min_replicas": min_replicas},
-        "trainer": {"steps": steps, "model": TINY, "checkpoint": checkpoint or {"enabled": False},
-                    "checkpoint_transport": transport},
-    })
+    return JobConfig.model_validate(
+        {
+            "name": "tiny",
+            "groups": {"count": count},
+            "torchft": {"quorum_timeout_s": 2},
+            "lighthouse": {"min_replicas": min_replicas},
+            "trainer": {
+                "steps": steps,
+                "model": TINY,
+                "checkpoint": checkpoint or {"enabled": False},
+                "checkpoint_transport": transport,
+            },
+        }
+    )
 
 
 def steps_of(t: Trainers, replica: int) -> list[StepRecord]:
@@ -93,9 +101,17 @@ def test_killed_group_heals_from_live_peer_bit_identical(make_trainers: MakeTrai
     victim.wait()
     killed_at = last_step(t, 1)
     t.start(1, attempt=1)
-    wait_for(lambda: any(r.attempt == 1 and r.step >= 5 + killed_at for r in committed(t, 1)) and
-             last_step(t, 0) > last_step(t, 1) - 1, EXIT_DEADLINE_S, "the restarted group to commit steps")
-    wait_for(lambda: last_step(t, 0) >= max(r.step for r in committed(t, 1)), EXIT_DEADLINE_S, "the survivor to catch up")
+    wait_for(
+        lambda: (
+            any(r.attempt == 1 and r.step >= 5 + killed_at for r in committed(t, 1))
+            and last_step(t, 0) > last_step(t, 1) - 1
+        ),
+        EXIT_DEADLINE_S,
+        "the restarted group to commit steps",
+    )
+    wait_for(
+        lambda: last_step(t, 0) >= max(r.step for r in committed(t, 1)), EXIT_DEADLINE_S, "the survivor to catch up"
+    )
     t.stop_all()
     survivor = committed(t, 0)
     assert_no_step_lost(survivor)

@@ -6,7 +6,9 @@ import pytest
 
 from lamplighter.trainer.progress import StartAction, decide_start, read_job_progress, write_progress
 
-BASE = dict(now=10.0, deadline=20.0, job_progress=50, manager_step=0, participants=1, num_groups=3, checkpoint_step=None)
+BASE = dict(
+    now=10.0, deadline=20.0, job_progress=50, manager_step=0, participants=1, num_groups=3, checkpoint_step=None
+)
 
 
 def decide(**kw: object) -> StartAction:

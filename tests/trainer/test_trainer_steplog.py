@@ -7,8 +7,18 @@ from lamplighter.trainer.steplog import StepRecord, append_step, read_steps
 
 def rec(step: int, healed: str | None = None) -> StepRecord:
     return StepRecord(
-        t=1.5, replica_id=1, step=step, committed=True, participants=2, quorum_id=7, healed_from=healed,
-        loss=0.25, state_hash="ab" * 32, attempt=0, samples=16, first_sample=32 * step,
+        t=1.5,
+        replica_id=1,
+        step=step,
+        committed=True,
+        participants=2,
+        quorum_id=7,
+        healed_from=healed,
+        loss=0.25,
+        state_hash="ab" * 32,
+        attempt=0,
+        samples=16,
+        first_sample=32 * step,
     )
 
 
