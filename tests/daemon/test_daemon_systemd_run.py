@@ -12,15 +12,15 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from realparts import wait_for
 
 from lamplighter.gpusim.build import sim_env
 from lamplighter.gpusim.state import StateDir
@@ -29,17 +29,6 @@ from lamplighter.trainer.contract import ENV_ATTEMPT, ENV_JOB, ENV_REPLICA_ID, E
 
 pytestmark = pytest.mark.integration
 GPUS = 2
-
-
-def wait_for(cond: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
 
 
 class NotifySocket:

@@ -14,14 +14,14 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 import yaml
-from realparts import require_slurm
+from realparts import require_slurm, wait_for
 
 from lamplighter.configs.schema import JobConfig
 from lamplighter.gpusim.build import ensure_built
@@ -35,17 +35,6 @@ from lamplighter.supervisor.process_group import free_port
 pytestmark = pytest.mark.integration
 HERE = Path(__file__).resolve().parent
 NODES = 4
-
-
-def wait_for(cond: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")

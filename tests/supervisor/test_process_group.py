@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import psutil
+from realparts import wait_for
 
 from lamplighter.supervisor.process_group import GroupProcesses, free_port
 
@@ -21,15 +22,6 @@ b = subprocess.Popen(["sleep", "301"], start_new_session=True)
 open(sys.argv[1], "w").write(f"{a.pid} {b.pid}")
 time.sleep(300)
 """
-
-
-def _poll(cond: object, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if callable(cond) and cond():
-            return
-        time.sleep(0.02)
-    raise AssertionError("condition not met in time")
 
 
 def test_kill_takes_the_whole_tree_and_spares_a_stranger(tmp_path: Path) -> None:
@@ -45,7 +37,9 @@ def test_kill_takes_the_whole_tree_and_spares_a_stranger(tmp_path: Path) -> None
         started_at=time.time(),
     )
     try:
-        _poll(lambda: pidfile.exists() and pidfile.read_text().count(" ") == 1)
+        wait_for(
+            lambda: pidfile.exists() and pidfile.read_text().count(" ") == 1, 20, "the grandchild to write its pid"
+        )
         a, b = (int(x) for x in pidfile.read_text().split())
         assert [t.rank for t in gp.trainers()] == [0, 1] and gp.running()
         killed = gp.kill()
@@ -70,7 +64,7 @@ def test_stop_signal_freezes_the_group(tmp_path: Path) -> None:
     )
     try:
         gp.signal(signal.SIGSTOP)
-        _poll(lambda: psutil.Process(gp.popens[0].pid).status() == psutil.STATUS_STOPPED)
+        wait_for(lambda: psutil.Process(gp.popens[0].pid).status() == psutil.STATUS_STOPPED, 20, "the group to stop")
     finally:
         gp.kill()
     assert gp.popens[0].returncode == -9  # SIGKILL works on a stopped process

@@ -6,12 +6,12 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from realparts import wait_for
 
 from lamplighter.configs.schema import JobConfig
 from lamplighter.trainer.adapter import render_command, trainer_env
@@ -23,15 +23,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def wait_for(cond: Callable[[], bool], deadline_s: float, what: str) -> None:
-    """Poll `cond` until true; fail with `what` after `deadline_s` (a bound, never a synchronisation)."""
-    end = time.monotonic() + deadline_s
-    while not cond():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {deadline_s} s waiting for {what}")
-        time.sleep(0.05)
 
 
 @dataclass

@@ -1,10 +1,10 @@
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 import torch
+from realparts import wait_for
 
 from lamplighter.trainer.fallback_checkpoint import (
     FILE_NAME,
@@ -23,13 +23,6 @@ def user(v: float) -> dict[str, object]:
         "optim": {"state": {}, "param_groups": [{"lr": 0.1}]},
         "data": {"cursor": 8},
     }
-
-
-def wait_for(cond: object, deadline_s: float) -> None:
-    end = time.monotonic() + deadline_s
-    while not cond():  # type: ignore[operator]
-        assert time.monotonic() < end, "timed out"
-        time.sleep(0.01)
 
 
 def test_roundtrip(tmp_path: Path) -> None:
@@ -56,7 +49,7 @@ def test_writer_snapshots_state_at_submit(tmp_path: Path) -> None:
     live = user(1.0)
     w.submit(110.0, step=3, batches_committed=6, user=live, state_hash=state_hash(live), replica_id=0)
     live["model"]["w"].add_(5.0)  # type: ignore[index]  # training goes on while the write runs
-    wait_for(lambda: w.written == [3], 30)
+    wait_for(lambda: w.written == [3], 30, "the checkpoint of step 3 to be written")
     w.close(5.0)
     got = load_checkpoint(tmp_path)
     assert got is not None and torch.equal(got.user["model"]["w"], torch.full((3,), 1.0))

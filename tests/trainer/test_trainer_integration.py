@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Trainers, wait_for
+from conftest import Trainers
+from realparts import wait_for
 
 from lamplighter.configs.schema import JobConfig
 from lamplighter.trainer import contract
