@@ -100,3 +100,11 @@ def test_previous_run_in_run_dir_is_refused(tmp_path: Path, capsys: pytest.Captu
     (tmp_path / "run" / "steps").mkdir(parents=True)
     rc = run_local(_args(str(tmp_path / "job.yaml"), "--run-dir", str(tmp_path / "run"), "--no-live"))
     assert rc == 2 and "previous run" in capsys.readouterr().err
+
+
+def test_invalid_config_is_exit_2_with_file_and_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "job.yaml").write_text("name: x\ngroups: {cout: 2}\n")
+    rc = run_local(_args(str(tmp_path / "job.yaml"), "--run-dir", str(tmp_path / "run")))
+    err = capsys.readouterr().err
+    assert rc == 2 and f"{tmp_path / 'job.yaml'}:2: groups.cout: unknown key 'cout'" in err
+    assert not (tmp_path / "run").exists()  # nothing started
