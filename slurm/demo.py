@@ -1,6 +1,6 @@
 """`make demo-slurm`: the whole Slurm path on this machine, with one fault of each kind.
 
-Brings up the test cluster (head n1 + 4 compute nodes) with simulated GPUs, the
+Brings up the test cluster (head n1 + 6 compute nodes) with simulated GPUs, the
 node daemons and the head-node Lighthouse service, submits a 3-group job,
 injects kill, hang, gpu, node-crash, lighthouse-kill and supervisor-kill one at
 a time (each waits until its group commits again), waits for the end, writes
