@@ -24,6 +24,13 @@ def add_override_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def report_invalid(e: ConfigError) -> int:
+    """Print every problem of an invalid config on stderr; returns the exit status for bad input."""
+    for problem in e.problems:
+        print(f"error: {problem}", file=sys.stderr)
+    return EXIT_INVALID
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "validate",
@@ -49,8 +56,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         cfg = (load_node if args.node else load_job)(args.file, args.overrides, os.environ)
     except ConfigError as e:
-        for problem in e.problems:
-            print(f"error: {problem}", file=sys.stderr)
+        report_invalid(e)
         print(f"{args.file}: invalid ({len(e.problems)} problem{'s' * (len(e.problems) != 1)})", file=sys.stderr)
         return EXIT_INVALID
     if args.json:

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lamplighter.configs.validate_cli import add_override_args
+from lamplighter.configs.validate_cli import add_override_args, report_invalid
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.slurm.run import SlurmCli, SlurmError
 from lamplighter.slurm.submission import Submission, SubmitError, cancel_job, find_run_dir, load, submit_job
@@ -68,9 +68,7 @@ def run_submit(args: argparse.Namespace) -> int:
     try:
         job = load_job(args.config, args.overrides, os.environ)
     except ConfigError as e:
-        for problem in e.problems:
-            print(f"error: {problem}", file=sys.stderr)
-        return EXIT_INVALID
+        return report_invalid(e)
     if args.slurm_conf:
         job = job.model_copy(update={"slurm": job.slurm.model_copy(update={"slurm_conf": args.slurm_conf})})
     try:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from lamplighter.configs.validate_cli import add_override_args, report_invalid
 from lamplighter.slurm.render import RenderError, render_job
 
 
@@ -14,6 +16,7 @@ def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("render", help="write a job's sbatch scripts (Lighthouse + one per replica group)")
     p.add_argument("file", help="the job's YAML file")
     p.add_argument("--out", required=True, help="folder for the scripts")
+    add_override_args(p)
     p.set_defaults(func=run)
 
 
@@ -22,11 +25,11 @@ def run(args: argparse.Namespace) -> int:
     from lamplighter.configs.loader import ConfigError, load_job
 
     try:
-        job = load_job(args.file)
-        paths = render_job(job, Path(args.out))
+        job = load_job(args.file, args.overrides, os.environ)
     except ConfigError as e:
-        print(f"lamplighter render: {e}", file=sys.stderr)
-        return 2
+        return report_invalid(e)
+    try:
+        paths = render_job(job, Path(args.out))
     except (RenderError, OSError) as e:
         print(f"lamplighter render {args.file}: {e}", file=sys.stderr)
         return 1

@@ -58,6 +58,7 @@ def run_local(args: argparse.Namespace) -> int:
 
     from lamplighter.configs.loader import ConfigError, load_job
     from lamplighter.configs.schema import ChaosConfig
+    from lamplighter.configs.validate_cli import report_invalid
     from lamplighter.supervisor.chaos import ChaosSpecError, parse_chaos
     from lamplighter.supervisor.local_mode import LocalModeError, LocalOptions, LocalRun
     from lamplighter.trainer.adapter import job_run_dir
@@ -65,9 +66,7 @@ def run_local(args: argparse.Namespace) -> int:
     try:
         job = load_job(args.config, args.overrides, os.environ)
     except ConfigError as e:
-        for problem in e.problems:
-            print(f"error: {problem}", file=sys.stderr)
-        return 2
+        return report_invalid(e)
     try:
         if args.steps is not None:
             job.trainer.steps = args.steps

@@ -32,7 +32,7 @@ from typing import Any
 
 from lamplighter.configs.loader import ConfigError, load_node
 from lamplighter.configs.schema import NodeConfig
-from lamplighter.configs.validate_cli import add_override_args
+from lamplighter.configs.validate_cli import add_override_args, report_invalid
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.slurm.requeue import ScontrolJobUpdate
 from lamplighter.slurm.run import SlurmCli
@@ -69,9 +69,7 @@ def main_args(args: argparse.Namespace) -> int:
     try:
         cfg = load_node(args.config, args.overrides, os.environ)
     except ConfigError as e:
-        for problem in e.problems:
-            print(f"error: {problem}", file=sys.stderr)
-        return 2
+        return report_invalid(e)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
         return run_daemon(cfg, os.environ, once=args.once)
