@@ -235,7 +235,7 @@ class SlurmLab:
         from lamplighter.supervisor.lighthouse import lighthouse_argv
 
         cmd = [sys.executable, "-m", "lamplighter.supervisor.lighthouse_main"]
-        argv = lighthouse_argv(lh.model_copy(update={"host": "[::]"}), lh.port, cmd)
+        argv = lighthouse_argv(lh, lh.port, cmd, bind_host="[::]")
         env = dict(os.environ, SLURMD_NODENAME=self.head)
         self.services.add(Service("lighthouse", argv, env, self.root / "log" / "lighthouse.log"))
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lamplighter.configs.schema import JobConfig
+from lamplighter.supervisor.lighthouse import lighthouse_argv
 from lamplighter.trainer import contract
 from lamplighter.trainer.adapter import job_run_dir, render_command, trainer_env
 
@@ -192,19 +193,7 @@ def render_lighthouse_script(job: JobConfig, paths: RenderPaths, python: str) ->
     )
     if job.slurm.head_node:
         header.append(f"#SBATCH --nodelist={sbatch_value(job.slurm.head_node, 'slurm.head_node')}")
-    argv = [
-        lighthouse_bin(python),
-        "--bind",
-        f"[::]:{lh.port}",
-        "--min_replicas",
-        str(lh.min_replicas),
-        "--join_timeout_ms",
-        str(lh.join_timeout_ms),
-        "--quorum_tick_ms",
-        str(lh.quorum_tick_ms),
-        "--heartbeat_timeout_ms",
-        str(lh.heartbeat_timeout_ms),
-    ]
+    argv = lighthouse_argv(lh, lh.port, [lighthouse_bin(python)], bind_host="[::]")
     return "\n".join(
         [
             "#!/bin/bash",

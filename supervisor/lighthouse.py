@@ -33,11 +33,12 @@ def fast_command() -> list[str]:
     return [sys.executable, "-m", "lamplighter.supervisor.lighthouse_main"]
 
 
-def lighthouse_argv(cfg: LighthouseConfig, port: int, command: list[str]) -> list[str]:
+def lighthouse_argv(cfg: LighthouseConfig, port: int, command: list[str], bind_host: str | None = None) -> list[str]:
+    """torchft_lighthouse's flags from the config; bind_host overrides cfg.host (e.g. "[::]" on a head node)."""
     return [
         *command,
         "--bind",
-        f"{cfg.host}:{port}",
+        f"{bind_host or cfg.host}:{port}",
         "--min_replicas",
         str(cfg.min_replicas),
         "--join_timeout_ms",

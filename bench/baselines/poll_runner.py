@@ -21,6 +21,7 @@ from lamplighter.configs.schema import JobConfig
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.slurm.render import lighthouse_bin, render_job
 from lamplighter.slurm.run import SlurmError
+from lamplighter.supervisor.lighthouse import lighthouse_argv
 
 POLL_S = 10.0
 
@@ -45,19 +46,7 @@ class PollRunner:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.run_dir / "lighthouse.log", "ab")  # noqa: SIM115 - handed to the child
         self.lighthouse = subprocess.Popen(
-            [
-                lighthouse_bin(self.python),
-                "--bind",
-                f"127.0.0.1:{lh.port}",
-                "--min_replicas",
-                str(lh.min_replicas),
-                "--join_timeout_ms",
-                str(lh.join_timeout_ms),
-                "--quorum_tick_ms",
-                str(lh.quorum_tick_ms),
-                "--heartbeat_timeout_ms",
-                str(lh.heartbeat_timeout_ms),
-            ],
+            lighthouse_argv(lh, lh.port, [lighthouse_bin(self.python)], bind_host="127.0.0.1"),
             stdout=log,
             stderr=log,
             stdin=subprocess.DEVNULL,
