@@ -29,7 +29,7 @@ from bench.results_io import write_result
 from lamplighter.gpusim.build import ensure_built, sim_env
 from lamplighter.gpusim.state import StateDir
 from lamplighter.slurm.actions import SlurmActions
-from lamplighter.slurm.testcluster import running_cluster, slurm_installed
+from lamplighter.slurm.testcluster import running_cluster, slurm_installed, wait_until
 from lamplighter.supervisor.daemon.status_socket import StatusError, read_status
 
 NODE = "n1"
@@ -45,17 +45,6 @@ while True:
     write_json_atomic(paths.heartbeat(rid, rank), {"step": step, "time": time.time(), "pid": os.getpid()})
     time.sleep(0.2)
 """
-
-
-def wait_for(cond: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.1)
 
 
 def group_script(root: Path, trainers: int) -> Path:
@@ -106,7 +95,7 @@ def measure(root: Path, seconds: float, gpus: int, trainers: int, poll: float) -
     with running_cluster(root / "cluster", nodes=2) as cluster:
         api = SlurmActions(cluster.cli())
         job = api.submit(group_script(root, trainers))
-        wait_for(lambda: api.job(job).state == "RUNNING", 60, "the group job running")
+        wait_until(lambda: api.job(job).state == "RUNNING", 60, "the group job running")
         sock = root / "status.sock"
         cfg = {
             "node_name": NODE,
@@ -142,7 +131,7 @@ def measure(root: Path, seconds: float, gpus: int, trainers: int, poll: float) -
                     len(st.get("trainers", [])) == trainers and len(gs) == gpus and all(g["status"] == "ok" for g in gs)
                 )
 
-            wait_for(settled, 90, f"{trainers} trainers adopted and {gpus} GPUs healthy")
+            wait_until(settled, 90, f"{trainers} trainers adopted and {gpus} GPUs healthy")
             time.sleep(2 * poll)  # let the start-up cycles pass before the window opens
             procs = tree(daemon.pid)
             c0, d0, t0, cyc0 = cpu_s(procs), cpu_s(procs[:1]), time.monotonic(), status()["cycles"]

@@ -15,7 +15,7 @@ from lamplighter.slurm import job_cli
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.slurm.lab import leftover_job_processes
 from lamplighter.slurm.slurm_report import write_report
-from lamplighter.slurm.submission import find_run_dir, load, wait_ended
+from lamplighter.slurm.submission import Submission, find_run_dir, load, wait_ended
 from lamplighter.slurm.testcluster import TestCluster, pick_port_range, wait_until
 from lamplighter.trainer.contract import RunPaths
 from lamplighter.trainer.steplog import read_steps
@@ -120,6 +120,22 @@ def proc_states(pids: list[int]) -> dict[int, str]:
     return out
 
 
+def submit_until_committing(
+    cluster: TestCluster, tmp_path: Path, name: str
+) -> tuple[Submission, SlurmActions, RunPaths]:
+    """Submit a long job named `name` and wait (bounded) until each of its groups has committed a step."""
+    config = write_config(tmp_path, name, 1_000_000, cluster.conf_path)
+    assert cli("submit", str(config)) == 0
+    sub = load(find_run_dir(str(config)))
+    paths = RunPaths(Path(sub.run_dir))
+    wait_until(
+        lambda: all(any(r.committed for r in read_steps(paths.steps(g))) for g in sub.groups),
+        120,
+        "both groups to commit",
+    )
+    return sub, SlurmActions(cluster.cli()), paths
+
+
 def test_slurm_chaos_hits_exactly_its_target(cluster: TestCluster, tmp_path: Path) -> None:
     """Without node daemons nothing recovers: this checks only that each injection lands where it should."""
     import sys
@@ -129,16 +145,7 @@ def test_slurm_chaos_hits_exactly_its_target(cluster: TestCluster, tmp_path: Pat
     from lamplighter.slurm.lab import Service, ServiceRunner
     from lamplighter.slurm.proc_find import ENV_SUPERVISOR_NODE, trainer_procs
 
-    config = write_config(tmp_path, "aim", 1_000_000, cluster.conf_path)
-    assert cli("submit", str(config)) == 0
-    sub = load(find_run_dir(str(config)))
-    api = SlurmActions(cluster.cli())
-    paths = RunPaths(Path(sub.run_dir))
-    wait_until(
-        lambda: all(any(r.committed for r in read_steps(paths.steps(g))) for g in sub.groups),
-        120,
-        "both groups to commit",
-    )
+    sub, api, _ = submit_until_committing(cluster, tmp_path, "aim")
     for g in sub.groups:
         StateDir(tmp_path / "gpus" / api.job(sub.groups[g]).node_list).init(2)  # type: ignore[operator]
     runner = ServiceRunner(tmp_path / "services.json")
@@ -187,16 +194,7 @@ def test_slurm_requeued_group_heals_from_a_live_peer_bit_identically(cluster: Te
     from lamplighter.slurm.requeue import requeue_now
     from lamplighter.slurm.slurm_report import write_report
 
-    config = write_config(tmp_path, "heal", 1_000_000, cluster.conf_path)
-    assert cli("submit", str(config)) == 0
-    sub = load(find_run_dir(str(config)))
-    api = SlurmActions(cluster.cli())
-    paths = RunPaths(Path(sub.run_dir))
-    wait_until(
-        lambda: all(any(r.committed for r in read_steps(paths.steps(g))) for g in sub.groups),
-        120,
-        "both groups to commit",
-    )
+    sub, api, paths = submit_until_committing(cluster, tmp_path, "heal")
     ctx = ChaosContext(sub, api)
     try:
         rec = inject(ctx, "kill", 1)
