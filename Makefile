@@ -16,7 +16,7 @@ $(STAMP): setup.cfg pyproject.toml tools/ensure-system-deps.sh
 	bash tools/ensure-system-deps.sh
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check torch==2.13.0
-	$(BIN)/pip install -q --disable-pip-version-check -e '.[test]'
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[trainer,plots,gpusim,test]'
 	touch $@
 
 gpusim: $(STAMP)

@@ -26,6 +26,7 @@ import psutil
 import yaml
 
 from bench.results_io import write_result
+from lamplighter.configs.slurm_names import group_job_name
 from lamplighter.gpusim.build import ensure_built, sim_env
 from lamplighter.gpusim.state import StateDir
 from lamplighter.slurm.actions import SlurmActions
@@ -54,7 +55,7 @@ def group_script(root: Path, trainers: int) -> Path:
     script = root / "group.sh"
     script.write_text(
         "#!/bin/bash\n"
-        f"#SBATCH --job-name=ll-{JOB}-g0\n#SBATCH --nodelist={NODE}\n#SBATCH --ntasks={trainers}\n"
+        f"#SBATCH --job-name={group_job_name(JOB, 0)}\n#SBATCH --nodelist={NODE}\n#SBATCH --ntasks={trainers}\n"
         f"#SBATCH --overcommit\n#SBATCH --output={root}/group-%j.out\n"
         f"export LAMPLIGHTER_JOB={JOB} LAMPLIGHTER_REPLICA_ID=0 LAMPLIGHTER_ATTEMPT=0 LAMPLIGHTER_RUN_DIR={run_dir}\n"
         f"exec srun --overcommit {sys.executable} {root / 'dummy.py'}\n"

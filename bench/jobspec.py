@@ -85,7 +85,6 @@ def job_config(
                 "quorum_tick_ms": 20,
                 "join_timeout_ms": 1000,
                 "heartbeat_timeout_ms": 500,
-                "placement": "head-service",
             },
             "torchft": {"pg_timeout_s": 3, "timeout_s": 5, "quorum_timeout_s": 10, "connect_timeout_s": 10},
             "health": {"hang_timeout_s": 12, "poll_interval_s": 0.5},

@@ -18,7 +18,7 @@ import yaml
 
 from bench.jobspec import Workload, job_config
 from lamplighter.configs.loader import load_job
-from lamplighter.configs.schema import HealthConfig, JobConfig, LighthouseConfig, RestartConfig
+from lamplighter.configs.schema import HealthConfig, JobConfig, RestartConfig
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.slurm.lab import LabSettings, SlurmLab
 from lamplighter.slurm.run import SlurmError
@@ -59,8 +59,11 @@ class LamplighterSlurm:
             "requeue": True,
             "exclusive": True,
             "extra_sbatch": [f"--exclude={lab.head}"],
+            "head_node": lab.head,
             "slurm_conf": str(lab.cluster.conf_path),
             "time": "00:30:00",
+            # Runs here are minutes long: renew only near the 30-minute limit, never during a measurement.
+            "renewal": {"margin_s": 120, "spacing_s": 120},
         }
         path = self.lab_root / "job.yaml"
         path.write_text(yaml.safe_dump(cfg, sort_keys=False))
@@ -76,7 +79,6 @@ class LamplighterSlurm:
                 gpus_per_node=1,
                 health=HealthConfig(**{**base.health.model_dump(), "hang_timeout_s": base.health.hang_timeout_s}),
                 restart=RestartConfig(**base.restart.model_dump()),
-                lighthouse=LighthouseConfig(**{**base.lighthouse.model_dump(), "port": port}),
             ),
         )
         self.lab.up()

@@ -15,6 +15,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from lamplighter.configs import torchtitan_flags
+from lamplighter.configs.slurm_names import JOB_PREFIX
+
 # torchft's Manager sends a heartbeat to the Lighthouse every 100 ms (fixed in
 # this torchft version unless the trainer passes heartbeat_interval).
 TORCHFT_HEARTBEAT_INTERVAL_MS = 100
@@ -25,11 +28,13 @@ TRAINER_PLACEHOLDERS = {
     "num_groups": "same as group_size",
     "lighthouse": "Lighthouse address, http://host:port",
     "nproc_per_node": "processes per node in a group",
+    "gpus_per_node": "groups.gpus_per_node (torchrun's --nproc_per_node when torchrun starts one rank per GPU)",
     "nnodes": "nodes per group",
     "job": "the job's name",
     "run_dir": "the run directory (logs, heartbeats, step logs, checkpoints)",
-    "python": "the Python interpreter running lamplighter",
+    "python": "trainer.python: the training environment's interpreter (default: the one running lamplighter)",
     "config": "path of the resolved job config (JSON) the reference trainer reads",
+    "steps": "trainer.steps, the target number of committed steps",
 }
 
 
@@ -71,9 +76,40 @@ class CheckpointConfig(Strict):
     dir: str | None = Field(None, description="Where to write it; default <run_dir>/checkpoint.")
 
 
+class TorchtitanConfig(Strict):
+    """What lamplighter adds to a torchtitan command (trainer.kind: torchtitan)."""
+
+    dataloader_checkpoint: bool = Field(
+        True,
+        description=(
+            "Checkpoint each replica's dataloader position every step (--checkpoint.enable "
+            "--checkpoint.enable_ft_dataloader_checkpoints), so a group that heals resumes its own data "
+            "instead of replaying it. Needs a shared dump folder."
+        ),
+    )
+
+
+TrainerKind = Literal["reference", "torchtitan", "custom"]
+
+
 class TrainerConfig(Strict):
     """What runs in every process of a replica group."""
 
+    kind: TrainerKind | None = Field(
+        None,
+        description=(
+            "reference: lamplighter's own trainer; torchtitan: trainer.command runs torchtitan and lamplighter "
+            "appends its fault-tolerance, steps and dataloader-checkpoint flags from the job's settings; custom: "
+            "any other torchft trainer, started as written. Default: reference without a command, custom with one."
+        ),
+    )
+    python: str | None = Field(
+        None,
+        description=(
+            "The training environment's Python interpreter, for {python} (e.g. a container's python3); "
+            "default: the interpreter running lamplighter."
+        ),
+    )
     command: list[str] | None = Field(
         None,
         description=(
@@ -94,6 +130,35 @@ class TrainerConfig(Strict):
     )
     model: ModelConfig = Field(default_factory=ModelConfig, description="The reference trainer's model and data.")
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig, description="Fallback checkpoint.")
+    torchtitan: TorchtitanConfig = Field(
+        default_factory=TorchtitanConfig, description="torchtitan settings (trainer.kind: torchtitan)."
+    )
+
+    @property
+    def resolved_kind(self) -> TrainerKind:
+        if self.kind is not None:
+            return self.kind
+        return "reference" if self.command is None else "custom"
+
+    @field_validator("python")
+    @classmethod
+    def _python(cls, v: str | None) -> str | None:
+        if v is not None and (not v.strip() or any(c in v for c in "\x00\n\r")):
+            raise ValueError(f"trainer.python {v!r} is not an interpreter path or name")
+        return v
+
+    @model_validator(mode="after")
+    def _kind_fits_command(self) -> TrainerConfig:
+        if self.kind == "torchtitan":
+            if self.command is None:
+                raise ValueError(
+                    "trainer.kind torchtitan needs trainer.command, e.g. [{python}, -m, torch.distributed.run, ..., "
+                    "-m, torchtitan.train, --module=..., --config=...]; lamplighter appends the fault-tolerance flags"
+                )
+            problems = torchtitan_flags.conflicts(self.command, self.torchtitan.dataloader_checkpoint)
+            if problems:
+                raise ValueError("\n".join(problems))
+        return self
 
     @field_validator("command")
     @classmethod
@@ -149,9 +214,14 @@ class LighthouseConfig(Strict):
     """torchft's Lighthouse: forms the quorum of live replica groups."""
 
     host: str = Field("127.0.0.1", description="Host the Lighthouse runs on (the head node on a cluster).")
-    port: int = Field(29510, ge=0, le=65535, description="Port; 0 picks a free one (local mode only).")
-    placement: Literal["slurm-job", "head-service"] = Field(
-        "slurm-job", description="On Slurm: run it as a job pinned to the head node, or expect the head node's service."
+    port: int = Field(
+        0,
+        ge=0,
+        le=65535,
+        description=(
+            "Port; 0 picks a free one. Each job runs its own Lighthouse (on Slurm: a job of its own, pinned to "
+            "slurm.head_node) and publishes its address in <run_dir>/lighthouse.json, where the groups read it."
+        ),
     )
     min_replicas: int = Field(1, ge=1, description="Smallest quorum that may train.")
     quorum_tick_ms: int = Field(20, ge=1, le=60_000, description="How often the Lighthouse re-evaluates the quorum.")
@@ -228,7 +298,103 @@ _RESERVED_SBATCH = {
     "--parsable",
     "--gpus-per-node",
     "--open-mode",
+    "--cpus-per-task",
+    "-c",
 }
+# Where to set what lamplighter sets itself, when a key of the config does it.
+_OPTION_KEYS = {"--cpus-per-task": "slurm.cpus_per_task", "--time": "slurm.time", "--partition": "slurm.partition"}
+# srun options lamplighter sets itself (or needs left alone) in a group's script.
+_RESERVED_SRUN = {
+    "--kill-on-bad-exit",
+    "--cpus-per-task",
+    "--nodes",
+    "--ntasks",
+    "--ntasks-per-node",
+    "--jobid",
+    "--job-name",
+    "--export",
+    "--output",
+    "--error",
+    "--input",
+}
+# '--name=value' or '--flag'. #SBATCH lines are parsed by sbatch, not a shell, so quoting cannot
+# protect them: values are limited to characters that need no quoting. srun options sit in the
+# shell-quoted body; they also take '#' (pyxis: --container-image=nvcr.io#rocm/pytorch).
+_SBATCH_OPTION = re.compile(r"(--[a-z][a-z0-9\-]*)(=([A-Za-z0-9_.,:=/@%+\-\[\]]*))?")
+_SRUN_OPTION = re.compile(r"(--[a-z][a-z0-9\-]*)(=([A-Za-z0-9_.,:=/@%+#\-\[\]]*))?")
+_TIME_PARTS = re.compile(r"(?:(\d+)-)?(\d+)(?::(\d{1,2}))?(?::(\d{1,2}))?")
+
+
+def slurm_time_seconds(value: str) -> int | None:
+    """A Slurm time limit in seconds (MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS); None if unlimited."""
+    if value in ("UNLIMITED", "INFINITE"):
+        return None
+    m = _TIME_PARTS.fullmatch(value)
+    if not m:
+        raise ValueError(f"{value!r} is not a Slurm time")
+    days, a, b, c = m.groups()
+    nums = [int(x) for x in (a, b, c) if x is not None]
+    if days is not None:  # D-HH, D-HH:MM, D-HH:MM:SS
+        hh, mm, ss = (nums + [0, 0])[:3]
+        return int(days) * 86400 + hh * 3600 + mm * 60 + ss
+    if len(nums) == 1:  # MM
+        return nums[0] * 60
+    if len(nums) == 2:  # MM:SS
+        return nums[0] * 60 + nums[1]
+    return nums[0] * 3600 + nums[1] * 60 + nums[2]
+
+
+def _check_options(v: list[str], key: str, pattern: re.Pattern[str], reserved: set[str], chars: str) -> list[str]:
+    for opt in v:
+        m = pattern.fullmatch(opt)
+        if not m:
+            raise ValueError(
+                f"{key} entry {opt!r} must look like '--name=value' or '--flag', the value made of "
+                f"letters, digits and {chars} (no spaces or quotes)"
+            )
+        if m.group(1) in reserved:
+            where = f": use {_OPTION_KEYS[m.group(1)]}" if m.group(1) in _OPTION_KEYS else ""
+            raise ValueError(f"{key} entry {opt!r} sets {m.group(1)}, which lamplighter sets itself{where}")
+    return v
+
+
+class RenewalConfig(Strict):
+    """Renewing groups before slurm.time runs out, one at a time (README, "Time limits")."""
+
+    enabled: bool = Field(
+        True,
+        description=(
+            "With slurm.time and slurm.requeue: each group's job requeues itself before its time limit, once the "
+            "other groups are live, and heals from them; a Lighthouse job renews first. No two groups reach the "
+            "limit together."
+        ),
+    )
+    margin_s: int = Field(
+        300,
+        ge=1,
+        le=65535,
+        description=(
+            "The last group (highest replica id) is warned this long before its time limit "
+            "(#SBATCH --signal=B:USR1@margin_s). Slurm checks limits every 30 s: it warns 30-60 s early."
+        ),
+    )
+    spacing_s: int = Field(
+        600,
+        ge=0,
+        le=65535,
+        description=(
+            "Each lower replica id is warned this much earlier (group i at margin_s + (count-1-i) x spacing_s): "
+            "time for a renewed group to start again and heal before the next one leaves."
+        ),
+    )
+
+    def warning_s(self, replica_id: int, count: int) -> int:
+        """Seconds before its time limit at which group `replica_id` of `count` is warned."""
+        return self.margin_s + (count - 1 - replica_id) * self.spacing_s
+
+    def lighthouse_warning_s(self, count: int) -> int:
+        """A Lighthouse job renews one slot before group 0."""
+        return self.margin_s + count * self.spacing_s
 
 
 class SlurmConfig(Strict):
@@ -237,6 +403,13 @@ class SlurmConfig(Strict):
     partition: str | None = Field(None, description="Partition (sbatch --partition).")
     account: str | None = Field(None, description="Account (sbatch --account).")
     time: str | None = Field(None, description="Time limit, Slurm format: MM, HH:MM:SS, D-HH:MM:SS, UNLIMITED.")
+    lighthouse_time: str | None = Field(
+        None,
+        description=(
+            "The Lighthouse job's own time limit (default: slurm.time). A limit longer than the job's run "
+            "spares it the renewal; with one it renews before any group."
+        ),
+    )
     qos: str | None = Field(None, description="Quality of service (sbatch --qos).")
     exclusive: bool = Field(False, description="Whole nodes for each group (sbatch --exclusive).")
     constraint: str | None = Field(None, description="Node features (sbatch --constraint).")
@@ -245,6 +418,23 @@ class SlurmConfig(Strict):
         default_factory=list,
         description="More sbatch options, each '--name=value' or '--flag'; options lamplighter sets itself are refused.",
     )
+    cpus_per_task: int | None = Field(
+        None,
+        ge=1,
+        le=4096,
+        description=(
+            "CPUs for each task of a group (one task per trainer process): #SBATCH --cpus-per-task and "
+            "srun --cpus-per-task, since Slurm >= 22.05 no longer passes sbatch's value to srun."
+        ),
+    )
+    srun_args: list[str] = Field(
+        default_factory=list,
+        description=(
+            "More srun options for the trainer step, each '--name=value' or '--flag', e.g. pyxis "
+            "--container-image=... --container-mounts=...; options lamplighter sets itself are refused."
+        ),
+    )
+    renewal: RenewalConfig = Field(default_factory=RenewalConfig, description="Renewal before the time limit.")
     head_node: str | None = Field(None, description="Node for the Lighthouse job (sbatch --nodelist); default any.")
     slurm_conf: str | None = Field(None, description="SLURM_CONF for Slurm commands; default Slurm's own.")
 
@@ -262,7 +452,7 @@ class SlurmConfig(Strict):
             raise ValueError(f"{v!r} is not a Slurm constraint expression")
         return v
 
-    @field_validator("time")
+    @field_validator("time", "lighthouse_time")
     @classmethod
     def _time(cls, v: str | None) -> str | None:
         if v is not None and not _SLURM_TIME.fullmatch(v):
@@ -272,22 +462,35 @@ class SlurmConfig(Strict):
     @field_validator("extra_sbatch")
     @classmethod
     def _extra(cls, v: list[str]) -> list[str]:
-        for opt in v:
-            # #SBATCH lines are parsed by sbatch, not a shell, so quoting cannot protect them:
-            # values are limited to characters that need no quoting.
-            m = re.fullmatch(r"(--[a-z][a-z0-9\-]*)(=([A-Za-z0-9_.,:=/@%+\-\[\]]*))?", opt)
-            if not m:
-                raise ValueError(
-                    f"extra_sbatch entry {opt!r} must look like '--name=value' or '--flag', the value made of "
-                    "letters, digits and _ . , : = / @ % + - [ ] (no spaces or quotes)"
-                )
-            if m.group(1) in _RESERVED_SBATCH:
-                raise ValueError(f"extra_sbatch entry {opt!r} sets {m.group(1)}, which lamplighter sets itself")
-        return v
+        return _check_options(v, "extra_sbatch", _SBATCH_OPTION, _RESERVED_SBATCH, "_ . , : = / @ % + - [ ]")
+
+    @field_validator("srun_args")
+    @classmethod
+    def _srun(cls, v: list[str]) -> list[str]:
+        return _check_options(v, "srun_args", _SRUN_OPTION, _RESERVED_SRUN, "_ . , : = / @ % + # - [ ]")
+
+    @property
+    def time_s(self) -> int | None:
+        """The time limit in seconds; None without one."""
+        return None if self.time is None else slurm_time_seconds(self.time)
+
+    @property
+    def lighthouse_limit(self) -> str | None:
+        return self.lighthouse_time if self.lighthouse_time is not None else self.time
+
+    @property
+    def renews(self) -> bool:
+        """Do groups renew themselves before the time limit?"""
+        return self.renewal.enabled and self.requeue and self.time_s is not None
 
 
-class HealthConfig(Strict):
-    """Thresholds for the supervisor's checks."""
+class NodeHealthConfig(Strict):
+    """What a node's own checks need: how often they look, the GPU probe's deadline, the GPU thresholds.
+
+    A node daemon's config (`NodeConfig.health`) holds this and its VM fault rule; a job's
+    `health` adds its trainers' thresholds (HealthConfig), and uses these
+    fields itself only where it runs its own supervisor (local mode).
+    """
 
     poll_interval_s: float = Field(1.0, gt=0, le=3600, description="How often GPUs and processes are checked.")
     probe_deadline_s: float = Field(
@@ -306,7 +509,61 @@ class HealthConfig(Strict):
     temperature_hotspot_max_c: float = Field(110.0, gt=0, le=200, description="Hotspot (junction) temperature limit.")
     temperature_vram_max_c: float = Field(105.0, gt=0, le=200, description="VRAM temperature limit.")
     bad_pages_max: int = Field(8, ge=0, description="New retired (bad) memory pages tolerated per GPU.")
-    hang_timeout_s: float = Field(30.0, gt=0, le=86_400, description="A trainer with no step for this long is hung.")
+
+
+class NodeDaemonHealthConfig(NodeHealthConfig):
+    """A node daemon's `health`: the GPU checks, and how the daemon answers GPU VM faults.
+
+    A VM fault (a GPU page fault) is most often the application's own bug: it
+    restarts the group whose process faulted. Only VM faults on one node from
+    several different jobs point at the node, and drain it.
+    """
+
+    vm_fault_drain_after: int = Field(
+        3,
+        ge=1,
+        le=1000,
+        description=(
+            "Drain the node once GPU VM faults from this many different jobs fell within vm_fault_window_s "
+            "(1: drain on the first VM fault). Fewer: only the faulting group is restarted."
+        ),
+    )
+    vm_fault_window_s: float = Field(
+        86_400.0,
+        gt=0,
+        le=30 * 86_400,
+        description="The window over which VM faults of different jobs on this node are counted (kept across "
+        "daemon restarts).",
+    )
+
+
+class HealthConfig(NodeHealthConfig):
+    """A job's health thresholds: the node's fields (used in local mode) and its trainers' own.
+
+    On Slurm the node daemon applies the trainer thresholds below to this job's
+    groups, and its own node config's poll interval, probe deadline and GPU thresholds.
+    """
+
+    progress: Literal["auto", "lighthouse", "heartbeat", "off"] = Field(
+        "auto",
+        description=(
+            "Where a group's progress is read: lighthouse (each replica's step as torchft's Lighthouse sees it: "
+            "any torchft trainer, no change to it), heartbeat (files the trainer writes, trainer/heartbeat.py), "
+            "auto (both: the latest wins), off (no hang check)."
+        ),
+    )
+    hang_timeout_s: float = Field(
+        30.0, gt=0, le=86_400, description="A group that made progress and then none for this long is hung."
+    )
+    startup_timeout_s: float = Field(
+        300.0,
+        gt=0,
+        le=86_400,
+        description=(
+            "A group with no progress this long after its start is hung (its first step includes loading the "
+            "model, joining the quorum and healing from a peer: minutes for a large model)."
+        ),
+    )
     d_state_max_s: float = Field(
         60.0, gt=0, le=86_400, description="A trainer in uninterruptible sleep this long is stuck."
     )
@@ -379,8 +636,16 @@ class JobConfig(Strict):
     lighthouse: LighthouseConfig = Field(default_factory=LighthouseConfig, description="The torchft Lighthouse.")
     torchft: TorchftConfig = Field(default_factory=TorchftConfig, description="torchft timeouts.")
     slurm: SlurmConfig = Field(default_factory=SlurmConfig, description="Slurm submission.")
-    health: HealthConfig = Field(default_factory=HealthConfig, description="Health thresholds.")
-    restart: RestartConfig = Field(default_factory=RestartConfig, description="Restart policy.")
+    health: HealthConfig = Field(
+        default_factory=HealthConfig,
+        description=(
+            "Health thresholds. On Slurm the node daemons apply the trainer thresholds (progress, hang, start-up, "
+            "D state, memory) to this job; poll interval, probe deadline and GPU thresholds are the node's."
+        ),
+    )
+    restart: RestartConfig = Field(
+        default_factory=RestartConfig, description="Restart policy (on Slurm too: the node daemons apply it)."
+    )
     chaos: ChaosConfig = Field(default_factory=ChaosConfig, description="Fault injection.")
 
     @field_validator("name")
@@ -394,11 +659,48 @@ class JobConfig(Strict):
 
     @model_validator(mode="after")
     def _hierarchy(self) -> JobConfig:
-        problems = timeout_hierarchy_problems(self)
+        problems = timeout_hierarchy_problems(self) + cross_section_problems(self)
         if problems:
             # One line per violated rule: the loader turns each into its own error with a line number.
             raise ValueError("\n".join(problems))
         return self
+
+
+def cross_section_problems(job: JobConfig) -> list[str]:
+    """Rules across sections other than the timeout hierarchy, one sentence each."""
+    out: list[str] = []
+    command = job.trainer.command or []
+    if job.groups.gpus_per_node == 0 and any("{gpus_per_node}" in arg for arg in command):
+        out.append(
+            "trainer.command uses {gpus_per_node} but groups.gpus_per_node is 0: set the GPUs per node, "
+            "or write the number of processes"
+        )
+    s = job.slurm
+    limit = s.time_s
+    if s.renews and any(o.split("=", 1)[0] == "--signal" for o in s.extra_sbatch):
+        out.append(
+            "slurm.extra_sbatch sets --signal, which the renewal before slurm.time uses: remove it, "
+            "or set slurm.renewal.enabled false"
+        )
+    if s.renews and limit is not None:
+        lh_limit = slurm_time_seconds(s.lighthouse_limit) if s.lighthouse_limit else None
+        earliest, who = s.renewal.lighthouse_warning_s(job.groups.count), "the Lighthouse job"
+        if lh_limit is not None and lh_limit != limit:
+            limit = lh_limit  # the Lighthouse job's own limit; the groups' is checked below
+            if earliest >= limit:
+                out.append(
+                    f"slurm.renewal warns the Lighthouse job {earliest} s before its time limit, not below "
+                    f"slurm.lighthouse_time ({s.lighthouse_time} = {limit} s): raise it, or lower the renewal's times"
+                )
+            limit = s.time_s or 0
+            earliest, who = s.renewal.warning_s(0, job.groups.count), "group 0"
+        if earliest >= limit:
+            out.append(
+                f"slurm.renewal warns {who} {earliest} s before its time limit (margin_s {s.renewal.margin_s} + "
+                f"spacing_s {s.renewal.spacing_s} per later group), not below slurm.time ({s.time} = {limit} s): "
+                "lower them, or set slurm.renewal.enabled false"
+            )
+    return out
 
 
 def timeout_hierarchy_problems(job: JobConfig) -> list[str]:
@@ -434,6 +736,11 @@ def timeout_hierarchy_problems(job: JobConfig) -> list[str]:
             f"(pg {ft.pg_timeout_s} s, timeout {ft.timeout_s} s, quorum {ft.quorum_timeout_s} s): "
             "the supervisor would kill groups that are only waiting for a peer's timeout"
         )
+    if h.startup_timeout_s < h.hang_timeout_s:
+        out.append(
+            f"health.startup_timeout_s ({h.startup_timeout_s} s) is below health.hang_timeout_s "
+            f"({h.hang_timeout_s} s): a group's first step does everything a later step does, and more"
+        )
     if h.probe_deadline_s >= h.hang_timeout_s:
         out.append(
             f"health.probe_deadline_s ({h.probe_deadline_s} s) must be below health.hang_timeout_s "
@@ -455,7 +762,11 @@ class MetricsConfig(Strict):
 
 
 class NodeConfig(Strict):
-    """The per-node supervisor daemon (`lamplighter supervise --config node.yaml`)."""
+    """The per-node supervisor daemon (`lamplighter supervise --config node.yaml`).
+
+    Only what belongs to the node: a job's trainer thresholds and restart
+    policy travel with the job (its job.json) and are applied per job.
+    """
 
     role: Literal["compute", "head"] = Field(
         "compute", description="compute: watch GPUs and trainers; head: also the Lighthouse and the nodes."
@@ -465,10 +776,21 @@ class NodeConfig(Strict):
     status_socket: str = Field(
         "/run/lamplighter/status.sock", description="Unix socket that `lamplighter status` reads."
     )
-    job_prefix: str = Field("ll-", description="Slurm job names of lamplighter jobs start with this.")
+    cluster_status_dir: str | None = Field(
+        None,
+        description="Folder shared by all nodes and login nodes where the daemon publishes its health "
+        "(<node>.json) for `lamplighter status` and `lamplighter nodes`; null: not published.",
+    )
+    job_prefix: str = Field(
+        JOB_PREFIX,
+        description="Slurm job names of lamplighter jobs start with this (as `lamplighter render` names them).",
+    )
     gpus: bool = Field(True, description="Watch this node's GPUs through amdsmi.")
-    health: HealthConfig = Field(default_factory=HealthConfig, description="Health thresholds.")
-    restart: RestartConfig = Field(default_factory=RestartConfig, description="Restart policy.")
+    health: NodeDaemonHealthConfig = Field(
+        default_factory=NodeDaemonHealthConfig,
+        description="The node's checks: poll interval, GPU probe deadline, GPU thresholds, the VM fault drain rule "
+        "(trainer thresholds are the job's).",
+    )
     metrics: MetricsConfig = Field(default_factory=MetricsConfig, description="Prometheus metrics.")
     slurm_conf: str | None = Field(None, description="SLURM_CONF for Slurm commands.")
     max_drain_fraction: float = Field(0.25, gt=0, le=1, description="Never drain more than this fraction of nodes...")
@@ -476,13 +798,25 @@ class NodeConfig(Strict):
     node_silence_s: float = Field(
         5.0, gt=0, description="Head role: a node supervisor silent this long is marked down."
     )
-    lighthouse: LighthouseConfig | None = Field(None, description="Head role: the Lighthouse to run and supervise.")
 
-    @model_validator(mode="after")
-    def _node(self) -> NodeConfig:
-        if self.health.probe_deadline_s >= self.health.hang_timeout_s:
-            raise ValueError(
-                f"health.probe_deadline_s ({self.health.probe_deadline_s} s) must be below "
-                f"health.hang_timeout_s ({self.health.hang_timeout_s} s)"
-            )
-        return self
+
+def node_job_problems(node: NodeConfig, job: JobConfig) -> list[str]:
+    """Each rule a node config and a job config break together, in one sentence with the values.
+
+    The node daemon applies the job's trainer thresholds at the node's pace.
+    """
+    nh, jh = node.health, job.health
+    out: list[str] = []
+    if nh.probe_deadline_s >= jh.hang_timeout_s:
+        out.append(
+            f"node health.probe_deadline_s ({nh.probe_deadline_s:g} s) must be below the job's health.hang_timeout_s "
+            f"({jh.hang_timeout_s:g} s): a wedged GPU would get its group killed as hung before the GPU is "
+            "found unresponsive and the node drained"
+        )
+    if 2 * nh.poll_interval_s > jh.hang_timeout_s:
+        out.append(
+            f"node health.poll_interval_s ({nh.poll_interval_s:g} s) must be at most half the job's "
+            f"health.hang_timeout_s ({jh.hang_timeout_s:g} s): progress is sampled once per poll, so a hang "
+            "would be judged on one or two samples and seen up to a poll late"
+        )
+    return out

@@ -1,4 +1,4 @@
-"""`lamplighter validate FILE`: check a job (or node) config without starting anything."""
+"""`lamplighter validate [JOB.yaml] [--node NODE.yaml]`: check configs, alone and together, without starting anything."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 import sys
 
 from lamplighter.configs.loader import ENV_OVERRIDES, ConfigError, load_job, load_node
-from lamplighter.configs.schema import JobConfig
+from lamplighter.configs.schema import JobConfig, NodeConfig, node_job_problems
 
 EXIT_INVALID = 2
 
@@ -34,37 +34,66 @@ def report_invalid(e: ConfigError) -> int:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "validate",
-        help="check a job or node config; exit 0 if it is usable, 2 if not",
+        help="check a job config, a node config, or both together; exit 0 if usable, 2 if not",
         description=(
             "Check a config file against the schema and the torchft timeout hierarchy. Every problem is "
-            "reported with its file, line and key. Nothing is started or submitted. Exit status: 0 valid, "
-            "2 invalid."
+            "reported with its file, line and key. With a job and --node, also check the two against each "
+            "other (the node daemon applies the job's thresholds at the node's pace), one line per broken rule. Nothing is started or submitted. Exit status: "
+            "0 valid, 2 invalid."
         ),
         epilog="examples:\n  lamplighter validate configs/demo.yaml\n"
         "  lamplighter validate --node /etc/lamplighter/node.yaml\n"
+        "  lamplighter validate configs/llama3-8b-mi325x.yaml --node configs/head.yaml\n"
         "  lamplighter validate configs/slurm-lab.yaml --set groups.count=4 --json",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("file", help="YAML config file")
-    p.add_argument("--node", action="store_true", help="the file is a node supervisor config (node.yaml)")
+    p.add_argument("file", nargs="?", help="job config YAML")
+    p.add_argument("--node", metavar="NODE.yaml", help="a node supervisor config (node.yaml, head.yaml)")
     p.add_argument("--json", action="store_true", help="print the resolved config (defaults filled in) as JSON")
     add_override_args(p)
     p.set_defaults(func=run)
 
 
+def _load(args: argparse.Namespace) -> tuple[JobConfig | None, NodeConfig | None]:
+    # --set applies to the job when there is one, else to the node config.
+    job = load_job(args.file, args.overrides, os.environ) if args.file else None
+    node = load_node(args.node, () if args.file else args.overrides, os.environ) if args.node else None
+    return job, node
+
+
 def run(args: argparse.Namespace) -> int:
+    if not args.file and not args.node:
+        print("error: give a job config, --node NODE.yaml, or both", file=sys.stderr)
+        return EXIT_INVALID
     try:
-        cfg = (load_node if args.node else load_job)(args.file, args.overrides, os.environ)
+        job, node = _load(args)
     except ConfigError as e:
         report_invalid(e)
-        print(f"{args.file}: invalid ({len(e.problems)} problem{'s' * (len(e.problems) != 1)})", file=sys.stderr)
+        source = e.problems[0].source if e.problems else args.file or args.node
+        print(f"{source}: invalid ({len(e.problems)} problem{'s' * (len(e.problems) != 1)})", file=sys.stderr)
         return EXIT_INVALID
+    if job is not None and node is not None:
+        problems = node_job_problems(node, job)
+        for problem in problems:
+            print(f"error: {args.file} with {args.node}: {problem}", file=sys.stderr)
+        if problems:
+            n = len(problems)
+            print(f"{args.file} with {args.node}: incompatible ({n} problem{'s' * (n != 1)})", file=sys.stderr)
+            return EXIT_INVALID
     if args.json:
-        print(json.dumps(cfg.model_dump(mode="json"), indent=2))
-    elif isinstance(cfg, JobConfig):
-        print(summary(cfg, args.file))
-    else:
-        print(f"{args.file}: valid node config (role {cfg.role})")
+        doc: dict[str, object] = {}
+        if job is not None:
+            doc["job"] = job.model_dump(mode="json")
+        if node is not None:
+            doc["node"] = node.model_dump(mode="json")
+        print(json.dumps(doc["job"] if node is None else doc["node"] if job is None else doc, indent=2))
+        return 0
+    if job is not None:
+        print(summary(job, args.file))
+    if node is not None:
+        print(f"{args.node}: valid node config (role {node.role})")
+    if job is not None and node is not None:
+        print(f"{args.file} with {args.node}: compatible")
     return 0
 
 

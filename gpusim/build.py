@@ -85,12 +85,25 @@ def ensure_built(out: Path | None = None, force: bool = False) -> Path:
     stamp = out / ".digest"
     with open(out / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # concurrent test sessions build once
+        _write_rocm_version(out)
         if not force and library_path(out).is_file() and stamp.is_file() and stamp.read_text() == digest:
             return library_path(out)
         bound = symbols.bound_symbols(wrapper_source)
         _compile(out, cc, symbols.stub_source(bound, symbols.modelled_symbols()))
         stamp.write_text(digest)
     return library_path(out)
+
+
+# The ROCm release the simulation stands for: the amdsmi package it is built against (PyPI 7.0.2).
+SIM_ROCM_VERSION = "7.0.2-gpusim"
+
+
+def _write_rocm_version(out: Path) -> None:
+    """`<out>/.info/version`, as a ROCm install has it: the GPU check compares amdsmi's version with it."""
+    path = out / ".info" / "version"
+    if not path.is_file() or path.read_text() != SIM_ROCM_VERSION + "\n":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(SIM_ROCM_VERSION + "\n")
 
 
 def sim_env(out: Path, state_dir: Path, base: dict[str, str] | None = None) -> dict[str, str]:

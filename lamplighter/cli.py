@@ -15,6 +15,9 @@ COMMAND_MODULES = [
     "lamplighter.supervisor.local_cli",
     "lamplighter.supervisor.daemon.supervise_cli",
     "lamplighter.slurm.job_cli",
+    "lamplighter.slurm.why_cli",
+    "lamplighter.slurm.healthcheck_cli",
+    "lamplighter.slurm.nodes_cli",
     "lamplighter.slurm.cluster_cli",
     "lamplighter.gpusim.cli",
 ]

@@ -17,11 +17,12 @@ import shutil
 import sys
 from pathlib import Path
 
-from lamplighter.configs.schema import HealthConfig, LighthouseConfig, RestartConfig
+from lamplighter.configs.schema import HealthConfig, RestartConfig
 from lamplighter.slurm.chaos_slurm import KINDS
 from lamplighter.slurm.e2e_run import drained_nodes, per_kind_lines, prepare_run
 from lamplighter.slurm.lab import LabSettings, SlurmLab
 from lamplighter.slurm.testcluster import pick_port_range, slurm_installed, wait_until
+from lamplighter.supervisor.report import run_ok
 
 DEFAULT_KINDS = ("kill", "hang", "gpu", "node-crash", "lighthouse-kill", "supervisor-kill")
 
@@ -56,7 +57,6 @@ def main(argv: list[str] | None = None) -> int:
             compute_nodes=6,
             health=HealthConfig(hang_timeout_s=8.0, poll_interval_s=0.5),
             restart=RestartConfig(budget_per_group=10, crash_loop_max=10),
-            lighthouse=LighthouseConfig(host="127.0.0.1", port=port, placement="head-service"),
         ),
     )
     print(f"starting the lab under {root} (cluster, gpusim, daemons, Lighthouse on :{port}) ...", flush=True)
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             extra={"drained_nodes": drained, "slurm_end_states": {str(k): v for k, v in states.items()}}
         )
         print("\n".join(per_kind_lines(report)))
-        ok = report["reached_target"] and report["steps_lost"] == 0 and report["weights_identical"]
+        ok = run_ok(report)
         print(
             f"{'OK' if ok else 'FAILED'}: steps {report['steps_committed']}/{report['target_steps']}, lost "
             f"{report['steps_lost']}, weights identical {report['weights_identical']}, drained {drained or 'none'}"

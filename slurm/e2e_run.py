@@ -27,14 +27,16 @@ from lamplighter.trainer.contract import RunPaths
 from lamplighter.trainer.steplog import read_steps
 
 
-def lab_job_config(lab: SlurmLab, run_dir: Path, *, name: str, steps: int, groups: int, port: int) -> dict[str, Any]:
-    """A small job for the lab: one whole compute node per group (never the head), head-node Lighthouse."""
+def lab_job_config(
+    lab: SlurmLab, run_dir: Path, *, name: str, steps: int, groups: int, port: int = 0
+) -> dict[str, Any]:
+    """A small job for the lab: one whole compute node per group (never the head), its Lighthouse job on the head."""
     return {
         "name": name,
         "run_dir": str(run_dir),
         "trainer": {"steps": steps, "model": {"dim": 64, "layers": 2, "heads": 4, "seq_len": 64, "batch_size": 16}},
         "groups": {"count": groups, "nodes": 1},
-        "lighthouse": {"host": "127.0.0.1", "port": port, "placement": "head-service"},
+        "lighthouse": {"host": "127.0.0.1", "port": port},
         "torchft": {"timeout_s": 3, "quorum_timeout_s": 3, "connect_timeout_s": 10, "pg_timeout_s": 3},
         "slurm": {
             "requeue": True,
@@ -42,6 +44,9 @@ def lab_job_config(lab: SlurmLab, run_dir: Path, *, name: str, steps: int, group
             "extra_sbatch": [f"--exclude={lab.head}"],
             "slurm_conf": str(lab.cluster.conf_path),
             "time": "00:30:00",
+            "head_node": lab.head,
+            # Runs here are minutes long: renew only near the 30-minute limit.
+            "renewal": {"margin_s": 120, "spacing_s": 120},
         },
         "health": lab.settings.health.model_dump(mode="json"),
         "restart": lab.settings.restart.model_dump(mode="json"),
@@ -113,7 +118,7 @@ class LabRun:
         return write_report(self.sub, action_logs=self.lab.action_logs(), extra=extra)
 
 
-def prepare_run(lab: SlurmLab, work: Path, *, name: str, steps: int, groups: int, port: int) -> LabRun:
+def prepare_run(lab: SlurmLab, work: Path, *, name: str, steps: int, groups: int, port: int = 0) -> LabRun:
     cfg = lab_job_config(lab, work / name, name=name, steps=steps, groups=groups, port=port)
     path = work / f"{name}.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))

@@ -76,10 +76,12 @@ class FakeSlurm:
         self.completing_s = completing_s
         self.begin_delay_s = begin_delay_s  # real: cred_expire + 1
         self.slurmd_timeout_s = slurmd_timeout_s
+        self.controller_down_calls: int | None = 0  # calls that fail as if slurmctld were down (None: all)
 
     # -- SlurmApi ------------------------------------------------------------
 
     def submit(self, script: Path) -> int:
+        self._controller()
         opts: dict[str, str] = {}
         for line in Path(script).read_text().splitlines():
             m = _SBATCH.match(line)
@@ -98,12 +100,14 @@ class FakeSlurm:
         return job.job_id
 
     def requeue(self, job_id: int) -> None:
+        self._controller()
         job = self._job(job_id)
         if job.state not in ("RUNNING", "PENDING") or not job.requeue:
             raise SlurmError(["scontrol", "requeue", str(job_id)], 1, f"Job is not requeueable for job {job_id}")
         self._requeue(job)
 
     def start_now(self, job_id: int, timeout: float = 15.0) -> None:
+        self._controller()
         self._advance()
         job = self._job(job_id)
         if job.state != "PENDING":
@@ -118,15 +122,18 @@ class FakeSlurm:
         self._schedule()
 
     def cancel(self, job_id: int) -> None:
+        self._controller()
         job = self._job(job_id)
         if job.state in ("PENDING", "RUNNING", "COMPLETING"):
             job.state, job.on = "CANCELLED", []
 
     def drain(self, node: str, reason: str) -> None:
+        self._controller()
         n = self._node(node)
         n.drain, n.reason = True, check_reason(reason)
 
     def resume(self, node: str) -> None:
+        self._controller()
         n = self._node(node)
         n.drain = False
         if n.base == "DOWN" and n.responding:
@@ -135,11 +142,13 @@ class FakeSlurm:
         self._schedule()
 
     def mark_down(self, node: str, reason: str) -> None:
+        self._controller()
         n = self._node(node)
         n.base, n.reason = "DOWN", check_reason(reason)
         self._fail_jobs_on(node)
 
     def job(self, job_id: int) -> JobInfo:
+        self._controller()
         self._advance()
         j = self._job(job_id)
         return JobInfo(
@@ -156,6 +165,10 @@ class FakeSlurm:
         )
 
     def node(self, name: str) -> NodeInfo:
+        self._controller()
+        return self._node_info(name)
+
+    def _node_info(self, name: str) -> NodeInfo:
         self._advance()
         n = self._node(name)
         base = n.base
@@ -166,9 +179,11 @@ class FakeSlurm:
         return NodeInfo(name, state, base, flags, False, n.reason, "root" if n.reason else None, None)
 
     def nodes(self) -> list[NodeInfo]:
-        return [self.node(n) for n in sorted(self._nodes)]
+        self._controller()
+        return [self._node_info(n) for n in sorted(self._nodes)]
 
     def jobs(self, name_prefix: str | None = None) -> list[QueueEntry]:
+        self._controller()
         self._advance()
         return [
             QueueEntry(j.job_id, j.name, j.state, j.reason, ",".join(j.on) or None, "root")
@@ -178,6 +193,13 @@ class FakeSlurm:
         ]
 
     # -- the world outside Slurm --------------------------------------------
+
+    def stop_controller(self, for_calls: int | None = None) -> None:
+        """slurmctld stops answering: every call fails (for the next `for_calls` calls, if given)."""
+        self.controller_down_calls = for_calls
+
+    def start_controller(self) -> None:
+        self.controller_down_calls = 0
 
     def crash_node(self, name: str) -> None:
         """The node dies; after slurmd_timeout_s Slurm marks it DOWN and requeues its jobs."""
@@ -198,6 +220,13 @@ class FakeSlurm:
         self._schedule()
 
     # -- internals -----------------------------------------------------------
+
+    def _controller(self) -> None:
+        if self.controller_down_calls == 0:
+            return
+        if self.controller_down_calls is not None:
+            self.controller_down_calls -= 1
+        raise SlurmError(["scontrol"], 1, "slurm_load_jobs error: Unable to contact slurm controller (connect failure)")
 
     def _job(self, job_id: int) -> _Job:
         j = self._jobs.get(check_job_id(job_id))

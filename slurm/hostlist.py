@@ -1,23 +1,33 @@
-"""Slurm's compressed host lists, without calling `scontrol show hostnames`."""
+"""Slurm's compressed host lists ("n[1-3,5]", "rack[1-2]-node[01-02]"), through python-hostlist.
+
+The expansion itself is python-hostlist's (a maintained implementation of
+Slurm's syntax, several bracket groups per name included); this module only
+gives it Slurm's empty values and an error that names the list. Tested against
+recorded `scontrol show hostnames` output (tests/slurm/recorded).
+"""
 
 from __future__ import annotations
 
-import re
+import hostlist as _hostlist
+
+# What Slurm prints for "no nodes" in NodeList, ExcNodeList, squeue's %N.
+EMPTY = frozenset({"", "(null)", "None", "N/A"})
+
+
+class HostlistError(ValueError):
+    """A host list that cannot be expanded; the message quotes it."""
 
 
 def expand_hostlist(spec: str | None) -> list[str]:
-    """Slurm's compressed host lists: "n1", "n[1-3,5]", "a1,b[2-3]"."""
-    if not spec:
+    """Every host name of a Slurm host list, in Slurm's order; [] for an empty one."""
+    if spec is None or spec.strip() in EMPTY:
         return []
-    out: list[str] = []
-    for m in re.finditer(r"([^,\[]+)(?:\[([^\]]+)\])?", spec):
-        prefix, ranges = m.group(1), m.group(2)
-        if not ranges:
-            out.append(prefix)
-            continue
-        for part in ranges.split(","):
-            lo, _, hi = part.partition("-")
-            width = len(lo)
-            for i in range(int(lo), int(hi or lo) + 1):
-                out.append(f"{prefix}{i:0{width}d}")
-    return out
+    try:
+        return list(_hostlist.expand_hostlist(spec.strip()))
+    except _hostlist.BadHostlist as e:
+        raise HostlistError(f"cannot expand Slurm host list {spec!r}: {e}") from e
+
+
+def compress_hostlist(hosts: list[str]) -> str:
+    """The compressed form of some host names ("n[1-3]"), as Slurm accepts it in --exclude/ExcNodeList."""
+    return str(_hostlist.collect_hostlist(hosts)) if hosts else ""

@@ -17,6 +17,7 @@ from typing import Any
 
 from lamplighter.configs.validate_cli import add_override_args, report_invalid
 from lamplighter.slurm.actions import SlurmActions
+from lamplighter.slurm.nodes_cli import add_cluster_status_arg, cluster_status_dir
 from lamplighter.slurm.run import SlurmCli, SlurmError
 from lamplighter.slurm.submission import Submission, SubmitError, cancel_job, find_run_dir, load, submit_job
 
@@ -96,9 +97,15 @@ def _load_sub(args: argparse.Namespace) -> Submission:
 
 
 def _add_status(sub: Any) -> None:
-    p = sub.add_parser("status", help="groups, Slurm state, quorum, steps, restarts, faults and drained nodes of a job")
+    p = sub.add_parser(
+        "status",
+        help="groups, Slurm state, quorum, steps, restarts, faults, node daemons and drained nodes of a job",
+        description="One picture of a job. Exit status 1 when Slurm did not answer (the picture is then "
+        "incomplete: states show as UNKNOWN, never as GONE).",
+    )
     _job_args(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_cluster_status_arg(p)
     p.add_argument(
         "--watch",
         nargs="?",
@@ -120,15 +127,17 @@ def run_status(args: argparse.Namespace) -> int:
         print(f"lamplighter status: error: {e}", file=sys.stderr)
         return EXIT_INVALID
     api = api_for(s.slurm_conf)
+    folder = cluster_status_dir(args)
     try:
         while True:
-            st = collect(s, api, time.time())
+            st = collect(s, api, time.time(), cluster_status_dir=folder)
             text = json.dumps(st, indent=2) if args.json else format_table(st)
             if args.watch is not None and not args.json and sys.stdout.isatty():
                 print("\x1b[2J\x1b[H", end="")
             print(text, flush=True)
             if args.watch is None:
-                return 0
+                # Slurm did not answer: what was shown is incomplete, and scripts must be able to tell.
+                return EXIT_FAILED if st["slurm_error"] else 0
             time.sleep(args.watch)
     except KeyboardInterrupt:
         return 0
@@ -152,10 +161,16 @@ def run_cancel(args: argparse.Namespace) -> int:
         print(f"lamplighter cancel: error: {e}", file=sys.stderr)
         return EXIT_INVALID
     api = api_for(s.slurm_conf)
-    stopped = cancel_job(s, api)
-    for c in stopped:
+    res = cancel_job(s, api)
+    for c in res.cancelled:
         print(f"cancelled {c.what}: Slurm job {c.job_id} (was {c.state_before})")
-    if not stopped:
+    for f in res.failed:
+        print(f"lamplighter cancel: error: could not cancel {f.what}: Slurm job {f.job_id}: {f.error}", file=sys.stderr)
+    if res.failed:
+        ids = " ".join(str(f.job_id) for f in res.failed)
+        print(f"lamplighter cancel: {len(res.failed)} job(s) may still run ({ids}); run again once Slurm answers")
+        return EXIT_FAILED
+    if not res.cancelled:
         print(f"job {s.job}: nothing left to cancel")
     if args.wait > 0:
         try:

@@ -3,8 +3,13 @@
 Per group: Slurm job id and state, nodes, restarts, last committed step, last
 fault and its reason (the latest chaos injection, else Slurm's reason for a
 pending job). The quorum from the Lighthouse's /status page. Drained and down
-nodes with their reasons. Overall committed steps per second over the last
-minute. `collect` does the I/O; `build_status` and `format_table` are pure.
+nodes with their reasons and ages, marked when lamplighter took them out. The
+health each node daemon of the job's nodes last published (health_report.py).
+Overall committed steps per second over the last minute. `collect` does the
+I/O; `build_status` and `format_table` are pure.
+
+A job Slurm has forgotten (MinJobAge passed) is GONE; when Slurm does not
+answer, its jobs are UNKNOWN and `slurm_error` says why: never GONE.
 """
 
 from __future__ import annotations
@@ -16,9 +21,12 @@ from typing import Any
 
 from lamplighter.slurm.actions import SlurmApi
 from lamplighter.slurm.chaos_slurm import CHAOS_FILE, read_records
+from lamplighter.slurm.drained_nodes import format_age, out_of_service
+from lamplighter.slurm.hostlist import expand_hostlist
 from lamplighter.slurm.parsers import JobInfo, NodeInfo
 from lamplighter.slurm.run import SlurmError
-from lamplighter.slurm.submission import Submission
+from lamplighter.slurm.submission import INCOMPLETE, Submission, slurm_forgot
+from lamplighter.supervisor.daemon.health_report import ENV_CLUSTER_STATUS_DIR, NodeReport, read_reports
 from lamplighter.supervisor.lighthouse_status import LighthouseStatus, LighthouseStatusError, fetch_status
 from lamplighter.trainer.contract import RunPaths
 from lamplighter.trainer.steplog import StepRecord, parse_step
@@ -50,6 +58,17 @@ def steps_per_s(records: list[StepRecord], now: float, window: float = RATE_WIND
     return round((recent[-1].step - recent[0].step) / (recent[-1].t - recent[0].t), 3)
 
 
+GONE = "GONE"  # Slurm forgot the job
+UNKNOWN = "UNKNOWN"  # Slurm did not answer
+
+
+def _state(jid: int, jobs: dict[int, JobInfo | None]) -> str:
+    if jid not in jobs:
+        return UNKNOWN
+    info = jobs[jid]
+    return GONE if info is None else info.state
+
+
 def build_status(
     sub: Submission,
     jobs: dict[int, JobInfo | None],
@@ -59,17 +78,26 @@ def build_status(
     quorum: LighthouseStatus | None,
     quorum_error: str | None,
     now: float,
+    slurm_error: str | None = None,
+    daemons: dict[str, NodeReport] | None = None,
 ) -> dict[str, Any]:
+    """jobs: every job Slurm answered for (None: it forgot the job); one it did not answer for is absent.
+
+    daemons: the node daemons' published health by node; None when no cluster status folder is known.
+    """
     groups: dict[str, Any] = {}
+    job_nodes: set[str] = set()
     for g, jid in sorted(sub.groups.items()):
         info = jobs.get(jid)
+        if info is not None and info.state in ("RUNNING", "COMPLETING", "CONFIGURING"):
+            job_nodes.update(expand_hostlist(info.node_list))
         committed = [r for r in steps.get(g, []) if r.committed]
         last = max(committed, key=lambda r: r.step, default=None)
         faults = [c for c in chaos if c.get("event") == "injected" and c.get("group") == g]
         last_fault = faults[-1] if faults else None
         groups[str(g)] = {
             "job_id": jid,
-            "state": info.state if info else "GONE",
+            "state": _state(jid, jobs),
             "nodes": info.node_list if info else None,
             "restarts": info.restarts if info else None,
             "slurm_reason": info.reason if info else None,
@@ -85,7 +113,6 @@ def build_status(
                 "reason": f"chaos {last_fault['kind']} on {last_fault.get('node') or '-'}",
             },
         }
-    lh_info = jobs.get(sub.lighthouse_job_id) if sub.lighthouse_job_id is not None else None
     all_steps = [r for recs in steps.values() for r in recs]
     out: dict[str, Any] = {
         "job": sub.job,
@@ -96,9 +123,8 @@ def build_status(
         "groups": groups,
         "lighthouse": {
             "address": sub.lighthouse_address,
-            "placement": "slurm-job" if sub.lighthouse_job_id is not None else "head-service",
             "job_id": sub.lighthouse_job_id,
-            "state": lh_info.state if lh_info else (None if sub.lighthouse_job_id is None else "GONE"),
+            "state": None if sub.lighthouse_job_id is None else _state(sub.lighthouse_job_id, jobs),
         },
         "quorum": None
         if quorum is None
@@ -109,28 +135,43 @@ def build_status(
             "max_step": quorum.max_step(),
         },
         "quorum_error": quorum_error,
-        "nodes_out": [
-            {"node": n.name, "state": n.state, "reason": n.reason}
-            for n in nodes
-            if n.is_drained or n.is_down or not n.registered
-        ],
+        "nodes_out": [o.to_json() for o in out_of_service(nodes, now)],
+        "daemons": None
+        if daemons is None
+        else {
+            n: (daemons[n].to_json() if n in daemons else {"node": n, "health": "missing", "age_s": None})
+            for n in sorted(job_nodes | {n for n, r in daemons.items() if set(r.report.get("jobs") or []) & {sub.job}})
+        },
+        "slurm_error": slurm_error,
+        "incomplete": sub.extra.get(INCOMPLETE),
         "faults_injected": sum(1 for c in chaos if c.get("event") == "injected"),
         "t": now,
     }
     return out
 
 
-def collect(sub: Submission, api: SlurmApi, now: float, lighthouse_timeout: float = 2.0) -> dict[str, Any]:
+def collect(
+    sub: Submission,
+    api: SlurmApi,
+    now: float,
+    lighthouse_timeout: float = 2.0,
+    cluster_status_dir: Path | None = None,
+) -> dict[str, Any]:
     jobs: dict[int, JobInfo | None] = {}
+    slurm_error: str | None = None
     for jid in sub.all_job_ids():
         try:
             jobs[jid] = api.job(jid)
-        except SlurmError:
-            jobs[jid] = None  # Slurm forgot it (MinJobAge)
+        except SlurmError as e:
+            if slurm_forgot(e):
+                jobs[jid] = None  # MinJobAge passed
+            else:
+                slurm_error = str(e)
     try:
         nodes = api.nodes()
-    except SlurmError:
-        nodes = []
+    except SlurmError as e:
+        nodes, slurm_error = [], slurm_error or str(e)
+    daemons = read_reports(cluster_status_dir, now) if cluster_status_dir is not None else None
     paths = RunPaths(Path(sub.run_dir))
     steps = {g: tail_steps(paths.steps(g)) for g in sub.groups}
     quorum: LighthouseStatus | None = None
@@ -140,12 +181,17 @@ def collect(sub: Submission, api: SlurmApi, now: float, lighthouse_timeout: floa
     except (LighthouseStatusError, OSError) as e:
         err = str(e)
     chaos = read_records(Path(sub.run_dir) / CHAOS_FILE)
-    return build_status(sub, jobs, nodes, steps, chaos, quorum, err, now)
+    return build_status(sub, jobs, nodes, steps, chaos, quorum, err, now, slurm_error, daemons)
 
 
 def format_table(st: dict[str, Any]) -> str:
     rate = st["steps_per_s"]
-    lines = [
+    lines = []
+    if st.get("slurm_error"):
+        lines.append(f"SLURM DID NOT ANSWER: job and node states are unknown: {st['slurm_error']}")
+    if st.get("incomplete"):
+        lines.append(f"SUBMISSION INCOMPLETE: {st['incomplete']}")
+    lines += [
         f"job {st['job']}: step {st['step']}/{st['target_steps']}   "
         f"{'-' if rate is None else f'{rate:.2f}'} steps/s   run dir {st['run_dir']}",
         f"{'group':<6}{'job':>7}  {'state':<12}{'nodes':<10}{'restarts':>8}{'step':>7}{'age':>7}  last fault",
@@ -169,9 +215,31 @@ def format_table(st: dict[str, Any]) -> str:
             or "none"
         )
         lines.append(f"  quorum {q['quorum_id']}: {members}; live groups {', '.join(q['live_groups']) or 'none'}")
-    if st["nodes_out"]:
-        lines.append("nodes out of service:")
-        lines += [f"  {n['node']:<8}{n['state']:<18}{n['reason'] or ''}" for n in st["nodes_out"]]
+    if st.get("slurm_error"):
+        lines.append("nodes out of service: unknown (Slurm did not answer)")
+    elif st["nodes_out"]:
+        lines.append("nodes out of service (* taken out by lamplighter):")
+        lines += [
+            f"  {n['node']:<8}{'*' if n['by_lamplighter'] else ' '} {n['state']:<18}{format_age(n['age_s']):>6}  "
+            f"{n['reason'] or ''}"
+            for n in st["nodes_out"]
+        ]
     else:
         lines.append("nodes out of service: none")
+    daemons = st.get("daemons")
+    if daemons is None:
+        lines.append(f"node daemons: not shown (give --cluster-status-dir or set ${ENV_CLUSTER_STATUS_DIR})")
+    elif not daemons:
+        lines.append("node daemons: no node runs a group now")
+    else:
+        lines.append("node daemons of the job's nodes:")
+        for n, d in daemons.items():
+            if d["health"] == "missing":
+                lines.append(f"  {n:<8}missing: no health report (is lamplighter supervise running there?)")
+                continue
+            problems = "; ".join(d.get("problems") or [])
+            lines.append(
+                f"  {n:<8}{d['health']:<15} reported {d['age_s']:.0f}s ago, {d.get('trainers', 0)} trainer(s)"
+                + (f": {problems}" if problems else "")
+            )
     return "\n".join(lines)

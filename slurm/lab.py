@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from lamplighter.configs.schema import HealthConfig, LighthouseConfig, RestartConfig
+from lamplighter.configs.schema import HealthConfig, NodeHealthConfig, RestartConfig
 from lamplighter.slurm.proc_find import ENV_SUPERVISOR_NODE, find_by_env
 from lamplighter.slurm.testcluster import ProcRecord, TestCluster, is_alive, proc_stat, wait_until
 from lamplighter.trainer.contract import ENV_JOB
@@ -129,14 +129,13 @@ class ServiceRunner:
 class LabSettings:
     compute_nodes: int = 4
     gpus_per_node: int = 8
+    # The jobs' health and restart settings (lab_job_config); the daemons' node.yaml takes the node's part.
     health: HealthConfig = field(default_factory=HealthConfig)
     restart: RestartConfig = field(default_factory=RestartConfig)
-    lighthouse: LighthouseConfig | None = None  # the head-node Lighthouse service (None: the job's own)
-    lighthouse_by_daemon: bool = False  # True: the head daemon runs it; False: a service of its own
 
 
 class SlurmLab:
-    """Test cluster (head n1 + compute nodes), gpusim folder per node, node daemons and the Lighthouse service."""
+    """Test cluster (head n1 + compute nodes), gpusim folder per node, node daemons; each job brings its Lighthouse."""
 
     def __init__(self, root: Path, settings: LabSettings | None = None) -> None:
         self.root = Path(root).resolve()
@@ -159,6 +158,11 @@ class SlurmLab:
     def gpusim_root(self) -> Path:
         return self.root / "gpus"
 
+    @property
+    def cluster_status_dir(self) -> Path:
+        """Where the daemons publish their health (a shared folder on a real cluster)."""
+        return self.root / "node-health"
+
     def node_dir(self, node: str) -> Path:
         return self.root / "daemon" / node
 
@@ -175,9 +179,6 @@ class SlurmLab:
             self.gpusim_lib = ensure_built().parent.parent
             for node in self.cluster.node_names:
                 StateDir(self.gpusim_root / node).init(self.settings.gpus_per_node)
-            lh = self.settings.lighthouse
-            if lh is not None and not self.settings.lighthouse_by_daemon:
-                self._add_lighthouse_service(lh)
             if start_daemons:
                 self.start_daemons()
             self.services.run()
@@ -193,16 +194,17 @@ class SlurmLab:
             "node_name": node,
             "state_dir": str(d / "state"),
             "status_socket": str(d / "status.sock"),
+            "cluster_status_dir": str(self.cluster_status_dir),
             "gpus": node != self.head,
-            "health": s.health.model_dump(mode="json"),
-            "restart": s.restart.model_dump(mode="json"),
+            # The node's pace and GPU limits; the trainer thresholds and restart policy go with the job.
+            "health": NodeHealthConfig(**s.health.model_dump(include=set(NodeHealthConfig.model_fields))).model_dump(
+                mode="json"
+            ),
             "metrics": {"enabled": False},
             "slurm_conf": str(self.cluster.conf_path),
             "max_drain_fraction": 0.5,
             "node_silence_s": 3.0,
         }
-        if node == self.head and s.lighthouse is not None and s.lighthouse_by_daemon:
-            cfg["lighthouse"] = s.lighthouse.model_dump(mode="json")
         return cfg
 
     def node_env(self, node: str) -> dict[str, str]:
@@ -230,14 +232,6 @@ class SlurmLab:
             conf.write_text(yaml.safe_dump(self.node_config(node), sort_keys=False))
             self.services.add(Service(f"supervise-{node}", daemon_argv(conf), self.node_env(node), d / "daemon.log"))
         self.daemons_started = True
-
-    def _add_lighthouse_service(self, lh: LighthouseConfig) -> None:
-        from lamplighter.supervisor.lighthouse import lighthouse_argv
-
-        cmd = [sys.executable, "-m", "lamplighter.supervisor.lighthouse_main"]
-        argv = lighthouse_argv(lh, lh.port, cmd, bind_host="[::]")
-        env = dict(os.environ, SLURMD_NODENAME=self.head)
-        self.services.add(Service("lighthouse", argv, env, self.root / "log" / "lighthouse.log"))
 
     def down(self) -> None:
         self.services.stop()

@@ -17,7 +17,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from lamplighter.configs import slurm_names
 from lamplighter.configs.schema import JobConfig
+from lamplighter.slurm.renew import RENEWAL_DIR, renewals_file
 from lamplighter.supervisor.lighthouse import lighthouse_argv
 from lamplighter.trainer import contract
 from lamplighter.trainer.adapter import job_run_dir, render_command, trainer_env
@@ -61,11 +63,11 @@ def lighthouse_url(job: JobConfig) -> str:
 
 
 def group_job_name(job: JobConfig, replica_id: int) -> str:
-    return f"ll-{job.name}-g{replica_id}"
+    return slurm_names.group_job_name(job.name, replica_id)
 
 
 def lighthouse_job_name(job: JobConfig) -> str:
-    return f"ll-{job.name}-lighthouse"
+    return slurm_names.lighthouse_job_name(job.name)
 
 
 @dataclass(frozen=True)
@@ -114,18 +116,93 @@ def _sbatch_header(job: JobConfig, name: str, nodes: int, tasks_per_node: int, o
     return lines
 
 
+# The group reads its Lighthouse's address where that Lighthouse published it (one Lighthouse per job).
+READ_ADDRESS = 'import json,sys; print(json.load(open(sys.argv[1]))["address"])'
+
+
+def renew_argv(job: JobConfig, paths: RenderPaths, python: str, role: list[str]) -> list[str]:
+    """How a job's script calls the renewal helper (lamplighter's own interpreter: it needs no torch)."""
+    argv = [python, "-m", "lamplighter.slurm.renew", *role, "--run-dir", str(paths.run_dir)]
+    if job.slurm.slurm_conf:
+        argv += ["--slurm-conf", job.slurm.slurm_conf]
+    return argv
+
+
+def _renewal_lines(renew: list[str], warning_s: int, what: list[str]) -> list[str]:
+    return [
+        f'# Renewal (README, "Time limits"): Slurm sends USR1 to this script {warning_s} s before its time',
+        "# limit (Slurm checks limits every 30 s, so 30-60 s earlier still). The helper then",
+        *(f"# {line}" for line in what),
+        "# It runs in the background: if the step ends meanwhile, this script ends with it (and stops it).",
+        "renew() {",
+        '    [[ -z "${renew_pid:-}" ]] || return 0',
+        f"    {' '.join(shlex.quote(a) for a in renew)} &",
+        "    renew_pid=$!",
+        "}",
+        "trap renew USR1",
+        """trap '[[ -z "${renew_pid:-}" ]] || kill "$renew_pid" 2>/dev/null || true' EXIT""",
+    ]
+
+
+# Runs the step in the background so the USR1 trap can run while it trains; `wait` returns early
+# when a trapped signal arrives, so wait again until srun itself has ended, then exit with its status.
+WAIT_FOR_STEP = [
+    "step=$!",
+    'while kill -0 "$step" 2>/dev/null; do wait "$step" || true; done',
+    'wait "$step"',
+]
+
+
 def render_group_script(job: JobConfig, replica_id: int, paths: RenderPaths, python: str) -> str:
     """The sbatch script of one replica group: srun of the trainer on each of its nodes."""
-    g = job.groups
+    g, s = job.groups, job.slurm
     lh = lighthouse_url(job)
+    if job.lighthouse.port == 0 and any("{lighthouse}" in a for a in job.trainer.command or []):
+        raise RenderError(
+            f"job {job.name}: trainer.command uses {{lighthouse}}, but lighthouse.port is 0 (a free port, known only "
+            "when the Lighthouse job starts): read TORCHFT_LIGHTHOUSE from the environment, or set lighthouse.port"
+        )
     argv = render_command(job, replica_id=replica_id, lighthouse=lh, config_path=str(paths.config), python=python)
     env = trainer_env(
         job, replica_id=replica_id, attempt=0, lighthouse=lh, config_path=str(paths.config), run_dir=str(paths.run_dir)
     )
+    env.pop("TORCHFT_LIGHTHOUSE")
+    published = contract.RunPaths(paths.run_dir).lighthouse()
     output = slurm_path_pattern(str(paths.logs)) + f"/g{replica_id}-%j.out"
-    header = _sbatch_header(job, group_job_name(job, replica_id), g.nodes, g.nproc_per_node, output, job.slurm.requeue)
+    header = _sbatch_header(job, group_job_name(job, replica_id), g.nodes, g.nproc_per_node, output, s.requeue)
     if g.gpus_per_node:
         header.append(f"#SBATCH --gpus-per-node={g.gpus_per_node}")
+    if s.cpus_per_task:
+        header.append(f"#SBATCH --cpus-per-task={s.cpus_per_task}")
+    renewal: list[str] = []
+    renewals_export: list[str] = []
+    if s.renews:
+        count = renewals_file(paths.run_dir / RENEWAL_DIR, replica_id, 0)
+        prefix = shlex.quote(str(count.with_name(f"g{replica_id}-")))
+        renewals_export = [
+            "# How many of them were renewals before the time limit, not failures (slurm/renew.py).",
+            f'export {contract.ENV_RENEWALS}="$(cat {prefix}"$SLURM_JOB_ID.renewals" 2>/dev/null || echo 0)"',
+        ]
+        warning = s.renewal.warning_s(replica_id, g.count)
+        header.append(f"#SBATCH --signal=B:USR1@{warning}")
+        # The helper reads the Lighthouse's address where the job's Lighthouse published it.
+        role = ["--group", str(replica_id), "--groups", str(g.count)]
+        renewal = [
+            *_renewal_lines(
+                renew_argv(job, paths, python, role),
+                warning,
+                [
+                    "waits until every other group is live in the quorum (at the latest until shortly before",
+                    "the limit) and requeues this job: it starts again with a fresh time limit and heals from",
+                    "the others, one group at a time.",
+                ],
+            ),
+            "",
+        ]
+    srun = ["srun", "--kill-on-bad-exit=1"]
+    if s.cpus_per_task:
+        srun.append(f"--cpus-per-task={s.cpus_per_task}")
+    srun += s.srun_args
     exports = []
     for key, val in env.items():
         if not _ENV_NAME.fullmatch(key):
@@ -134,6 +211,18 @@ def render_group_script(job: JobConfig, replica_id: int, paths: RenderPaths, pyt
             continue
         exports.append(f"export {key}={shlex.quote(val)}")
     cmd = " \\\n    ".join(shlex.quote(a) for a in argv)
+    # srun's own options on its line, each extra one (a container's) on a line of its own.
+    launch = " \\\n    ".join(
+        [
+            " ".join(shlex.quote(a) for a in srun[: len(srun) - len(s.srun_args)]),
+            *(shlex.quote(a) for a in s.srun_args),
+            f"bash -c {shlex.quote(TASK_WRAPPER)} lamplighter-task \\",
+        ]
+    )
+    if s.srun_args:
+        srun_note = ["# slurm.srun_args (e.g. a container) apply to the trainer step only, not to this script."]
+    else:
+        srun_note = []
     return "\n".join(
         [
             "#!/bin/bash",
@@ -148,8 +237,22 @@ def render_group_script(job: JobConfig, replica_id: int, paths: RenderPaths, pyt
             "",
             "# The trainer's environment (lamplighter's contract, torchft settings, trainer.env).",
             *exports,
+            "# This job's own Lighthouse published where it listens (`lamplighter submit` waits for it):",
+            "# a group never joins another job's quorum, even with the same replica names.",
+            f"if ! TORCHFT_LIGHTHOUSE=$({shlex.quote(python)} -c {shlex.quote(READ_ADDRESS)} {shlex.quote(str(published))} 2>/dev/null); then",
+            *(
+                [f"    TORCHFT_LIGHTHOUSE={shlex.quote(lh)}  # not published: the fixed address of the config"]
+                if job.lighthouse.port
+                else [
+                    f"    echo {shlex.quote(f'lamplighter: no Lighthouse address in {published}: submit the job with `lamplighter submit`')} >&2",
+                    "    exit 1",
+                ]
+            ),
+            "fi",
+            "export TORCHFT_LIGHTHOUSE",
             "# Slurm counts restarts of a requeued job; unset on the first run.",
             f'export {contract.ENV_ATTEMPT}="${{SLURM_RESTART_COUNT:-0}}"',
+            *renewals_export,
             "",
             "# Rendezvous inside the group: this script runs on the group's first node.",
             'export MASTER_ADDR="$(hostname)"',
@@ -158,7 +261,7 @@ def render_group_script(job: JobConfig, replica_id: int, paths: RenderPaths, pyt
                     "# One process: it picks a free port itself (no clash with other jobs on this node).",
                     'export MASTER_PORT="0"',
                 ]
-                if g.nodes * g.nproc_per_node == 1
+                if g.nodes * g.nproc_per_node == 1 and job.trainer.resolved_kind != "torchtitan"
                 else [
                     "# Every rank must know the port before rank 0 binds it: derived from the job id, so two",
                     "# jobs on one node clash only if their ids differ by a multiple of 2000.",
@@ -168,49 +271,83 @@ def render_group_script(job: JobConfig, replica_id: int, paths: RenderPaths, pyt
             "# torchrun as the trainer command (one per node) reads its c10d rendezvous endpoint from here.",
             'export PET_RDZV_ENDPOINT="$MASTER_ADDR:$MASTER_PORT"',
             "",
+            *renewal,
             f"# One task per process on each of the group's {g.nodes} node(s); a dead task ends the step,",
             "# so a broken group fails as a whole and lamplighter can requeue it.",
-            f"exec srun --kill-on-bad-exit=1 bash -c {shlex.quote(TASK_WRAPPER)} lamplighter-task \\",
-            f"    {cmd}",
+            *srun_note,
+            *([launch, f"    {cmd} &", *WAIT_FOR_STEP] if renewal else [f"exec {launch}", f"    {cmd}"]),
             "",
         ]
     )
 
 
-def lighthouse_bin(python: str) -> str:
-    """torchft_lighthouse next to the interpreter (the venv's), else from PATH."""
-    cand = Path(python).parent / "torchft_lighthouse"
-    return str(cand) if cand.exists() else "torchft_lighthouse"
-
-
 def render_lighthouse_script(job: JobConfig, paths: RenderPaths, python: str) -> str:
-    """The sbatch script of the Lighthouse, pinned to slurm.head_node when given."""
+    """The sbatch script of the job's own Lighthouse, pinned to slurm.head_node when given.
+
+    The Lighthouse runs without importing torch (lighthouse_main.py: ~0.1 s to start) and publishes its
+    address in the run directory. If it dies, the script starts it again at once on the same port, so the
+    groups' quorum retries ride through it; the release job (or `lamplighter cancel`) ends the script.
+    """
     lh = job.lighthouse
-    if lh.port == 0:
-        raise RenderError(f"job {job.name}: lighthouse.port 0 (pick a free port) works in local mode only")
+    if job.slurm.head_node:
+        # Its node is named: an --exclude meant for the groups (keep them off the head) would contradict it.
+        kept = [e for e in job.slurm.extra_sbatch if not e.startswith("--exclude")]
+        job = job.model_copy(update={"slurm": job.slurm.model_copy(update={"extra_sbatch": kept})})
+    # Its own limit, and never a whole node: the release job must fit beside it on the head node.
+    job = job.model_copy(
+        update={"slurm": job.slurm.model_copy(update={"time": job.slurm.lighthouse_limit, "exclusive": False})}
+    )
     header = _sbatch_header(
         job, lighthouse_job_name(job), 1, 1, slurm_path_pattern(str(paths.logs)) + "/lighthouse-%j.out", requeue=True
     )
     if job.slurm.head_node:
         header.append(f"#SBATCH --nodelist={sbatch_value(job.slurm.head_node, 'slurm.head_node')}")
-    argv = lighthouse_argv(lh, lh.port, [lighthouse_bin(python)], bind_host="[::]")
+    argv = lighthouse_argv(lh, lh.port, [python, "-m", "lamplighter.supervisor.lighthouse_main"], bind_host="[::]")
+    argv += ["--publish", str(contract.RunPaths(paths.run_dir).lighthouse()), "--advertise", lh.host]
+    argv += ["--record-steps", str(contract.RunPaths(paths.run_dir).lighthouse_steps())]
+    # Restarted at once if it dies, on the port it published (the groups keep their address).
+    loop = [
+        "while true; do",
+        f"    {' '.join(shlex.quote(a) for a in argv)}",
+        '    echo "lamplighter: the Lighthouse exited ($?); starting it again" >&2',
+        "    sleep 0.2",
+        "done",
+    ]
+    body = loop
+    if job.slurm.renews:
+        warning = job.slurm.renewal.lighthouse_warning_s(job.groups.count)
+        header.append(f"#SBATCH --signal=B:USR1@{warning}")
+        body = [
+            *_renewal_lines(
+                renew_argv(job, paths, python, ["--lighthouse-job"]),
+                warning,
+                [
+                    "requeues this job at once: it renews before any group, and the groups ride through its",
+                    "restart on torchft.quorum_retries (it comes back on the port it published).",
+                ],
+            ),
+            "(",
+            *(f"    {line}" for line in loop),
+            ") &",
+            *WAIT_FOR_STEP,
+        ]
     return "\n".join(
         [
             "#!/bin/bash",
-            f"# lamplighter job {job.name}: the torchft Lighthouse, which forms the quorum of live groups.",
+            f"# lamplighter job {job.name}: the job's own torchft Lighthouse, which forms the quorum of live groups.",
             "# Rendered by `lamplighter render`; edit the job's YAML, not this file.",
             "# #SBATCH lines are read by sbatch, not bash (see the group scripts).",
             *header,
             "",
-            "set -euo pipefail",
-            f"exec {' '.join(shlex.quote(a) for a in argv)}",
+            "set -uo pipefail",
+            *body,
             "",
         ]
     )
 
 
 def render_job(job: JobConfig, out_dir: Path, *, python: str | None = None, base: Path | None = None) -> list[Path]:
-    """Write the Lighthouse script (if it runs as a Slurm job) and one script per group into out_dir.
+    """Write the Lighthouse script and one script per group into out_dir.
 
     Also writes the resolved config (absolute run_dir) to `<run_dir>/job.json`,
     the file the trainer reads through LAMPLIGHTER_CONFIG, and creates the log
@@ -219,9 +356,7 @@ def render_job(job: JobConfig, out_dir: Path, *, python: str | None = None, base
     py = python or sys.executable
     paths = resolve_paths(job, base)
     resolved = job.model_copy(update={"run_dir": str(paths.run_dir)})
-    scripts: list[tuple[str, str]] = []
-    if job.lighthouse.placement == "slurm-job":
-        scripts.append(("lighthouse.sbatch", render_lighthouse_script(resolved, paths, py)))
+    scripts: list[tuple[str, str]] = [("lighthouse.sbatch", render_lighthouse_script(resolved, paths, py))]
     for rid in range(job.groups.count):
         scripts.append((f"group-{rid}.sbatch", render_group_script(resolved, rid, paths, py)))
     out_dir.mkdir(parents=True, exist_ok=True)

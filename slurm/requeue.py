@@ -26,6 +26,7 @@ from lamplighter.slurm.hostlist import expand_hostlist
 from lamplighter.slurm.run import SlurmCli, SlurmError
 
 SETTLE_TIMEOUT_S = 20.0
+ALREADY = "already requeued by another"
 
 
 class JobUpdater(Protocol):
@@ -57,16 +58,24 @@ def script_exclusions(script: str) -> list[str]:
 
 
 def expand(hostlist: str | None) -> list[str]:
-    return [] if hostlist in (None, "", "(null)") else expand_hostlist(hostlist)
+    return expand_hostlist(hostlist)
 
 
 def start_time_value(delay_s: float) -> str:
     return "now" if delay_s <= 0 else f"now+{math.ceil(delay_s)}"
 
 
-def requeue_job(api: SlurmApi, job_id: int, timeout: float = SETTLE_TIMEOUT_S) -> str:
-    """Requeue unless it already is; returns what was found/done. Waits out COMPLETING (requeue refuses it)."""
+def requeue_job(api: SlurmApi, job_id: int, attempt: int | None = None, timeout: float = SETTLE_TIMEOUT_S) -> str:
+    """Requeue unless it already is; returns what was found/done. Waits out COMPLETING (requeue refuses it).
+
+    `attempt` is the run that failed (Slurm's restart count as its trainers saw it). Every node
+    of a multi-node group may see the same failure (a hang through the Lighthouse, a peer's
+    death), so each may ask: a restart count above the attempt means the job was requeued
+    already, and requeueing it again would kill the replacement.
+    """
     info = poll_job(api, job_id, lambda j: j.state != "COMPLETING", timeout, "done completing")
+    if attempt is not None and info.restarts > attempt:
+        return f"{ALREADY} (Slurm restart count {info.restarts} > failed attempt {attempt}; now {info.state})"
     if info.state in ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"):
         return f"already {info.state}"
     try:
@@ -82,23 +91,25 @@ def start_elsewhere(
     api: SlurmApi,
     updater: JobUpdater | None,
     job_id: int,
-    exclude: str | None,
+    exclude: str | list[str] | None,
     delay_s: float,
     timeout: float = SETTLE_TIMEOUT_S,
+    nodes_needed: int = 1,
 ) -> dict[str, str]:
-    """Once the job is PENDING: keep it off `exclude` and set its StartTime to now (+ delay)."""
+    """Once the job is PENDING: keep it off `exclude` (its last nodes) and set its StartTime to now (+ delay)."""
     poll_job(api, job_id, lambda j: j.state not in ("COMPLETING", "REQUEUED"), timeout, "pending again")
     info = api.job(job_id)
     if info.state != "PENDING":
         return {"start": f"not pending ({info.state})"}
     settings: dict[str, str] = {}
-    if exclude is not None:
-        others = [n.name for n in api.nodes() if n.name != exclude and n.available]
-        if not others:
-            return {"start": f"left to Slurm: no node but {exclude} can take it now"}
+    off = [exclude] if isinstance(exclude, str) else list(exclude or [])
+    if off:
+        others = [n.name for n in api.nodes() if n.name not in off and n.available]
+        if len(others) < nodes_needed:
+            return {"start": f"left to Slurm: fewer than {nodes_needed} node(s) but {','.join(off)} can take it now"}
         # The job's own --exclude stays; nodes it failed on before do not pile up (see the module docstring).
         own = script_exclusions(updater.batch_script(job_id)) if updater is not None else []
-        settings["ExcNodeList"] = ",".join(dict.fromkeys([*own, check_node_name(exclude)]))
+        settings["ExcNodeList"] = ",".join(dict.fromkeys([*own, *(check_node_name(n) for n in off)]))
     settings["StartTime"] = start_time_value(delay_s)
     try:
         if updater is None:
@@ -127,7 +138,26 @@ def requeue_now(api: SlurmApi, job_id: int) -> dict[str, str]:
 
 
 def requeue_elsewhere(
-    api: SlurmApi, updater: JobUpdater | None, job_id: int, exclude: str | None, start_at: float, now: float
+    api: SlurmApi,
+    updater: JobUpdater | None,
+    job_id: int,
+    exclude: str | None,
+    start_at: float,
+    now: float,
+    attempt: int | None = None,
 ) -> dict[str, str]:
-    done = requeue_job(api, job_id)
-    return {"requeue": done, **start_elsewhere(api, updater, job_id, exclude, start_at - now)}
+    # Every node of its last allocation has revoked the job's credential, not only the one that saw the
+    # failure: a multi-node group started at once on any of them is killed for good ("credential revoked").
+    try:
+        last = expand(api.job(job_id).node_list)
+    except SlurmError:
+        last = []
+    done = requeue_job(api, job_id, attempt)
+    if done.startswith(ALREADY):
+        # Whoever requeued it places and starts it; a second placement would undo their exclusion.
+        return {"requeue": done}
+    off = list(dict.fromkeys([*([exclude] if exclude else []), *last]))
+    return {
+        "requeue": done,
+        **start_elsewhere(api, updater, job_id, off or None, start_at - now, nodes_needed=max(1, len(last))),
+    }

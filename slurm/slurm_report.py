@@ -26,6 +26,7 @@ from typing import Any
 from lamplighter.slurm.chaos_slurm import CHAOS_FILE, read_records
 from lamplighter.slurm.submission import Submission
 from lamplighter.supervisor.fault_journal import FaultRecord
+from lamplighter.supervisor.lighthouse_steplog import read_lighthouse_steps
 from lamplighter.supervisor.report import build_report
 from lamplighter.trainer.contract import RunPaths
 from lamplighter.trainer.steplog import StepRecord, read_steps
@@ -111,6 +112,14 @@ def faults_from_chaos(
 
 
 def steps_by_group(sub: Submission) -> dict[int, list[StepRecord]]:
+    """The trainers' own step logs; for a trainer that keeps none, the steps its Lighthouse job recorded."""
+    own = _own_steps(sub)
+    if any(own.values()):
+        return own
+    return read_lighthouse_steps(RunPaths(Path(sub.run_dir)).lighthouse_steps(), sorted(sub.groups))
+
+
+def _own_steps(sub: Submission) -> dict[int, list[StepRecord]]:
     paths = RunPaths(Path(sub.run_dir))
     return {g: read_steps(paths.steps(g)) for g in sorted(sub.groups)}
 

@@ -1,9 +1,11 @@
 """`lamplighter submit`: render a job's sbatch scripts and submit them, and the record that remembers it.
 
-Order: the Lighthouse job first, then one requeueable job per replica group,
-then a tiny release job. submit waits (bounded) until the Lighthouse job runs
-and answers on HTTP before submitting any group, so a broken Lighthouse fails
-here, loudly, instead of as N trainers timing out at connect.
+Order: the job's own Lighthouse job first, then one requeueable job per
+replica group, then a tiny release job. submit waits (bounded) until the
+Lighthouse job runs, has published its address in the run directory and
+answers there before submitting any group, so a broken Lighthouse fails here,
+loudly, instead of as N trainers timing out at connect. Each job has its own
+Lighthouse: two jobs never share a quorum, whatever their replicas are named.
 
 The job ends cleanly through Slurm itself: the release job
 (`ll-<job>-release`) depends `afterany` on every group's job, and its body
@@ -23,6 +25,7 @@ comes back and heals from a live peer). Submission here is three `sbatch
 
 from __future__ import annotations
 
+import getpass
 import json
 import shlex
 import time
@@ -32,16 +35,17 @@ from pathlib import Path
 from typing import Any
 
 from lamplighter.configs.schema import JobConfig
+from lamplighter.configs.slurm_names import job_name_prefix, release_job_name
 from lamplighter.slurm.actions import SlurmApi
 from lamplighter.slurm.parsers import JobInfo
-from lamplighter.slurm.render import lighthouse_url, render_job, resolve_paths, sbatch_value, slurm_path_pattern
+from lamplighter.slurm.render import render_job, resolve_paths, sbatch_value, slurm_path_pattern
 from lamplighter.slurm.run import SlurmError
 from lamplighter.supervisor.lighthouse_status import LighthouseStatusError, fetch_status
 from lamplighter.trainer import contract
 
 SUBMISSION_FILE = "submission.json"
+INCOMPLETE = "incomplete"  # in Submission.extra while a submission is unfinished or its rollback failed
 SCRIPTS_DIR = "sbatch"
-HEAD_SERVICE = "head-service"
 # Slurm states after which a job never runs again (unless someone requeues it).
 ENDED_STATES = frozenset(
     {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
@@ -49,7 +53,12 @@ ENDED_STATES = frozenset(
 
 
 class SubmitError(RuntimeError):
-    """Submission failed; whatever had been submitted was cancelled."""
+    """Submission failed; whatever had been submitted was cancelled, or the message names what was not."""
+
+
+def slurm_forgot(e: SlurmError) -> bool:
+    """The job is unknown to Slurm (ended longer ago than MinJobAge), as opposed to Slurm not answering."""
+    return "invalid job id" in e.stderr.lower()
 
 
 @dataclass
@@ -61,7 +70,7 @@ class Submission:
     run_dir: str
     slurm_conf: str | None
     lighthouse_address: str
-    lighthouse_job_id: int | None  # None: the head node's service runs it
+    lighthouse_job_id: int | None  # the job's own Lighthouse job (None only in records from before 0.2)
     groups: dict[int, int]  # replica id -> Slurm job id
     release_job_id: int | None
     scripts: list[str]
@@ -71,7 +80,7 @@ class Submission:
 
     @property
     def lighthouse(self) -> str:
-        return HEAD_SERVICE if self.lighthouse_job_id is None else str(self.lighthouse_job_id)
+        return "none" if self.lighthouse_job_id is None else str(self.lighthouse_job_id)
 
     def all_job_ids(self) -> list[int]:
         """Groups first, then the release job, then the Lighthouse: the order cancel stops them in."""
@@ -137,7 +146,7 @@ def render_release_script(
         f"# lamplighter job {job.name}: releases the Lighthouse job once every replica group has ended.",
         "# Slurm starts it when all group jobs ended (afterany); it then waits while any of them is",
         "# back in the queue (requeued by a node daemon) and cancels the Lighthouse when none is.",
-        f"#SBATCH --job-name={sbatch_value(f'll-{job.name}-release', 'job name')}",
+        f"#SBATCH --job-name={sbatch_value(release_job_name(job.name), 'job name')}",
         "#SBATCH --nodes=1",
         "#SBATCH --ntasks=1",
         f"#SBATCH --dependency=afterany:{deps}",
@@ -147,6 +156,10 @@ def render_release_script(
     ]
     if job.slurm.partition:
         lines.append(f"#SBATCH --partition={sbatch_value(job.slurm.partition, 'slurm.partition')}")
+    if job.slurm.head_node:
+        # Beside the Lighthouse job: a release job waiting on a compute node could keep a requeued
+        # multi-node group from starting (it takes one node while it waits for the groups to end).
+        lines.append(f"#SBATCH --nodelist={sbatch_value(job.slurm.head_node, 'slurm.head_node')}")
     lines += ["", "set -uo pipefail"]
     if slurm_conf:
         lines.append(f"export SLURM_CONF={shlex.quote(slurm_conf)}")
@@ -169,30 +182,44 @@ def render_release_script(
     return "\n".join(lines)
 
 
+def published_by(run_dir: Path, job_id: int) -> str | None:
+    """The address the Lighthouse of Slurm job `job_id` published, or None (not yet, or another job's record)."""
+    try:
+        rec = json.loads(contract.RunPaths(run_dir).lighthouse().read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(rec, dict) or str(rec.get("slurm_job_id")) != str(job_id):
+        return None
+    return contract.read_lighthouse_address(run_dir)
+
+
 def wait_lighthouse(
-    api: SlurmApi, job_id: int | None, address: str, timeout: float, probe: Callable[[str], object] = fetch_status
-) -> float:
-    """Wait until the Lighthouse job runs and its HTTP page answers; return the seconds it took."""
+    api: SlurmApi,
+    job_id: int,
+    run_dir: Path,
+    timeout: float,
+    probe: Callable[[str], object] = fetch_status,
+    read_address: Callable[[Path, int], str | None] = published_by,
+) -> tuple[str, float]:
+    """Wait until the Lighthouse job runs, has published its address and answers there; return both."""
     t0 = time.monotonic()
     deadline = t0 + timeout
     last = "not checked yet"
     while True:
-        if job_id is not None:
-            info = api.job(job_id)
-            if info.state in ENDED_STATES:
-                raise SubmitError(
-                    f"Lighthouse job {job_id} ended ({info.state}, exit {info.exit_code}) before answering"
-                )
-            running = info.state == "RUNNING"
-            last = f"job {job_id} {info.state} (reason {info.reason})"
-        else:
-            running = True
-        if running:
-            try:
-                probe(address)
-                return time.monotonic() - t0
-            except (LighthouseStatusError, OSError) as e:
-                last = f"{address} does not answer: {e}"
+        info = api.job(job_id)
+        if info.state in ENDED_STATES:
+            raise SubmitError(f"Lighthouse job {job_id} ended ({info.state}, exit {info.exit_code}) before answering")
+        last = f"job {job_id} {info.state} (reason {info.reason})"
+        if info.state == "RUNNING":
+            address = read_address(run_dir, job_id)
+            if address is None:
+                last += f"; no address published in {contract.RunPaths(run_dir).lighthouse()} yet"
+            else:
+                try:
+                    probe(address)
+                    return address, time.monotonic() - t0
+                except (LighthouseStatusError, OSError) as e:
+                    last = f"{address} does not answer: {e}"
         if time.monotonic() > deadline:
             raise SubmitError(f"the Lighthouse was not up after {timeout:.0f} s: {last}")
         time.sleep(0.2)
@@ -207,9 +234,16 @@ def submit_job(
     python: str | None = None,
     lighthouse_timeout: float = 60.0,
     probe: Callable[[str], object] = fetch_status,
+    read_address: Callable[[Path, int], str | None] = published_by,
     now: Callable[[], float] = time.time,
+    rollback_timeout: float = 30.0,
 ) -> Submission:
-    """Render and submit everything; on any failure cancel what was submitted and raise SubmitError."""
+    """Render and submit everything; on any failure cancel what was submitted and raise SubmitError.
+
+    When Slurm stops answering part-way, the rollback keeps trying for `rollback_timeout` seconds;
+    jobs it still could not cancel stay in the submission record (marked incomplete) and the error
+    names them, so `lamplighter cancel` finishes the rollback: nothing is left half-submitted unknown.
+    """
     paths = resolve_paths(job, base)
     prev = paths.run_dir / SUBMISSION_FILE
     if prev.exists():
@@ -223,58 +257,101 @@ def submit_job(
     out_dir = paths.run_dir / SCRIPTS_DIR
     scripts = render_job(job, out_dir, python=python, base=base)
     by_name = {p.name: p for p in scripts}
-    address = lighthouse_url(job)
     slurm_conf = job.slurm.slurm_conf
-    submitted: list[int] = []
-    try:
-        lh_id: int | None = None
-        if job.lighthouse.placement == "slurm-job":
-            lh_id = api.submit(by_name["lighthouse.sbatch"])
-            submitted.append(lh_id)
-        wait_lighthouse(api, lh_id, address, lighthouse_timeout, probe)
-        groups: dict[int, int] = {}
-        for rid in range(job.groups.count):
-            groups[rid] = api.submit(by_name[f"group-{rid}.sbatch"])
-            submitted.append(groups[rid])
-        release_id: int | None = None
-        if lh_id is not None:
-            rel = out_dir / "release.sbatch"
-            rel.write_text(render_release_script(job, list(groups.values()), lh_id, paths.logs, slurm_conf))
-            rel.chmod(0o755)
-            scripts.append(rel)
-            release_id = api.submit(rel)
-            submitted.append(release_id)
-    except BaseException as e:
-        for jid in reversed(submitted):
-            try:
-                api.cancel(jid)
-            except SlurmError:
-                pass  # already gone
-        if isinstance(e, (SubmitError, SlurmError, TimeoutError)):
-            raise SubmitError(f"submitting job {job.name} failed (cancelled {submitted or 'nothing'}): {e}") from e
-        raise
+    # A previous run's address must never be mistaken for this job's Lighthouse.
+    contract.RunPaths(paths.run_dir).lighthouse().unlink(missing_ok=True)
+    # The record is written as each job is submitted (marked incomplete until the end), so whatever
+    # happens next, `lamplighter cancel` can find every job this submission started.
     sub = Submission(
         job=job.name,
         config=str(Path(config_path).resolve()),
         run_dir=str(paths.run_dir),
         slurm_conf=slurm_conf,
-        lighthouse_address=address,
-        lighthouse_job_id=lh_id,
-        groups=groups,
-        release_job_id=release_id,
+        lighthouse_address="",  # known once this job's Lighthouse has published it
+        lighthouse_job_id=None,
+        groups={},
+        release_job_id=None,
         scripts=[str(p) for p in scripts],
         submitted_at=now(),
         target_steps=job.trainer.steps,
+        extra={INCOMPLETE: "submission in progress"},
     )
+    try:
+        lh_id = api.submit(by_name["lighthouse.sbatch"])
+        sub.lighthouse_job_id = lh_id
+        save(sub)
+        sub.lighthouse_address, _ = wait_lighthouse(api, lh_id, paths.run_dir, lighthouse_timeout, probe, read_address)
+        save(sub)
+        for rid in range(job.groups.count):
+            sub.groups[rid] = api.submit(by_name[f"group-{rid}.sbatch"])
+            save(sub)
+        rel = out_dir / "release.sbatch"
+        rel.write_text(render_release_script(job, list(sub.groups.values()), lh_id, paths.logs, slurm_conf))
+        rel.chmod(0o755)
+        sub.scripts.append(str(rel))
+        sub.release_job_id = api.submit(rel)
+    except BaseException as e:
+        left = roll_back(sub, api, rollback_timeout)
+        cancelled = [j for j in sub.all_job_ids() if j not in left]
+        if left:
+            sub.extra[INCOMPLETE] = (
+                f"submit failed ({e}); could not cancel Slurm jobs {left}: run `lamplighter cancel {job.name}`"
+            )
+            save(sub)
+        else:
+            (paths.run_dir / SUBMISSION_FILE).unlink(missing_ok=True)
+        if isinstance(e, (SubmitError, SlurmError, TimeoutError)):
+            what = f"cancelled {cancelled or 'nothing'}"
+            if left:
+                what += (
+                    f"; COULD NOT CANCEL Slurm jobs {left} (Slurm did not answer): they are recorded in "
+                    f"{paths.run_dir / SUBMISSION_FILE}; run `lamplighter cancel {job.name}` once Slurm answers"
+                )
+            raise SubmitError(f"submitting job {job.name} failed ({what}): {e}") from e
+        raise
+    del sub.extra[INCOMPLETE]
     save(sub)
     return sub
+
+
+def roll_back(sub: Submission, api: SlurmApi, timeout: float, interval: float = 0.5) -> list[int]:
+    """Cancel every job of a failed submission; return those that could not be cancelled within `timeout`.
+
+    Also sweeps the queue for this user's jobs with the job's names: an sbatch that timed out may
+    have been accepted all the same, and no earlier submission of this job is live (submit_job checked).
+    """
+    todo = list(reversed(sub.all_job_ids()))
+    swept = False
+    deadline = time.monotonic() + timeout
+    while True:
+        if not swept:
+            try:
+                me = getpass.getuser()
+                extra = [e.job_id for e in api.jobs(job_name_prefix(sub.job)) if e.user == me]
+                todo += [j for j in extra if j not in todo]
+                swept = True
+            except SlurmError:
+                pass
+        left = []
+        for jid in todo:
+            try:
+                api.cancel(jid)
+            except SlurmError as e:
+                if not slurm_forgot(e):
+                    left.append(jid)
+        todo = left
+        if not todo or time.monotonic() > deadline:
+            return todo
+        time.sleep(interval)
 
 
 def _still_queued(api: SlurmApi, job_id: int) -> bool:
     try:
         return api.job(job_id).state not in ENDED_STATES
-    except SlurmError:
-        return False  # Slurm forgot it (MinJobAge passed)
+    except SlurmError as e:
+        if slurm_forgot(e):
+            return False  # MinJobAge passed
+        raise SubmitError(f"cannot tell whether Slurm job {job_id} of the earlier submission still runs: {e}") from e
 
 
 @dataclass(frozen=True)
@@ -284,27 +361,60 @@ class Cancelled:
     state_before: str
 
 
-def cancel_job(sub: Submission, api: SlurmApi) -> list[Cancelled]:
-    """Cancel the groups, then the release job, then the Lighthouse; return what was still live."""
+@dataclass(frozen=True)
+class NotCancelled:
+    job_id: int
+    what: str
+    error: str
+
+
+@dataclass
+class CancelResult:
+    cancelled: list[Cancelled] = field(default_factory=list)
+    failed: list[NotCancelled] = field(default_factory=list)
+
+
+def job_roles(sub: Submission) -> dict[int, str]:
     names = {sub.groups[g]: f"group {g}" for g in sub.groups}
     if sub.release_job_id is not None:
         names[sub.release_job_id] = "release"
     if sub.lighthouse_job_id is not None:
         names[sub.lighthouse_job_id] = "lighthouse"
-    out: list[Cancelled] = []
+    return names
+
+
+def cancel_job(sub: Submission, api: SlurmApi) -> CancelResult:
+    """Cancel the groups, then the release job, then the Lighthouse.
+
+    Returns what was still live and is cancelled now, and what could not be cancelled (Slurm did
+    not answer, or refused): a job Slurm has forgotten or that has ended needs nothing.
+    """
+    names = job_roles(sub)
+    out = CancelResult()
     for jid in sub.all_job_ids():
         try:
             info: JobInfo = api.job(jid)
-        except SlurmError:
+        except SlurmError as e:
+            if not slurm_forgot(e):
+                out.failed.append(NotCancelled(jid, names[jid], str(e)))
             continue
         if info.state in ENDED_STATES:
             continue
         try:
             api.cancel(jid)
-        except SlurmError:
-            continue  # ended meanwhile
-        out.append(Cancelled(jid, names[jid], info.state))
+        except SlurmError as e:
+            if not _ended_meanwhile(api, jid):
+                out.failed.append(NotCancelled(jid, names[jid], str(e)))
+            continue
+        out.cancelled.append(Cancelled(jid, names[jid], info.state))
     return out
+
+
+def _ended_meanwhile(api: SlurmApi, job_id: int) -> bool:
+    try:
+        return api.job(job_id).state in ENDED_STATES
+    except SlurmError as e:
+        return slurm_forgot(e)
 
 
 def wait_ended(sub: Submission, api: SlurmApi, timeout: float) -> dict[int, str]:
@@ -315,8 +425,8 @@ def wait_ended(sub: Submission, api: SlurmApi, timeout: float) -> dict[int, str]
         for jid in sub.all_job_ids():
             try:
                 states[jid] = api.job(jid).state
-            except SlurmError:
-                states[jid] = "GONE"
+            except SlurmError as e:
+                states[jid] = "GONE" if slurm_forgot(e) else "UNKNOWN"
         if all(s in ENDED_STATES or s == "GONE" for s in states.values()):
             return states
         if time.monotonic() > deadline:

@@ -102,12 +102,15 @@ class TestCluster:
 
     __test__ = False  # not a pytest test class despite the name
 
-    def __init__(self, root: Path, nodes: int = 3, base_port: int | None = None) -> None:
+    def __init__(
+        self, root: Path, nodes: int = 3, base_port: int | None = None, conf: dict[str, str] | None = None
+    ) -> None:
         if nodes < 1:
             raise ValueError(f"a cluster needs at least one node, got {nodes}")
         self.root = Path(root).resolve()
         self.nodes = nodes
         self.base_port = base_port
+        self.conf_overrides = dict(conf or {})
         self._popen: dict[str, subprocess.Popen[bytes]] = {}
 
     # -- paths -------------------------------------------------------------
@@ -183,6 +186,21 @@ class TestCluster:
         self._start_node(name)
         self.wait_nodes_ready(timeout, names=[name])
 
+    def stop_controller(self, timeout: float = 10.0) -> None:
+        """Stop slurmctld (SIGTERM: it saves its state), leaving the nodes and their jobs running."""
+        self._stop(self._record("slurmctld"), timeout)
+        recs = self._load_records()
+        recs.pop("slurmctld", None)
+        self._save_records(recs)
+
+    def start_controller(self, timeout: float = 30.0) -> None:
+        """Start slurmctld again on its saved state and wait until it answers."""
+        recs = self._load_records()
+        if "slurmctld" in recs and is_alive(recs["slurmctld"]):
+            raise ClusterError(f"slurmctld still runs (pid {recs['slurmctld'].pid})")
+        self._start("slurmctld", ["slurmctld", "-D", "-f", str(self.conf_path)])
+        wait_until(self._ctld_answers, timeout, f"slurmctld under {self.root} to answer")
+
     def records(self) -> dict[str, ProcRecord]:
         """The daemons this cluster started and has not stopped, by name."""
         return self._load_records()
@@ -233,7 +251,7 @@ class TestCluster:
     def _write_conf(self) -> None:
         if self.base_port is None:
             self.base_port = pick_port_range(self.nodes + 1)
-        self.conf_path.write_text(render_slurm_conf(self.root, self.nodes, self.base_port))
+        self.conf_path.write_text(render_slurm_conf(self.root, self.nodes, self.base_port, self.conf_overrides))
 
     def _start_munged(self) -> None:
         m = self.root / "munge"
@@ -400,9 +418,9 @@ def reset_cluster(cluster: TestCluster, timeout: float = 30.0) -> None:
 
 
 @contextmanager
-def running_cluster(root: Path, nodes: int = 3) -> Iterator[TestCluster]:
+def running_cluster(root: Path, nodes: int = 3, conf: dict[str, str] | None = None) -> Iterator[TestCluster]:
     """A started cluster that is stopped (by PID) on exit; the body of the repo-wide pytest fixture."""
-    cluster = TestCluster(root, nodes)
+    cluster = TestCluster(root, nodes, conf=conf)
     cluster.up()
     try:
         yield cluster

@@ -2,11 +2,31 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 
-def render_slurm_conf(root: Path, nodes: int, base_port: int) -> str:
-    """slurm.conf for `nodes` slurmd on localhost; slurmctld on base_port, nodes on the ports after it."""
+def render_slurm_conf(root: Path, nodes: int, base_port: int, overrides: Mapping[str, str] | None = None) -> str:
+    """slurm.conf for `nodes` slurmd on localhost; slurmctld on base_port, nodes on the ports after it.
+
+    overrides: `Key=Value` settings that replace the line of the same key, or are added before the nodes
+    (a test's HealthCheckProgram, Prolog, SchedulerParameters).
+    """
+    text = _conf(root, nodes, base_port)
+    extra = dict(overrides or {})
+    lines = []
+    for line in text.splitlines():
+        key = line.split("=", 1)[0]
+        if key in extra and not line.startswith("#"):
+            line = f"{key}={extra.pop(key)}"
+        if line.startswith("NodeName=") and extra:
+            lines += ["# Set by the test that started this cluster."] + [f"{k}={v}" for k, v in extra.items()]
+            extra = {}
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def _conf(root: Path, nodes: int, base_port: int) -> str:
     r = root
     last = base_port + nodes
     return f"""\

@@ -14,8 +14,14 @@ from __future__ import annotations
 import argparse
 import importlib.machinery
 import importlib.util
+import json
+import os
 import signal
+import socket
 import sys
+import threading
+import time
+import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -33,6 +39,48 @@ def find_extension() -> Path:
     raise ImportError(f"no torchft._torchft extension in {list(spec.submodule_search_locations)}")
 
 
+def published_port(path: Path) -> int | None:
+    try:
+        port = json.loads(path.read_text()).get("port")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return port if isinstance(port, int) and 0 < port < 65536 else None
+
+
+def publish(path: Path, server_address: str, advertise: str | None) -> None:
+    """Write where this Lighthouse listens, atomically: the job's groups and supervisors read it there."""
+    parts = urllib.parse.urlsplit(server_address)
+    host = advertise or parts.hostname or socket.gethostname()
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    record = {
+        "address": f"http://{host}:{parts.port}",
+        "port": parts.port,
+        "pid": os.getpid(),
+        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        "started_at": time.time(),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(record))
+    os.replace(tmp, path)
+
+
+def record_steps(address: str, path: Path, every_s: float = 0.5) -> None:
+    """Poll this Lighthouse's own /status and record step changes until the process ends."""
+    from lamplighter.supervisor.lighthouse_status import LighthouseStatusError, fetch_status
+    from lamplighter.supervisor.lighthouse_steplog import LighthouseStepLog
+
+    port = urllib.parse.urlsplit(address).port
+    log = LighthouseStepLog(path)
+    while True:
+        try:
+            log.record(time.time(), fetch_status(f"http://127.0.0.1:{port}", timeout=2.0))
+        except (LighthouseStatusError, OSError) as e:
+            print(f"lighthouse_main: recording steps: {e}", file=sys.stderr)
+        time.sleep(every_s)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="lighthouse_main", description="torchft's Lighthouse, started without torch")
     ap.add_argument("--bind", required=True)
@@ -40,6 +88,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--join_timeout_ms", type=int, default=None)
     ap.add_argument("--quorum_tick_ms", type=int, default=None)
     ap.add_argument("--heartbeat_timeout_ms", type=int, default=None)
+    ap.add_argument(
+        "--publish",
+        type=Path,
+        default=None,
+        help="once listening, write the address here (a job's <run_dir>/lighthouse.json); with port 0 in --bind, "
+        "the port published there before is tried first, so a restarted Lighthouse keeps its address",
+    )
+    ap.add_argument("--advertise", default=None, help="host name to publish (default: the one the server reports)")
+    ap.add_argument(
+        "--record-steps",
+        type=Path,
+        default=None,
+        help="append each replica's step changes here (lighthouse-steps.jsonl), for the report of a trainer "
+        "that keeps no step log of its own",
+    )
     args = ap.parse_args(argv)
     path = find_extension()
     spec = importlib.util.spec_from_file_location("torchft._torchft", path)
@@ -47,13 +110,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    server = module.LighthouseServer(
-        bind=args.bind,
-        min_replicas=args.min_replicas,
-        join_timeout_ms=args.join_timeout_ms,
-        quorum_tick_ms=args.quorum_tick_ms,
-        heartbeat_timeout_ms=args.heartbeat_timeout_ms,
-    )
+
+    def serve(bind: str) -> object:
+        return module.LighthouseServer(
+            bind=bind,
+            min_replicas=args.min_replicas,
+            join_timeout_ms=args.join_timeout_ms,
+            quorum_tick_ms=args.quorum_tick_ms,
+            heartbeat_timeout_ms=args.heartbeat_timeout_ms,
+        )
+
+    host, _, port = args.bind.rpartition(":")
+    previous = published_port(args.publish) if args.publish is not None and port == "0" else None
+    server = None
+    if previous is not None:
+        try:
+            server = serve(f"{host}:{previous}")
+        except Exception as e:  # the old port is taken now: any free one will do
+            print(
+                f"lighthouse_main: port {previous} published before is not free ({e}); binding {args.bind}",
+                file=sys.stderr,
+            )
+    if server is None:
+        server = serve(args.bind)
+    address = str(server.address())  # type: ignore[attr-defined]
+    if args.publish is not None:
+        publish(args.publish, address, args.advertise)
+    if args.record_steps is not None:
+        threading.Thread(target=record_steps, args=(address, args.record_steps), daemon=True, name="steps").start()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     while server is not None:  # it serves on torchft's own threads while referenced, until this process is killed
         signal.pause()

@@ -20,7 +20,7 @@ class GroupRow:
 
 def _fmt_row(row: GroupRow, now: float) -> str:
     p = row.progress
-    loss = f"{p.last.loss:.4f}" if p.last else "-"
+    loss = f"{p.last.loss:.4f}" if p.last and p.last.state_hash else "-"  # no hash: steps from the Lighthouse
     age = f"{now - p.last_commit_t:5.1f}s" if p.last_commit_t else "    -"
     parts = p.last.participants if p.last else 0
     return (

@@ -91,5 +91,7 @@ def run_local(args: argparse.Namespace) -> int:
     except (ChaosSpecError, LocalModeError, ValidationError, ValueError, OSError) as e:
         print(f"lamplighter local: {e}", file=sys.stderr)
         return 2
-    ok = report["reached_target"] and report["steps_lost"] == 0 and report["weights_identical"]
+    from lamplighter.supervisor.report import run_ok
+
+    ok = run_ok(report)
     return 0 if ok else 1

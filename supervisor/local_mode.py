@@ -21,10 +21,13 @@ from lamplighter.supervisor.chaos import LOCAL_KINDS, ChaosSpecError, plan
 from lamplighter.supervisor.chaos_injector import ChaosInjector, Shot
 from lamplighter.supervisor.checks.dstate import DStateCheck
 from lamplighter.supervisor.checks.exit_watcher import ExitWatcher
-from lamplighter.supervisor.checks.hang import HangCheck, HeartbeatFiles
+from lamplighter.supervisor.checks.hang import HangCheck, progress_sources
+from lamplighter.supervisor.checks.lighthouse_progress import LighthouseProgress
 from lamplighter.supervisor.checks.memory import MemoryCheck, MemoryCheckError
 from lamplighter.supervisor.fault_journal import FaultJournal, FaultRecord
 from lamplighter.supervisor.lighthouse import Lighthouse
+from lamplighter.supervisor.lighthouse_status import LighthouseStatus, fetch_status
+from lamplighter.supervisor.lighthouse_steplog import LighthouseStepLog, read_lighthouse_steps
 from lamplighter.supervisor.live_view import GroupRow, LiveView
 from lamplighter.supervisor.local_launch import group_launch
 from lamplighter.supervisor.observations import LighthouseDown, Observation, ProcessExited, StartFailed
@@ -34,9 +37,6 @@ from lamplighter.supervisor.step_tail import StepTail
 from lamplighter.supervisor.trainer_proc import TrainerProc
 from lamplighter.trainer.contract import RunPaths, write_json_atomic
 
-# A trainer that has not committed its first step yet (importing torch, joining the
-# quorum, waiting for a peer) may be silent this much longer than hang_timeout_s.
-STARTUP_GRACE_S = 30.0
 LIGHTHOUSE_READY_S = 60.0
 MAX_WAIT_S = 0.25  # the loop's longest sleep when nothing happens (chaos timing, live view)
 
@@ -58,8 +58,10 @@ class LocalOptions:
 
 class LocalRun:
     def __init__(self, job: JobConfig, opts: LocalOptions, clock: Callable[[], float] = time.time) -> None:
-        self.job, self.opts, self.clock = job, opts, clock
         self.run_dir = opts.run_dir.resolve()
+        # {run_dir} in a trainer command is where this run's files go (--run-dir), not the config's default.
+        self.job = job.model_copy(update={"run_dir": str(self.run_dir)})
+        self.opts, self.clock = opts, clock
         self.paths = RunPaths(self.run_dir)
         n = job.groups.count
         unsupported = sorted({e.kind for e in opts.chaos.schedule} | set(opts.chaos.kinds if opts.chaos.mtbf_s else []))
@@ -84,6 +86,13 @@ class LocalRun:
         self.decisions: list[dict[str, Any]] = []
         self._detected: set[tuple[int | None, int]] = set()
         self._pending: list[Observation] = []
+        self.lh_progress = LighthouseProgress(self._fetch_lighthouse)
+        self.lh_steps = LighthouseStepLog(self.paths.lighthouse_steps())
+        self._progress_error: str | None = None
+
+    def _fetch_lighthouse(self) -> LighthouseStatus:
+        # Bounded well below a poll interval: the loop must not stall on a slow Lighthouse.
+        return fetch_status(self.lh.address, timeout=min(1.0, self.job.health.poll_interval_s))
 
     # --- the table the checks read -------------------------------------------------
     def trainers(self) -> list[TrainerProc]:
@@ -207,24 +216,25 @@ class LocalRun:
 
     def prepare(self) -> None:
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        if any((self.run_dir / d).exists() for d in ("steps", "progress", "heartbeat")):
+        if any((self.run_dir / d).exists() for d in ("steps", "progress", "heartbeat", self.lh_steps.path.name)):
             raise LocalModeError(
                 f"run directory {self.run_dir} holds a previous run (steps/, progress/): a restarted trainer would "
                 "see its progress. Choose another --run-dir or remove it."
             )
-        job = self.job.model_copy(update={"run_dir": str(self.run_dir)})
-        (self.run_dir / "job.json").write_text(job.model_dump_json(indent=2))
+        (self.run_dir / "job.json").write_text(self.job.model_dump_json(indent=2))
 
     def run(self) -> dict[str, Any]:
         self.prepare()
         self.watcher = ExitWatcher(self.clock)
         h = self.job.health
+        sources, _ = progress_sources(h.progress, self.run_dir, self.lh_progress)
         hang = HangCheck(
             self,
-            HeartbeatFiles(self.run_dir),
+            sources,
             h.hang_timeout_s,
-            startup_grace_s=STARTUP_GRACE_S,
+            h.startup_timeout_s,
             excused_since=lambda: self.lh.started_at or 0.0,
+            target_step=self.job.trainer.steps,
         )
         dstate = DStateCheck(self, h.d_state_max_s)
         memory = MemoryCheck(self, h.memory_max_percent)
@@ -232,6 +242,7 @@ class LocalRun:
         try:
             self.watcher.watch_lighthouse(self.lh.start(self.clock()))
             self.lh.wait_ready(LIGHTHOUSE_READY_S)
+            write_json_atomic(self.paths.lighthouse(), {"address": self.lh.address, "job": self.job.name})
             self._say(
                 f"Lighthouse up on {self.lh.address}; starting {self.job.groups.count} groups, target "
                 f"{self.job.trainer.steps} steps, {self.injector.remaining} chaos faults planned"
@@ -246,6 +257,7 @@ class LocalRun:
                 if now >= next_check:
                     next_check = now + h.poll_interval_s
                     obs += [*hang.observe(now), *dstate.observe(now)]
+                    self._note_lighthouse(now)
                     try:
                         obs += memory.observe(now)
                     except MemoryCheckError as e:
@@ -277,6 +289,17 @@ class LocalRun:
             self.watcher.close()
         return self._finish(interrupted)
 
+    def _note_lighthouse(self, now: float) -> None:
+        """Record the Lighthouse's steps (the report of a trainer that logs none), say once when it cannot be read."""
+        if self.lh_progress.polled_at != now:
+            self.lh_progress.refresh(now)  # health.progress without the Lighthouse: still read it for the report
+        err = self.lh_progress.error
+        if err != self._progress_error and self.state.lighthouse.status == "running":
+            self._say(f"WARNING: cannot read the Lighthouse's progress: {err}" if err else "Lighthouse readable again")
+        self._progress_error = err
+        if self.lh_progress.last is not None and err is None:
+            self.lh_steps.record(now, self.lh_progress.last)
+
     def _draw(self, now: float) -> None:
         rows = []
         for g, gs in enumerate(self.state.groups):
@@ -301,7 +324,12 @@ class LocalRun:
         from lamplighter.supervisor.summary import summary_text
         from lamplighter.trainer.steplog import read_steps
 
-        by_group = {g: read_steps(self.paths.steps(g)) for g in range(self.job.groups.count)}
+        groups = range(self.job.groups.count)
+        by_group = {g: read_steps(self.paths.steps(g)) for g in groups}
+        steps_source = "trainer step logs"
+        if not any(by_group.values()):
+            by_group = read_lighthouse_steps(self.lh_steps.path, groups)
+            steps_source = "the Lighthouse (the trainer keeps no step log)"
         report = build_report(
             by_group,
             self.journal.faults,
@@ -311,6 +339,7 @@ class LocalRun:
             baseline_samples_per_s=self.opts.baseline_samples_per_s,
             extra={
                 "job": self.job.name,
+                "steps_source": steps_source,
                 "run_dir": str(self.run_dir),
                 "lighthouse": self.lh.address,
                 "interrupted": interrupted,
@@ -324,6 +353,11 @@ class LocalRun:
                 "decisions": self.decisions,
             },
         )
+        if by_group is not None and steps_source.startswith("the Lighthouse"):
+            # The Lighthouse learns a step at the next quorum, so a trainer's last step is never seen there:
+            # the target counts as reached when every group ended with exit 0 (its own verdict).
+            report["reached_target"] = all(gs.status == "done" for gs in self.state.groups)
+            report["reached_target_by"] = "every group exited 0 (the Lighthouse does not see a trainer's last step)"
         self.opts.report_dir.mkdir(parents=True, exist_ok=True)
         try:
             from lamplighter.supervisor.timeline import plot_timeline

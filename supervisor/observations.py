@@ -40,22 +40,30 @@ class ProcessExited:
 
 @dataclass(frozen=True)
 class Hung:
-    """A trainer wrote no step heartbeat for longer than the hang timeout."""
+    """A replica group made no progress for longer than its hang (or start-up) timeout."""
 
     group: int
-    rank: int
     attempt: int
-    pid: int
+    pid: int  # its first process, for the log
     last_step: int | None
     silent_s: float
     timeout_s: float
+    source: str = "heartbeat"  # where progress was read: heartbeat, lighthouse, or both
+    started: bool = True  # it had made progress in this attempt (else: start-up timeout)
+    finishing: bool = False  # it had reached the job's last step (start-up timeout too)
 
     @property
     def reason(self) -> str:
-        at = "before its first step" if self.last_step is None else f"after step {self.last_step}"
+        if not self.started:
+            return (
+                f"group {self.group} (attempt {self.attempt}, pid {self.pid}) hung: no progress for "
+                f"{self.silent_s:.1f} s since it started (startup_timeout_s {self.timeout_s:g}; progress from {self.source})"
+            )
+        at = "" if self.last_step is None else f" after step {self.last_step}"
+        limit = "startup_timeout_s, finishing" if self.finishing else "hang_timeout_s"
         return (
-            f"group {self.group} rank {self.rank} (pid {self.pid}) hung: no step for {self.silent_s:.1f} s "
-            f"{at} (hang_timeout_s {self.timeout_s:g})"
+            f"group {self.group} (attempt {self.attempt}, pid {self.pid}) hung: no progress for {self.silent_s:.1f} s"
+            f"{at} ({limit} {self.timeout_s:g}; progress from {self.source})"
         )
 
 

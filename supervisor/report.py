@@ -13,7 +13,9 @@ steps_lost
     its peer's step, so healing never counts. Must be 0.
 weights_identical
     For every step committed by more than one group, all their state hashes
-    (model + optimizer + data cursor) are equal.
+    (model + optimizer + data cursor) are equal. None when the trainer logs
+    no state hash (steps read from the Lighthouse): not checked, never a
+    vacuous true.
 t_first_commit_after
     The first committed step of the fault's group after its restart (for a
     Lighthouse fault: of any group after the Lighthouse's restart).
@@ -202,6 +204,8 @@ def build_report(
         )
     lost = lost_steps(by_group)
     mismatches = hash_mismatches(by_group)
+    hashed = any(r.state_hash for recs in by_group.values() for r in committed(recs))
+    compared = shared_steps(by_group) if hashed else 0
     overall = throughput(by_group)
     base_measured = baseline_rate(by_group, faults)
     base = baseline_samples_per_s if baseline_samples_per_s is not None else base_measured
@@ -213,8 +217,11 @@ def build_report(
         "reached_target": steps >= target_steps,
         "steps_lost": len(lost),
         "lost_step_numbers": sorted(lost)[:100],
-        "weights_identical": not mismatches,
-        "steps_compared": shared_steps(by_group),
+        "weights_identical": (not mismatches) if hashed else None,
+        "weights_check": f"state hashes compared on {compared} shared steps"
+        if hashed
+        else "not checked (the trainer logs no state hash)",
+        "steps_compared": compared,
         "hash_mismatches": mismatches[:20],
         "faults": fault_rows,
         "by_kind": summarize_by_kind(fault_rows),
@@ -232,6 +239,11 @@ def build_report(
     }
     report.update(extra or {})
     return report
+
+
+def run_ok(report: dict[str, Any]) -> bool:
+    """The run's verdict: target reached, nothing lost, and no disagreement between replicas that was checked."""
+    return bool(report["reached_target"]) and report["steps_lost"] == 0 and report["weights_identical"] is not False
 
 
 def group_summary(recs: Sequence[StepRecord]) -> dict[str, Any]:

@@ -5,18 +5,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from lamplighter.supervisor.report import run_ok
+
 
 def _s(x: Any) -> str:
     return "-" if x is None else f"{x:.2f}s"
 
 
 def summary_text(report: dict[str, Any], report_dir: Path) -> str:
-    ok = report["reached_target"] and report["steps_lost"] == 0 and report["weights_identical"]
+    ok = run_ok(report)
     lines = [
         "",
         f"== lamplighter local: {report.get('job', '')} {'OK' if ok else 'FAILED'} in {report['wall_s']:.1f} s ==",
         f"steps committed {report['steps_committed']}/{report['target_steps']}   steps lost {report['steps_lost']}   "
-        f"weights identical {report['weights_identical']} ({report['steps_compared']} shared steps compared)",
+        f"weights identical {report['weights_identical']} ({report['weights_check']})",
         f"committed {report['committed_samples_per_s'] or 0:.0f} samples/s, fault-free "
         f"{report['fault_free_samples_per_s'] or 0:.0f}, goodput "
         + ("-" if report["goodput"] is None else f"{report['goodput']:.2f}"),

@@ -17,7 +17,10 @@ COLOURS = {
 
 
 def plot_timeline(by_group: dict[int, list[StepRecord]], report: dict[str, Any], path: Path) -> None:
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError as e:
+        raise ImportError("the timeline plot needs matplotlib: pip install 'lamplighter[plots]'") from e
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -4,10 +4,17 @@ The supervisor (local or Slurm) starts every trainer through these two
 functions, whether it is lamplighter's reference trainer or a third-party one
 such as torchtitan. Each template argument is formatted on its own and stays
 one argv element: nothing is split or run through a shell.
+
+With `trainer.kind: torchtitan` the job's own settings become torchtitan's
+flags, appended to the command (configs/torchtitan.py names them and the
+settings they come from); the schema refuses a command that types one of them.
 """
 
 from __future__ import annotations
 
+import os
+
+from lamplighter.configs import torchtitan_flags as torchtitan
 from lamplighter.configs.schema import TRAINER_PLACEHOLDERS, JobConfig
 from lamplighter.trainer import contract
 
@@ -29,11 +36,13 @@ def placeholder_values(
         "num_groups": str(job.groups.count),
         "lighthouse": lighthouse,
         "nproc_per_node": str(job.groups.nproc_per_node),
+        "gpus_per_node": str(job.groups.gpus_per_node),
         "nnodes": str(job.groups.nodes),
         "job": job.name,
         "run_dir": job_run_dir(job),
-        "python": python,
+        "python": job.trainer.python or python,
         "config": config_path,
+        "steps": str(job.trainer.steps),
     }
     assert set(values) == set(TRAINER_PLACEHOLDERS), "adapter out of step with TRAINER_PLACEHOLDERS"
     return values
@@ -46,9 +55,31 @@ def render_command(job: JobConfig, *, replica_id: int, lighthouse: str, config_p
     )
     template = job.trainer.command if job.trainer.command is not None else DEFAULT_COMMAND
     try:
-        return [arg.format_map(values) for arg in template]
+        argv = [arg.format_map(values) for arg in template]
     except (KeyError, ValueError, IndexError) as e:
         raise ValueError(f"job {job.name}: cannot render trainer.command {template!r}: {e}") from e
+    if job.trainer.resolved_kind == "torchtitan":
+        argv += torchtitan_flags(job, replica_id=replica_id, argv=argv)
+    return argv
+
+
+def torchtitan_flags(job: JobConfig, *, replica_id: int, argv: list[str]) -> list[str]:
+    """torchtitan's flags from the job's settings, for one group (argv: the command they are appended to)."""
+    t = job.trainer
+    # A --dump_folder in the command wins; else one folder in the run directory, shared by every
+    # group and kept across requeues (full checkpoints and each replica's dataloader checkpoint).
+    has_dump = any(torchtitan.flag_path(a) == torchtitan.DUMP_FOLDER for a in argv)
+    return torchtitan.flags(
+        replica_id=replica_id,
+        group_size=job.groups.count,
+        min_replicas=job.lighthouse.min_replicas,
+        backend=t.backend,
+        gpus_per_node=job.groups.gpus_per_node,
+        pg_timeout_s=job.torchft.pg_timeout_s,
+        steps=t.steps,
+        dataloader_checkpoint=t.torchtitan.dataloader_checkpoint,
+        dump_folder=None if has_dump else os.path.join(job_run_dir(job), torchtitan.DUMP_SUBDIR),
+    )
 
 
 def trainer_env(
@@ -63,6 +94,9 @@ def trainer_env(
         contract.ENV_CONFIG: config_path,
         contract.ENV_ATTEMPT: str(attempt),
         contract.ENV_JOB: job.name,
+        # The names torchft's own examples read (torchft/torchx.py).
+        "REPLICA_GROUP_ID": str(replica_id),
+        "NUM_REPLICA_GROUPS": str(job.groups.count),
         "TORCHFT_LIGHTHOUSE": lighthouse,
         # Whole seconds: torchft's env overrides reject fractions.
         "TORCHFT_TIMEOUT_SEC": str(ft.timeout_s),

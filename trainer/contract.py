@@ -24,6 +24,18 @@ Files, all under the run directory (RunPaths below), written atomically
                                          committed step. A restarted trainer
                                          reads every group's file to learn
                                          whether the job already has progress.
+    renewal/                             renewals before the Slurm time limit:
+                                         g<N>.jsonl (timeline), lease-<n>.json,
+                                         g<N>-<jobid>.renewals (a count).
+    lighthouse.json                      {"address": "http://host:port", ...}:
+                                         where this job's own Lighthouse
+                                         listens, written by whoever runs it
+                                         (local mode, the Slurm Lighthouse
+                                         job); the supervisors read progress
+                                         there.
+    lighthouse-steps.jsonl               each replica's step changes as the
+                                         Lighthouse saw them, recorded by the
+                                         supervisor (lighthouse_steplog.py).
     inject/<replica_id>.exception        chaos: if present, the trainer
                                          removes it and raises at its next step.
     checkpoint/                          the durable fallback checkpoint.
@@ -48,6 +60,9 @@ ENV_NUM_GROUPS = "LAMPLIGHTER_NUM_GROUPS"
 ENV_RUN_DIR = "LAMPLIGHTER_RUN_DIR"
 ENV_CONFIG = "LAMPLIGHTER_CONFIG"  # path of the resolved job config (JSON)
 ENV_ATTEMPT = "LAMPLIGHTER_ATTEMPT"  # 0 on the first start, then 1, 2, ...
+# How many of those restarts were the job renewing itself before its Slurm time limit
+# (slurm/renew.py), not failures: a restart budget counts ATTEMPT - RENEWALS.
+ENV_RENEWALS = "LAMPLIGHTER_RENEWALS"
 ENV_JOB = "LAMPLIGHTER_JOB"  # the job's name; identifies its processes
 
 
@@ -72,6 +87,13 @@ class RunPaths:
     def inject_exception(self, replica_id: int) -> Path:
         return self.root / "inject" / f"{replica_id}.exception"
 
+    def lighthouse(self) -> Path:
+        return self.root / "lighthouse.json"
+
+    def lighthouse_steps(self) -> Path:
+        """Steps the supervisor recorded from the Lighthouse (for trainers that log none)."""
+        return self.root / "lighthouse-steps.jsonl"
+
     def checkpoint_dir(self) -> Path:
         return self.root / "checkpoint"
 
@@ -79,15 +101,18 @@ class RunPaths:
         return self.root / "logs"
 
 
-def write_json_atomic(path: Path, obj: Any, *, durable: bool = False) -> None:
+def write_json_atomic(path: Path, obj: Any, *, durable: bool = False, mode: int | None = None) -> None:
     """Write JSON so that a concurrent reader sees the old or the new file, never a torn one.
 
     durable: also fsync the file and its directory, so the new file survives a power loss
     (the daemon's state); heartbeats, rewritten every step, do without.
+    mode: the file's permissions (default mkstemp's 0600, readable by its owner only).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        if mode is not None:
+            os.fchmod(fd, mode)
         with os.fdopen(fd, "w") as f:
             json.dump(obj, f, separators=(",", ":") if durable else None, default=str if durable else None)
             if durable:
@@ -106,3 +131,13 @@ def write_json_atomic(path: Path, obj: Any, *, durable: bool = False) -> None:
             os.fsync(dfd)
         finally:
             os.close(dfd)
+
+
+def read_lighthouse_address(run_dir: Path) -> str | None:
+    """The address this job's Lighthouse published in its run directory, or None if none is there (yet)."""
+    try:
+        obj = json.loads(RunPaths(Path(run_dir)).lighthouse().read_text())
+        address = obj["address"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return address if isinstance(address, str) and address.startswith("http") else None

@@ -65,7 +65,7 @@ def train(job: JobConfig, ident: Identity, log: TrainerLog, clock: Callable[[], 
     cfg = job.trainer.model
     target = job.trainer.steps
     heartbeat = paths.heartbeat(ident.replica_id, ident.rank)
-    write_heartbeat(heartbeat, step=0, now=clock(), pid=os.getpid())
+    write_heartbeat(heartbeat, step=0, now=clock(), pid=os.getpid(), attempt=ident.attempt)
 
     job_progress = read_job_progress(paths.progress_dir())
     if job_progress >= target:
@@ -127,7 +127,7 @@ def train(job: JobConfig, ident: Identity, log: TrainerLog, clock: Callable[[], 
                     if d.reason != last_wait_log:
                         log(d.reason)
                         last_wait_log = d.reason
-                    write_heartbeat(heartbeat, step=0, now=clock(), pid=os.getpid())
+                    write_heartbeat(heartbeat, step=0, now=clock(), pid=os.getpid(), attempt=ident.attempt)
                     time.sleep(WAIT_BACKOFF_S)
                     continue
                 if d.action is StartAction.REFUSE:
@@ -189,7 +189,7 @@ def train(job: JobConfig, ident: Identity, log: TrainerLog, clock: Callable[[], 
                         )
                 else:
                     log("step not committed (a peer failed or the quorum was too small); it will be retried")
-            write_heartbeat(heartbeat, step=manager.current_step(), now=clock(), pid=os.getpid())
+            write_heartbeat(heartbeat, step=manager.current_step(), now=clock(), pid=os.getpid(), attempt=ident.attempt)
         log(f"reached the target step {target}")
         return contract.EXIT_DONE
     finally:

@@ -7,22 +7,31 @@ process (pid + start time) has been in D.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from lamplighter.supervisor.observations import DState
-from lamplighter.supervisor.procfs import snapshot, tree
+from lamplighter.supervisor.procfs import ProcStat, snapshot, tree
 from lamplighter.supervisor.trainer_proc import ProcessTable
 
 
 class DStateCheck:
-    def __init__(self, table: ProcessTable, limit_s: float, proc_root: Path = Path("/proc")) -> None:
+    def __init__(
+        self,
+        table: ProcessTable,
+        limit_s: float,
+        proc_root: Path = Path("/proc"),
+        read_snapshot: Callable[[], dict[int, ProcStat]] | None = None,
+    ) -> None:
         self._table = table
         self._limit = limit_s
         self._root = proc_root
+        # Several checks (one per job on a node) may share one read of /proc per cycle.
+        self._snapshot = read_snapshot or (lambda: snapshot(proc_root))
         self._since: dict[tuple[int, int], float] = {}
 
     def observe(self, now: float) -> list[DState]:
-        snap = snapshot(self._root)
+        snap = self._snapshot()
         out: list[DState] = []
         still: dict[tuple[int, int], float] = {}
         for p in self._table.trainers():

@@ -1,85 +1,124 @@
-"""Hang check: a trainer that wrote no step heartbeat for longer than the timeout."""
+"""Hang check: a replica group that stopped making progress, or never started to.
+
+A group is one attempt of one replica group (all its processes). Its progress
+comes from the sources the job's `health.progress` names (progress.py,
+lighthouse_progress.py): the latest answer of any of them wins, so a group
+is never called hung while one source sees it advance.
+
+- No progress since the attempt started: hung after `startup_timeout_s`
+  (importing torch, loading a large model, joining the quorum and healing take
+  minutes on a real cluster).
+- Progress, then none: hung after `hang_timeout_s`.
+- Progress up to the job's last step (`target_step`; the Lighthouse sees a
+  step at the next quorum, so one short of it counts): the group is
+  finishing (saving, shutting its process groups down), which is given
+  `startup_timeout_s` too, not `hang_timeout_s`.
+
+Silence the sources could not see (the Lighthouse unreadable, or restarting:
+`excused_since`) does not count.
+"""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from lamplighter.supervisor.checks.lighthouse_progress import LighthouseProgress
+from lamplighter.supervisor.checks.progress import HeartbeatFiles, Progress, ProgressSource
 from lamplighter.supervisor.observations import Hung
 from lamplighter.supervisor.trainer_proc import ProcessTable
-from lamplighter.trainer.contract import RunPaths
+
+__all__ = ["GroupAttempt", "HangCheck", "HeartbeatFiles", "group_attempts", "progress_sources"]
 
 
 @dataclass(frozen=True)
-class Beat:
-    step: int
-    time: float
-    pid: int
+class GroupAttempt:
+    group: int
+    attempt: int
+    started_at: float  # when its first process started
+    pid: int  # its first rank's process (for the log)
 
 
-class HeartbeatFiles:
-    """Reads the trainers' heartbeat files (trainer/contract.py) under a run directory."""
+def group_attempts(table: ProcessTable) -> list[GroupAttempt]:
+    """The groups in a process table: one entry per (group, attempt), from its processes."""
+    out: dict[tuple[int, int], GroupAttempt] = {}
+    for p in sorted(table.trainers(), key=lambda p: (p.group, p.attempt, p.rank)):
+        key = (p.group, p.attempt)
+        have = out.get(key)
+        if have is None or p.started_at < have.started_at:
+            out[key] = GroupAttempt(p.group, p.attempt, p.started_at, have.pid if have else p.pid)
+    return list(out.values())
 
-    def __init__(self, run_dir: Path) -> None:
-        self._paths = RunPaths(Path(run_dir))
 
-    def last_beat(self, group: int, rank: int) -> Beat | None:
-        try:
-            obj = json.loads(self._paths.heartbeat(group, rank).read_text())
-            return Beat(step=int(obj["step"]), time=float(obj["time"]), pid=int(obj["pid"]))
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
+def progress_sources(
+    mode: str, run_dir: Path, lighthouse: LighthouseProgress | None
+) -> tuple[list[ProgressSource], str | None]:
+    """The sources `health.progress` asks for, and a warning when one of them cannot be had."""
+    if mode == "off":
+        return [], None
+    sources: list[ProgressSource] = []
+    warning = None
+    if mode in ("auto", "heartbeat"):
+        sources.append(HeartbeatFiles(run_dir))
+    if mode in ("auto", "lighthouse"):
+        if lighthouse is not None:
+            sources.append(lighthouse)
+        else:
+            warning = "health.progress wants the Lighthouse, but its address is unknown: hangs are seen by heartbeat files only"
+    return sources, warning
 
 
 class HangCheck:
-    """Hung(...) for every watched trainer silent longer than `timeout_s`.
-
-    A process's silence counts from its last heartbeat, or from its start if it
-    has not beaten yet. Until it has finished a step (beats with step 0 or
-    none) it may be silent `startup_grace_s` longer: importing torch, joining
-    the quorum and receiving the weights take seconds on a busy node. A beat
-    written by another PID (an earlier attempt) does not count. Silence
-    before `excused_since()` does not count either: local mode passes the
-    Lighthouse's last start, since no group can step while it is down.
-    """
-
     def __init__(
         self,
         table: ProcessTable,
-        heartbeats: HeartbeatFiles,
-        timeout_s: float,
-        startup_grace_s: float = 0.0,
+        sources: Sequence[ProgressSource],
+        hang_timeout_s: float,
+        startup_timeout_s: float,
         excused_since: Callable[[], float] | None = None,
+        target_step: int | None = None,
     ) -> None:
         self._table = table
-        self._beats = heartbeats
-        self._timeout = timeout_s
-        self._grace = startup_grace_s
+        self._target = target_step
+        self._sources = list(sources)
+        self._hang = hang_timeout_s
+        self._startup = startup_timeout_s
         self._excused = excused_since
 
+    def progress(self, g: GroupAttempt) -> Progress | None:
+        found = [p for s in self._sources if (p := s.last_progress(g.group, g.attempt, g.started_at)) is not None]
+        return max(found, key=lambda p: p.t) if found else None
+
     def observe(self, now: float) -> list[Hung]:
+        if not self._sources:
+            return []
+        for s in self._sources:
+            s.refresh(now)
+        # The Lighthouse unreadable excuses every source: no torchft trainer can step without its Lighthouse.
+        excuse = max(s.excused_until(now) for s in self._sources)
+        if self._excused is not None:
+            excuse = max(excuse, self._excused())
         out: list[Hung] = []
-        for p in self._table.trainers():
-            beat = self._beats.last_beat(p.group, p.rank)
-            if beat is not None and beat.pid != p.pid:
-                beat = None
-            last = max(p.started_at, beat.time) if beat else p.started_at
-            if self._excused is not None:
-                last = max(last, self._excused())
-            silent = now - last
-            limit = self._timeout if beat is not None and beat.step > 0 else self._timeout + self._grace
+        for g in group_attempts(self._table):
+            p = self.progress(g)
+            last, limit = (g.started_at, self._startup) if p is None else (p.t, self._hang)
+            finishing = p is not None and p.step is not None and self._target is not None and p.step >= self._target - 1
+            if finishing:
+                limit = max(self._hang, self._startup)
+            silent = now - max(last, excuse)
             if silent > limit:
                 out.append(
                     Hung(
-                        group=p.group,
-                        rank=p.rank,
-                        attempt=p.attempt,
-                        pid=p.pid,
-                        last_step=beat.step if beat else None,
+                        group=g.group,
+                        attempt=g.attempt,
+                        pid=g.pid,
+                        last_step=None if p is None else p.step,
                         silent_s=silent,
                         timeout_s=limit,
+                        source=", ".join(s.name for s in self._sources),
+                        started=p is not None,
+                        finishing=finishing,
                     )
                 )
         return out

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from lamplighter.supervisor.observations import MemoryHigh
-from lamplighter.supervisor.procfs import PAGE_SIZE, mem_total_bytes, snapshot, tree
+from lamplighter.supervisor.procfs import PAGE_SIZE, ProcStat, mem_total_bytes, snapshot, tree
 from lamplighter.supervisor.trainer_proc import ProcessTable
 
 
@@ -15,18 +16,25 @@ class MemoryCheckError(RuntimeError):
 
 class MemoryCheck:
     def __init__(
-        self, table: ProcessTable, max_percent: float, proc_root: Path = Path("/proc"), page_size: int = PAGE_SIZE
+        self,
+        table: ProcessTable,
+        max_percent: float,
+        proc_root: Path = Path("/proc"),
+        page_size: int = PAGE_SIZE,
+        read_snapshot: Callable[[], dict[int, ProcStat]] | None = None,
     ) -> None:
         self._table = table
         self._max = max_percent
         self._root = proc_root
         self._page = page_size
+        # Several checks (one per job on a node) may share one read of /proc per cycle.
+        self._snapshot = read_snapshot or (lambda: snapshot(proc_root))
 
     def observe(self, now: float) -> list[MemoryHigh]:
         total = mem_total_bytes(self._root)
         if not total:
             raise MemoryCheckError(f"memory check: cannot read MemTotal from {self._root / 'meminfo'}")
-        snap = snapshot(self._root)
+        snap = self._snapshot()
         out: list[MemoryHigh] = []
         for p in self._table.trainers():
             rss = sum(st.rss_pages for st in tree(snap, p.pid)) * self._page

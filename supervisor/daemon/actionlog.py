@@ -45,12 +45,15 @@ def format_action(
 class ActionLog:
     node: str
     sink: Callable[[str], None]
+    on_action: Callable[[str, str], None] | None = None  # (action, outcome) of every line: the metrics
 
     def write(
         self, now: float, action: str, target: str, reason: str, observation: dict[str, Any], **extra: Any
     ) -> str:
         line = format_action(now, self.node, action, target, reason, observation, **extra)
         self.sink(line)
+        if self.on_action is not None:
+            self.on_action(action, str(extra.get("outcome", "")))
         return line
 
 

@@ -9,24 +9,35 @@ accounting. If the job is still running `exit_grace_s` after the exit (a
 multi-task step), the exit is treated as a failure with an unknown code.
 Trainers found at start-up are adopted as they are: never killed for being
 unknown; only a failure observed after adoption leads to an action.
+
+A group is its launcher, not every process carrying its environment: only
+each Slurm task's root process (node_trainers.task_roots: torchrun's agent,
+or the trainer itself) is watched for its exit. torchrun restarting a worker,
+or a data-loader worker ending, is no group failure. Hangs, D state, memory
+and GPU faults still cover the whole tree, and a kill takes every process of
+the job on this node.
+
+Each job is judged by its own settings (job_settings.py: its job.json):
+progress, hang and start-up timeouts, D-state and memory limits per job
+(job_watch.py), its restart policy in the policy's context. The node config
+gives the pace (poll interval) and the GPU thresholds.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from lamplighter.configs.schema import NodeConfig
 from lamplighter.slurm.actions import SlurmApi
 from lamplighter.slurm.run import SlurmError
-from lamplighter.supervisor.checks.dstate import DStateCheck
 from lamplighter.supervisor.checks.exit_watcher import ExitWatcher
-from lamplighter.supervisor.checks.hang import HangCheck, HeartbeatFiles
-from lamplighter.supervisor.checks.memory import MemoryCheck
 from lamplighter.supervisor.daemon.executor import Executor
+from lamplighter.supervisor.daemon.job_settings import JobSettings, JobSettingsCache, read_job_settings
+from lamplighter.supervisor.daemon.job_watch import Fetch, JobWatch, trainer_proc
 from lamplighter.supervisor.daemon.metrics import DaemonMetrics
 from lamplighter.supervisor.daemon.node_policy import (
     REASON_PREFIX,
@@ -37,10 +48,13 @@ from lamplighter.supervisor.daemon.node_policy import (
     TrainerEvent,
     decide,
 )
-from lamplighter.supervisor.daemon.node_trainers import NodeTrainer, TrainerScanner, expected_job_name
+from lamplighter.supervisor.daemon.node_trainers import NodeTrainer, TrainerScanner, expected_job_name, task_roots
+from lamplighter.supervisor.daemon.run_dir_actions import RunDirActions
 from lamplighter.supervisor.gpu.observation import GpuObservation
-from lamplighter.supervisor.observations import DState, MemoryHigh, ProcessExited
-from lamplighter.supervisor.trainer_proc import StaticTable, TrainerProc
+from lamplighter.supervisor.lighthouse_status import LighthouseStatus, fetch_status
+from lamplighter.supervisor.observations import Observation, ProcessExited
+from lamplighter.supervisor.procfs import ProcStat, snapshot
+from lamplighter.supervisor.trainer_proc import TrainerProc
 
 log = logging.getLogger(__name__)
 
@@ -76,9 +90,21 @@ def parse_exit_code(value: str | None) -> int | None:
     return -s if s else c
 
 
-class _Table(StaticTable):
-    def set(self, procs: list[TrainerProc]) -> None:
-        self._procs = list(procs)
+class ExitSource(Protocol):
+    """What the loop needs of an exit watcher (checks/exit_watcher.py's ExitWatcher has it)."""
+
+    def watch_trainer(self, proc: TrainerProc) -> None: ...
+    def observe(self, now: float) -> list[Observation]: ...
+    def close(self) -> None: ...
+
+
+def fetch_lighthouse(address: str, timeout_s: float) -> LighthouseStatus:
+    return fetch_status(address, timeout=timeout_s)
+
+
+def lighthouse_timeout_s(poll_interval_s: float) -> float:
+    """A Lighthouse read's bound: well below a poll interval, so a dead one never stalls the cycle."""
+    return min(1.0, poll_interval_s / 4)
 
 
 @dataclass
@@ -93,28 +119,38 @@ class ComputeLoop:
     proc_root: Path = Path("/proc")
     exit_grace_s: float = 10.0
     slow_every: int = 5  # D-state and memory read all of /proc: every this many cycles
+    watcher: ExitSource | None = None  # default: pidfds (ExitWatcher)
+    fetch_lighthouse: Fetch = fetch_lighthouse
+    read_settings: Callable[[str | None], JobSettings] = read_job_settings
     policy: NodePolicyState = field(default_factory=NodePolicyState)
-    trainers: dict[tuple[int, int], NodeTrainer] = field(default_factory=dict)
+    trainers: dict[tuple[int, int], NodeTrainer] = field(default_factory=dict)  # every process of every job here
     cycles: int = 0
     last_gpus: list[GpuObservation] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.scanner = TrainerScanner(self.proc_root, self.node, self.cfg.slurm_conf)
-        self.watcher = ExitWatcher(self.clock)
-        self.table = _Table([])
-        self.dstate = DStateCheck(self.table, self.cfg.health.d_state_max_s, self.proc_root)
-        self.memory = MemoryCheck(self.table, self.cfg.health.memory_max_percent, self.proc_root)
+        self.exits: ExitSource = self.watcher if self.watcher is not None else ExitWatcher(self.clock)
+        self.settings = JobSettingsCache(self.read_settings)
+        self.watches: dict[str, JobWatch] = {}  # one per lamplighter job (run directory) with tasks here
+        self._roots: dict[str, list[NodeTrainer]] = {}  # watch key -> its task roots this cycle
+        self._snap: dict[int, ProcStat] = {}  # /proc, read once per slow cycle for every job's checks
         self._verified: dict[str, bool] = {}  # job id -> a lamplighter job in this Slurm
+        self._watched: set[tuple[int, int]] = set()  # roots given to the exit watcher
         self._by_pid: dict[int, NodeTrainer] = {}
         self._exits: dict[str, tuple[NodeTrainer, float]] = {}  # job id -> (exited trainer, when)
+        if self.executor.job_log is None:
+            self.executor.job_log = RunDirActions(self.run_dir_of)
+        # The VM fault history outlives the daemon: a restart must not forgive a node its faults.
+        vm_faults = NodePolicyState.vm_faults_from_json(self.executor.state.policy().get(VM_FAULTS_KEY))
+        self.policy = NodePolicyState(self.policy.jobs, vm_faults)
 
     # -- the cycle -----------------------------------------------------------------
 
     def cycle(self) -> list[dict[str, Any]]:
         now = self.clock()
-        self._adopt(self.scanner.scan())
+        self._adopt(self.scanner.scan(), now)
         events: list[TrainerEvent | GpuEvent] = []
-        for obs in self.watcher.observe(now):
+        for obs in self.exits.observe(now):
             if isinstance(obs, ProcessExited):
                 self._on_exit(obs)
         events += self._resolve_exits(now)
@@ -123,40 +159,69 @@ class ComputeLoop:
             events += self._slow_checks(now)
         if self.gpus is not None:
             self.last_gpus = self.gpus.observe(now)
-            for g in self.last_gpus:
-                if self.metrics is not None:
-                    self.metrics.set_gpu_health(str(g.gpu), g.status)
-                events.append(GpuEvent(g.gpu, g.status, g.kind, g.reason))
+            events += [gpu_event(g) for g in self.last_gpus]
         ctx = self._context(now, any(isinstance(e, GpuEvent) and e.status in ("fault", "unresponsive") for e in events))
+        before = self.policy.vm_faults
         self.policy, actions = decide(now, self.policy, events, self.cfg, ctx)
+        if self.policy.vm_faults != before:
+            self.executor.state.set_policy(now, VM_FAULTS_KEY, self.policy.vm_faults_json())
         self.cycles += 1
+        self.settings.keep({t.job_id for t in self.trainers.values()} | set(self._exits) | set(self.policy.jobs))
+        if self.metrics is not None:
+            self.metrics.gpus(now, self.last_gpus)
+            self.metrics.trainer_faults(now, events, {a.target for a in actions})
         if not actions:
             return []
-        for e in events:
-            if isinstance(e, TrainerEvent) and self.metrics is not None:
-                self.metrics.fault(e.kind)
         return self.executor.execute(now, actions)
 
     # -- trainers --------------------------------------------------------------------
 
-    def _adopt(self, found: list[NodeTrainer]) -> None:
+    def _adopt(self, found: list[NodeTrainer], now: float) -> None:
         current: dict[tuple[int, int], NodeTrainer] = {}
         for t in found:
             if t.key not in self.trainers and not self._is_ours(t):
                 continue
             current[t.key] = t
-            if t.key not in self.trainers:
+        self.trainers = current
+        roots = task_roots(list(current.values()))
+        for t in roots:
+            if t.key not in self._watched:
                 log.info(
-                    "watching trainer pid %d of Slurm job %s (%s, attempt %d)",
+                    "watching task root pid %d of Slurm job %s (%s, attempt %d)",
                     t.proc.pid,
                     t.job_id,
                     t.proc.job_name,
                     t.attempt,
                 )
+                self._watched.add(t.key)
                 self._by_pid[t.proc.pid] = t
-                self.watcher.watch_trainer(self._proc(t))
-        self.trainers = current
-        self.table.set([self._proc(t) for t in current.values()])
+                self.exits.watch_trainer(trainer_proc(t))
+        self._watched &= set(current)
+        self._group_by_job(roots, now)
+
+    def _group_by_job(self, roots: list[NodeTrainer], now: float) -> None:
+        """Roots by lamplighter job (run directory): each job's watch, made on first sight, kept while it is here."""
+        self._roots = {}
+        for t in roots:
+            s = self.settings.get(t.job_id, t.config, now)
+            key = t.run_dir or s.run_dir or f"slurm-job-{t.job_id}"
+            first = key not in self._roots
+            self._roots.setdefault(key, []).append(t)
+            if key not in self.watches:
+                self.watches[key] = JobWatch(
+                    t.proc.job_name,
+                    t.run_dir or s.run_dir,
+                    s,
+                    self.fetch_lighthouse,
+                    lighthouse_timeout_s(self.cfg.health.poll_interval_s),
+                    self.proc_root,
+                    lambda: self._snap,
+                    self.metrics,
+                )
+            elif first:
+                self.watches[key].use(s)  # the job's first task decides (every group of a job has one job.json)
+        for key in [k for k in self.watches if k not in self._roots]:
+            del self.watches[key]
 
     def _is_ours(self, t: NodeTrainer) -> bool:
         """Is the trainer's Slurm job a lamplighter group's job, named as render.py names it? Asked once per job."""
@@ -171,12 +236,6 @@ class ComputeLoop:
             if info.name != want:
                 log.warning("not adopting pid %d: Slurm job %s is %r, not %r", t.proc.pid, t.job_id, info.name, want)
         return self._verified[t.job_id]
-
-    @staticmethod
-    def _proc(t: NodeTrainer) -> TrainerProc:
-        return TrainerProc(
-            group=t.proc.replica_id or 0, rank=t.rank, attempt=t.attempt, pid=t.proc.pid, started_at=t.started_at
-        )
 
     def _on_exit(self, obs: ProcessExited) -> None:
         t = self._by_pid.pop(obs.pid, None)
@@ -212,51 +271,24 @@ class ComputeLoop:
                     code,
                     {"pid": t.proc.pid, "slurm_state": info.state, "exited_at": when},
                     group=f"{t.proc.job_name}/g{t.proc.replica_id}",
+                    renewals=t.renewals,
                 )
             )
         return out
 
     def _hangs(self, now: float) -> list[TrainerEvent]:
-        by_dir: dict[str, list[NodeTrainer]] = {}
-        for t in self.trainers.values():
-            if t.run_dir and t.job_id not in self._exits:
-                by_dir.setdefault(t.run_dir, []).append(t)
         out = []
-        h = self.cfg.health
-        for run_dir, ts in by_dir.items():
-            # The trainer writes its own view of its PID into the heartbeat: match on that.
-            procs = [replace(self._proc(t), pid=t.ns_pid) for t in ts]
-            check = HangCheck(
-                StaticTable(procs), HeartbeatFiles(Path(run_dir)), h.hang_timeout_s, startup_grace_s=h.hang_timeout_s
-            )
-            pid_job = {t.ns_pid: t for t in ts}
-            for hung in check.observe(now):
-                t = pid_job[hung.pid]
-                out.append(
-                    TrainerEvent(
-                        "hang",
-                        t.job_id,
-                        t.attempt,
-                        f"{t.proc.job_name} {hung.reason}",
-                        detail={"pid": t.proc.pid, "silent_s": round(hung.silent_s, 3)},
-                    )
-                )
+        for key, w in self.watches.items():
+            # A job whose launcher exited is being resolved through Slurm: its silence is no news.
+            w.set_roots([t for t in self._roots.get(key, []) if t.job_id not in self._exits])
+            out += w.hangs(now)
         return out
 
     def _slow_checks(self, now: float) -> list[TrainerEvent]:
-        pid_job = {t.proc.pid: t for t in self.trainers.values()}
-        by_group = {(t.proc.replica_id or 0, t.attempt): t for t in self.trainers.values()}
-        found: list[DState | MemoryHigh] = [*self.dstate.observe(now), *self.memory.observe(now)]
+        self._snap = snapshot(self.proc_root)
         out = []
-        for obs in found:
-            # D state may be reported for a child of the trainer: find the trainer by its group.
-            t = pid_job.get(obs.pid) or by_group.get((obs.group, obs.attempt))
-            if t is None:
-                continue
-            kind: Literal["dstate", "memory"] = "dstate" if isinstance(obs, DState) else "memory"
-            out.append(
-                TrainerEvent(kind, t.job_id, t.attempt, f"{t.proc.job_name} {obs.reason}", detail={"pid": obs.pid})
-            )
+        for w in self.watches.values():
+            out += w.stuck(now)
         return out
 
     # -- context ---------------------------------------------------------------------
@@ -266,9 +298,10 @@ class ComputeLoop:
         for t in self.trainers.values():
             j = jobs.get(t.job_id)
             pids = (j.pids if j else ()) + ((t.proc.pid, t.proc.start_time),)
-            jobs[t.job_id] = LocalJob(t.job_id, t.proc.job_name, t.proc.replica_id, t.attempt, pids)
+            jobs[t.job_id] = LocalJob(t.job_id, t.proc.job_name, t.proc.replica_id, t.attempt, pids, t.renewals)
+        restart = {j: s.restart for j, s in self.settings.known().items()}
         if not gpu_fault:
-            return Context(self.node, jobs)
+            return Context(self.node, jobs, restart=restart)
         # Only when a drain is on the table: the cluster's view (one scontrol call).
         history = list(drain_history(self.executor.state.events()))
         drained_by_us = False
@@ -284,7 +317,15 @@ class ComputeLoop:
                     drained_by_us = True
         except SlurmError as e:
             log.error("cannot list nodes for the drain limit: %s", e)
-        return Context(self.node, jobs, drained_by_us, tuple(history), total)
+        return Context(self.node, jobs, drained_by_us, tuple(history), total, restart)
+
+    def run_dir_of(self, job_id: str) -> str | None:
+        """The run directory of a Slurm job seen on this node (its trainers' environment, else its job.json)."""
+        for t in self.trainers.values():
+            if t.job_id == job_id and t.run_dir:
+                return t.run_dir
+        s = self.settings.known().get(job_id)
+        return s.run_dir if s is not None else None
 
     def status(self) -> dict[str, Any]:
         return {
@@ -298,17 +339,44 @@ class ComputeLoop:
                     "job": t.proc.job_name,
                     "replica_id": t.proc.replica_id,
                     "attempt": t.attempt,
+                    "root": t.key in self._watched,
                 }
-                for t in self.trainers.values()
+                # Task roots (the watched launchers) first, then their children.
+                for t in sorted(self.trainers.values(), key=lambda t: (t.key not in self._watched, t.proc.pid))
             ],
+            "jobs": [w.status() for w in self.watches.values()],
             "gpus": [{"gpu": g.gpu, "status": g.status, "kind": g.kind, "reason": g.reason} for g in self.last_gpus],
             "policy": self.policy.to_json(),
+            "vm_faults": self.policy.vm_faults_json(),
         }
 
     def close(self) -> None:
-        self.watcher.close()
+        self.exits.close()
         if self.gpus is not None:
             self.gpus.close()
+
+
+VM_FAULTS_KEY = "vm_faults"
+
+
+def gpu_event(g: GpuObservation) -> GpuEvent:
+    """The policy's view of one GPU observation: every problem found, and the pids a VM fault names."""
+    problems = g.values.get("problems", [])
+    pids = []
+    for ev in g.values.get("events", []):
+        if isinstance(ev, dict) and ev.get("event") == "VMFAULT":
+            try:
+                pids.append(int(str(ev.get("message", "")).partition(":")[0], 16))  # the kernel's "%x:%s"
+            except ValueError:
+                continue
+    return GpuEvent(
+        g.gpu,
+        g.status,
+        g.kind,
+        g.reason,
+        tuple(str(p) for p in problems) if isinstance(problems, list) else (),
+        tuple(p for p in pids if p > 0),
+    )
 
 
 def drain_history(events: list[dict[str, Any]]) -> list[tuple[float, str]]:

@@ -20,13 +20,13 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lamplighter.slurm.actions import SlurmApi
-from lamplighter.slurm.requeue import JobUpdater, requeue_elsewhere, start_elsewhere
+from lamplighter.slurm.requeue import ALREADY, JobUpdater, requeue_elsewhere, start_elsewhere
 from lamplighter.slurm.run import SlurmError
 from lamplighter.supervisor.daemon.actionlog import ActionLog
 from lamplighter.supervisor.daemon.discovery import parse_stat
@@ -59,6 +59,8 @@ class Executor:
     clock: Callable[[], float] = time.time
     pause_before: str | None = None
     pause_file: Path | None = None
+    # (line, job ids): each action line also goes to the run directory of the jobs it concerns (run_dir_actions.py)
+    job_log: Callable[[str, Sequence[str]], None] | None = None
 
     def execute(self, now: float, actions: list[NodeAction]) -> list[dict[str, Any]]:
         """Carry out the actions in order; returns one result per action (also logged)."""
@@ -75,7 +77,12 @@ class Executor:
         if a.kind == "kill_local":
             before = {"pids": [list(p) for p in a.pids]}
         elif a.kind == "requeue":
-            before = {"restarts": self._restarts(a.target), "exclude": a.exclude_node, "start_at": a.start_at}
+            before = {
+                "restarts": self._restarts(a.target),
+                "exclude": a.exclude_node,
+                "start_at": a.start_at,
+                "attempt": a.attempt,
+            }
         restart_group = a.group if a.kind == "requeue" else None
         return self.state.record_intent(now, a.kind, a.target, a.reason, a.observation, before, restart_group)
 
@@ -98,17 +105,34 @@ class Executor:
             result, outcome = {"error": f"{type(e).__name__}: {e}"}, "failed"
             log.error("action %s %s failed: %s", a.kind, a.target, e)
         self.state.record_done(self.clock(), p.id, outcome, result)
-        self.actions.write(now, a.kind, a.target, a.reason, a.observation, outcome=outcome, result=result, id=p.id)
-        if outcome == "ok" and a.kind == "requeue" and self.metrics is not None and a.group:
+        self._write(now, a, outcome=outcome, result=result, id=p.id)
+        by_another = str(result.get("requeue", "")).startswith(ALREADY)
+        if outcome == "ok" and a.kind == "requeue" and self.metrics is not None and a.group and not by_another:
             self.metrics.restart(a.group)
         return {"action": a.kind, "target": a.target, "outcome": outcome, **result}
 
     def _announce(self, now: float, a: NodeAction) -> dict[str, Any]:
-        """give_up and log: nothing to do to the world, but said loudly and kept in the state's events."""
+        """give_up, log and report: nothing to do to the world, but said (give_up and log loudly) and kept."""
+        if a.kind == "report":
+            self._write(now, a, outcome="reported")
+            log.warning("%s: %s", a.target, a.reason)
+            return {"action": a.kind, "target": a.target, "outcome": "reported"}
         self.state.record_event(now, a.kind, {"target": a.target, "reason": a.reason, "observation": a.observation})
-        self.actions.write(now, a.kind, a.target, a.reason, a.observation, outcome="logged")
+        self._write(now, a, outcome="logged")
         log.error("%s %s: %s", a.kind.upper(), a.target, a.reason)
         return {"action": a.kind, "target": a.target, "outcome": "logged"}
+
+    def _write(self, now: float, a: NodeAction, **extra: Any) -> None:
+        """The action's line: to the node's action log, and to the run directory of each job it concerns."""
+        if a.group is not None:
+            extra["group"] = a.group
+        if a.attempt is not None:
+            extra["attempt"] = a.attempt
+        if a.jobs:
+            extra["jobs"] = [{"job_id": j, "group": g, "attempt": n} for j, g, n in a.jobs]
+        line = self.actions.write(now, a.kind, a.target, a.reason, a.observation, **extra)
+        if self.job_log is not None and a.jobs:
+            self.job_log(line, [j for j, _, _ in a.jobs])
 
     def _do(self, kind: str, target: str, reason: str, before: dict[str, Any], now: float) -> dict[str, Any]:
         if kind == "kill_local":
@@ -120,7 +144,7 @@ class Executor:
             self.api.mark_down(target, reason)
             return {}
         if kind == "requeue":
-            start_at = before.get("start_at")
+            start_at, attempt = before.get("start_at"), before.get("attempt")
             return requeue_elsewhere(
                 self.api,
                 self.updater,
@@ -128,6 +152,7 @@ class Executor:
                 before.get("exclude"),
                 now if start_at is None else float(start_at),
                 now,
+                None if attempt is None else int(attempt),
             )
         raise ValueError(f"unknown action kind {kind!r}")
 

@@ -1,4 +1,4 @@
-"""The head-node role: keep the Lighthouse up, and mark dead nodes down before Slurm notices.
+"""The head-node role: mark dead nodes down before Slurm notices, and start their jobs elsewhere.
 
 Slurm notices a dead node only after SlurmdTimeout (300 s by default): until
 then the group's job stays RUNNING on a node that is gone. The head daemon
@@ -7,7 +7,8 @@ NodeAddr:Port from `scontrol show nodes`); a node that refuses or ignores the
 connection for `node_silence_s` is marked DOWN with lamplighter's reason,
 which makes Slurm requeue its jobs at once (JobRequeue=1); the job is then
 kept off that node and started now (slurm/requeue.py). Marking down counts
-against the same rate limit as drains.
+against the same rate limit as drains. The head runs no Lighthouse: each job
+brings its own, as a Slurm job of its own (slurm/render.py).
 """
 
 from __future__ import annotations
@@ -27,10 +28,9 @@ from lamplighter.slurm.requeue import start_elsewhere
 from lamplighter.slurm.run import SlurmError
 from lamplighter.supervisor.daemon.compute_loop import drain_history
 from lamplighter.supervisor.daemon.executor import Executor
-from lamplighter.supervisor.daemon.lighthouse_keeper import KeptLighthouse
+from lamplighter.supervisor.daemon.metrics import DaemonMetrics
 from lamplighter.supervisor.daemon.node_policy import REASON_PREFIX, NodeAction
 from lamplighter.supervisor.daemon.ratelimit import may_drain
-from lamplighter.supervisor.policy import backoff_s
 
 log = logging.getLogger(__name__)
 
@@ -84,23 +84,16 @@ class HeadLoop:
     executor: Executor
     clock: Callable[[], float]
     log_dir: Path
-    state_dir: Path | None = None  # where the Lighthouse's record is kept; default: log_dir's parent
     silent_since: dict[str, float] = field(default_factory=dict)
-    lighthouse: KeptLighthouse | None = None
-    lighthouse_restarts: int = 0
-    lighthouse_due: float | None = None
     cycles: int = 0
     last_marked: list[str] = field(default_factory=list)
+    metrics: DaemonMetrics | None = None
 
     def start(self, now: float) -> None:
-        if self.cfg.lighthouse is not None:
-            state_dir = self.state_dir if self.state_dir is not None else self.log_dir.parent
-            self.lighthouse = KeptLighthouse(self.cfg.lighthouse, state_dir, self.log_dir / "lighthouse.log")
-            self.lighthouse.start(now)
+        return None  # nothing to start: each job brings its own Lighthouse (a Slurm job of its own)
 
     def cycle(self) -> list[dict[str, Any]]:
         now = self.clock()
-        self._lighthouse(now)
         try:
             jobs = [j for j in self.api.jobs(self.cfg.job_prefix) if j.state == "RUNNING"]
             nodes = {n.name: n for n in self.api.nodes()} if jobs else {}
@@ -146,45 +139,13 @@ class HeadLoop:
                 except (SlurmError, TimeoutError) as e:
                     log.warning("head: could not start job %s of dead node %s at once: %s", j.job_id, node, e)
 
-    def _lighthouse(self, now: float) -> None:
-        lh = self.lighthouse
-        if lh is None or lh.alive():
-            return
-        code = lh.exit_code()
-        if self.lighthouse_due is None:
-            delay = backoff_s(self.lighthouse_restarts, self.cfg.restart)
-            self.lighthouse_due = now + delay
-            self.executor.actions.write(
-                now,
-                "restart_lighthouse",
-                lh.address,
-                f"Lighthouse (pid {lh.pid}) exited ({'code unknown' if code is None else code}); "
-                f"restarting in {delay:.1f} s on the same address",
-                {"type": "lighthouse-exit", "code": code},
-            )
-        if now >= self.lighthouse_due:
-            self.lighthouse_restarts += 1
-            self.lighthouse_due = None
-            lh.restart(now)
-
     def status(self) -> dict[str, Any]:
-        lh = self.lighthouse
         return {
             "role": "head",
             "cycles": self.cycles,
             "silent_nodes": dict(self.silent_since),
             "marked_down": list(self.last_marked),
-            "lighthouse": None
-            if lh is None
-            else {
-                "address": lh.address,
-                "restarts": self.lighthouse_restarts,
-                "pid": lh.pid,
-                "adopted": lh.adopted,
-            },
         }
 
     def close(self) -> None:
-        """The Lighthouse is left running: the quorum must outlive a daemon restart (lighthouse_keeper.py)."""
-        if self.lighthouse is not None and self.lighthouse.alive():
-            log.info("leaving the Lighthouse pid %s on %s running", self.lighthouse.pid, self.lighthouse.address)
+        return None

@@ -1,5 +1,21 @@
 """The daemon's Prometheus metrics, in their own registry, served on localhost by default.
 
+Every metric here is updated where its event happens (the list is also the
+Grafana dashboard's vocabulary, deploy/grafana/; a test scrapes the real
+exporter and checks the dashboard uses only these names):
+
+| metric | type | updated by |
+|---|---|---|
+| lamplighter_gpu_health{gpu,status} | gauge, 1 for the current status | compute loop, every GPU probe cycle |
+| lamplighter_faults_detected_total{kind} | counter | compute loop: a GPU turning faulty/unresponsive, a trainer fault acted on |
+| lamplighter_fault_detection_latency_seconds | histogram | same: from the last sign of health (exit time, last heartbeat, last healthy GPU reading) |
+| lamplighter_actions_total{action,outcome} | counter | action log: every kill, drain, requeue, mark-down, give-up, refusal |
+| lamplighter_group_requeues_total{group} | counter | executor, a requeue carried out |
+| lamplighter_group_recovery_seconds | histogram | recovery watch, on the node where a restarted group commits again |
+| lamplighter_group_heals_total{source} | counter | recovery watch: how that group got its state (peer, checkpoint) |
+| lamplighter_quorum_changes_total | counter | job watch: a job's Lighthouse, read for progress, has a new quorum id |
+| lamplighter_lighthouse_unreachable_total | counter | job watch: a job's Lighthouse stopped answering (restart, crash, network) |
+
 The HTTP endpoint only ever serves these numbers: whatever a client sends, no
 request can make the daemon act. Counters start from zero when the daemon
 restarts (Prometheus' rate() handles the reset); restart budgets themselves
@@ -10,7 +26,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -19,6 +37,7 @@ log = logging.getLogger(__name__)
 
 PREFIX = "lamplighter"
 DEFAULT_HOST = "127.0.0.1"
+BAD_GPU = ("fault", "unresponsive")
 
 
 @dataclass
@@ -31,32 +50,53 @@ class DaemonMetrics:
         r = self.registry
         self.gpu_health = Gauge(
             f"{PREFIX}_gpu_health",
-            "1 for the GPU's current health status, 0 for its others",
+            "1 for the GPU's current health status (ok, fault, unresponsive, unknown), 0 for the others it had",
             ["gpu", "status"],
             registry=r,
         )
-        self.faults = Counter(f"{PREFIX}_faults", "Faults detected, by kind", ["kind"], registry=r)
-        self.detection_latency = Histogram(
-            f"{PREFIX}_detection_latency_seconds",
-            "From a fault's occurrence (as far as known) to its detection",
-            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
+        # prometheus_client adds _total to counters on exposition; the names below are the exported ones.
+        self.faults = Counter(
+            f"{PREFIX}_faults_detected",
+            "Faults detected, by kind (gpu-<kind>, exit, hang, dstate, memory)",
+            ["kind"],
             registry=r,
         )
+        self.detection_latency = Histogram(
+            f"{PREFIX}_fault_detection_latency_seconds",
+            "From the last sign of health (a trainer's exit, its last heartbeat, the GPU's last healthy reading) "
+            "to the fault's detection",
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120),
+            registry=r,
+        )
+        self.actions = Counter(
+            f"{PREFIX}_actions", "Actions taken or refused, by kind and outcome", ["action", "outcome"], registry=r
+        )
+        self.requeues = Counter(
+            f"{PREFIX}_group_requeues", "Requeues of a replica group's Slurm job, by group", ["group"], registry=r
+        )
         self.recovery = Histogram(
-            f"{PREFIX}_recovery_seconds",
-            "From a fault's detection to the failed group committing a step again",
+            f"{PREFIX}_group_recovery_seconds",
+            "A restarted group: from its last committed step before the failure to its first committed step after",
             buckets=(0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600),
             registry=r,
         )
-        self.restarts = Counter(f"{PREFIX}_restarts", "Restarts of a replica group, by group", ["group"], registry=r)
-        self.quorum_changes = Counter(f"{PREFIX}_quorum_changes", "Quorum changes seen", registry=r)
-        self.heal = Histogram(
-            f"{PREFIX}_heal_seconds",
-            "A restarted group's weight transfer from a live peer",
-            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 120),
+        self.heals = Counter(
+            f"{PREFIX}_group_heals",
+            "Restarted groups by where their first state came from (peer, checkpoint, none)",
+            ["source"],
+            registry=r,
+        )
+        self.quorum_changes = Counter(
+            f"{PREFIX}_quorum_changes", "Quorum changes of the jobs' Lighthouses, as this daemon reads them", registry=r
+        )
+        self.lighthouse_unreachable = Counter(
+            f"{PREFIX}_lighthouse_unreachable",
+            "Times a job's Lighthouse stopped answering this daemon (a restart, a crash, the network)",
             registry=r,
         )
         self._statuses: dict[str, set[str]] = {}
+        self._gpu_status: dict[int, str] = {}
+        self._gpu_ok_t: dict[int, float] = {}
         self._lock = threading.Lock()
 
     def set_gpu_health(self, gpu: str, status: str) -> None:
@@ -73,7 +113,34 @@ class DaemonMetrics:
             self.detection_latency.observe(max(detection_latency_s, 0.0))
 
     def restart(self, group: str) -> None:
-        self.restarts.labels(group=group).inc()
+        self.requeues.labels(group=group).inc()
+
+    def action(self, action: str, outcome: str) -> None:
+        self.actions.labels(action=action, outcome=outcome or "none").inc()
+
+    def gpus(self, now: float, observations: Sequence[Any]) -> None:
+        """One probe cycle's GPU observations: the health gauge, and a fault when a GPU turns bad."""
+        for o in observations:
+            self.set_gpu_health(str(o.gpu), o.status)
+            before = self._gpu_status.get(o.gpu)
+            if o.status in BAD_GPU and before not in BAD_GPU:
+                ok_t = self._gpu_ok_t.get(o.gpu)
+                self.fault(f"gpu-{o.kind}", None if ok_t is None else now - ok_t)
+            if o.status == "ok":
+                self._gpu_ok_t[o.gpu] = now
+            self._gpu_status[o.gpu] = o.status
+
+    def trainer_faults(self, now: float, events: Sequence[Any], acted_on: set[str]) -> None:
+        """Trainer events the policy acted on (stragglers of a handled attempt are not new faults)."""
+        for e in events:
+            if getattr(e, "job_id", None) not in acted_on or not hasattr(e, "attempt"):
+                continue
+            latency: float | None = None
+            if e.kind == "exit" and isinstance(e.detail.get("exited_at"), int | float):
+                latency = now - float(e.detail["exited_at"])
+            elif e.kind == "hang" and isinstance(e.detail.get("silent_s"), int | float):
+                latency = float(e.detail["silent_s"])
+            self.fault(e.kind, latency)
 
 
 @dataclass

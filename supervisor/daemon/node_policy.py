@@ -4,11 +4,20 @@ Nothing here reads a clock, Slurm or /proc: the compute loop gathers the
 observations and the context, and the executor carries the actions out.
 
 Rules (per Slurm job of a lamplighter replica group on this node):
-- A GPU of this node faulty or unresponsive: every lamplighter job here is
-  killed locally and requeued (the node is at fault, so this does not count
-  against the group's restart budget), and the node is drained with the GPU's
-  reason, unless the drain rate limit refuses it (then the jobs are still
-  moved, and the refusal is logged loudly). A GPU in "unknown" is not a fault.
+- A GPU fault is answered by its kind, as the table in gpu_faults.py says:
+  - hardware (lost, unresponsive, RAS reset, uncorrectable ECC, bad pages,
+    ...): every lamplighter job here is killed locally and requeued (the node
+    is at fault, so this does not count against the group's restart budget),
+    and the node is drained with the GPU's reason, unless the drain rate limit
+    refuses it (then the jobs are still moved, and the refusal is logged loudly);
+  - a VM fault: the group whose process faulted (every group here if the
+    faulting pid is none of theirs) is restarted like a failed trainer (its
+    budget, backoff and crash loop); the node is drained only when VM faults of
+    `health.vm_fault_drain_after` different jobs fell within
+    `health.vm_fault_window_s` (the history is in the state, kept by the daemon
+    across restarts, and cleared by the drain);
+  - thermal throttling: reported (one action-log line), nothing else.
+  A GPU in "unknown" is not a fault.
 - A trainer exit 0: the group is done. An exit code in
   `restart.no_restart_exit_codes`: give up on the group (no requeue).
 - Any other exit (or an exit whose code could not be learned), a hang, a
@@ -16,6 +25,11 @@ Rules (per Slurm job of a lamplighter replica group on this node):
   after `backoff_s(attempt)`, unless Slurm's restart count (the attempt) has
   reached `budget_per_group` or `crash_loop_max` failures of the group fell
   within `crash_loop_window_s`: then give up (loudly).
+- The restart policy is the job's own (`restart` in its job.json, given per
+  job in the context); the node config holds only the drain limits.
+- A requeue names the attempt that failed: every node of a multi-node group
+  may decide the same, and only the first requeue of that attempt happens
+  (slurm/requeue.py).
 - Observations about an attempt already handled (the stragglers of a job we
   are requeueing) or about a given-up or finished job are ignored.
 The attempt is Slurm's SLURM_RESTART_COUNT as the trainer saw it: it is the
@@ -28,13 +42,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from lamplighter.configs.schema import NodeConfig
+from lamplighter.configs.schema import NodeConfig, RestartConfig
+from lamplighter.configs.slurm_names import REASON_PREFIX
+from lamplighter.supervisor.daemon.gpu_faults import (
+    UNATTRIBUTED,
+    gpu_response,
+    recent_vm_faults,
+    vm_fault_jobs,
+)
 from lamplighter.supervisor.daemon.ratelimit import may_drain
 from lamplighter.supervisor.policy import backoff_s
 
-NodeActionKind = Literal["kill_local", "drain", "requeue", "mark_down", "give_up", "log"]
-TrainerEventKind = Literal["exit", "hang", "dstate", "memory"]
-REASON_PREFIX = "lamplighter: "
+NodeActionKind = Literal["kill_local", "drain", "requeue", "mark_down", "give_up", "log", "report"]
+TrainerEventKind = Literal["exit", "hang", "dstate", "memory", "vmfault"]
+JobRef = tuple[str, str | None, int]  # (Slurm job id, group, attempt) an action is about
+DEFAULT_RESTART = RestartConfig()  # a job whose config cannot be read
 
 
 @dataclass(frozen=True)
@@ -49,6 +71,8 @@ class NodeAction:
     start_at: float | None = None  # requeue: do not start before (epoch seconds)
     exclude_node: str | None = None  # requeue: keep the job off this node on its next start
     group: str | None = None  # "<job name>/g<replica>" for restart accounting
+    attempt: int | None = None  # requeue: the attempt that failed (done once, whichever node asks first)
+    jobs: tuple[JobRef, ...] = ()  # the groups this action concerns (a drain: the ones it moves), for the run dirs
 
 
 @dataclass(frozen=True)
@@ -62,6 +86,12 @@ class TrainerEvent:
     code: int | None = None  # exit: the exit code if known
     detail: dict[str, Any] = field(default_factory=dict)
     group: str | None = None  # "<job name>/g<replica>"
+    renewals: int = 0  # of its `attempt` restarts, renewals before the time limit: not failures
+
+    @property
+    def restarts(self) -> int:
+        """Restarts that count against the budget: Slurm's restart count less the renewals."""
+        return max(0, self.attempt - self.renewals)
 
 
 @dataclass(frozen=True)
@@ -70,6 +100,8 @@ class GpuEvent:
     status: str  # ok, fault, unresponsive, unknown
     kind: str
     reason: str
+    problems: tuple[str, ...] = ()  # every problem kind found (kind is the worst)
+    pids: tuple[int, ...] = ()  # vmfault: the pids the driver named
 
 
 @dataclass(frozen=True)
@@ -81,6 +113,7 @@ class LocalJob:
     replica_id: int | None
     attempt: int
     pids: tuple[tuple[int, int], ...]
+    renewals: int = 0
 
     @property
     def group(self) -> str:
@@ -96,6 +129,10 @@ class Context:
     node_drained_by_us: bool = False
     drain_history: tuple[tuple[float, str], ...] = ()
     total_nodes: int = 0
+    restart: Mapping[str, RestartConfig] = field(default_factory=dict)  # job id -> that job's restart policy
+
+    def restart_for(self, job_id: str) -> RestartConfig:
+        return self.restart.get(job_id, DEFAULT_RESTART)
 
 
 @dataclass(frozen=True)
@@ -108,6 +145,7 @@ class JobTrack:
 @dataclass(frozen=True)
 class NodePolicyState:
     jobs: Mapping[str, JobTrack] = field(default_factory=dict)
+    vm_faults: tuple[tuple[float, str], ...] = ()  # (time, job id) of GPU VM faults on this node, within the window
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -119,10 +157,30 @@ class NodePolicyState:
     def from_json(cls, data: Mapping[str, Any]) -> NodePolicyState:
         return cls({j: JobTrack(int(t["handled_attempt"]), t["status"], tuple(t["failures"])) for j, t in data.items()})
 
+    def vm_faults_json(self) -> list[list[float | str]]:
+        return [[t, j] for t, j in self.vm_faults]
+
+    @staticmethod
+    def vm_faults_from_json(data: Any) -> tuple[tuple[float, str], ...]:
+        """The persisted VM fault history; anything unreadable in it is dropped, never fatal."""
+        out = []
+        for item in data if isinstance(data, list) else []:
+            try:
+                t, j = item
+                out.append((float(t), str(j)))
+            except (TypeError, ValueError):
+                continue
+        return tuple(out)
+
 
 def _obs(ev: TrainerEvent | GpuEvent) -> dict[str, Any]:
     if isinstance(ev, GpuEvent):
-        return {"type": "gpu", "gpu": ev.gpu, "status": ev.status, "kind": ev.kind, "reason": ev.reason}
+        out: dict[str, Any] = {"type": "gpu", "gpu": ev.gpu, "status": ev.status, "kind": ev.kind, "reason": ev.reason}
+        if ev.problems:
+            out["problems"] = list(ev.problems)
+        if ev.pids:
+            out["pids"] = list(ev.pids)
+        return out
     return {
         "type": ev.kind,
         "job_id": ev.job_id,
@@ -138,36 +196,112 @@ def _gpu_actions(
 ) -> None:
     why = "; ".join(f.reason for f in faults)
     observation = {"type": "gpu", "faults": [_obs(f) for f in faults]}
+    moved: list[JobRef] = []
     for job in sorted(ctx.jobs.values(), key=lambda j: j.job_id):
         track = jobs.get(job.job_id, JobTrack())
         if track.status != "running" or job.attempt <= track.handled_attempt:
             continue
         reason = f"{why}: moving {job.group} (Slurm job {job.job_id}, attempt {job.attempt}) off {ctx.node}"
-        out.append(NodeAction("kill_local", job.job_id, reason, observation, pids=job.pids, group=job.group))
+        ref = ((job.job_id, job.group, job.attempt),)
+        out.append(NodeAction("kill_local", job.job_id, reason, observation, pids=job.pids, group=job.group, jobs=ref))
         out.append(
-            NodeAction("requeue", job.job_id, reason, observation, start_at=now, exclude_node=ctx.node, group=job.group)
+            NodeAction(
+                "requeue",
+                job.job_id,
+                reason,
+                observation,
+                start_at=now,
+                exclude_node=ctx.node,
+                group=job.group,
+                attempt=job.attempt,
+                jobs=ref,
+            )
         )
+        moved.append(ref[0])
         jobs[job.job_id] = replace(track, handled_attempt=job.attempt, failures=track.failures + (now,))
+    _drain(now, why, observation, tuple(moved), cfg, ctx, out)
+
+
+def _drain(
+    now: float,
+    why: str,
+    observation: dict[str, Any],
+    moved: tuple[JobRef, ...],
+    cfg: NodeConfig,
+    ctx: Context,
+    out: list[NodeAction],
+) -> bool:
+    """Drain this node (within the rate limit, unless we drained it already); True if a drain was decided."""
     if ctx.node_drained_by_us:
-        return
+        return False
     allowed, limit = may_drain(
         now, ctx.drain_history, ctx.total_nodes, cfg.max_drain_fraction, cfg.drain_window_s, node=ctx.node
     )
     drain_reason = (REASON_PREFIX + why)[:900]
     if allowed:
-        out.append(NodeAction("drain", ctx.node, drain_reason, {**observation, "rate_limit": limit}))
+        out.append(NodeAction("drain", ctx.node, drain_reason, {**observation, "rate_limit": limit}, jobs=moved))
     else:
         out.append(
             NodeAction(
-                "log", ctx.node, f"NOT DRAINING {ctx.node} despite {why}: {limit}", {**observation, "rate_limit": limit}
+                "log",
+                ctx.node,
+                f"NOT DRAINING {ctx.node} despite {why}: {limit}",
+                {**observation, "rate_limit": limit},
+                jobs=moved,
             )
         )
     # Requeues go after the drain, so Slurm cannot put a job back on this node.
     out.sort(key=lambda a: a.kind == "requeue")
+    return allowed
+
+
+def _vm_fault_actions(
+    now: float,
+    jobs: dict[str, JobTrack],
+    faults: list[GpuEvent],
+    history: tuple[tuple[float, str], ...],
+    cfg: NodeConfig,
+    ctx: Context,
+    out: list[NodeAction],
+) -> tuple[tuple[float, str], ...]:
+    """Restart the faulting group(s); drain if VM faults of enough different jobs fell within the window.
+
+    Returns the VM fault history to keep.
+    """
+    why = "; ".join(f.reason for f in faults)
+    observation = {"type": "gpu", "faults": [_obs(f) for f in faults]}
+    pids = {p for f in faults for p in f.pids}
+    here = sorted(ctx.jobs.values(), key=lambda j: j.job_id)
+    blamed = [j for j in here if pids & {p for p, _ in j.pids}]
+    whose = "its process" if blamed else "the faulting pid is none of theirs, so each group here"
+    for job in blamed or here:
+        ev = TrainerEvent(
+            "vmfault",
+            job.job_id,
+            job.attempt,
+            f"{why}: GPU VM fault in {job.group} ({whose}); most often the application's own bug",
+            detail={"gpu_faults": observation["faults"]},
+            group=job.group,
+            renewals=job.renewals,
+        )
+        _trainer_actions(now, jobs, ev, ctx, out)
+    window = cfg.health.vm_fault_window_s
+    new = tuple((now, j.job_id) for j in (blamed or here)) or ((now, UNATTRIBUTED),)
+    kept = recent_vm_faults(now, history + new, window)
+    different = vm_fault_jobs(kept)
+    if len(different) < cfg.health.vm_fault_drain_after:
+        return kept
+    moved = tuple((j.job_id, j.group, j.attempt) for j in (blamed or here))
+    reason = (
+        f"GPU VM faults from {len(different)} different jobs ({', '.join(different)}) within "
+        f"{window:g} s (health.vm_fault_drain_after {cfg.health.vm_fault_drain_after}); last: {why}"
+    )
+    drained = _drain(now, reason, {**observation, "vm_faults": [list(f) for f in kept]}, moved, cfg, ctx, out)
+    return () if drained else kept
 
 
 def _trainer_actions(
-    now: float, jobs: dict[str, JobTrack], ev: TrainerEvent, cfg: NodeConfig, ctx: Context, out: list[NodeAction]
+    now: float, jobs: dict[str, JobTrack], ev: TrainerEvent, ctx: Context, out: list[NodeAction]
 ) -> None:
     track = jobs.get(ev.job_id, JobTrack())
     if track.status != "running" or ev.attempt <= track.handled_attempt:
@@ -176,7 +310,8 @@ def _trainer_actions(
     group = local.group if local else ev.group
     pids = local.pids if local else ()
     observation = _obs(ev)
-    rc = cfg.restart
+    ref: tuple[JobRef, ...] = ((ev.job_id, group, ev.attempt),)
+    rc = ctx.restart_for(ev.job_id)
     if ev.kind == "exit" and ev.code == 0:
         jobs[ev.job_id] = replace(track, status="done", handled_attempt=ev.attempt)
         return
@@ -186,8 +321,8 @@ def _trainer_actions(
             f"{rc.no_restart_exit_codes} (the trainer says a restart cannot help)"
         )
         if pids:
-            out.append(NodeAction("kill_local", ev.job_id, reason, observation, pids=pids, group=group))
-        out.append(NodeAction("give_up", ev.job_id, reason, observation, group=group))
+            out.append(NodeAction("kill_local", ev.job_id, reason, observation, pids=pids, group=group, jobs=ref))
+        out.append(NodeAction("give_up", ev.job_id, reason, observation, group=group, jobs=ref))
         jobs[ev.job_id] = replace(track, status="given_up", handled_attempt=ev.attempt)
         return
     recent = tuple(t for t in track.failures if now - t < rc.crash_loop_window_s) + (now,)
@@ -197,21 +332,31 @@ def _trainer_actions(
             f"crash loop, {len(recent)} failures within {rc.crash_loop_window_s:g} s "
             f"(restart.crash_loop_max {rc.crash_loop_max})"
         )
-    elif ev.attempt >= rc.budget_per_group:
+    elif ev.restarts >= rc.budget_per_group:
         give_up = (
-            f"restart budget exhausted after {ev.attempt} restarts (restart.budget_per_group {rc.budget_per_group})"
+            f"restart budget exhausted after {ev.restarts} restarts (restart.budget_per_group {rc.budget_per_group})"
         )
     if pids:
-        out.append(NodeAction("kill_local", ev.job_id, ev.reason, observation, pids=pids, group=group))
+        out.append(NodeAction("kill_local", ev.job_id, ev.reason, observation, pids=pids, group=group, jobs=ref))
     if give_up:
         reason = f"GIVING UP on Slurm job {ev.job_id}: {give_up}; last: {ev.reason}; the group stays down"
-        out.append(NodeAction("give_up", ev.job_id, reason, observation, group=group))
+        out.append(NodeAction("give_up", ev.job_id, reason, observation, group=group, jobs=ref))
         jobs[ev.job_id] = replace(track, status="given_up", handled_attempt=ev.attempt, failures=recent)
         return
-    delay = backoff_s(ev.attempt, rc)
-    reason = f"{ev.reason}; restart {ev.attempt + 1}/{rc.budget_per_group} in {delay:.1f} s"
+    delay = backoff_s(ev.restarts, rc)
+    reason = f"{ev.reason}; restart {ev.restarts + 1}/{rc.budget_per_group} in {delay:.1f} s"
     out.append(
-        NodeAction("requeue", ev.job_id, reason, observation, start_at=now + delay, exclude_node=ctx.node, group=group)
+        NodeAction(
+            "requeue",
+            ev.job_id,
+            reason,
+            observation,
+            start_at=now + delay,
+            exclude_node=ctx.node,
+            group=group,
+            attempt=ev.attempt,
+            jobs=ref,
+        )
     )
     jobs[ev.job_id] = replace(track, handled_attempt=ev.attempt, failures=recent)
 
@@ -226,17 +371,25 @@ def decide(
     """The actions for these observations, and the state to pass next time."""
     jobs = dict(state.jobs)
     out: list[NodeAction] = []
-    faults = [o for o in observations if isinstance(o, GpuEvent) and o.status in ("fault", "unresponsive")]
-    if faults:
-        _gpu_actions(now, jobs, faults, config, context, out)
+    gpu = [(o, gpu_response(o.status, o.kind, o.problems)) for o in observations if isinstance(o, GpuEvent)]
+    drains = [o for o, r in gpu if r == "drain"]
+    restarts = [o for o, r in gpu if r == "restart"]
+    vm_faults = recent_vm_faults(now, state.vm_faults, config.health.vm_fault_window_s)
+    if drains:
+        _gpu_actions(now, jobs, drains, config, context, out)  # moves every group here: covers VM faults too
+    elif restarts:
+        vm_faults = _vm_fault_actions(now, jobs, restarts, vm_faults, config, context, out)
+    for o, r in gpu:
+        if r == "report":
+            out.append(NodeAction("report", context.node, f"{o.reason}: reported, not acted on", _obs(o)))
     for ev in observations:
         if isinstance(ev, TrainerEvent):
-            _trainer_actions(now, jobs, ev, config, context, out)
+            _trainer_actions(now, jobs, ev, context, out)
     # Forget finished jobs that left this node; keep the ones whose budget or crash loop still matters.
     for job_id in list(jobs):
         t = jobs[job_id]
         if job_id in context.jobs or t.status == "given_up":
             continue
-        if not t.failures or now - t.failures[-1] > config.restart.crash_loop_window_s:
+        if not t.failures or now - t.failures[-1] > context.restart_for(job_id).crash_loop_window_s:
             del jobs[job_id]
-    return NodePolicyState(jobs), out
+    return NodePolicyState(jobs, vm_faults), out

@@ -12,6 +12,10 @@ node daemon needs on top:
   carries one (several test clusters on one machine);
 - the environment is read once per process (pid + start time), so a cycle
   costs one listdir and a stat read per new PID, not an environ read per process.
+Every process of a task carries its environment (torchrun's workers, data
+loader and compile workers): `task_roots` picks the process slurmstepd started
+(after the task wrapper's exec), the group's launcher on this node, whose exit
+is the group's; its children are covered through its process tree.
 Whether the Slurm job really is a lamplighter job (its name) is checked by
 the caller against Slurm (`expected_job_name`), before anything is done to it.
 """
@@ -22,8 +26,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from lamplighter.configs.slurm_names import group_job_name
 from lamplighter.supervisor.daemon.discovery import TrainerProcess, identify, parse_environ, parse_stat
-from lamplighter.trainer.contract import ENV_ATTEMPT, ENV_RUN_DIR
+from lamplighter.trainer.contract import ENV_ATTEMPT, ENV_CONFIG, ENV_RENEWALS, ENV_RUN_DIR
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -37,6 +42,8 @@ class NodeTrainer:
     slurm_conf: str | None
     started_at: float  # epoch seconds
     ns_pid: int  # its PID inside its own PID namespace (what it writes in its heartbeat); pid outside one
+    config: str | None = None  # LAMPLIGHTER_CONFIG: the job's resolved config (job.json)
+    renewals: int = 0  # LAMPLIGHTER_RENEWALS: how many of its restarts were renewals before the time limit
 
     @property
     def job_id(self) -> str:
@@ -53,8 +60,18 @@ class NodeTrainer:
 
 
 def expected_job_name(prefix: str, trainer: NodeTrainer) -> str:
-    """The Slurm job name a lamplighter group's job has (slurm/render.py: ll-<job>-g<N>)."""
-    return f"{prefix}{trainer.proc.job_name}-g{trainer.proc.replica_id}"
+    """The Slurm job name a lamplighter group's job has (configs/slurm_names.py, as render.py names it)."""
+    return group_job_name(trainer.proc.job_name, trainer.proc.replica_id, prefix)
+
+
+def task_roots(trainers: list[NodeTrainer]) -> list[NodeTrainer]:
+    """The tasks' root processes: those whose parent is not a process of the same Slurm job.
+
+    A child (a torchrun worker, a data-loader worker) inherits the job's environment;
+    its exit is its launcher's business (torchrun restarts workers), not a group failure.
+    """
+    of_job = {(t.job_id, t.proc.pid) for t in trainers}
+    return [t for t in trainers if (t.job_id, t.proc.ppid) not in of_job]
 
 
 def boot_time(proc_root: Path) -> float:
@@ -112,6 +129,14 @@ class TrainerScanner:
             seen[pid] = (stat.start_time, rec)
             if rec is not None and stat.state != "Z":
                 out.append(rec)
+        # A task's root seen before its exec is cached as no trainer until the next full rescan; a child
+        # carrying the job's environment gives it away now, so the child is never mistaken for the root.
+        for ppid in sorted({t.proc.ppid for t in out}):
+            cached = seen.get(ppid)
+            if cached is not None and cached[1] is None and (parent := self._read(ppid)) is not None:
+                seen[ppid] = (parent.proc.start_time, parent)
+                if parent.proc.state != "Z":
+                    out.append(parent)
         self._known = seen
         return sorted(out, key=lambda t: t.proc.pid)
 
@@ -137,7 +162,15 @@ class TrainerScanner:
             return None
         attempt = _int(env.get(ENV_ATTEMPT), _int(env.get("SLURM_RESTART_COUNT")))
         return NodeTrainer(
-            proc, node, env.get(ENV_RUN_DIR), attempt, conf, self._btime + stat.start_time / CLK_TCK, ns_pid(base, pid)
+            proc,
+            node,
+            env.get(ENV_RUN_DIR),
+            attempt,
+            conf,
+            self._btime + stat.start_time / CLK_TCK,
+            ns_pid(base, pid),
+            env.get(ENV_CONFIG) or None,
+            _int(env.get(ENV_RENEWALS)),
         )
 
 

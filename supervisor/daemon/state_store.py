@@ -18,6 +18,7 @@ API for the main loop (time is always passed in; nothing here reads a clock):
     state.set_baseline(now, "gpu0", {"ecc_uncorrectable": 4}); state.baselines() -> dict
     state.record_event(now, "fault", {...}); state.events() -> recent events, newest last
     state.drains() -> [(time, node)] of done drains, for ratelimit.may_drain
+    state.set_policy(now, "vm_faults", [...]); state.policy() -> the policy's persisted parts (by key)
     state.save()                                 # compaction; also automatic every compact_every records
     state.close()
 
@@ -74,6 +75,7 @@ def _empty(max_events: int) -> dict[str, Any]:
         "pending": {},
         "drains": [],
         "events": [],
+        "policy": {},
         "max_events": max_events,
     }
 
@@ -101,6 +103,8 @@ def apply(data: dict[str, Any], rec: dict[str, Any]) -> None:
         data["restarts"][g] = data["restarts"].get(g, 0) + 1
     elif typ == "baseline":
         data["baselines"][rec["key"]] = rec["values"]
+    elif typ == "policy":
+        data["policy"][rec["key"]] = rec["value"]
     elif typ != "event":
         raise JournalError(f"unknown journal record type {typ!r} at seq {seq}")
     if typ in ("event", "intent", "done"):
@@ -196,6 +200,11 @@ class DaemonState:
         with self._mutex:
             self._append({"type": "baseline", "t": now, "key": key, "values": values})
 
+    def set_policy(self, now: float, key: str, value: Any) -> None:
+        """Persist one part of the node policy's state (e.g. the VM fault history), replacing the last."""
+        with self._mutex:
+            self._append({"type": "policy", "t": now, "key": key, "value": value})
+
     def record_event(self, now: float, kind: str, data: dict[str, Any] | None = None) -> None:
         with self._mutex:
             self._append({"type": "event", "t": now, "kind": kind, "data": data or {}})
@@ -217,6 +226,10 @@ class DaemonState:
     def baselines(self) -> dict[str, dict[str, Any]]:
         with self._mutex:
             return copy.deepcopy(self._data["baselines"])
+
+    def policy(self) -> dict[str, Any]:
+        with self._mutex:
+            return copy.deepcopy(self._data["policy"])
 
     def drains(self) -> list[tuple[float, str]]:
         with self._mutex:

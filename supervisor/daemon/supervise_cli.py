@@ -40,7 +40,9 @@ from lamplighter.supervisor.daemon.actionlog import ActionLog, FileSink
 from lamplighter.supervisor.daemon.compute_loop import ComputeLoop
 from lamplighter.supervisor.daemon.executor import Executor
 from lamplighter.supervisor.daemon.head_loop import HeadLoop
+from lamplighter.supervisor.daemon.health_report import HealthPublisher, summarize
 from lamplighter.supervisor.daemon.metrics import DaemonMetrics, MetricsServer, start_metrics_server
+from lamplighter.supervisor.daemon.recovery_watch import RecoveryWatch
 from lamplighter.supervisor.daemon.sd_notify import Notifier, watchdog_interval
 from lamplighter.supervisor.daemon.state_store import DaemonState, StateError
 from lamplighter.supervisor.daemon.status_socket import StatusServer
@@ -111,8 +113,8 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
         sink(line)
         log.info("action %s", line)
 
-    actions = ActionLog(node, both)
     metrics = DaemonMetrics()
+    actions = ActionLog(node, both, on_action=metrics.action)
     api = SlurmActions(SlurmCli(slurm_conf=cfg.slurm_conf))
     pause_file = env.get(ENV_PAUSE_FILE)
     executor = Executor(
@@ -135,13 +137,15 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
     try:
         for r in executor.recover(time.time()):
             log.warning("recovered %s %s %s: %s", r.action.id, r.action.kind, r.action.target, r.outcome)
+        recovery: RecoveryWatch | None = None
         if cfg.role == "head":
-            loop = HeadLoop(cfg, api, executor, time.time, state_dir / "logs", state_dir)
+            loop = HeadLoop(cfg, api, executor, time.time, state_dir / "logs", metrics=metrics)
             loop.start(time.time())
         else:
             loop = ComputeLoop(
                 cfg, node, api, executor, _gpu_check(cfg, env, state) if cfg.gpus else None, time.time, metrics
             )
+            recovery = RecoveryWatch(metrics)
         if cfg.metrics.enabled and not once:
             metrics_server = start_metrics_server(metrics.registry, cfg.metrics.host, cfg.metrics.port)
 
@@ -159,6 +163,7 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
 
         if not once:
             status = StatusServer(Path(cfg.status_socket), document).start()
+        publisher = HealthPublisher(Path(cfg.cluster_status_dir), node) if cfg.cluster_status_dir else None
         interval = cfg.health.poll_interval_s
         wd = watchdog_interval(env, os.getpid())
         if wd is not None and wd < interval:
@@ -167,6 +172,11 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
         while not stop.is_set():
             started = time.monotonic()
             loop.cycle()
+            if recovery is not None and isinstance(loop, ComputeLoop):
+                recovery.observe(time.time(), loop.trainers.values())
+            if publisher is not None:
+                now = time.time()
+                publisher.publish(now, summarize({"node": node, "pid": os.getpid(), **loop.status()}, now))
             if first:
                 notifier.ready(status=f"{cfg.role} supervisor for {node}")
                 log.info("ready: %s supervisor for node %s (state %s)", cfg.role, node, state_dir)

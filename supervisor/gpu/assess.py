@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from lamplighter.configs.schema import HealthConfig
+from lamplighter.configs.schema import NodeHealthConfig
 from lamplighter.supervisor.gpu.observation import GpuObservation
 
 # Worst first: the observation's `kind` is the worst problem found.
@@ -73,7 +73,7 @@ def _event_text(gpu: str, event: str, message: str) -> str:
 
 
 def assess(
-    gpu: int, bdf: str | None, reading: dict[str, Any], base: Baseline, cfg: HealthConfig
+    gpu: int, bdf: str | None, reading: dict[str, Any], base: Baseline, cfg: NodeHealthConfig
 ) -> tuple[GpuObservation, Baseline]:
     """The observation for one probe reading, and the baseline to keep."""
     values: dict[str, Any] = dict(reading.get("values", {}))

@@ -27,10 +27,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lamplighter.configs.schema import HealthConfig
+from lamplighter.configs.schema import NodeHealthConfig
 from lamplighter.supervisor.gpu.assess import Baseline, assess
 from lamplighter.supervisor.gpu.observation import GpuObservation
 from lamplighter.supervisor.gpu.worker import ProbeWorker, WorkerSpec
+
+INSTALL_PROBLEM = "amdsmi-install"  # the worker's kind for a missing or mismatched amdsmi
+INSTALL_RETRY_S = 60.0
 
 
 @dataclass
@@ -47,7 +50,7 @@ class GpuCheck:
 
     def __init__(
         self,
-        health: HealthConfig,
+        health: NodeHealthConfig,
         spec: WorkerSpec,
         expected_gpus: int | None = None,
         collect_s: float = 0.25,
@@ -56,6 +59,7 @@ class GpuCheck:
         clock: Callable[[], float] = time.monotonic,
         baselines: Mapping[str, Baseline] | None = None,
         on_baseline: Callable[[float, str, Baseline], None] | None = None,
+        first_baseline: Baseline | None = None,
     ) -> None:
         self.health = health
         self.spec = spec
@@ -67,6 +71,9 @@ class GpuCheck:
         self.clock = clock
         self.baselines = dict(baselines or {})  # by BDF: taken by an earlier check of this node
         self.on_baseline = on_baseline
+        # For a GPU with no persisted baseline: None takes the first reading; a one-shot check passes
+        # zero ECC counts, so errors since the driver loaded count (check_once.py).
+        self.first_baseline = first_baseline
         self.gpus: dict[int, _Gpu] = {}
         self.enumerated: int | None = None
 
@@ -158,6 +165,8 @@ class GpuCheck:
         if kind == "reading":
             if g.baseline == Baseline() and w.bdf in self.baselines:
                 g.baseline = self.baselines[w.bdf]  # first reading: carry on from the persisted baseline
+            elif g.baseline == Baseline() and self.first_baseline is not None:
+                g.baseline = self.first_baseline
             before = g.baseline
             obs, g.baseline = assess(i, w.bdf, msg, g.baseline, self.health)
             if g.baseline != before and w.bdf is not None:
@@ -169,15 +178,17 @@ class GpuCheck:
             waiting.discard(i)
             return
         name = f"GPU {i}" + (f" ({w.bdf})" if w.bdf else "")
+        retry = self.respawn_after_s
         if kind == "lost":
             obs = GpuObservation(i, "fault", "lost", f"{name} lost: {msg.get('message')}", {"bdf": w.bdf})
         else:
-            obs = GpuObservation(
-                i, "unknown", "probe-error", f"{name} health unknown: {msg.get('message')}", {"bdf": w.bdf}
-            )
+            why = str(msg.get("kind") or "probe-error")
+            obs = GpuObservation(i, "unknown", why, f"{name} health unknown: {msg.get('message')}", {"bdf": w.bdf})
+            if why == INSTALL_PROBLEM:
+                retry = max(retry, INSTALL_RETRY_S)  # fixed by a person, not by retrying every few seconds
         g.fresh = g.last = obs
         w.kill()
-        g.retry_at = now + self.respawn_after_s
+        g.retry_at = now + retry
         waiting.discard(i)
 
     def _discovered(self, count: int, now: float, waiting: set[int]) -> None:

@@ -18,7 +18,8 @@ class GpuObservation:
     the worker is still starting; never counted as healthy).
     kind: "healthy", "ecc-uncorrectable", "ecc-deferred", "ecc-correctable",
     "thermal", "bad-pages", "xgmi", "gpu-reset", "vmfault", "thermal-throttle",
-    "lost", "probe-timeout", "init-timeout", "probe-error", "starting".
+    "lost", "probe-timeout", "init-timeout", "probe-error", "amdsmi-install" (amdsmi missing or not
+    matching the node's ROCm: found, expected and the fix in the reason), "starting".
     values: the readings behind the verdict (JSON-able).
     """
 

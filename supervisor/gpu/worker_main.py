@@ -7,19 +7,23 @@ Messages (stdout, one JSON object per line):
     {"type": "ready", "bdf": ..., "count": N, "events": bool}
     {"type": "lost", "message": ...}          the GPU is not enumerated
     {"type": "error", "message": ...}         amdsmi could not start
+    {"type": "error", "kind": "amdsmi-install", "message": ...}   amdsmi missing or mismatched (amdsmi_install.py)
     {"type": "reading", ...probe_gpu() dict}
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import importlib
+import io
 import json
 import signal
 import sys
 from typing import Any
 
+from lamplighter.supervisor.gpu import amdsmi_install
 from lamplighter.supervisor.gpu.probe import find_gpu, open_events, probe_gpu, status_name
 
 PR_SET_PDEATHSIG = 1
@@ -68,12 +72,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--module", default="amdsmi", help="module to use as amdsmi (tests may give a fake)")
     args = parser.parse_args(argv)
     _die_with_parent()
+    amdsmi = load(args.module)
+    return 1 if amdsmi is None else serve(amdsmi, args.index, args.bdf)
+
+
+def load(module: str) -> Any:
+    """Import amdsmi, or report (kind amdsmi-install) why it is missing or does not match this node's ROCm."""
+    printed = io.StringIO()
     try:
-        amdsmi = importlib.import_module(args.module)
+        # The package prints its library search failure on stdout: keep it off the message pipe.
+        with contextlib.redirect_stdout(printed):
+            amdsmi = importlib.import_module(module)
     except Exception as exc:
-        _send({"type": "error", "message": f"import {args.module} failed: {type(exc).__name__}: {exc}"})
-        return 1
-    return serve(amdsmi, args.index, args.bdf)
+        facts = amdsmi_install.gather(module, amdsmi_install.installed_version(module))
+        msg = amdsmi_install.import_failure(facts, exc, printed.getvalue())
+        _send({"type": "error", "kind": "amdsmi-install", "message": msg})
+        return None
+    version = getattr(amdsmi, "__version__", None)
+    facts = amdsmi_install.gather(module, str(version) if version is not None else None)
+    location = getattr(sys.modules.get(f"{module}.amdsmi_wrapper"), "location", None)
+    problem = amdsmi_install.mismatch(
+        amdsmi_install.AmdsmiFacts(**{**facts.__dict__, "library": str(location) if location else None})
+    )
+    if problem:
+        _send({"type": "error", "kind": "amdsmi-install", "message": problem})
+        return None
+    return amdsmi
 
 
 if __name__ == "__main__":

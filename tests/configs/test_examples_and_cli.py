@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from lamplighter.configs.loader import load_job
+from lamplighter.configs.loader import load_job, load_node
+from lamplighter.configs.schema import node_job_problems
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted((REPO / "configs").glob("*.yaml"))
+NODE_CONFIGS = ("node.yaml", "head.yaml")  # the node daemons' configs; every other example is a job
+EXAMPLES = sorted(p for p in (REPO / "configs").glob("*.yaml") if p.name not in NODE_CONFIGS)
 
 
 def test_examples_exist() -> None:
@@ -22,6 +24,16 @@ def test_examples_exist() -> None:
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_example_is_valid(path: Path) -> None:
     load_job(path)
+
+
+def test_shipped_node_configs_are_valid_and_hold_only_the_node() -> None:
+    node = load_node(REPO / "configs" / "node.yaml")
+    head = load_node(REPO / "configs" / "head.yaml")
+    assert (node.role, node.gpus) == ("compute", True)
+    assert head.role == "head" and not head.gpus
+    # The realistic job runs against them as shipped: no rule between them is broken.
+    job = load_job(REPO / "configs" / "llama3-8b-mi325x.yaml")
+    assert node_job_problems(node, job) == [] and node_job_problems(head, job) == []
 
 
 def test_demo_has_three_groups_and_faults_of_several_kinds() -> None:
@@ -54,3 +66,35 @@ def test_help_teaches() -> None:
     assert r.returncode == 0 and "validate" in r.stdout and "LAMPLIGHTER_SET" in r.stdout
     r = lamplighter("validate", "--help")
     assert "examples:" in r.stdout and "--set" in r.stdout
+
+
+def test_validate_job_with_node_ok() -> None:
+    r = lamplighter(
+        "validate", str(REPO / "configs" / "llama3-8b-mi325x.yaml"), "--node", str(REPO / "configs" / "head.yaml")
+    )
+    assert r.returncode == 0, r.stderr
+    assert "valid job 'llama3-8b'" in r.stdout and "role head" in r.stdout and "compatible" in r.stdout
+    r = lamplighter("validate", "--node", str(REPO / "configs" / "node.yaml"))
+    assert r.returncode == 0 and "valid node config (role compute)" in r.stdout
+
+
+def test_validate_job_with_node_reports_each_broken_rule_on_its_own_line(tmp_path: Path) -> None:
+    node = tmp_path / "node.yaml"
+    node.write_text("health: {poll_interval_s: 4, probe_deadline_s: 7}\n")
+    job = tmp_path / "job.yaml"
+    job.write_text("name: j\nhealth: {hang_timeout_s: 6}\ntorchft: {quorum_timeout_s: 5}\n")
+    r = lamplighter("validate", str(job), "--node", str(node))
+    assert r.returncode == 2
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 2, r.stderr
+    assert "node health.probe_deadline_s (7 s) must be below the job's health.hang_timeout_s (6 s)" in errors[0]
+    assert "node health.poll_interval_s (4 s) must be at most half the job's health.hang_timeout_s (6 s)" in errors[1]
+    assert all(f"{job} with {node}" in e for e in errors)
+    # Each file alone is valid: only the pair is not.
+    assert lamplighter("validate", str(job)).returncode == 0
+    assert lamplighter("validate", "--node", str(node)).returncode == 0
+
+
+def test_validate_without_a_file_is_bad_input() -> None:
+    r = lamplighter("validate")
+    assert r.returncode == 2 and "give a job config" in r.stderr

@@ -141,7 +141,6 @@ def test_extra_sbatch_refuses_reserved_and_malformed(opt: str) -> None:
 
 def test_extra_sbatch_accepts_common_options() -> None:
     opts = [
-        "--cpus-per-task=16",
         "--gres=gpu:8",
         "--signal=B:USR1@90",
         "--mem=0",
@@ -152,6 +151,19 @@ def test_extra_sbatch_accepts_common_options() -> None:
     assert job.slurm.extra_sbatch == opts
 
 
+def test_options_lamplighter_sets_point_to_their_key() -> None:
+    with pytest.raises(
+        ConfigError, match=r"sets --cpus-per-task, which lamplighter sets itself: use slurm\.cpus_per_task"
+    ):
+        parse(JobConfig, yaml.safe_dump({"name": "x", "slurm": {"extra_sbatch": ["--cpus-per-task=16"]}}))
+    # --signal is the renewal's while it is on (slurm.time with slurm.requeue).
+    renewing = {"name": "x", "slurm": {"time": "01:00:00", "extra_sbatch": ["--signal=B:USR1@90"]}}
+    with pytest.raises(ConfigError, match="sets --signal, which the renewal"):
+        parse(JobConfig, yaml.safe_dump(renewing))
+    renewing["slurm"]["renewal"] = {"enabled": False}  # type: ignore[index]
+    assert parse(JobConfig, yaml.safe_dump(renewing)).slurm.extra_sbatch == ["--signal=B:USR1@90"]
+
+
 def test_node_config_loads_and_checks(tmp_path: Path) -> None:
     p = tmp_path / "node.yaml"
     p.write_text("role: head\nmetrics: {port: 0}\n")
@@ -160,3 +172,20 @@ def test_node_config_loads_and_checks(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as e:
         load_node(p)
     assert ":1: role:" in str(e.value)
+
+
+def test_node_config_refuses_the_jobs_settings_and_lists_the_valid_keys(tmp_path: Path) -> None:
+    p = tmp_path / "node.yaml"
+    p.write_text(
+        "role: compute\nrestart:\n  budget_per_group: 3\nhealth:\n  poll_interval_s: 1\n  hang_timeout_s: 30\n"
+    )
+    with pytest.raises(ConfigError) as e:
+        load_node(p)
+    msgs = [str(m) for m in e.value.problems]
+    assert len(msgs) == 2, msgs
+    restart = next(m for m in msgs if "'restart'" in m)
+    assert restart.startswith(f"{p}:2: restart: unknown key 'restart' at the top level")
+    assert "Valid keys: " in restart and "health" in restart and "max_drain_fraction" in restart
+    hang = next(m for m in msgs if "'hang_timeout_s'" in m)
+    assert hang.startswith(f"{p}:6: health.hang_timeout_s: unknown key 'hang_timeout_s' in 'health'")
+    assert "Valid keys: bad_pages_max, ecc_correctable_max" in hang and "poll_interval_s, probe_deadline_s" in hang

@@ -1,13 +1,31 @@
+"""The daemon's metrics: every declared metric is updated by the code where its event happens, the names follow
+Prometheus conventions, and the Grafana dashboard uses exactly what the real exporter serves."""
+
 from __future__ import annotations
 
+import json
+import re
 import socket
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 from prometheus_client import REGISTRY
+from prometheus_client.parser import text_string_to_metric_families
 
+from lamplighter.configs.schema import HealthConfig
+from lamplighter.supervisor.daemon.actionlog import ActionLog
+from lamplighter.supervisor.daemon.job_settings import JobSettings
+from lamplighter.supervisor.daemon.job_watch import JobWatch
 from lamplighter.supervisor.daemon.metrics import DaemonMetrics, start_metrics_server
+from lamplighter.supervisor.daemon.node_policy import TrainerEvent
+from lamplighter.supervisor.daemon.recovery_watch import recovery_of
+from lamplighter.supervisor.gpu.observation import GpuObservation
+from lamplighter.supervisor.lighthouse_status import LighthouseStatus, LighthouseStatusError
+from lamplighter.trainer.steplog import StepRecord
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "lamplighter.json"
 
 
 def _scrape(port: int, method: str = "GET", path: str = "/metrics") -> str:
@@ -16,37 +34,96 @@ def _scrape(port: int, method: str = "GET", path: str = "/metrics") -> str:
         return resp.read().decode()
 
 
-def test_metrics_scraped_over_loopback() -> None:
+def step(t: float, attempt: int, healed: str | None = None) -> StepRecord:
+    return StepRecord(t, 0, int(t), True, 2, 1, healed, 1.0, "h", attempt, 4, 0)
+
+
+def exercised() -> DaemonMetrics:
+    """A registry in which every metric was updated once, through the functions the daemon calls."""
     m = DaemonMetrics()
-    m.set_gpu_health("0", "ok")
-    m.set_gpu_health("0", "faulty")
-    m.set_gpu_health("1", "ok")
-    m.fault("ecc_uncorrectable", detection_latency_s=0.3)
-    m.fault("trainer_exit")
-    m.restart("llama/2")
-    m.quorum_changes.inc()
-    m.recovery.observe(4.2)
-    m.heal.observe(0.2)
+    gpu = [GpuObservation(0, "ok", "healthy", "GPU 0 healthy"), GpuObservation(1, "ok", "healthy", "GPU 1 healthy")]
+    m.gpus(10.0, gpu)
+    m.gpus(11.0, [gpu[0], GpuObservation(1, "fault", "ecc-uncorrectable", "GPU 1 uncorrectable ECC +2")])
+    m.gpus(12.0, [gpu[0], GpuObservation(1, "fault", "ecc-uncorrectable", "GPU 1 uncorrectable ECC +2")])
+    exit_ev = TrainerEvent("exit", "41", 0, "trainer exited", 1, {"exited_at": 11.5})
+    straggler = TrainerEvent("hang", "99", 0, "handled before", detail={"silent_s": 31.0})
+    m.trainer_faults(12.0, [exit_ev, straggler], acted_on={"41"})
+    ActionLog("n1", lambda _line: None, on_action=m.action).write(12.0, "requeue", "41", "why", {}, outcome="ok")
+    m.restart("llama/g2")
+    found = recovery_of([step(100.0, 0), step(101.0, 0), step(107.5, 1, "peer:0")], attempt=1)
+    assert found == (6.5, "peer")
+    m.recovery.observe(found[0])
+    m.heals.labels(source=found[1]).inc()
+    # A job's watch reads its Lighthouse: quorum 1, 1, 2, then it stops answering (twice), then answers.
+    pages: list[LighthouseStatus | None] = [status(1), status(1), status(2), None, None, status(2)]
+
+    def fetch(_address: str, _timeout: float) -> LighthouseStatus:
+        page = pages.pop(0)
+        if page is None:
+            raise LighthouseStatusError("connection refused")
+        return page
+
+    settings = JobSettings(health=HealthConfig(progress="lighthouse"), lighthouse="http://127.0.0.1:1")
+    watch = JobWatch("llama", None, settings, fetch, 0.5, Path("/proc"), dict, m)
+    for t in range(6):
+        watch.hangs(float(t))
+    return m
+
+
+def status(quorum_id: int) -> LighthouseStatus:
+    return LighthouseStatus(quorum_id, "", quorum_id, 0.1, [], [])
+
+
+def test_every_metric_is_updated_where_its_event_happens_and_served_over_loopback() -> None:
+    m = exercised()
     server = start_metrics_server(m.registry, port=0)
     try:
         assert server.port > 0 and server.host == "127.0.0.1"
         text = _scrape(server.port)
-        assert 'lamplighter_gpu_health{gpu="0",status="faulty"} 1.0' in text
-        assert 'lamplighter_gpu_health{gpu="0",status="ok"} 0.0' in text
-        assert 'lamplighter_gpu_health{gpu="1",status="ok"} 1.0' in text
-        assert 'lamplighter_faults_total{kind="ecc_uncorrectable"} 1.0' in text
-        assert 'lamplighter_faults_total{kind="trainer_exit"} 1.0' in text
-        assert "lamplighter_detection_latency_seconds_count 1.0" in text
-        assert 'lamplighter_restarts_total{group="llama/2"} 1.0' in text
+        assert 'lamplighter_gpu_health{gpu="1",status="fault"} 1.0' in text
+        assert 'lamplighter_gpu_health{gpu="1",status="ok"} 0.0' in text
+        # A GPU that stays faulty is one fault; a trainer event the policy ignored is none.
+        assert 'lamplighter_faults_detected_total{kind="gpu-ecc-uncorrectable"} 1.0' in text
+        assert 'lamplighter_faults_detected_total{kind="exit"} 1.0' in text and 'kind="hang"' not in text
+        assert "lamplighter_fault_detection_latency_seconds_count 2.0" in text
+        assert "lamplighter_fault_detection_latency_seconds_sum 1.5" in text  # GPU 1.0 s + exit 0.5 s
+        assert 'lamplighter_actions_total{action="requeue",outcome="ok"} 1.0' in text
+        assert 'lamplighter_group_requeues_total{group="llama/g2"} 1.0' in text
+        assert "lamplighter_group_recovery_seconds_sum 6.5" in text
+        assert 'lamplighter_group_heals_total{source="peer"} 1.0' in text
         assert "lamplighter_quorum_changes_total 1.0" in text
-        assert "lamplighter_recovery_seconds_sum 4.2" in text
-        assert "lamplighter_heal_seconds_count 1.0" in text
-        # Nothing but reading: other methods are refused.
+        assert "lamplighter_lighthouse_unreachable_total 1.0" in text
         with pytest.raises(urllib.error.HTTPError) as err:
             _scrape(server.port, method="POST", path="/anything")
         assert err.value.code == 405
     finally:
         server.close()
+
+
+def test_names_follow_prometheus_conventions() -> None:
+    for fam in DaemonMetrics().registry.collect():
+        assert fam.name.startswith("lamplighter_")
+        if fam.type == "counter":
+            assert not fam.name.endswith("_total")  # the client adds it: exported as <name>_total
+        if fam.type == "histogram":
+            assert fam.name.endswith("_seconds"), fam.name
+
+
+def test_dashboard_uses_only_exported_names_and_shows_every_metric() -> None:
+    m = exercised()
+    server = start_metrics_server(m.registry, port=0)
+    try:
+        families = list(text_string_to_metric_families(_scrape(server.port)))
+    finally:
+        server.close()
+    exported = {s.name for fam in families for s in fam.samples}
+    dash = json.loads(DASHBOARD.read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    used = {name for e in exprs for name in re.findall(r"\blamplighter_[a-z0-9_]+", e)}
+    assert used and used <= exported, f"not exported: {sorted(used - exported)}"
+    shown = {re.sub(r"_(bucket|sum|count)$", "", n) for n in used}
+    declared = {fam.name for fam in m.registry.collect()}
+    assert {d for d in declared if not any(s == d or s.startswith(d + "_") for s in shown)} == set()
 
 
 def test_bound_to_loopback_only_and_not_in_global_registry() -> None:
@@ -62,3 +139,26 @@ def test_bound_to_loopback_only_and_not_in_global_registry() -> None:
         server.close()
     assert REGISTRY.get_sample_value("lamplighter_quorum_changes_total") is None
     DaemonMetrics()  # a second instance does not collide (its own registry)
+
+
+def test_recovery_watch_measures_a_restarted_group_once_from_its_step_log(tmp_path: Path) -> None:
+    from lamplighter.supervisor.daemon.discovery import TrainerProcess
+    from lamplighter.supervisor.daemon.node_trainers import NodeTrainer
+    from lamplighter.supervisor.daemon.recovery_watch import RecoveryWatch
+    from lamplighter.trainer.contract import RunPaths
+    from lamplighter.trainer.steplog import append_step
+
+    m = DaemonMetrics()
+    watch = RecoveryWatch(m)
+    proc = TrainerProcess(10, 1, 5, "S", "lab", 2, "77", "0", 0)
+    trainer = NodeTrainer(proc, "n1", str(tmp_path), 1, None, 0.0, 10)
+    log = RunPaths(tmp_path).steps(2)
+    append_step(log, step(200.0, 0))
+    watch.observe(201.0, [trainer])  # attempt 1 has not committed yet
+    assert m.registry.get_sample_value("lamplighter_group_recovery_seconds_count") == 0.0
+    append_step(log, step(203.0, 1, "checkpoint:190"))
+    watch.observe(204.0, [trainer])
+    watch.observe(205.0, [trainer])  # once per (job, attempt)
+    assert m.registry.get_sample_value("lamplighter_group_recovery_seconds_sum") == 3.0
+    assert m.registry.get_sample_value("lamplighter_group_recovery_seconds_count") == 1.0
+    assert m.registry.get_sample_value("lamplighter_group_heals_total", {"source": "checkpoint"}) == 1.0

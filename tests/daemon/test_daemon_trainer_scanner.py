@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lamplighter.supervisor.daemon.node_trainers import FULL_RESCAN_EVERY, TrainerScanner
+from lamplighter.supervisor.daemon.node_trainers import FULL_RESCAN_EVERY, TrainerScanner, task_roots
 from lamplighter.trainer.contract import ENV_JOB, ENV_REPLICA_ID
 
 TASK_ENV = {
@@ -17,10 +17,10 @@ TASK_ENV = {
 }
 
 
-def proc(root: Path, pid: int, env: dict[str, str], start: int = 500) -> None:
+def proc(root: Path, pid: int, env: dict[str, str], start: int = 500, ppid: int = 1) -> None:
     d = root / str(pid)
     d.mkdir(parents=True, exist_ok=True)
-    fields = [str(pid), "(python)", "S", "1"] + ["0"] * 17 + [str(start)] + ["0"] * 30
+    fields = [str(pid), "(python)", "S", str(ppid)] + ["0"] * 17 + [str(start)] + ["0"] * 30
     (d / "stat").write_text(" ".join(fields) + "\n")
     (d / "environ").write_bytes(b"".join(f"{k}={v}".encode() + b"\0" for k, v in env.items()))
 
@@ -58,3 +58,27 @@ def test_reused_pid_of_a_trainer_is_a_new_process(tmp_path: Path) -> None:
     [first] = scanner.scan()
     proc(root, 30, {"PATH": "/bin"}, start=200)  # the trainer died, its pid went to something else
     assert scanner.scan() == [] and first.proc.start_time == 100
+
+
+def test_task_roots_are_the_processes_whose_parent_is_not_of_the_same_job(tmp_path: Path) -> None:
+    root = fake_proc(tmp_path)
+    other_job = {**TASK_ENV, "SLURM_JOB_ID": "43"}
+    proc(root, 40, TASK_ENV, ppid=7)  # torchrun's agent; 7 is slurmstepd (no job environment)
+    proc(root, 41, TASK_ENV, ppid=40)  # a worker
+    proc(root, 42, TASK_ENV, ppid=41)  # its data-loader worker
+    proc(root, 44, other_job, ppid=40)  # another job's task under it (cannot happen in Slurm; still a root)
+    found = TrainerScanner(root, "n2").scan()
+    assert [t.proc.pid for t in found] == [40, 41, 42, 44]
+    assert [t.proc.pid for t in task_roots(found)] == [40, 44]
+
+
+def test_a_child_gives_away_a_root_seen_before_its_exec(tmp_path: Path) -> None:
+    root = fake_proc(tmp_path)
+    proc(root, 50, {"PATH": "/bin"}, ppid=7)  # the task between slurmstepd's fork and its exec
+    scanner = TrainerScanner(root, "n2")
+    assert scanner.scan() == []
+    proc(root, 50, TASK_ENV, ppid=7)  # exec'd: the task wrapper, then the trainer, same pid
+    proc(root, 51, TASK_ENV, ppid=50)  # and it started a worker
+    found = scanner.scan()  # not a full rescan: 50 is cached as no trainer, but 51 names it
+    assert [t.proc.pid for t in found] == [50, 51]
+    assert [t.proc.pid for t in task_roots(found)] == [50]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lamplighter.configs.schema import NodeConfig
+from lamplighter.configs.schema import NodeConfig, RestartConfig
 from lamplighter.slurm.hostlist import expand_hostlist
 from lamplighter.supervisor.daemon.node_policy import (
     Context,
@@ -16,17 +16,13 @@ from lamplighter.supervisor.daemon.node_policy import (
     decide,
 )
 
-CFG = NodeConfig(
-    restart={
-        "budget_per_group": 3,
-        "crash_loop_max": 3,
-        "crash_loop_window_s": 100,
-        "backoff_initial_s": 2,
-        "backoff_factor": 2,
-    }
+CFG = NodeConfig()
+# The job's own restart policy (its job.json), given to the policy in the context.
+RESTART = RestartConfig(
+    budget_per_group=3, crash_loop_max=3, crash_loop_window_s=100, backoff_initial_s=2, backoff_factor=2
 )
 JOB = LocalJob("17", "demo", 2, 1, ((4242, 99),))
-CTX = Context("n1", {"17": JOB}, total_nodes=4)
+CTX = Context("n1", {"17": JOB}, total_nodes=4, restart={"17": RESTART})
 ECC = GpuEvent(3, "fault", "ecc-uncorrectable", "GPU 3 uncorrectable ECC +2")
 
 
@@ -41,14 +37,14 @@ def kinds(actions: list) -> list[str]:  # type: ignore[type-arg]
         ([GpuEvent(3, "unknown", "starting", "x")], CTX, NodePolicyState(), []),
         (
             [ECC],
-            Context("n1", {"17": JOB}, node_drained_by_us=True, total_nodes=4),
+            Context("n1", {"17": JOB}, node_drained_by_us=True, total_nodes=4, restart={"17": RESTART}),
             NodePolicyState(),
             ["kill_local", "requeue"],
         ),
         # Rate limit: 1 of 4 nodes at 0.25 already drained elsewhere: jobs still move, the drain is refused loudly.
         (
             [ECC],
-            Context("n1", {"17": JOB}, drain_history=((0.0, "n2"),), total_nodes=4),
+            Context("n1", {"17": JOB}, drain_history=((0.0, "n2"),), total_nodes=4, restart={"17": RESTART}),
             NodePolicyState(),
             ["kill_local", "log", "requeue"],
         ),
@@ -80,6 +76,33 @@ def test_gpu_fault_reason_and_placement() -> None:
     assert drain.target == "n1" and drain.reason == "lamplighter: GPU 3 uncorrectable ECC +2"
     requeue = next(a for a in actions if a.kind == "requeue")
     assert requeue.exclude_node == "n1" and requeue.start_at == 100.0 and requeue.group == "demo/g2"
+    assert requeue.attempt == 1  # the attempt that failed: a second node asking for the same is skipped
+
+
+def test_each_job_gets_its_own_restart_policy() -> None:
+    other = LocalJob("18", "big", 0, 1, ((5151, 7),))
+    ctx = Context(
+        "n1",
+        {"17": JOB, "18": other},
+        total_nodes=4,
+        restart={"17": RESTART, "18": RestartConfig(budget_per_group=20, backoff_initial_s=10, backoff_factor=1)},
+    )
+    events = [TrainerEvent("exit", j, 3, "x", code=1) for j in ("17", "18")]
+    st, actions = decide(100.0, NodePolicyState(), events, CFG, ctx)
+    # Attempt 3 spends job 17's budget of 3; job 18 (budget 20) is requeued after its own 10 s backoff.
+    assert [(a.kind, a.target) for a in actions if a.kind in ("give_up", "requeue")] == [
+        ("give_up", "17"),
+        ("requeue", "18"),
+    ]
+    assert next(a for a in actions if a.kind == "requeue").start_at == 110.0
+    assert st.jobs["17"].status == "given_up" and st.jobs["18"].handled_attempt == 3
+
+
+def test_a_job_without_readable_settings_gets_the_default_policy() -> None:
+    ctx = Context("n1", {"17": JOB}, total_nodes=4)  # nothing known about job 17's restart policy
+    _, actions = decide(100.0, NodePolicyState(), [TrainerEvent("exit", "17", 9, "x", code=1)], CFG, ctx)
+    assert RestartConfig().budget_per_group > 9
+    assert [a.kind for a in actions] == ["kill_local", "requeue"]
 
 
 def test_backoff_and_state_round_trip() -> None:
@@ -103,3 +126,122 @@ def test_script_exclusions_last_one_wins_as_in_sbatch() -> None:
     assert script_exclusions(script) == ["n2", "n3"]
     assert script_exclusions("#SBATCH --exclude=n1\n# SBATCH --exclude=n9\n") == ["n1"]
     assert script_exclusions("#!/bin/bash\nsrun true\n") == []
+
+
+# -- GPU faults: the README's "fault -> action" table, row by row ---------------------------------------------
+
+MOVE_AND_DRAIN = ["kill_local", "drain", "requeue"]
+RESTART_GROUP = ["kill_local", "requeue"]
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "problems", "want"),
+    [
+        ("fault", "ecc-uncorrectable", (), MOVE_AND_DRAIN),
+        ("fault", "bad-pages", (), MOVE_AND_DRAIN),
+        ("fault", "gpu-reset", (), MOVE_AND_DRAIN),  # a RAS reset
+        ("fault", "lost", (), MOVE_AND_DRAIN),
+        ("unresponsive", "probe-timeout", (), MOVE_AND_DRAIN),  # a hung GPU
+        ("unresponsive", "init-timeout", (), MOVE_AND_DRAIN),
+        ("fault", "ecc-deferred", (), MOVE_AND_DRAIN),
+        ("fault", "xgmi", (), MOVE_AND_DRAIN),
+        ("fault", "thermal", (), MOVE_AND_DRAIN),  # over the temperature limit
+        ("fault", "a-kind-from-the-future", (), MOVE_AND_DRAIN),  # unknown kinds err on the hardware's side
+        ("fault", "vmfault", (), RESTART_GROUP),  # the first VM fault: the group restarts, the node stays
+        ("fault", "thermal-throttle", (), ["report"]),
+        # Several problems on one GPU: the strongest answer.
+        ("fault", "vmfault", ("vmfault", "thermal-throttle"), RESTART_GROUP),
+        ("fault", "ecc-uncorrectable", ("ecc-uncorrectable", "vmfault"), MOVE_AND_DRAIN),
+        ("unknown", "amdsmi-install", (), []),
+        ("unknown", "probe-error", (), []),
+        ("ok", "healthy", (), []),
+    ],
+)
+def test_gpu_fault_to_action_table(status: str, kind: str, problems: tuple[str, ...], want: list[str]) -> None:
+    _, actions = decide(100.0, NodePolicyState(), [GpuEvent(0, status, kind, f"GPU 0 {kind}", problems)], CFG, CTX)
+    assert kinds(actions) == want
+
+
+def vmfault(pid: int = 0) -> GpuEvent:
+    return GpuEvent(
+        1, "fault", "vmfault", f"GPU 1 GPU VM fault (pid {pid:#x} python)", ("vmfault",), (pid,) if pid else ()
+    )
+
+
+def test_a_vm_fault_restarts_the_faulting_group_like_a_trainer_failure() -> None:
+    other = LocalJob("18", "big", 0, 1, ((5151, 7),))
+    slow = RestartConfig(backoff_initial_s=10, backoff_factor=1)
+    ctx = Context("n1", {"17": JOB, "18": other}, total_nodes=4, restart={"17": RESTART, "18": slow})
+    st, actions = decide(100.0, NodePolicyState(), [vmfault(pid=5151)], CFG, ctx)
+    # Only job 18 owns pid 5151; it is requeued after its backoff, off this node, and the node is not drained.
+    assert [(a.kind, a.target) for a in actions] == [("kill_local", "18"), ("requeue", "18")]
+    requeue = actions[1]
+    assert requeue.start_at == 110.0 and requeue.exclude_node == "n1"  # job 18's own backoff
+    assert "most often the application's own bug" in requeue.reason and requeue.jobs == (("18", "big/g0", 1),)
+    assert st.vm_faults == ((100.0, "18"),) and st.jobs["18"].failures == (100.0,)
+    # A pid that is none of our jobs': every group here restarts (we cannot tell whose it was).
+    _, actions = decide(100.0, NodePolicyState(), [vmfault(pid=999)], CFG, ctx)
+    assert [(a.kind, a.target) for a in actions if a.kind == "requeue"] == [("requeue", "17"), ("requeue", "18")]
+
+
+def test_vm_faults_drain_only_when_they_repeat_across_different_jobs_within_the_window() -> None:
+    cfg = NodeConfig(health={"vm_fault_drain_after": 3, "vm_fault_window_s": 1000})
+    st = NodePolicyState()
+    drained_at = []
+    # Job 17 faults three times (each a new attempt): its own bug, the node is never drained for it.
+    for i, t in enumerate((100.0, 200.0, 300.0)):
+        job = LocalJob("17", "demo", 2, i, ((4242, 99),))
+        st, actions = decide(t, st, [vmfault(4242)], cfg, Context("n1", {"17": job}, total_nodes=10))
+        assert "drain" not in kinds(actions)
+    assert [j for _, j in st.vm_faults] == ["17", "17", "17"]
+    # Jobs 30 and 31 fault on the same node: three different jobs within 1000 s -> drain, history cleared.
+    for job_id, t in (("30", 400.0), ("31", 500.0)):
+        job = LocalJob(job_id, f"j{job_id}", 0, 0, ((7000 + int(job_id), 1),))
+        st, actions = decide(t, st, [vmfault(7000 + int(job_id))], cfg, Context("n1", {job_id: job}, total_nodes=10))
+        if "drain" in kinds(actions):
+            drained_at.append(t)
+            drain = next(a for a in actions if a.kind == "drain")
+            assert drain.reason.startswith(
+                "lamplighter: GPU VM faults from 3 different jobs (17, 30, 31) within 1000 s"
+            )
+            assert kinds(actions) == ["kill_local", "drain", "requeue"]
+    assert drained_at == [500.0] and st.vm_faults == ()
+
+
+def test_vm_faults_outside_the_window_are_forgotten() -> None:
+    cfg = NodeConfig(health={"vm_fault_drain_after": 2, "vm_fault_window_s": 100})
+    st = NodePolicyState(vm_faults=((0.0, "5"),))
+    job = LocalJob("17", "demo", 2, 0, ((4242, 99),))
+    st, actions = decide(150.0, st, [vmfault(4242)], cfg, Context("n1", {"17": job}, total_nodes=10))
+    assert "drain" not in kinds(actions) and st.vm_faults == ((150.0, "17"),)
+    # Within the window, a second job: drained (vm_fault_drain_after 2).
+    other = LocalJob("18", "big", 0, 0, ((5151, 7),))
+    _, actions = decide(200.0, st, [vmfault(5151)], cfg, Context("n1", {"18": other}, total_nodes=10))
+    assert "drain" in kinds(actions)
+
+
+def test_a_vm_fault_drain_keeps_the_rate_limit() -> None:
+    cfg = NodeConfig(health={"vm_fault_drain_after": 1})
+    ctx = Context("n1", {"17": JOB}, drain_history=((0.0, "n2"),), total_nodes=4, restart={"17": RESTART})
+    st, actions = decide(100.0, NodePolicyState(), [vmfault(4242)], cfg, ctx)
+    assert kinds(actions) == ["kill_local", "log", "requeue"] and "NOT DRAINING" in actions[1].reason
+    assert st.vm_faults == ((100.0, "17"),)  # not drained: the history is kept
+
+
+def test_vm_fault_history_round_trips_and_drops_junk() -> None:
+    st = NodePolicyState(vm_faults=((1.5, "17"), (2.0, "18")))
+    assert NodePolicyState.vm_faults_from_json(st.vm_faults_json()) == st.vm_faults
+    assert NodePolicyState.vm_faults_from_json([[1, "a"], "junk", [None, "b"], [2]]) == ((1.0, "a"),)
+    assert NodePolicyState.vm_faults_from_json(None) == ()
+
+
+def test_renewals_before_the_time_limit_do_not_count_against_the_budget() -> None:
+    """Slurm's restart count includes the group's own renewals (slurm/renew.py): only failures spend the budget."""
+    job = LocalJob("17", "demo", 2, 5, ((4242, 99),), renewals=4)
+    ctx = Context("n1", {"17": job}, total_nodes=4, restart={"17": RESTART})  # budget 3
+    renewed = TrainerEvent("exit", "17", 5, "exit 1", code=1, group="demo/g2", renewals=4)
+    _, actions = decide(100.0, NodePolicyState(), [renewed], CFG, ctx)
+    assert kinds(actions) == ["kill_local", "requeue"] and "restart 2/3" in actions[-1].reason
+    failed = TrainerEvent("exit", "17", 5, "exit 1", code=1, group="demo/g2", renewals=0)
+    _, actions = decide(100.0, NodePolicyState(), [failed], CFG, ctx)
+    assert kinds(actions) == ["kill_local", "give_up"] and "after 5 restarts" in actions[-1].reason

@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 import yaml
 from realparts import require_slurm, wait_for
@@ -28,9 +27,8 @@ from lamplighter.gpusim.build import ensure_built
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.slurm.render import render_job
 from lamplighter.slurm.testcluster import TestCluster, reset_cluster, running_cluster
+from lamplighter.supervisor.daemon.health_report import read_reports
 from lamplighter.supervisor.daemon.status_socket import StatusError, read_status
-from lamplighter.supervisor.lighthouse_status import LighthouseStatusError, fetch_status
-from lamplighter.supervisor.process_group import free_port
 
 pytestmark = pytest.mark.integration
 HERE = Path(__file__).resolve().parent
@@ -80,17 +78,24 @@ class Daemons:
             "node_name": name,
             "state_dir": str(self.root / "state" / name),
             "status_socket": str(self.root / "sock" / f"{name}.sock"),
+            "cluster_status_dir": str(self.health_dir),
             "slurm_conf": str(self.cluster.conf_path),
             "metrics": {"enabled": False},
             "max_drain_fraction": 0.5,
             "gpus": True,
-            "health": {"poll_interval_s": 0.5, "hang_timeout_s": 3.0, "probe_deadline_s": 1.0},
-            "restart": {"budget_per_group": 5},
+            "health": {"poll_interval_s": 0.5, "probe_deadline_s": 1.0},
             **extra,
         }
         path = self.root / f"{name}.yaml"
         path.write_text(yaml.safe_dump(cfg))
         return path
+
+    @property
+    def health_dir(self) -> Path:
+        return self.root / "health"
+
+    def health(self, name: str) -> dict[str, Any]:
+        return {k: v.to_json() for k, v in read_reports(self.health_dir, time.time()).items()}.get(name, {})
 
     def sock(self, name: str) -> Path:
         return self.root / "sock" / f"{name}.sock"
@@ -191,6 +196,12 @@ def submit_group(cluster: TestCluster, root: Path, exclude: str | None = None) -
         groups={"count": 1},
         trainer={"command": ["{python}", str(HERE / "daemon_trainer.py")]},
         slurm={"extra_sbatch": [f"--exclude={exclude}"] if exclude else []},
+        # The job's own thresholds and restart policy reach the daemons through its job.json. The stand-in
+        # trainer has no Lighthouse: progress from its heartbeat files only; torchft waits below the hang timeout.
+        health={"progress": "heartbeat", "hang_timeout_s": 3.0, "startup_timeout_s": 30.0},
+        restart={"budget_per_group": 5},
+        torchft={"timeout_s": 2, "quorum_timeout_s": 2, "pg_timeout_s": 1, "connect_timeout_s": 2},
+        lighthouse={"port": 29597},  # no Lighthouse is started: the fixed address stands in for one
     )
     scripts = render_job(job, root / f"scripts-{job_name}", python=sys.executable)
     return SlurmActions(cluster.cli()).submit(scripts[-1]), run_dir
@@ -216,10 +227,26 @@ def test_gpu_fault_drains_node_and_moves_job(daemons: Daemons, cluster: TestClus
     job, run_dir = submit_group(cluster, daemons.root)
     node = wait_for(lambda: running_on(api, job), 30, "job running")
     daemons.trainer_pid(node, job)
+    # The daemon publishes its health for `lamplighter status` / `nodes` on other machines.
+    wait_for(lambda: daemons.health(node).get("trainers") == 1, 30, f"{node}'s health report with its trainer")
+    assert daemons.health(node)["health"] == "ok" and daemons.health(node)["gpus"] == {"ok": 2}
     t0 = time.monotonic()
     daemons.inject(node, 1, "ecc-uncorrectable", 2)
     info = wait_for(lambda: (n := api.node(node)).is_drained and n, 30, f"{node} drained")
     t_drain = time.monotonic() - t0
+    report = wait_for(lambda: (h := daemons.health(node)).get("health") == "gpu-fault" and h, 30, "gpu-fault report")
+    assert any("uncorrectable ECC +2" in p for p in report["problems"])
+    listed = subprocess.run(
+        [sys.executable, "-m", "lamplighter", "nodes", "--cluster-status-dir", str(daemons.health_dir)],
+        env=dict(os.environ, SLURM_CONF=str(cluster.conf_path)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert listed.returncode == 0, listed.stderr
+    drained_line = next(line for line in listed.stdout.splitlines() if line.strip().startswith(node + " "))
+    assert "lamplighter: GPU 1" in drained_line
+    assert any(line.strip().startswith(node) and "gpu-fault" in line for line in listed.stdout.splitlines())
     assert info.reason.startswith("lamplighter: GPU 1"), info.reason
     assert "uncorrectable ECC +2" in info.reason
     other = wait_for(lambda: (n := running_on(api, job, 1)) and n != node and n, 30, "job running elsewhere")
@@ -238,6 +265,10 @@ def test_trainer_failure_requeues(daemons: Daemons, cluster: TestCluster, fault:
     job, run_dir = submit_group(cluster, daemons.root)
     node = wait_for(lambda: running_on(api, job), 30, "job running")
     pid = daemons.trainer_pid(node, job)
+    # The daemon judges the job by the job's own settings (its job.json), not by node.yaml.
+    [watch] = [j for j in daemons.status(node)["jobs"] if Path(j["run_dir"]) == run_dir]
+    assert watch["config"] == str(run_dir / "job.json") and watch["config_error"] is None, watch
+    assert (watch["progress"], watch["hang_timeout_s"]) == ("heartbeat", 3.0), watch
     t0 = time.monotonic()
     os.kill(pid, signal.SIGKILL if fault == "crash" else signal.SIGSTOP)
     other = wait_for(lambda: running_on(api, job, 1), 60, "job requeued and running")
@@ -248,6 +279,18 @@ def test_trainer_failure_requeues(daemons: Daemons, cluster: TestCluster, fault:
     assert len(requeues) == 1 and requeues[0]["outcome"] == "ok", requeues
     assert requeues[0]["observation"]["type"] == ("exit" if fault == "crash" else "hang")
     assert not api.node(node).is_drained
+    # The same lines are in the job's (shared) run directory, and `lamplighter why` answers from them.
+    why = subprocess.run(
+        [sys.executable, "-m", "lamplighter", "why", str(run_dir), "--run-dir", str(run_dir), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    [group] = json.loads(why.stdout)["groups"]
+    [attempt0] = group["attempts"]
+    assert attempt0["attempt"] == 0 and [a["action"] for a in attempt0["actions"]][-1] == "requeue", group
+    assert attempt0["actions"][-1]["node"] == node and attempt0["actions"][-1]["id"] == requeues[0]["id"]
     print(f"\ntrainer {fault} on {node}: job running again on {other} after {t_run:.2f} s")
 
 
@@ -327,65 +370,3 @@ def test_daemon_killed_mid_recovery_completes_once(daemons: Daemons, cluster: Te
     # The other job's trainer was never touched.
     assert api.job(job_b).restarts == 0 and api.job(job_b).state == "RUNNING"
     assert Path(f"/proc/{pid_b}").exists()
-
-
-def _lighthouse_answers(address: str) -> bool:
-    try:
-        fetch_status(address, timeout=2.0)
-        return True
-    except LighthouseStatusError:
-        return False
-
-
-def _lighthouses_on(port: int) -> list[int]:
-    """PIDs of live processes serving a Lighthouse on this port (by command line)."""
-    out = []
-    for p in psutil.process_iter(["cmdline", "status"]):
-        cmd = p.info["cmdline"] or []
-        if f"127.0.0.1:{port}" in cmd and "--bind" in cmd and p.info["status"] != psutil.STATUS_ZOMBIE:
-            out.append(p.pid)
-    return out
-
-
-def test_head_keeps_the_lighthouse_across_its_own_restart(daemons: Daemons, cluster: TestCluster) -> None:
-    port = free_port("127.0.0.1")
-    address = f"http://127.0.0.1:{port}"
-    extra: dict[str, Any] = {"role": "head", "gpus": False, "lighthouse": {"host": "127.0.0.1", "port": port}}
-    record = daemons.root / "state" / "head" / "lighthouse.json"
-
-    def lighthouse_pid() -> int | None:
-        lh = daemons.status("head").get("lighthouse") or {}
-        return lh.get("pid")
-
-    daemons.start("head", **extra)
-    try:
-        daemons.wait_ready("head", gpus=False)
-        wait_for(lambda: _lighthouse_answers(address), 30, "the Lighthouse to answer")
-        first = int(wait_for(lighthouse_pid, 10, "the Lighthouse pid in the status"))
-
-        os.kill(first, signal.SIGKILL)
-        second = int(wait_for(lambda: (p := lighthouse_pid()) and p != first and p, 30, "a new Lighthouse"))
-        wait_for(lambda: _lighthouse_answers(address), 30, "the restarted Lighthouse to answer on the same port")
-        restarts = [a for a in daemons.actions("head") if a["action"] == "restart_lighthouse"]
-        assert len(restarts) == 1 and restarts[0]["target"] == address, restarts
-
-        daemons.kill("head", signal.SIGTERM)
-        assert daemons.procs["head"].returncode == 0, daemons.log("head")[-2000:]
-        assert _lighthouse_answers(address), "the Lighthouse went down with the daemon"
-        assert _lighthouses_on(port) == [second]
-        assert json.loads(record.read_text())["pid"] == second
-
-        daemons.start("head", **extra)
-        daemons.wait_ready("head", gpus=False)
-        lh = daemons.status("head")["lighthouse"]
-        assert lh["pid"] == second and lh["adopted"] is True, lh
-        assert _lighthouses_on(port) == [second]  # no second Lighthouse was started
-        assert _lighthouse_answers(address)
-    finally:
-        daemons.stop_all()  # first, so that nobody restarts the Lighthouse we are about to stop
-        if record.exists():
-            rec = json.loads(record.read_text())
-            if rec["pid"] in _lighthouses_on(port):
-                os.kill(rec["pid"], signal.SIGKILL)
-        for pid in _lighthouses_on(port):
-            os.kill(pid, signal.SIGKILL)

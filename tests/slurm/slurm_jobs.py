@@ -29,6 +29,8 @@ def group_script(tmp: Path, name: str = "t", **kw: Any) -> tuple[Path, Path]:
         run_dir=str(run_dir),
         groups={"count": 1},
         trainer={"command": ["{python}", "-c", RECORD_AND_SLEEP, "{run_dir}", "{replica_id}"]},
+        # No trainer here talks to a Lighthouse: a fixed address stands in for one (none is started).
+        lighthouse={"port": 29597},
         **kw,
     )
     scripts = render_job(job, tmp / f"scripts-{name}", python=sys.executable)

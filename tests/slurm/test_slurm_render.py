@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from lamplighter.configs.schema import JobConfig
+from lamplighter.configs.schema import JobConfig, slurm_time_seconds
 from lamplighter.slurm.render import RenderError, render_job, sbatch_value
 from lamplighter.trainer import contract
 
@@ -31,8 +34,9 @@ with open(out, "w") as f:
 """
 FAKE_SRUN = """\
 #!/bin/bash
-# One task of one node: what srun would set, then run the command.
-while [[ "$1" == --* ]]; do shift; done
+# One task of one node: what srun would set, then run the command. Its own options go to $SRUN_RECORD.
+: > "${SRUN_RECORD:-/dev/null}"
+while [[ "$1" == --* ]]; do printf '%s\\n' "$1" >> "${SRUN_RECORD:-/dev/null}"; shift; done
 export SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_LOCALID=0 SLURM_NODEID=0
 exec "$@"
 """
@@ -54,10 +58,31 @@ def harness(tmp_path: Path) -> dict[str, Path]:
     return {"shim": shim, "recorder": rec, "tmp": tmp_path}
 
 
+PUBLISHED = "http://n1:4242"
+
+
+def run_dir_of(script: Path) -> Path | None:
+    """The run directory a group script exports (None for other scripts)."""
+    for line in script.read_text().splitlines():
+        if line.startswith(f"export {contract.ENV_RUN_DIR}="):
+            return Path(shlex.split(line.split("=", 1)[1])[0])
+    return None
+
+
+def publish(run_dir: Path) -> None:
+    """What the job's Lighthouse job would have written before any group starts."""
+    path = contract.RunPaths(run_dir).lighthouse()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"address": PUBLISHED, "port": 4242, "slurm_job_id": "1"}))
+
+
 def run_script(script: Path, h: dict[str, Path], extra_env: dict[str, str] | None = None) -> dict[str, Any]:
     out = h["tmp"] / "record.json"
     if out.exists():
         out.unlink()
+    run_dir = run_dir_of(script)
+    if run_dir is not None:
+        publish(run_dir)
     env = {
         "PATH": f"{h['shim']}:{os.environ['PATH']}",
         "RECORD_TO": str(out),
@@ -76,6 +101,7 @@ def make_job(h: dict[str, Path], run_dir: Path, args: list[str], env: dict[str, 
         name="demo",
         run_dir=str(run_dir),
         trainer={"command": ["{python}", str(h["recorder"]), *args, "{replica_id}", "{lighthouse}"], "env": env},
+        lighthouse={"port": 29510},  # {lighthouse} needs a fixed port on Slurm
         **kw,
     )
 
@@ -118,9 +144,9 @@ def test_group_script_hostile_values_arrive_intact(harness: dict[str, Path]) -> 
     assert e[contract.ENV_NUM_GROUPS] == "2"
     assert e[contract.ENV_RUN_DIR] == str(run_dir)
     assert e[contract.ENV_CONFIG] == str(run_dir / "job.json")
+    assert e["TORCHFT_LIGHTHOUSE"] == PUBLISHED  # read from where the job's own Lighthouse published it
     assert e[contract.ENV_JOB] == "demo"
     assert e[contract.ENV_ATTEMPT] == "0"
-    assert e["TORCHFT_LIGHTHOUSE"] == "http://127.0.0.1:29510"
     assert (e["RANK"], e["WORLD_SIZE"], e["LOCAL_RANK"], e["GROUP_RANK"]) == ("0", "1", "0", "0")
     assert e["MASTER_PORT"] == "0"  # one process per group: the trainer picks a free port
     assert e["MASTER_ADDR"]
@@ -206,27 +232,42 @@ def test_schema_refuses_newlines_in_sbatch_fields() -> None:
         JobConfig(name="x\ny")
 
 
-def test_lighthouse_script(harness: dict[str, Path]) -> None:
+FAKE_LIGHTHOUSE = """\
+#!/bin/bash
+# Records each start; the second start ends the script's restart loop.
+echo "$*" >> "$RECORD_TO"
+[ "$(wc -l < "$RECORD_TO")" -ge 2 ] && kill -TERM $PPID
+exit 3
+"""
+
+
+def test_lighthouse_script_runs_its_own_lighthouse_and_restarts_it(harness: dict[str, Path]) -> None:
     job = JobConfig(
         name="demo",
         run_dir=str(harness["tmp"] / "run"),
-        slurm={"head_node": "n1"},
-        lighthouse={
-            "port": 29999,
-            "min_replicas": 2,
-            "join_timeout_ms": 2000,
-            "quorum_tick_ms": 50,
-            "heartbeat_timeout_ms": 700,
-        },
+        slurm={"head_node": "n1", "extra_sbatch": ["--exclude=n1", "--mem=1G"]},
+        lighthouse={"min_replicas": 2, "join_timeout_ms": 2000, "quorum_tick_ms": 50, "heartbeat_timeout_ms": 700},
         groups={"count": 2},
     )
-    script = render_job(job, harness["tmp"] / "out", python=str(harness["shim"] / "python"))[0]
+    fake = harness["tmp"] / "fakepy"
+    fake.write_text(FAKE_LIGHTHOUSE)
+    fake.chmod(0o755)
+    script = render_job(job, harness["tmp"] / "out", python=str(fake))[0]
     text = script.read_text()
-    assert '#SBATCH --nodelist="n1"' in text
-    assert '#SBATCH --job-name="ll-demo-lighthouse"' in text
-    assert run_script(script, harness)["argv"] == [
+    assert '#SBATCH --nodelist="n1"' in text and '#SBATCH --job-name="ll-demo-lighthouse"' in text
+    # The groups' --exclude of the head would contradict the Lighthouse's own node; other extras stay.
+    assert "--exclude" not in text and '#SBATCH --mem="1G"' in text
+    out = harness["tmp"] / "starts.txt"
+    proc = subprocess.run(["bash", str(script)], env={**os.environ, "RECORD_TO": str(out)}, timeout=30)
+    assert proc.returncode != 0  # ended by the TERM, after restarting once
+    starts = out.read_text().splitlines()
+    published = contract.RunPaths(harness["tmp"] / "run").lighthouse()
+    assert len(starts) == 2 and starts[0] == starts[1]
+    assert starts[0].split() == [
+        "-m",
+        "lamplighter.supervisor.lighthouse_main",
         "--bind",
-        "[::]:29999",
+        "[::]:0",
         "--min_replicas",
         "2",
         "--join_timeout_ms",
@@ -235,16 +276,21 @@ def test_lighthouse_script(harness: dict[str, Path]) -> None:
         "50",
         "--heartbeat_timeout_ms",
         "700",
+        "--publish",
+        str(published),
+        "--advertise",
+        "127.0.0.1",
+        "--record-steps",
+        str(contract.RunPaths(harness["tmp"] / "run").lighthouse_steps()),
     ]
 
 
-def test_head_service_renders_no_lighthouse_job_and_port_zero_is_refused(tmp_path: Path) -> None:
-    job = JobConfig(
-        name="demo", run_dir=str(tmp_path / "run"), lighthouse={"placement": "head-service"}, groups={"count": 1}
-    )
-    assert [p.name for p in render_job(job, tmp_path / "out")] == ["group-0.sbatch"]
-    with pytest.raises(RenderError, match="port 0"):
-        render_job(JobConfig(name="demo", run_dir=str(tmp_path / "run"), lighthouse={"port": 0}), tmp_path / "o2")
+def test_lighthouse_command_in_a_group_needs_a_fixed_port(tmp_path: Path) -> None:
+    job = JobConfig(name="demo", run_dir=str(tmp_path / "run"), trainer={"command": ["t", "--lh={lighthouse}"]})
+    with pytest.raises(RenderError, match=r"uses \{lighthouse\}, but lighthouse.port is 0"):
+        render_job(job, tmp_path / "out")
+    fixed = job.model_copy(update={"lighthouse": job.lighthouse.model_copy(update={"port": 29511})})
+    assert "--lh=http://127.0.0.1:29511" in render_job(fixed, tmp_path / "out")[1].read_text()
 
 
 def test_relative_run_dir_is_made_absolute(tmp_path: Path) -> None:
@@ -266,3 +312,201 @@ def test_any_text_arrives_intact(harness: dict[str, Path], args: list[str], val:
     rec = run_script(script, harness)
     assert rec["argv"][: len(args)] == args
     assert rec["env"]["HOSTILE"] == val
+
+
+def test_group_without_a_published_address_uses_the_fixed_one_or_says_why(harness: dict[str, Path]) -> None:
+    env = {"PATH": f"{harness['shim']}:{os.environ['PATH']}", "RECORD_TO": str(harness["tmp"] / "r.json")}
+    for port, ok in ((29533, True), (0, False)):
+        job = JobConfig(
+            name="demo",
+            run_dir=str(harness["tmp"] / f"run{port}"),
+            trainer={"command": ["{python}", str(harness["recorder"])]},
+            lighthouse={"port": port},
+        )
+        script = render_job(job, harness["tmp"] / f"out{port}", python=str(harness["shim"] / "python"))[1]
+        proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=30)
+        if ok:
+            assert proc.returncode == 0, proc.stderr
+            assert json.loads((harness["tmp"] / "r.json").read_text())["env"]["TORCHFT_LIGHTHOUSE"].endswith(":29533")
+        else:
+            assert (
+                proc.returncode == 1
+                and "no Lighthouse address in" in proc.stderr
+                and "lamplighter submit" in proc.stderr
+            )
+
+
+TORCHTITAN = ["-m", "torchtitan.train", "--module=torchft.llama3", "--config=llama3_torchft_debugmodel"]
+
+
+def test_torchtitan_group_script_cpus_and_container(harness: dict[str, Path]) -> None:
+    """The torchtitan flags reach the trainer; srun gets --cpus-per-task and the container options."""
+    run_dir = harness["tmp"] / "run"
+    job = JobConfig(
+        name="tt",
+        run_dir=str(run_dir),
+        trainer={
+            "kind": "torchtitan",
+            "command": ["{python}", str(harness["recorder"]), *TORCHTITAN],
+            "steps": 77,
+            "backend": "auto",
+        },
+        groups={"count": 2, "gpus_per_node": 4, "procs_per_node": 1},
+        torchft={"pg_timeout_s": 9, "timeout_s": 9},
+        slurm={
+            "cpus_per_task": 16,
+            "srun_args": ["--container-image=nvcr.io#rocm/pytorch:latest", "--container-mounts=/a:/a,/b:/c"],
+        },
+    )
+    script = render_job(job, harness["tmp"] / "out", python=str(harness["shim"] / "python"))[2]
+    text = script.read_text()
+    assert "#SBATCH --cpus-per-task=16" in text and "#SBATCH --gpus-per-node=4" in text
+    srun_record = harness["tmp"] / "srun.txt"
+    rec = run_script(script, harness, {"SRUN_RECORD": str(srun_record)})
+    assert srun_record.read_text().split() == [
+        "--kill-on-bad-exit=1",
+        "--cpus-per-task=16",
+        "--container-image=nvcr.io#rocm/pytorch:latest",
+        "--container-mounts=/a:/a,/b:/c",
+    ]
+    assert rec["argv"] == [
+        *TORCHTITAN,
+        "--fault_tolerance.enable",
+        "--fault_tolerance.replica_id=1",
+        "--fault_tolerance.group_size=2",
+        "--fault_tolerance.min_replica_size=1",
+        "--fault_tolerance.process_group=nccl",  # GPUs: NCCL/RCCL
+        "--fault_tolerance.process_group_timeout_ms=9000",
+        "--training.steps=77",
+        "--checkpoint.enable",
+        "--checkpoint.enable_ft_dataloader_checkpoints",
+        f"--dump_folder={run_dir}/torchtitan",
+    ]
+    e = rec["env"]
+    assert (e["REPLICA_GROUP_ID"], e["NUM_REPLICA_GROUPS"]) == ("1", "2")
+    # torchrun needs a port known before it starts, even for one process.
+    assert e["MASTER_PORT"] == "30242" and e["PET_RDZV_ENDPOINT"].endswith(":30242")
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["--container-image=a b", "--container-image=$(id)", "--x='q'", "--x=a;b", "--x=a\nb", "-c", "--cpus-per-task=2"],
+)
+def test_srun_args_refused(bad: str) -> None:
+    with pytest.raises(ValidationError):
+        JobConfig(name="x", slurm={"srun_args": [bad]})
+
+
+def test_hostile_trainer_python_runs_as_one_word(harness: dict[str, Path]) -> None:
+    odd = harness["tmp"] / "env $(touch pwned) 'q' \"d\"" / "bin"
+    odd.mkdir(parents=True)
+    (odd / "python").symlink_to(sys.executable)
+    job = make_job(harness, harness["tmp"] / "run", ["a"], {})
+    job.trainer.python = str(odd / "python")
+    rec = run_script(render_job(job, harness["tmp"] / "out")[1], harness)
+    assert rec["argv"][0] == "a" and not (harness["tmp"] / "pwned").exists()
+
+
+SLEEPER = (
+    "import os, pathlib, sys, time; "
+    "pathlib.Path(os.environ['STARTED']).write_text(os.environ['LAMPLIGHTER_RENEWALS']); time.sleep(3); sys.exit(3)"
+)
+FAKE_HELPER = """\
+#!/bin/bash
+# Stands in for lamplighter's python: records how the renewal helper was called.
+printf '%s\\n' "$@" > "$RENEW_RECORD"
+"""
+
+
+def renewal_job(harness: dict[str, Path], **slurm: Any) -> JobConfig:
+    return JobConfig(
+        name="rn",
+        run_dir=str(harness["tmp"] / "run 'q' $(touch pwned) %j"),
+        trainer={"command": [sys.executable, "-c", SLEEPER], "env": {}},
+        groups={"count": 3},
+        slurm={"time": "01:00:00", "renewal": {"margin_s": 60, "spacing_s": 100}, **slurm},
+    )
+
+
+def test_renewal_signals_are_staggered_and_the_trap_keeps_the_trainer_running(harness: dict[str, Path]) -> None:
+    helper = harness["tmp"] / "lamplighter-python"
+    helper.write_text(FAKE_HELPER)
+    helper.chmod(0o755)
+    scripts = render_job(
+        renewal_job(harness, slurm_conf="/etc/slurm x/slurm.conf"), harness["tmp"] / "out", python=str(helper)
+    )
+    texts = [p.read_text() for p in scripts]
+    # The Lighthouse job first, then group 0, 1, 2: each warned 100 s after the one before.
+    assert [t for x in texts for t in x.splitlines() if t.startswith("#SBATCH --signal")] == [
+        "#SBATCH --signal=B:USR1@360",
+        "#SBATCH --signal=B:USR1@260",
+        "#SBATCH --signal=B:USR1@160",
+        "#SBATCH --signal=B:USR1@60",
+    ]
+    started, record = harness["tmp"] / "started", harness["tmp"] / "renew.txt"
+    # This Slurm job renewed itself twice before: its restarts are not failures.
+    run_dir = harness["tmp"] / "run 'q' $(touch pwned) %j"
+    (run_dir / "renewal").mkdir(parents=True)
+    (run_dir / "renewal" / "g1-4242.renewals").write_text("2\n")
+    env = {
+        "PATH": f"{harness['shim']}:{os.environ['PATH']}",
+        "SLURM_JOB_ID": "4242",
+        "STARTED": str(started),
+        "RENEW_RECORD": str(record),
+    }
+    proc = subprocess.Popen(["bash", str(scripts[2])], env=env, cwd=harness["tmp"])
+    try:
+        deadline = time.monotonic() + 20
+        while not started.exists():
+            assert time.monotonic() < deadline and proc.poll() is None, "trainer did not start"
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGUSR1)
+        # The trainer keeps running through the trap; the script ends with the trainer's own status.
+        assert proc.wait(timeout=20) == 3
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert started.read_text() == "2"
+    assert not (harness["tmp"] / "pwned").exists()
+    args = record.read_text().splitlines()
+    assert args == [
+        "-m",
+        "lamplighter.slurm.renew",
+        "--group",
+        "1",
+        "--groups",
+        "3",
+        "--run-dir",
+        str(run_dir),
+        "--slurm-conf",
+        "/etc/slurm x/slurm.conf",
+    ]
+    assert "--lighthouse-job" in texts[0] and "trap renew USR1" in texts[0]
+
+
+def test_no_renewal_without_a_time_limit_or_requeue(harness: dict[str, Path]) -> None:
+    for slurm in ({"time": None}, {"requeue": False}, {"renewal": {"enabled": False}}):
+        text = render_job(renewal_job(harness, **slurm), harness["tmp"] / "out")[1].read_text()
+        assert "--signal" not in text and "trap" not in text and "exec srun" in text
+
+
+def test_renewal_must_fit_in_the_time_limit() -> None:
+    with pytest.raises(ValidationError, match="warns the Lighthouse job 460 s"):
+        JobConfig(name="x", groups={"count": 4}, slurm={"time": "7:40", "renewal": {"margin_s": 60, "spacing_s": 100}})
+    ok = JobConfig(name="x", groups={"count": 2}, slurm={"time": "1", "renewal": {"margin_s": 5, "spacing_s": 20}})
+    assert ok.slurm.time_s == 60 and ok.slurm.renewal.warning_s(0, 2) == 25
+    assert ok.slurm.renewal.lighthouse_warning_s(2) == 45
+    # The Lighthouse job may have a limit of its own; then group 0's warning must fit the groups' limit.
+    long_lh = {"time": "1", "lighthouse_time": "30:00", "renewal": {"margin_s": 5, "spacing_s": 25}}
+    assert JobConfig(name="x", groups={"count": 3}, slurm=long_lh).slurm.lighthouse_limit == "30:00"
+    with pytest.raises(ValidationError, match="warns group 0 80 s"):
+        JobConfig(name="x", groups={"count": 4}, slurm=long_lh)
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [("1", 60), ("2:30", 150), ("01:00:00", 3600), ("7-00:00:00", 604800), ("1-2", 93600), ("1-2:30", 95400)],
+)
+def test_slurm_time_seconds(value: str, seconds: int) -> None:
+    assert slurm_time_seconds(value) == seconds
+    assert slurm_time_seconds("UNLIMITED") is None

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from realparts import require_slurm
 
-from lamplighter.configs.schema import HealthConfig, LighthouseConfig, RestartConfig
+from lamplighter.configs.schema import HealthConfig, RestartConfig
 from lamplighter.slurm.e2e_run import LabRun, drained_nodes, per_kind_lines, prepare_run
 from lamplighter.slurm.lab import LabSettings, SlurmLab, leftover_job_processes
 from lamplighter.slurm.testcluster import pick_port_range, wait_until
@@ -31,7 +31,6 @@ def settings(port: int) -> LabSettings:
         compute_nodes=6,
         health=HealthConfig(hang_timeout_s=8.0, poll_interval_s=0.5, probe_deadline_s=2.0),
         restart=RestartConfig(budget_per_group=10, crash_loop_max=10),
-        lighthouse=LighthouseConfig(host="127.0.0.1", port=port, placement="head-service"),
     )
 
 
@@ -69,7 +68,9 @@ def lab_with_daemons(lab_root: Path) -> Iterator[tuple[SlurmLab, int]]:
 
 def check_clean_end(run: LabRun, report: dict[str, object], states: dict[int, str]) -> None:
     assert run.sub is not None
-    assert all(s == "COMPLETED" for s in states.values()), states
+    # The release job cancels the Lighthouse job once every group ended: that one ends CANCELLED.
+    lighthouse = run.sub.lighthouse_job_id
+    assert all(s == ("CANCELLED" if j == lighthouse else "COMPLETED") for j, s in states.items()), states
     assert report["reached_target"], report["steps_committed"]
     assert report["steps_lost"] == 0, report["lost_step_numbers"]
     assert report["weights_identical"], report["hash_mismatches"]

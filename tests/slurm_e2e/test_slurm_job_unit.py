@@ -11,7 +11,8 @@ from lamplighter.configs.schema import JobConfig
 from lamplighter.slurm.chaos_slurm import append_record
 from lamplighter.slurm.fake import FakeSlurm
 from lamplighter.slurm.hostlist import expand_hostlist
-from lamplighter.slurm.job_status import build_status, format_table, steps_per_s, tail_steps
+from lamplighter.slurm.job_status import build_status, collect, format_table, steps_per_s, tail_steps
+from lamplighter.slurm.parsers import JobInfo
 from lamplighter.slurm.slurm_report import write_report
 from lamplighter.slurm.submission import (
     SUBMISSION_FILE,
@@ -19,6 +20,7 @@ from lamplighter.slurm.submission import (
     cancel_job,
     find_run_dir,
     load,
+    published_by,
     render_release_script,
     submit_job,
 )
@@ -34,7 +36,7 @@ def lab_job(tmp: Path, **over: object) -> JobConfig:
         "name": "unit",
         "run_dir": str(tmp / "run"),
         "groups": {"count": 2},
-        "lighthouse": {"port": 29599, "placement": "slurm-job"},
+        "lighthouse": {"port": 29599},
         "slurm": {"head_node": "n1"},
         "trainer": {"steps": 50},
     }
@@ -46,9 +48,21 @@ def ok_probe(_addr: str) -> object:
     return None
 
 
+def published(_run_dir: Path, job_id: int) -> str:
+    """What the fake Slurm's Lighthouse job 'published' (nothing runs under the fake)."""
+    return f"http://n1:{29000 + job_id}"
+
+
 def test_submit_orders_lighthouse_groups_release_and_records(tmp_path: Path) -> None:
     api = FakeSlurm(["n1", "n2", "n3", "n4"])
-    sub = submit_job(lab_job(tmp_path), api, config_path=str(tmp_path / "job.yaml"), probe=ok_probe, now=lambda: 7.0)
+    sub = submit_job(
+        lab_job(tmp_path),
+        api,
+        config_path=str(tmp_path / "job.yaml"),
+        probe=ok_probe,
+        read_address=published,
+        now=lambda: 7.0,
+    )
     assert sub.lighthouse_job_id == 1 and sub.groups == {0: 2, 1: 3} and sub.release_job_id == 4
     assert [api.job(j).name for j in sub.all_job_ids()] == [
         "ll-unit-g0",
@@ -68,15 +82,16 @@ def test_submit_orders_lighthouse_groups_release_and_records(tmp_path: Path) -> 
 def test_submit_refuses_a_job_already_running_and_cancel_stops_all(tmp_path: Path) -> None:
     api = FakeSlurm(["n1", "n2", "n3", "n4"])
     job = lab_job(tmp_path)
-    sub = submit_job(job, api, config_path="x.yaml", probe=ok_probe)
+    sub = submit_job(job, api, config_path="x.yaml", probe=ok_probe, read_address=published)
     with pytest.raises(SubmitError, match="already submitted"):
-        submit_job(job, api, config_path="x.yaml", probe=ok_probe)
-    stopped = cancel_job(sub, api)
-    assert [c.what for c in stopped] == ["group 0", "group 1", "release", "lighthouse"]
+        submit_job(job, api, config_path="x.yaml", probe=ok_probe, read_address=published)
+    res = cancel_job(sub, api)
+    assert [c.what for c in res.cancelled] == ["group 0", "group 1", "release", "lighthouse"] and not res.failed
     assert all(api.job(j).state == "CANCELLED" for j in sub.all_job_ids())
-    assert cancel_job(sub, api) == []
+    again = cancel_job(sub, api)
+    assert again.cancelled == [] and again.failed == []
     # Everything ended: submitting again is allowed.
-    submit_job(job, api, config_path="x.yaml", probe=ok_probe)
+    submit_job(job, api, config_path="x.yaml", probe=ok_probe, read_address=published)
 
 
 def test_submit_cancels_what_it_started_when_the_lighthouse_never_answers(tmp_path: Path) -> None:
@@ -86,26 +101,45 @@ def test_submit_cancels_what_it_started_when_the_lighthouse_never_answers(tmp_pa
         raise OSError(f"connection refused: {addr}")
 
     with pytest.raises(SubmitError, match="does not answer"):
-        submit_job(lab_job(tmp_path), api, config_path="x.yaml", probe=dead, lighthouse_timeout=0.3)
+        submit_job(
+            lab_job(tmp_path), api, config_path="x.yaml", probe=dead, read_address=published, lighthouse_timeout=0.3
+        )
     assert api.job(1).state == "CANCELLED"
     assert not (tmp_path / "run" / SUBMISSION_FILE).exists()
 
 
-def test_head_service_placement_submits_only_groups(tmp_path: Path) -> None:
+def test_submit_waits_for_the_address_its_own_lighthouse_job_published(tmp_path: Path) -> None:
     api = FakeSlurm(["n1", "n2", "n3"])
+    run = tmp_path / "run"
+    # A previous run's record names another Slurm job: it must never be taken for this job's Lighthouse.
+    RunPaths(run).lighthouse().parent.mkdir(parents=True)
+    RunPaths(run).lighthouse().write_text(json.dumps({"address": "http://old:1", "slurm_job_id": "1"}))
+    seen: list[str] = []
+    with pytest.raises(SubmitError, match="no address published"):
+        submit_job(lab_job(tmp_path), api, config_path="x.yaml", probe=seen.append, lighthouse_timeout=0.3)
+    assert seen == [] and not RunPaths(run).lighthouse().exists()
+    assert published_by(run, 5) is None
+    RunPaths(run).lighthouse().write_text(json.dumps({"address": "http://n1:4242", "slurm_job_id": "5"}))
+    assert published_by(run, 5) == "http://n1:4242" and published_by(run, 6) is None
     sub = submit_job(
-        lab_job(tmp_path, lighthouse={"port": 29599, "placement": "head-service"}),
-        api,
-        config_path="x.yaml",
-        probe=ok_probe,
+        lab_job(tmp_path), api, config_path="x.yaml", probe=seen.append, read_address=lambda r, j: published(r, j)
     )
-    assert sub.lighthouse_job_id is None and sub.release_job_id is None and sub.all_job_ids() == [1, 2]
-    assert sub.lighthouse == "head-service"
+    assert sub.lighthouse_address == "http://n1:29002" and seen == ["http://n1:29002"]
 
 
 def test_release_script_quotes_slurm_conf(tmp_path: Path) -> None:
     text = render_release_script(lab_job(tmp_path), [5, 6], 4, tmp_path, "/a b/slurm.conf")
     assert "export SLURM_CONF='/a b/slurm.conf'" in text
+    # Regression: waiting on a compute node, it kept a requeued 2-node group from starting.
+    assert '#SBATCH --nodelist="n1"' in text
+
+
+def test_the_lighthouse_job_never_takes_a_whole_node(tmp_path: Path) -> None:
+    from lamplighter.slurm.render import render_job
+
+    job = lab_job(tmp_path, slurm={"head_node": "n1", "exclusive": True})
+    lighthouse, group = (p.read_text() for p in render_job(job, tmp_path / "out")[:2])
+    assert "#SBATCH --exclusive" not in lighthouse and "#SBATCH --exclusive" in group
 
 
 def rec(g: int, step: int, t: float, attempt: int = 0, h: str = "h") -> StepRecord:
@@ -127,7 +161,7 @@ def rec(g: int, step: int, t: float, attempt: int = 0, h: str = "h") -> StepReco
 
 def test_status_table_and_json_from_slurm_steps_chaos_and_a_recorded_lighthouse_page(tmp_path: Path) -> None:
     api = FakeSlurm(["n1", "n2", "n3", "n4"])
-    sub = submit_job(lab_job(tmp_path), api, config_path="x.yaml", probe=ok_probe)
+    sub = submit_job(lab_job(tmp_path), api, config_path="x.yaml", probe=ok_probe, read_address=published)
     api.drain("n4", "gpu 0: ecc uncorrectable")
     steps = {0: [rec(0, s, 100.0 + s) for s in range(1, 11)], 1: [rec(1, s, 100.0 + s) for s in range(1, 6)]}
     chaos = [{"event": "injected", "t": 103.0, "kind": "kill", "group": 1, "node": "n3", "job_id": 3}]
@@ -137,7 +171,9 @@ def test_status_table_and_json_from_slurm_steps_chaos_and_a_recorded_lighthouse_
     assert st["step"] == 10 and st["steps_per_s"] == 1.0
     assert st["groups"]["1"]["last_fault"]["kind"] == "kill" and st["groups"]["0"]["last_fault"] is None
     assert st["groups"]["0"]["state"] == "RUNNING" and st["groups"]["0"]["restarts"] == 0
-    assert st["nodes_out"] == [{"node": "n4", "state": api.node("n4").state, "reason": "gpu 0: ecc uncorrectable"}]
+    assert [(n["node"], n["state"], n["reason"], n["by_lamplighter"]) for n in st["nodes_out"]] == [
+        ("n4", api.node("n4").state, "gpu 0: ecc uncorrectable", False)
+    ]
     assert st["quorum"]["quorum_id"] == quorum.quorum_id
     json.dumps(st)
     table = format_table(st)
@@ -163,7 +199,9 @@ def test_expand_hostlist() -> None:
 
 def test_report_pairs_injections_with_daemon_actions_and_slurm_recovery(tmp_path: Path) -> None:
     api = FakeSlurm(["n1", "n2", "n3", "n4"])
-    sub = submit_job(lab_job(tmp_path), api, config_path="x.yaml", probe=ok_probe, now=lambda: 90.0)
+    sub = submit_job(
+        lab_job(tmp_path), api, config_path="x.yaml", probe=ok_probe, read_address=published, now=lambda: 90.0
+    )
     paths = RunPaths(Path(sub.run_dir))
     for s in range(1, 21):
         append_step(paths.steps(0), rec(0, s, 100.0 + s))
@@ -216,7 +254,7 @@ def test_chaos_schedule_hits_a_healthy_group_and_records_it(tmp_path: Path) -> N
     from lamplighter.slurm.chaos_slurm import CHAOS_FILE, ChaosContext, read_records
 
     api = FakeSlurm(["n1", "n2", "n3", "n4"])
-    sub = submit_job(lab_job(tmp_path), api, config_path="x.yaml", probe=ok_probe)
+    sub = submit_job(lab_job(tmp_path), api, config_path="x.yaml", probe=ok_probe, read_address=published)
     paths = RunPaths(Path(sub.run_dir))
     ctx = ChaosContext(sub, api)
     assert healthy_groups(ctx) == []  # nobody committed yet
@@ -230,3 +268,74 @@ def test_chaos_schedule_hits_a_healthy_group_and_records_it(tmp_path: Path) -> N
     assert paths.inject_exception(1).exists() and not paths.inject_exception(0).exists()
     assert out[1]["t_first_commit"] is None  # nothing recovers in the fake
     assert len(read_records(Path(sub.run_dir) / CHAOS_FILE)) == 2
+
+
+def test_status_says_slurm_did_not_answer_instead_of_gone(tmp_path: Path) -> None:
+    api = FakeSlurm(["n1", "n2", "n3", "n4"])
+    sub = submit_job(lab_job(tmp_path), api, config_path="x.yaml", probe=ok_probe, read_address=published)
+    api.stop_controller()
+    st = collect(sub, api, now=111.0, lighthouse_timeout=0.1)
+    assert {g["state"] for g in st["groups"].values()} == {"UNKNOWN"} and st["lighthouse"]["state"] == "UNKNOWN"
+    assert "Unable to contact slurm controller" in st["slurm_error"]
+    table = format_table(st)
+    assert "SLURM DID NOT ANSWER" in table and "GONE" not in table
+    assert "nodes out of service: unknown" in table
+    # A job Slurm forgot (MinJobAge) is GONE, and only then.
+    jobs: dict[int, JobInfo | None] = {j: None for j in sub.all_job_ids()}
+    gone = build_status(sub, jobs, [], {}, [], None, None, now=1.0)
+    assert {g["state"] for g in gone["groups"].values()} == {"GONE"} and gone["slurm_error"] is None
+
+
+def test_cancel_names_every_job_it_could_not_cancel(tmp_path: Path) -> None:
+    api = FakeSlurm(["n1", "n2", "n3", "n4"])
+    sub = submit_job(lab_job(tmp_path), api, config_path="x.yaml", probe=ok_probe, read_address=published)
+    api.stop_controller()
+    res = cancel_job(sub, api)
+    assert res.cancelled == [] and [f.what for f in res.failed] == ["group 0", "group 1", "release", "lighthouse"]
+    assert all("Unable to contact" in f.error for f in res.failed)
+    api.start_controller()
+    assert len(cancel_job(sub, api).cancelled) == 4
+
+
+def test_submit_with_slurm_gone_part_way_records_what_it_could_not_roll_back(tmp_path: Path) -> None:
+    api = FakeSlurm(["n1", "n2", "n3"])
+
+    def lighthouse_up_then_slurm_stops(_addr: str) -> object:
+        api.stop_controller()
+        return None
+
+    job = lab_job(tmp_path)
+    with pytest.raises(SubmitError, match=r"COULD NOT CANCEL Slurm jobs \[1\].*lamplighter cancel unit"):
+        submit_job(
+            job,
+            api,
+            config_path="x.yaml",
+            probe=lighthouse_up_then_slurm_stops,
+            read_address=published,
+            rollback_timeout=0.2,
+        )
+    sub = load(tmp_path / "run")
+    assert sub.lighthouse_job_id == 1 and sub.groups == {} and "could not cancel" in sub.extra["incomplete"]
+    assert "SUBMISSION INCOMPLETE" in format_table(build_status(sub, {}, [], {}, [], None, None, 1.0))
+    api.start_controller()
+    assert [c.job_id for c in cancel_job(sub, api).cancelled] == [1]
+
+
+def test_submit_rollback_rides_out_a_short_outage(tmp_path: Path) -> None:
+    api = FakeSlurm(["n1", "n2", "n3"])
+
+    def slurm_blips(_addr: str) -> object:
+        api.stop_controller(for_calls=3)  # the first group's sbatch and two rollback attempts fail
+        return None
+
+    with pytest.raises(SubmitError, match=r"cancelled \[1\]"):
+        submit_job(
+            lab_job(tmp_path),
+            api,
+            config_path="x.yaml",
+            probe=slurm_blips,
+            read_address=published,
+            rollback_timeout=10.0,
+        )
+    assert api.job(1).state == "CANCELLED" and not api.jobs()
+    assert not (tmp_path / "run" / SUBMISSION_FILE).exists()

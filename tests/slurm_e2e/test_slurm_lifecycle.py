@@ -16,7 +16,7 @@ from lamplighter.slurm.actions import SlurmActions
 from lamplighter.slurm.lab import leftover_job_processes
 from lamplighter.slurm.slurm_report import write_report
 from lamplighter.slurm.submission import Submission, find_run_dir, load, wait_ended
-from lamplighter.slurm.testcluster import TestCluster, pick_port_range, wait_until
+from lamplighter.slurm.testcluster import TestCluster, wait_until
 from lamplighter.trainer.contract import RunPaths
 from lamplighter.trainer.steplog import read_steps
 
@@ -44,7 +44,7 @@ def write_config(tmp: Path, name: str, steps: int, conf: Path) -> Path:
             "checkpoint": {"enabled": False},
         },
         "groups": {"count": 2, "nodes": 1},
-        "lighthouse": {"host": "127.0.0.1", "port": pick_port_range(1), "placement": "slurm-job"},
+        "lighthouse": {"host": "127.0.0.1"},
         "slurm": {"requeue": True, "head_node": "n1", "slurm_conf": str(conf)},
         "health": {"hang_timeout_s": 15},
     }

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -12,12 +11,10 @@ import pytest
 
 from lamplighter.supervisor.checks.dstate import DStateCheck
 from lamplighter.supervisor.checks.exit_watcher import ExitWatcher
-from lamplighter.supervisor.checks.hang import HangCheck, HeartbeatFiles
 from lamplighter.supervisor.checks.memory import MemoryCheck, MemoryCheckError
 from lamplighter.supervisor.observations import LighthouseDown, Observation, ProcessExited
 from lamplighter.supervisor.procfs import parse_stat
 from lamplighter.supervisor.trainer_proc import StaticTable, TrainerProc
-from lamplighter.trainer.contract import RunPaths, write_json_atomic
 
 
 def stat_line(pid: int, comm: str, state: str, ppid: int, rss_pages: int, starttime: int = 100) -> str:
@@ -78,21 +75,6 @@ def test_memory_check_that_cannot_run_raises(tmp_path: Path) -> None:
         MemoryCheck(TABLE, max_percent=95.0, proc_root=tmp_path).observe(0.0)
 
 
-def test_hang_counts_from_start_then_from_own_beats(tmp_path: Path) -> None:
-    paths = RunPaths(tmp_path)
-    check = HangCheck(TABLE, HeartbeatFiles(tmp_path), timeout_s=10.0)
-    assert check.observe(10.0) == []
-    hung = check.observe(10.5)
-    assert hung and hung[0].last_step is None and "before its first step" in hung[0].reason
-    # A beat from another PID (an earlier attempt) does not count.
-    write_json_atomic(paths.heartbeat(1, 0), {"step": 5, "time": 9.0, "pid": 99})
-    assert check.observe(10.5)
-    write_json_atomic(paths.heartbeat(1, 0), {"step": 5, "time": 9.0, "pid": 100})
-    assert check.observe(19.0) == []
-    obs = check.observe(19.5)
-    assert obs[0].last_step == 5 and obs[0].silent_s == pytest.approx(10.5)
-
-
 def _wait_for(w: ExitWatcher, n: int) -> list[Observation]:
     got: list[Observation] = []
     deadline = time.monotonic() + 30
@@ -125,12 +107,3 @@ def test_exit_watcher_reports_code_signal_and_keeps_zombie_until_reaped() -> Non
         lh.wait()
     finally:
         w.close()
-
-
-def test_heartbeat_file_is_read(tmp_path: Path) -> None:
-    p = RunPaths(tmp_path).heartbeat(2, 1)
-    p.parent.mkdir(parents=True)
-    p.write_text(json.dumps({"step": 3, "time": 1.5, "pid": 7}))
-    beat = HeartbeatFiles(tmp_path).last_beat(2, 1)
-    assert beat is not None and (beat.step, beat.time, beat.pid) == (3, 1.5, 7)
-    assert HeartbeatFiles(tmp_path).last_beat(0, 0) is None

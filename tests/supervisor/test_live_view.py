@@ -33,6 +33,7 @@ def test_summary_names_faults_and_verdict() -> None:
         "steps_committed": 300,
         "target_steps": 300,
         "steps_compared": 290,
+        "weights_check": "state hashes compared on 290 shared steps",
         "committed_samples_per_s": 250.0,
         "fault_free_samples_per_s": 280.0,
         "goodput": 0.89,

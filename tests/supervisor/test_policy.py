@@ -16,7 +16,7 @@ def exited(g: int, rc: int, attempt: int = 0) -> ProcessExited:
 
 
 def hung(g: int, attempt: int = 0) -> Hung:
-    return Hung(group=g, rank=0, attempt=attempt, pid=1000 + g, last_step=7, silent_s=31.0, timeout_s=30.0)
+    return Hung(group=g, attempt=attempt, pid=1000 + g, last_step=7, silent_s=31.0, timeout_s=30.0)
 
 
 CFG = RestartConfig(

@@ -1,0 +1,28 @@
+"""Rules between a node config and a job config: the daemon applies the job's thresholds at the node's pace."""
+
+from __future__ import annotations
+
+from lamplighter.configs.schema import JobConfig, NodeConfig, node_job_problems
+
+HEAD = NodeConfig(role="head", gpus=False)
+
+
+def job(**kw: object) -> JobConfig:
+    return JobConfig.model_validate({"name": "j", **kw})
+
+
+def test_a_fitting_pair_breaks_nothing() -> None:
+    assert node_job_problems(NodeConfig(), job()) == []
+    assert node_job_problems(HEAD, job()) == []
+
+
+def test_node_pace_against_the_jobs_hang_timeout() -> None:
+    node = NodeConfig(health={"poll_interval_s": 2, "probe_deadline_s": 6})
+    tight = job(health={"hang_timeout_s": 11}, torchft={"quorum_timeout_s": 10})
+    assert node_job_problems(node, tight) == []
+    problems = node_job_problems(node, job(health={"hang_timeout_s": 6}, torchft={"quorum_timeout_s": 5}))
+    assert len(problems) == 1 and problems[0].startswith("node health.probe_deadline_s (6 s) must be below")
+    problems = node_job_problems(
+        NodeConfig(health={"poll_interval_s": 3}), job(health={"hang_timeout_s": 5.5}, torchft={"quorum_timeout_s": 5})
+    )
+    assert len(problems) == 1 and "poll_interval_s (3 s) must be at most half" in problems[0]

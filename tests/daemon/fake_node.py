@@ -1,0 +1,199 @@
+"""A compute node for the daemon's loop, all fakes: /proc in a folder, Slurm in memory, exits and the Lighthouse by hand.
+
+The PIDs are above the kernel's largest possible PID (2**22), so the real
+executor's kill (it signals whatever /proc says is still there) can never
+reach a real process: it finds each one "already gone".
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lamplighter.configs.schema import JobConfig, NodeConfig
+from lamplighter.slurm.fake import FakeSlurm
+from lamplighter.supervisor.daemon.actionlog import ActionLog
+from lamplighter.supervisor.daemon.compute_loop import ComputeLoop
+from lamplighter.supervisor.daemon.executor import Executor
+from lamplighter.supervisor.daemon.state_store import DaemonState
+from lamplighter.supervisor.gpu.observation import GpuObservation
+from lamplighter.supervisor.lighthouse_status import LighthouseStatus, LighthouseStatusError, Member
+from lamplighter.supervisor.observations import Observation, ProcessExited
+from lamplighter.supervisor.trainer_proc import TrainerProc
+from lamplighter.trainer.contract import ENV_CONFIG, ENV_JOB, ENV_REPLICA_ID, ENV_RUN_DIR, RunPaths, write_json_atomic
+
+BTIME = 1_700_000_000
+CLK_TCK = 100
+PID0 = 5_000_000  # above any real PID
+NODE = "n1"
+
+
+class Clock:
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class FakeExits:
+    """Reports an exit only for a watched process, as a pidfd would."""
+
+    def __init__(self) -> None:
+        self.watched: dict[int, TrainerProc] = {}
+        self._pending: list[Observation] = []
+
+    def watch_trainer(self, proc: TrainerProc) -> None:
+        self.watched[proc.pid] = proc
+
+    def exit(self, pid: int, returncode: int, t: float) -> None:
+        p = self.watched.pop(pid, None)
+        if p is not None:
+            self._pending.append(ProcessExited(p.group, p.rank, p.attempt, pid, returncode, t))
+
+    def observe(self, now: float) -> list[Observation]:
+        out, self._pending = self._pending, []
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class FakeLighthouse:
+    """The job's Lighthouse /status: replica id -> step; `down` makes every read fail."""
+
+    steps: dict[str, int] = field(default_factory=dict)
+    down: bool = False
+    reads: list[tuple[str, float]] = field(default_factory=list)  # (address, timeout) of every read
+
+    def __call__(self, address: str, timeout_s: float) -> LighthouseStatus:
+        self.reads.append((address, timeout_s))
+        if self.down:
+            raise LighthouseStatusError(f"cannot read {address}/status: connection refused")
+        members = [Member(rid, step, "m", "s", 1, False) for rid, step in self.steps.items()]
+        return LighthouseStatus(quorum_id=1, next_quorum="", previous_quorum_id=None, quorum_age_s=0.0, members=members)
+
+
+class FakeGpus:
+    """The GPU check: reports what a test put in `next` on the next cycle (GPU VM fault events are one-shot)."""
+
+    def __init__(self) -> None:
+        self.next: list[GpuObservation] = []
+
+    def observe(self, now: float) -> list[GpuObservation]:
+        out, self.next = self.next, []
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+class FakeNode:
+    def __init__(self, tmp: Path, **node: Any) -> None:
+        self.proc = tmp / "proc"
+        self.proc.mkdir()
+        (self.proc / "stat").write_text(f"cpu 1 2 3\nbtime {BTIME}\n")
+        (self.proc / "meminfo").write_text("MemTotal:       1000000 kB\n")
+        self.tmp = tmp
+        self.clock = Clock(BTIME + 10.0)
+        self.slurm = FakeSlurm(["n1", "n2", "n3"], clock=self.clock)
+        self.exits = FakeExits()
+        self.lighthouse = FakeLighthouse()
+        self.gpus = FakeGpus()
+        self.node_cfg = node
+        self.start()
+
+    def start(self) -> None:
+        """Start the daemon on this node: load its state, build its loop (again after `stop`: a restart)."""
+        tmp = self.tmp
+        self.lines: list[str] = []
+        self.state = DaemonState.load(tmp / "state")
+        executor = Executor(
+            self.state, self.slurm, None, ActionLog(NODE, self.lines.append), proc_root=self.proc, clock=self.clock
+        )
+        self.loop = ComputeLoop(
+            NodeConfig(node_name=NODE, **self.node_cfg),
+            NODE,
+            self.slurm,
+            executor,
+            self.gpus,
+            self.clock,
+            proc_root=self.proc,
+            watcher=self.exits,
+            fetch_lighthouse=self.lighthouse,
+        )
+
+    def close(self) -> None:
+        self.loop.close()
+        self.state.close()
+
+    def submit(self, name: str, group: int) -> int:
+        script = self.tmp / f"{name}-g{group}.sbatch"
+        script.write_text(f"#!/bin/bash\n#SBATCH --job-name=ll-{name}-g{group}\n#SBATCH --nodes=1\n")
+        return self.slurm.submit(script)
+
+    def job_dir(self, job: JobConfig | dict[str, Any], lighthouse: str | None = None) -> tuple[Path, Path]:
+        """A run directory with its job.json (a dict: written as it is, valid or not), and lighthouse.json."""
+        name = job.name if isinstance(job, JobConfig) else str(job["name"])
+        run_dir = self.tmp / "runs" / name
+        run_dir.mkdir(parents=True, exist_ok=True)
+        config = run_dir / "job.json"
+        doc = job.model_dump(mode="json") if isinstance(job, JobConfig) else job
+        config.write_text(json.dumps({**doc, "run_dir": str(run_dir)}, indent=2))
+        if lighthouse is not None:
+            write_json_atomic(RunPaths(run_dir).lighthouse(), {"address": lighthouse})
+        return run_dir, config
+
+    def task(
+        self,
+        pid: int,
+        job_id: int,
+        name: str,
+        group: int,
+        *,
+        ppid: int = PID0,
+        run_dir: Path | None = None,
+        config: Path | None = None,
+        start: int = 100,
+        rank: int = 0,
+    ) -> None:
+        """A process of a Slurm task on this node (the root if its parent is not one of the job's)."""
+        env = {
+            ENV_JOB: name,
+            ENV_REPLICA_ID: str(group),
+            "SLURM_JOB_ID": str(job_id),
+            "SLURM_STEP_ID": "0",
+            "SLURM_PROCID": str(rank),
+            "SLURMD_NODENAME": NODE,
+        }
+        if run_dir is not None:
+            env[ENV_RUN_DIR] = str(run_dir)
+        if config is not None:
+            env[ENV_CONFIG] = str(config)
+        d = self.proc / str(pid)
+        d.mkdir(parents=True, exist_ok=True)
+        fields = [str(pid), "(python)", "S", str(ppid)] + ["0"] * 17 + [str(start), "0", "10"] + ["0"] * 28
+        (d / "stat").write_text(" ".join(fields) + "\n")
+        (d / "environ").write_bytes(b"".join(f"{k}={v}".encode() + b"\0" for k, v in env.items()))
+
+    def gone(self, pid: int, returncode: int = 0) -> None:
+        """The process ends: out of /proc, and the exit reported if it was watched."""
+        for f in (self.proc / str(pid)).iterdir():
+            f.unlink()
+        (self.proc / str(pid)).rmdir()
+        self.exits.exit(pid, returncode, self.clock.t)
+
+    def run(self, seconds: float, step_s: float = 1.0, each: Callable[[], None] | None = None) -> list[dict[str, Any]]:
+        """Cycle the loop for `seconds` of fake time; every action result."""
+        results: list[dict[str, Any]] = []
+        end = self.clock.t + seconds
+        while self.clock.t < end:
+            if each is not None:
+                each()
+            results += self.loop.cycle()
+            self.clock.t += step_s
+        return results

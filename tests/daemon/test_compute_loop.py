@@ -1,0 +1,201 @@
+"""The compute daemon's loop on a fake node: which processes are a group, progress, and each job's own settings."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fake_node import PID0, FakeNode
+
+from lamplighter.configs.schema import JobConfig
+from lamplighter.supervisor.gpu.observation import GpuObservation
+
+# Timeouts a job may have (hang above every torchft wait, start-up above hang).
+HEALTH = {"hang_timeout_s": 20, "startup_timeout_s": 60}
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[FakeNode]:
+    n = FakeNode(tmp_path)
+    try:
+        yield n
+    finally:
+        n.close()
+
+
+def kinds(results: list[dict]) -> list[str]:  # type: ignore[type-arg]
+    return [r["action"] for r in results]
+
+
+def test_a_worker_ending_is_no_group_failure_its_launcher_ending_is(node: FakeNode) -> None:
+    run_dir, config = node.job_dir(JobConfig(name="llama", health={**HEALTH, "progress": "off"}))
+    job = node.submit("llama", 1)
+    root, worker, loader = PID0 + 100, PID0 + 101, PID0 + 102
+    node.task(root, job, "llama", 1, run_dir=run_dir, config=config)  # torchrun's agent, started by slurmstepd
+    node.task(worker, job, "llama", 1, ppid=root, run_dir=run_dir, config=config, start=110)
+    node.task(loader, job, "llama", 1, ppid=worker, run_dir=run_dir, config=config, start=120)
+    assert node.run(2) == []
+    assert set(node.exits.watched) == {root}
+
+    node.gone(worker, returncode=0)  # torchrun restarts its worker; the data loader lives on meanwhile
+    assert node.run(30) == []
+    assert node.slurm.job(job).restarts == 0
+
+    node.gone(root, returncode=1)
+    results = node.run(15)
+    assert kinds(results) == ["kill_local", "requeue"], results
+    # The kill covers the whole tree: the loader is still listed (the fake PID is "already gone" to the kernel).
+    assert results[0]["already_gone"] == [loader]
+    assert results[1]["outcome"] == "ok" and node.slurm.job(job).restarts == 1
+
+
+def test_a_trainer_without_heartbeats_committing_steps_is_never_hung_and_is_once_it_stops(node: FakeNode) -> None:
+    run_dir, config = node.job_dir(JobConfig(name="titan", health=HEALTH), lighthouse="http://head01:29777")
+    job = node.submit("titan", 1)
+    node.task(PID0 + 200, job, "titan", 1, run_dir=run_dir, config=config)
+    node.lighthouse.steps = {"torchtitan_ft_0:a": 0, "torchtitan_ft_1:b": 0}
+
+    def commit() -> None:
+        node.lighthouse.steps = {rid: step + 1 for rid, step in node.lighthouse.steps.items()}
+
+    # Well past both the start-up (60 s) and hang (20 s) timeouts, with no heartbeat file at all.
+    assert node.run(150, step_s=5.0, each=commit) == []
+    # Read at the address its Lighthouse published, each read bounded well below the 1 s poll interval.
+    assert {r for r in node.lighthouse.reads} == {("http://head01:29777", 0.25)}
+
+    results = node.run(30)  # steps stop
+    assert kinds(results) == ["kill_local", "requeue"]
+    line = next(x for x in node.lines if '"action":"requeue"' in x or '"action": "requeue"' in x)
+    assert "hang_timeout_s 20" in line and "lighthouse" in line
+
+
+def test_a_dead_lighthouse_excuses_silence_logged_once(node: FakeNode, caplog: pytest.LogCaptureFixture) -> None:
+    # No lighthouse.json: the address its config fixes.
+    run_dir, config = node.job_dir(JobConfig(name="titan", health=HEALTH, lighthouse={"port": 29510}))
+    job = node.submit("titan", 0)
+    node.task(PID0 + 300, job, "titan", 0, run_dir=run_dir, config=config)
+    node.lighthouse.down = True
+    with caplog.at_level(logging.INFO):
+        assert node.run(120) == []  # twice the start-up timeout, unseen: not a hang
+    assert {a for a, _ in node.lighthouse.reads} == {"http://127.0.0.1:29510"}
+    cannot = [r for r in caplog.records if "cannot read its Lighthouse" in r.getMessage()]
+    assert len(cannot) == 1 and cannot[0].levelno == logging.WARNING
+
+    node.lighthouse.down = False
+    node.lighthouse.steps = {"0:x": 7}  # back, and the group is there but never moves: silence counts from now
+    with caplog.at_level(logging.INFO):
+        assert node.run(55) == []
+        results = node.run(10)
+    assert kinds(results) == ["kill_local", "requeue"]
+    back = [r for r in caplog.records if r.levelno == logging.INFO and "can be read again" in r.getMessage()]
+    assert len(back) == 1
+
+
+def test_each_job_gets_its_own_hang_timeout_from_its_config(node: FakeNode) -> None:
+    quick_dir, quick_cfg = node.job_dir(
+        JobConfig(name="quick", health={"progress": "heartbeat", "hang_timeout_s": 12, "startup_timeout_s": 12})
+    )
+    slow_dir, slow_cfg = node.job_dir(
+        JobConfig(name="slow", health={"progress": "heartbeat", "hang_timeout_s": 20, "startup_timeout_s": 40})
+    )
+    quick, slow = node.submit("quick", 0), node.submit("slow", 0)
+    node.task(PID0 + 400, quick, "quick", 0, run_dir=quick_dir, config=quick_cfg)
+    node.task(PID0 + 401, slow, "slow", 0, run_dir=slow_dir, config=slow_cfg)
+    results = node.run(30)  # neither writes a heartbeat: only the 12 s start-up timeout has passed
+    assert [(r["action"], r["target"]) for r in results if r["action"] == "requeue"] == [("requeue", str(quick))]
+    assert node.slurm.job(slow).restarts == 0
+
+
+def test_an_unusable_config_is_an_error_naming_it_and_the_job_gets_the_defaults(
+    node: FakeNode, caplog: pytest.LogCaptureFixture
+) -> None:
+    run_dir, config = node.job_dir({"name": "broken", "health": {"hang_timeout_s": "soon"}})
+    job = node.submit("broken", 0)
+    node.task(PID0 + 500, job, "broken", 0, run_dir=run_dir, config=config)
+    with caplog.at_level(logging.INFO):
+        node.run(5)
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and str(config) in errors[0] and "health.hang_timeout_s" in errors[0], errors
+    [watch] = node.loop.status()["jobs"]
+    assert watch["config_error"] and watch["hang_timeout_s"] == 30.0 and watch["startup_timeout_s"] == 300.0
+
+
+def test_a_config_that_appears_late_is_applied_once_read(node: FakeNode) -> None:
+    run_dir = node.tmp / "runs" / "late"
+    config = run_dir / "job.json"  # not written yet: the shared file system lags behind the job's start
+    job = node.submit("late", 0)
+    node.task(PID0 + 600, job, "late", 0, run_dir=run_dir, config=config)
+    assert node.run(5) == []
+    assert node.loop.status()["jobs"][0]["startup_timeout_s"] == 300.0  # the defaults meanwhile
+    node.job_dir(
+        JobConfig(name="late", health={"progress": "heartbeat", "hang_timeout_s": 12, "startup_timeout_s": 12})
+    )
+    results = node.run(70)  # read again within a minute; its 12 s start-up timeout has long passed
+    assert kinds(results) == ["kill_local", "requeue"]
+    assert node.loop.status()["jobs"][0]["startup_timeout_s"] == 12.0
+
+
+def vm_fault(gpu: int, pid: int) -> GpuObservation:
+    """A GPU VM fault as the GPU check reports it (supervisor/gpu/assess.py), naming the faulting pid."""
+    reason = f"GPU {gpu} GPU VM fault (pid {pid:#x} python)"
+    values = {"problems": ["vmfault"], "events": [{"event": "VMFAULT", "message": f"{pid:x}:python"}]}
+    return GpuObservation(gpu, "fault", "vmfault", reason, values)
+
+
+def test_vm_faults_of_different_jobs_drain_the_node_even_across_a_daemon_restart(tmp_path: Path) -> None:
+    node = FakeNode(tmp_path, health={"vm_fault_drain_after": 2, "vm_fault_window_s": 3600}, max_drain_fraction=0.5)
+    try:
+        run_a, config_a = node.job_dir(JobConfig(name="llama", health={**HEALTH, "progress": "off"}))
+        job_a = node.submit("llama", 1)
+        node.task(PID0 + 100, job_a, "llama", 1, run_dir=run_a, config=config_a)
+        assert node.run(2) == []
+        node.gpus.next = [vm_fault(0, PID0 + 100)]
+        results = node.run(1)
+        # The first VM fault: the group whose process faulted restarts; the node stays in service.
+        assert kinds(results) == ["kill_local", "requeue"], results
+        assert node.slurm.job(job_a).restarts == 1 and not node.slurm.node("n1").is_drained
+        node.gone(PID0 + 100, returncode=-9)
+        node.run(1)
+
+        node.close()  # the daemon restarts: the VM fault history must come back with its state
+        node.start()
+        assert [j for _, j in node.loop.policy.vm_faults] == [str(job_a)]
+
+        run_b, config_b = node.job_dir(JobConfig(name="titan", health={**HEALTH, "progress": "off"}))
+        job_b = node.submit("titan", 0)
+        node.task(PID0 + 200, job_b, "titan", 0, run_dir=run_b, config=config_b)
+        assert node.run(2) == []
+        node.gpus.next = [vm_fault(3, PID0 + 200)]
+        results = node.run(1)
+        # A second job faults on this node: two different jobs within the window -> the node is drained.
+        assert kinds(results) == ["kill_local", "drain", "requeue"], results
+        assert node.slurm.node("n1").is_drained
+        assert node.loop.policy.vm_faults == ()
+
+        # Each job's run directory holds the lines about it, from which `lamplighter why` answers.
+        lines_a = [json.loads(x) for x in (run_a / "actions.jsonl").read_text().splitlines()]
+        assert [(r["action"], r["group"], r["jobs"][0]["attempt"]) for r in lines_a] == [
+            ("kill_local", "llama/g1", 0),
+            ("requeue", "llama/g1", 0),
+        ]
+        lines_b = [json.loads(x) for x in (run_b / "actions.jsonl").read_text().splitlines()]
+        assert [r["action"] for r in lines_b] == ["kill_local", "drain", "requeue"]
+        assert lines_b[1]["jobs"] == [{"job_id": str(job_b), "group": "titan/g0", "attempt": 0}]
+    finally:
+        node.close()
+
+
+def test_thermal_throttling_is_reported_and_nothing_else(node: FakeNode) -> None:
+    run_dir, config = node.job_dir(JobConfig(name="llama", health={**HEALTH, "progress": "off"}))
+    job = node.submit("llama", 1)
+    node.task(PID0 + 100, job, "llama", 1, run_dir=run_dir, config=config)
+    node.gpus.next = [
+        GpuObservation(2, "fault", "thermal-throttle", "GPU 2 thermal throttling", {"problems": ["thermal-throttle"]})
+    ]
+    results = node.run(1)
+    assert kinds(results) == ["report"] and results[0]["outcome"] == "reported"
+    assert node.slurm.job(job).restarts == 0 and not node.slurm.node("n1").is_drained
+    assert json.loads(node.lines[0])["reason"] == "GPU 2 thermal throttling: reported, not acted on"

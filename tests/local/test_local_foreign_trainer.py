@@ -1,0 +1,122 @@
+"""`lamplighter local` supervising a torchft trainer it did not write (tests/foreign/ft_trainer.py).
+
+The trainer uses torchft's Manager directly and writes none of lamplighter's
+files: its progress is read from the Lighthouse. It must never be taken for
+hung while it commits steps, a kill and a hang must each be recovered once,
+and a restarted group must heal from its peer bit-identically (checked on
+the hashes the trainer logs in its own format, which lamplighter never reads).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from lamplighter.supervisor.local_cli import add_parser, run_local
+
+FT_TRAINER = Path(__file__).parent.parent / "foreign" / "ft_trainer.py"
+
+JOB = """
+name: foreign
+trainer:
+  steps: 600  # the survivor must outlast the last restart, or the restarted group finds no peer to heal from
+  # As torchft's examples run it: under torchrun (which hosts the group's store), one agent per group.
+  command: ["{{python}}", "-m", "torch.distributed.run", "--standalone", "--nnodes=1", "--nproc_per_node=1",
+            "{trainer}", "--group", "{{replica_id}}", "--steps", "{{steps}}", "--out", "{{run_dir}}/own",
+            "--step-sleep", "0.05", "--pg-timeout", "2" {extra}]
+groups: {{count: 2}}
+lighthouse: {{min_replicas: 1, quorum_tick_ms: 20, join_timeout_ms: 1000, heartbeat_timeout_ms: 500}}
+torchft: {{pg_timeout_s: 2, timeout_s: 3, quorum_timeout_s: 4, connect_timeout_s: 10}}
+health: {{progress: {progress}, hang_timeout_s: 10, startup_timeout_s: 90, poll_interval_s: 0.5}}
+restart: {{budget_per_group: 3, backoff_initial_s: 0}}
+"""
+
+SCHEDULE = """
+- {at_s: 3, kind: kill, group: 1}
+- {at_s: 12, kind: hang, group: 0}
+"""
+
+
+def own_hashes(run_dir: Path) -> dict[int, dict[int, str]]:
+    """step -> group -> state hash, from the trainer's own logs (rank 0 of each group)."""
+    out: dict[int, dict[int, str]] = {}
+    for path in sorted((run_dir / "own").glob("g*.r0.jsonl")):
+        group = int(path.name[1 : path.name.index(".")])
+        for line in path.read_text().splitlines():
+            rec = json.loads(line)
+            out.setdefault(rec["step"], {})[group] = rec["hash"]
+    return out
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("progress", "extra"), [("lighthouse", ""), ("heartbeat", ', "--lamplighter-heartbeat"')])
+def test_a_foreign_torchft_trainer_is_supervised_by_its_progress(tmp_path: Path, progress: str, extra: str) -> None:
+    (tmp_path / "job.yaml").write_text(JOB.format(trainer=FT_TRAINER, progress=progress, extra=extra))
+    (tmp_path / "chaos.yaml").write_text(SCHEDULE)
+    run_dir = tmp_path / "run"
+    ap = argparse.ArgumentParser()
+    add_parser(ap.add_subparsers())
+    rc = run_local(
+        ap.parse_args(
+            ["local", str(tmp_path / "job.yaml"), "--chaos", f"@{tmp_path / 'chaos.yaml'}", "--run-dir", str(run_dir)]
+            + ["--report", str(tmp_path / "report"), "--no-live"]
+        )
+    )
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    faults = report["faults"]
+    summary = json.dumps([{k: f.get(k) for k in ("kind", "group", "detected_as")} for f in faults], indent=1)
+    # Exactly the two injected faults: the groups were never killed while they made progress.
+    assert sorted(f["kind"] for f in faults) == ["hang", "kill"], summary
+    hang = next(f for f in faults if f["kind"] == "hang")
+    assert "hung: no progress" in hang["detected_as"] and progress in hang["detected_as"], summary
+    assert 10.0 <= hang["detection_latency_s"] < 14.0, summary
+    for f in faults:
+        assert f["t_first_commit_after"] and f["t_first_commit_after"] > f["t_restarted"], summary
+    # The report reads progress from the Lighthouse and does not claim what it could not check.
+    assert report["steps_source"].startswith("the Lighthouse")
+    assert report["weights_identical"] is None and report["weights_check"].startswith("not checked")
+    assert report["steps_lost"] == 0 and report["reached_target"] and rc == 0
+    assert all(s["status"] == "done" for s in report["group_status"].values())
+    # Healing, checked on the trainer's own hashes: every step both groups committed agrees.
+    hashes = own_hashes(run_dir)
+    both = {s: h for s, h in hashes.items() if len(h) == 2}
+    assert all(h[0] == h[1] for h in both.values())
+    # Both groups were back and in step at the end: each heal left the restarted group identical to its peer.
+    assert len(both) >= 20 and max(both) == 600
+    assert max(hashes) == 600
+    if progress == "heartbeat":
+        assert (run_dir / "heartbeat").is_dir()
+    else:
+        assert not (run_dir / "heartbeat").exists()  # lighthouse: the trainer wrote nothing of lamplighter's
+
+
+def test_the_foreign_trainer_does_not_import_lamplighter() -> None:
+    text = FT_TRAINER.read_text()
+    imports = [
+        line for line in text.splitlines() if line.strip().startswith(("import", "from")) and "lamplighter" in line
+    ]
+    # Its one lamplighter import is the optional heartbeat API, behind --lamplighter-heartbeat.
+    assert imports == ["        from lamplighter.trainer.heartbeat import beat"], imports
+
+
+def test_run_dir_placeholder_is_the_runs_own_directory(tmp_path: Path) -> None:
+    """Regression: {run_dir} rendered the config's default (runs/<name>, relative) instead of --run-dir."""
+    from lamplighter.configs.schema import ChaosConfig, JobConfig
+    from lamplighter.supervisor.local_launch import group_launch
+    from lamplighter.supervisor.local_mode import LocalOptions, LocalRun
+
+    job = JobConfig.model_validate({"name": "x", "trainer": {"command": ["t", "--out={run_dir}/own"]}})
+    run = LocalRun(job, LocalOptions(run_dir=tmp_path / "r", report_dir=tmp_path / "rep", chaos=ChaosConfig()))
+    argv, _ = group_launch(
+        run.job,
+        group=0,
+        attempt=0,
+        lighthouse="http://h:1",
+        config_path=tmp_path / "j",
+        run_dir=run.run_dir,
+        python="p",
+    )
+    assert argv[0] == ["t", f"--out={(tmp_path / 'r').resolve()}/own"]

@@ -1,0 +1,140 @@
+"""`lamplighter healthcheck` as Slurm runs it: HealthCheckProgram and Prolog on the real test cluster,
+with simulated GPUs per node; and `lamplighter nodes` / `nodes resume` on what it drained."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from realparts import require_slurm, wait_for
+
+from lamplighter.gpusim.inject import clear, inject
+from lamplighter.gpusim.state import StateDir
+from lamplighter.slurm.actions import SlurmActions
+from lamplighter.slurm.testcluster import TestCluster, running_cluster
+
+pytestmark = pytest.mark.integration
+GPUS = 2
+SCHED = "sched_interval=1,bf_interval=1,batch_sched_delay=0,nohold_on_prolog_fail"
+
+
+def wrapper(path: Path, gpus: Path, conf: Path, *extra: str) -> Path:
+    """What an admin installs as HealthCheckProgram / Prolog (deploy/slurm/), plus the test's simulated GPUs."""
+    node_yaml = path.with_suffix(".node.yaml")
+    # Three nodes: the default max_drain_fraction (0.25) would allow no drain at all.
+    node_yaml.write_text(f"slurm_conf: {conf}\nmax_drain_fraction: 0.5\n")
+    argv = [sys.executable, "-m", "lamplighter", "healthcheck", "--config", str(node_yaml), "--gpusim-root", str(gpus)]
+    argv += extra
+    path.write_text(
+        "#!/bin/bash\n"
+        f"export SLURM_CONF={shlex.quote(str(conf))}\n"
+        f"export PATH={shlex.quote(os.environ['PATH'])}\n"
+        f'exec {" ".join(shlex.quote(a) for a in argv)} --node "$SLURMD_NODENAME" >>{shlex.quote(str(path))}.log 2>&1\n'
+    )
+    path.chmod(0o755)
+    return path
+
+
+def lamplighter(*args: str, conf: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "lamplighter", *args],
+        env=dict(os.environ, SLURM_CONF=str(conf)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def gpu_folders(root: Path, nodes: int) -> Path:
+    for i in range(1, nodes + 1):
+        StateDir(root / f"n{i}").init(GPUS)
+    return root
+
+
+@pytest.fixture
+def health_cluster(tmp_path: Path, gpusim_root: Path) -> Iterator[tuple[TestCluster, Path]]:
+    require_slurm()
+    root = tmp_path / "c"
+    gpus = gpu_folders(tmp_path / "gpus", 3)
+    prog = wrapper(tmp_path / "healthcheck.sh", gpus, root / "slurm.conf")
+    conf = {"HealthCheckProgram": str(prog), "HealthCheckInterval": "5", "HealthCheckNodeState": "ANY"}
+    with running_cluster(root, 3, conf=conf) as cluster:
+        yield cluster, gpus
+
+
+def test_health_check_program_drains_a_faulty_node_and_resume_needs_healthy_gpus(
+    health_cluster: tuple[TestCluster, Path],
+) -> None:
+    cluster, gpus = health_cluster
+    api = SlurmActions(cluster.cli())
+    conf = cluster.conf_path
+    assert not any(n.is_drained for n in api.nodes())
+    inject(StateDir(gpus / "n2"), 1, "ecc-uncorrectable", count=2)
+    n2 = wait_for(lambda: (n := api.node("n2")).is_drained and n, 60, "n2 drained by the health check")
+    assert n2.reason is not None and n2.reason.startswith("lamplighter: healthcheck: GPU 1 ")
+    assert "uncorrectable ECC +2" in n2.reason
+    assert not api.node("n1").is_drained and not api.node("n3").is_drained
+
+    listed = lamplighter("nodes", conf=conf)
+    assert listed.returncode == 0 and "n2" in listed.stdout and "uncorrectable ECC +2" in listed.stdout
+    assert "n1 " not in listed.stdout
+
+    refused = lamplighter("nodes", "resume", "n2", "--gpusim-root", str(gpus), conf=conf)
+    assert refused.returncode == 1, refused.stdout
+    assert "refusing to resume n2: the fault persists" in refused.stderr and "uncorrectable ECC +2" in refused.stderr
+    assert api.node("n2").is_drained
+
+    clear(StateDir(gpus / "n2"))  # the GPU was reset: its counters are back to zero
+    resumed = lamplighter("nodes", "resume", "n2", "--gpusim-root", str(gpus), conf=conf)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resumed n2" in resumed.stdout
+    assert not api.node("n2").is_drained
+
+    # A node an admin drained is not lamplighter's to resume.
+    api.drain("n3", "maintenance: new PSU")
+    other = lamplighter("nodes", "resume", "n3", "--gpusim-root", str(gpus), conf=conf)
+    assert other.returncode == 1 and "taken out by someone else" in other.stderr
+    assert api.node("n3").reason == "maintenance: new PSU"
+
+
+@pytest.fixture
+def prolog_cluster(tmp_path: Path, gpusim_root: Path) -> Iterator[tuple[TestCluster, Path]]:
+    require_slurm()
+    root = tmp_path / "c"
+    gpus = gpu_folders(tmp_path / "gpus", 3)
+    prolog = wrapper(tmp_path / "prolog.sh", gpus, root / "slurm.conf", "--prolog")
+    with running_cluster(root, 3, conf={"Prolog": str(prolog), "SchedulerParameters": SCHED}) as cluster:
+        yield cluster, gpus
+
+
+def test_prolog_fails_a_faulty_node_and_slurm_starts_the_job_elsewhere(
+    prolog_cluster: tuple[TestCluster, Path], tmp_path: Path
+) -> None:
+    cluster, gpus = prolog_cluster
+    api = SlurmActions(cluster.cli())
+    inject(StateDir(gpus / "n1"), 0, "thermal", value=120)
+    # n1 is the only node that can take the job at first.
+    api.drain("n2", "test: busy")
+    api.drain("n3", "test: busy")
+    ran = tmp_path / "ran-on"
+    script = tmp_path / "job.sbatch"
+    script.write_text(
+        f"#!/bin/bash\n#SBATCH --job-name=ll-p-g0\n#SBATCH --requeue\n#SBATCH --output={tmp_path}/job-%j.out\n"
+        f'echo "$SLURMD_NODENAME" >> {shlex.quote(str(ran))}\nexec sleep 300\n'
+    )
+    jid = api.submit(script)
+    n1 = wait_for(lambda: (n := api.node("n1")).is_drained and n, 60, "n1 drained by the prolog")
+    job = wait_for(lambda: (j := api.job(jid)).state == "PENDING" and j, 60, "the job back in the queue")
+    assert "held" not in (job.reason or "").lower(), job.reason  # nohold_on_prolog_fail
+    assert n1.reason is not None and n1.reason.startswith("lamplighter: healthcheck: GPU 0 ")  # ours, kept by Slurm
+    api.resume("n2")
+    job = wait_for(lambda: (j := api.job(jid)).running and j, 60, "the job running on n2")
+    assert job.node_list == "n2"
+    wait_for(lambda: ran.exists() and ran.read_text().split(), 30, "the job's body to start")
+    assert ran.read_text().split() == ["n2"]  # it never ran on the faulty node
+    print(f"n1 after the prolog: {n1.state}: {n1.reason}; job {jid}: {job.fields.get('Restarts')} restart(s)")
