@@ -23,10 +23,6 @@ def lighthouse_job_name(job: str, prefix: str = JOB_PREFIX) -> str:
     return f"{prefix}{job}-lighthouse"
 
 
-def release_job_name(job: str, prefix: str = JOB_PREFIX) -> str:
-    return f"{prefix}{job}-release"
-
-
 def job_name_prefix(job: str, prefix: str = JOB_PREFIX) -> str:
     """What every Slurm job name of one lamplighter job starts with (for squeue --name filters)."""
     return f"{prefix}{job}-"

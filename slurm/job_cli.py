@@ -86,8 +86,6 @@ def run_submit(args: argparse.Namespace) -> int:
         print(f"submitted {s.job}: Lighthouse {s.lighthouse_address} ({lh})")
         for g, jid in sorted(s.groups.items()):
             print(f"  group {g}: Slurm job {jid}")
-        if s.release_job_id is not None:
-            print(f"  release: Slurm job {s.release_job_id} (cancels the Lighthouse once every group completed)")
         print(f"scripts in {Path(s.run_dir) / 'sbatch'}; follow with: lamplighter status {s.job} --watch")
     return 0
 

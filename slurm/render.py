@@ -286,14 +286,15 @@ def render_lighthouse_script(job: JobConfig, paths: RenderPaths, python: str) ->
 
     The Lighthouse runs without importing torch (lighthouse_main.py: ~0.1 s to start) and publishes its
     address in the run directory. If it dies, the script starts it again at once on the same port, so the
-    groups' quorum retries ride through it; the release job (or `lamplighter cancel`) ends the script.
+    groups' quorum retries ride through it. The script ends once every group job has left the queue
+    (slurm/release.py) or on `lamplighter cancel`.
     """
     lh = job.lighthouse
     if job.slurm.head_node:
         # Its node is named: an --exclude meant for the groups (keep them off the head) would contradict it.
         kept = [e for e in job.slurm.extra_sbatch if not e.startswith("--exclude")]
         job = job.model_copy(update={"slurm": job.slurm.model_copy(update={"extra_sbatch": kept})})
-    # Its own limit, and never a whole node: the release job must fit beside it on the head node.
+    # Its own limit, and never a whole node: other jobs' Lighthouses share the head node.
     job = job.model_copy(
         update={"slurm": job.slurm.model_copy(update={"time": job.slurm.lighthouse_limit, "exclusive": False})}
     )
@@ -313,24 +314,36 @@ def render_lighthouse_script(job: JobConfig, paths: RenderPaths, python: str) ->
         "    sleep 0.2",
         "done",
     ]
-    body = loop
+    release = [python, "-m", "lamplighter.slurm.release", "--run-dir", str(paths.run_dir)]
+    if job.slurm.slurm_conf:
+        release += ["--slurm-conf", job.slurm.slurm_conf]
+    renewal: list[str] = []
     if job.slurm.renews:
         warning = job.slurm.renewal.lighthouse_warning_s(job.groups.count)
         header.append(f"#SBATCH --signal=B:USR1@{warning}")
-        body = [
-            *_renewal_lines(
-                renew_argv(job, paths, python, ["--lighthouse-job"]),
-                warning,
-                [
-                    "requeues this job at once: it renews before any group, and the groups ride through its",
-                    "restart on torchft.quorum_retries (it comes back on the port it published).",
-                ],
-            ),
-            "(",
-            *(f"    {line}" for line in loop),
-            ") &",
-            *WAIT_FOR_STEP,
-        ]
+        renewal = _renewal_lines(
+            renew_argv(job, paths, python, ["--lighthouse-job"]),
+            warning,
+            [
+                "requeues this job at once: it renews before any group, and the groups ride through its",
+                "restart on torchft.quorum_retries (it comes back on the port it published).",
+            ],
+        )
+    body = [
+        *renewal,
+        "(",
+        *(f"    {line}" for line in loop),
+        ") &",
+        "lighthouse_loop=$!",
+        "# The job ends itself (no release job: it would need a CPU beside this one on the head node):",
+        "# the helper returns once every group job of this submission has left the queue.",
+        f"{' '.join(shlex.quote(a) for a in release)} &",
+        *WAIT_FOR_STEP,
+        "rc=$?",
+        'children=$(pgrep -P "$lighthouse_loop" || true)',
+        'kill "$lighthouse_loop" $children 2>/dev/null || true',
+        'exit "$rc"',
+    ]
     return "\n".join(
         [
             "#!/bin/bash",

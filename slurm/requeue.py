@@ -123,6 +123,12 @@ def start_elsewhere(
     return {"start": " ".join(f"{k}={v}" for k, v in settings.items())}
 
 
+def updater_for(api: SlurmApi) -> JobUpdater | None:
+    """scontrol update for the real Slurm; None for a fake without a command line (it gets `start_now`)."""
+    cli = getattr(api, "cli", None)
+    return ScontrolJobUpdate(cli) if isinstance(cli, SlurmCli) else None
+
+
 def requeue_now(api: SlurmApi, job_id: int) -> dict[str, str]:
     """Requeue a job and start it at once, away from the node it just ran on (see the module docstring).
 
@@ -130,8 +136,7 @@ def requeue_now(api: SlurmApi, job_id: int) -> dict[str, str]:
     without a command line gets `start_now`.
     """
     info = api.job(job_id)
-    cli = getattr(api, "cli", None)
-    updater = ScontrolJobUpdate(cli) if isinstance(cli, SlurmCli) else None
+    updater = updater_for(api)
     nodes = expand(info.node_list)
     last = info.batch_host or (nodes[0] if nodes else None)
     return requeue_elsewhere(api, updater, job_id, last, start_at=0.0, now=0.0)

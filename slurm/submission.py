@@ -1,25 +1,21 @@
 """`lamplighter submit`: render a job's sbatch scripts and submit them, and the record that remembers it.
 
 Order: the job's own Lighthouse job first, then one requeueable job per
-replica group, then a tiny release job. submit waits (bounded) until the
+replica group. submit waits (bounded) until the
 Lighthouse job runs, has published its address in the run directory and
 answers there before submitting any group, so a broken Lighthouse fails here,
 loudly, instead of as N trainers timing out at connect. Each job has its own
 Lighthouse: two jobs never share a quorum, whatever their replicas are named.
 
-The job ends cleanly through Slurm itself: the release job
-(`ll-<job>-release`) depends `afterany` on every group's job, and its body
-waits until none of them is queued any more (squeue lists none: a requeued
-group is PENDING again) before it runs `scancel <lighthouse job>`. The wait
-covers a race `afterok` would lose: a group's job ends FAILED for a moment
-before its node daemon requeues it, which makes an `afterok` dependency
-impossible (and Slurm clears a satisfied `afterany` element for good). No
-watcher process outside Slurm has to survive for this to work.
+The job ends cleanly through Slurm itself: the Lighthouse job's script waits
+(slurm/release.py) until every group job named in this record has left the
+queue, then stops the Lighthouse and exits. No watcher process outside Slurm
+has to survive for this to work.
 
 Why not submitit: it pickles a Python function per job and runs it through its
 own generated script, so the scripts could not be read or used by hand, and its
 requeue-on-preemption model (checkpoint + resubmit) is not torchft's (a group
-comes back and heals from a live peer). Submission here is three `sbatch
+comes back and heals from a live peer). Submission here is `sbatch
 --parsable` calls through `SlurmApi`, which the fake implements for unit tests.
 """
 
@@ -27,7 +23,6 @@ from __future__ import annotations
 
 import getpass
 import json
-import shlex
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -35,10 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from lamplighter.configs.schema import JobConfig
-from lamplighter.configs.slurm_names import job_name_prefix, release_job_name
+from lamplighter.configs.slurm_names import job_name_prefix
 from lamplighter.slurm.actions import SlurmApi
 from lamplighter.slurm.parsers import JobInfo
-from lamplighter.slurm.render import render_job, resolve_paths, sbatch_value, slurm_path_pattern
+from lamplighter.slurm.render import render_job, resolve_paths
 from lamplighter.slurm.run import SlurmError
 from lamplighter.supervisor.lighthouse_status import LighthouseStatusError, fetch_status
 from lamplighter.trainer import contract
@@ -72,7 +67,6 @@ class Submission:
     lighthouse_address: str
     lighthouse_job_id: int | None  # the job's own Lighthouse job (None only in records from before 0.2)
     groups: dict[int, int]  # replica id -> Slurm job id
-    release_job_id: int | None
     scripts: list[str]
     submitted_at: float
     target_steps: int = 0
@@ -83,9 +77,9 @@ class Submission:
         return "none" if self.lighthouse_job_id is None else str(self.lighthouse_job_id)
 
     def all_job_ids(self) -> list[int]:
-        """Groups first, then the release job, then the Lighthouse: the order cancel stops them in."""
+        """Groups first, then the Lighthouse: the order cancel stops them in."""
         ids = [self.groups[g] for g in sorted(self.groups)]
-        ids += [j for j in (self.release_job_id, self.lighthouse_job_id) if j is not None]
+        ids += [] if self.lighthouse_job_id is None else [self.lighthouse_job_id]
         return ids
 
     def to_json(self) -> dict[str, Any]:
@@ -98,6 +92,7 @@ class Submission:
     def from_json(cls, d: dict[str, Any]) -> Submission:
         d = dict(d)
         d.pop("lighthouse", None)
+        d.pop("release_job_id", None)  # records from before the Lighthouse job ended itself
         d["groups"] = {int(k): int(v) for k, v in d["groups"].items()}
         return cls(**d)
 
@@ -133,53 +128,6 @@ def find_run_dir(job: str, run_dir: str | None = None, base: Path | None = None)
 
         return resolve_paths(load_job(p), base).run_dir
     return (base / "runs" / job).resolve()
-
-
-def render_release_script(
-    job: JobConfig, group_ids: list[int], lighthouse_job_id: int, logs: Path, slurm_conf: str | None
-) -> str:
-    """The release job: once no group job is queued or running any more, cancel the Lighthouse job."""
-    deps = ":".join(str(j) for j in group_ids)
-    ids = " ".join(str(j) for j in group_ids)
-    lines = [
-        "#!/bin/bash",
-        f"# lamplighter job {job.name}: releases the Lighthouse job once every replica group has ended.",
-        "# Slurm starts it when all group jobs ended (afterany); it then waits while any of them is",
-        "# back in the queue (requeued by a node daemon) and cancels the Lighthouse when none is.",
-        f"#SBATCH --job-name={sbatch_value(release_job_name(job.name), 'job name')}",
-        "#SBATCH --nodes=1",
-        "#SBATCH --ntasks=1",
-        f"#SBATCH --dependency=afterany:{deps}",
-        "#SBATCH --no-requeue",
-        "#SBATCH --open-mode=append",
-        f"#SBATCH --output={sbatch_value(slurm_path_pattern(str(logs)) + '/release-%j.out', 'log path')}",
-    ]
-    if job.slurm.partition:
-        lines.append(f"#SBATCH --partition={sbatch_value(job.slurm.partition, 'slurm.partition')}")
-    if job.slurm.head_node:
-        # Beside the Lighthouse job: a release job waiting on a compute node could keep a requeued
-        # multi-node group from starting (it takes one node while it waits for the groups to end).
-        lines.append(f"#SBATCH --nodelist={sbatch_value(job.slurm.head_node, 'slurm.head_node')}")
-    lines += ["", "set -uo pipefail"]
-    if slurm_conf:
-        lines.append(f"export SLURM_CONF={shlex.quote(slurm_conf)}")
-    lines += [
-        "# Still queued (pending, running, completing)? A purged id is long over; any other squeue",
-        "# error counts as still queued, so a slurmctld hiccup never releases the Lighthouse early.",
-        "queued() {",
-        "    local out",
-        '    if out=$(squeue --noheader --jobs="$1" --states=PD,R,CG,CF,S,RQ,RH,RF,RS,SI,SO --format=%i 2>&1); then [ -n "$out" ]; return; fi',
-        '    case "$out" in *"Invalid job id"*) return 1 ;; *) return 0 ;; esac',
-        "}",
-        "any_queued() {",
-        f'    for j in {ids}; do queued "$j" && return 0; done',
-        "    return 1",
-        "}",
-        "while any_queued; do sleep 5; done",
-        f"exec scancel {lighthouse_job_id}",
-        "",
-    ]
-    return "\n".join(lines)
 
 
 def published_by(run_dir: Path, job_id: int) -> str | None:
@@ -270,7 +218,6 @@ def submit_job(
         lighthouse_address="",  # known once this job's Lighthouse has published it
         lighthouse_job_id=None,
         groups={},
-        release_job_id=None,
         scripts=[str(p) for p in scripts],
         submitted_at=now(),
         target_steps=job.trainer.steps,
@@ -285,11 +232,6 @@ def submit_job(
         for rid in range(job.groups.count):
             sub.groups[rid] = api.submit(by_name[f"group-{rid}.sbatch"])
             save(sub)
-        rel = out_dir / "release.sbatch"
-        rel.write_text(render_release_script(job, list(sub.groups.values()), lh_id, paths.logs, slurm_conf))
-        rel.chmod(0o755)
-        sub.scripts.append(str(rel))
-        sub.release_job_id = api.submit(rel)
     except BaseException as e:
         left = roll_back(sub, api, rollback_timeout)
         cancelled = [j for j in sub.all_job_ids() if j not in left]
@@ -376,8 +318,6 @@ class CancelResult:
 
 def job_roles(sub: Submission) -> dict[int, str]:
     names = {sub.groups[g]: f"group {g}" for g in sub.groups}
-    if sub.release_job_id is not None:
-        names[sub.release_job_id] = "release"
     if sub.lighthouse_job_id is not None:
         names[sub.lighthouse_job_id] = "lighthouse"
     return names

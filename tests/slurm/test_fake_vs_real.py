@@ -10,7 +10,7 @@ from slurm_jobs import group_script
 
 from lamplighter.slurm.actions import SlurmActions, SlurmApi, poll_job
 from lamplighter.slurm.fake import FakeSlurm
-from lamplighter.slurm.requeue import requeue_now
+from lamplighter.slurm.requeue import requeue_now, start_elsewhere, updater_for
 from lamplighter.slurm.run import SlurmError
 
 WAIT = 60.0
@@ -40,7 +40,9 @@ def test_requeue_drain_mark_down_cancel(world: tuple[SlurmApi, Callable[[str], N
     # Slurm shows Reason=None for a moment before its scheduler names the BeginTime hold.
     pending = poll_job(api, jid, lambda j: j.pending and j.reason == "BeginTime", WAIT, "PENDING on BeginTime")
     assert (pending.restarts, pending.node_list) == (1, None)
-    api.start_now(jid)
+    # Away from the node it ran on: Slurm revoked the job's credential there, and a start on it fails
+    # at once ("credential revoked": FAILED for good). CI hit that when Slurm picked the same node.
+    start_elsewhere(api, updater_for(api), jid, job.node_list, 0)
     first = poll_job(api, jid, running(1), WAIT, "RUNNING again").node_list
     assert first is not None
 

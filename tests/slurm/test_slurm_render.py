@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
+from realparts import wait_for
 
 from lamplighter.configs.schema import JobConfig, slurm_time_seconds
 from lamplighter.slurm.render import RenderError, render_job, sbatch_value
@@ -232,12 +233,25 @@ def test_schema_refuses_newlines_in_sbatch_fields() -> None:
         JobConfig(name="x\ny")
 
 
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 FAKE_LIGHTHOUSE = """\
 #!/bin/bash
-# Records each start; the second start ends the script's restart loop.
+# As the release helper: returns once the Lighthouse has been started twice.
+if [ "$2" = lamplighter.slurm.release ]; then
+    until [ -s "$RECORD_TO.pid" ]; do sleep 0.05; done
+    exit 0
+fi
+# As the Lighthouse: the first start dies (the loop starts it again), the second keeps running.
 echo "$*" >> "$RECORD_TO"
-[ "$(wc -l < "$RECORD_TO")" -ge 2 ] && kill -TERM $PPID
-exit 3
+[ "$(wc -l < "$RECORD_TO")" -ge 2 ] || exit 3
+echo $$ > "$RECORD_TO.pid.tmp" && mv "$RECORD_TO.pid.tmp" "$RECORD_TO.pid"
+exec sleep 1000
 """
 
 
@@ -259,7 +273,10 @@ def test_lighthouse_script_runs_its_own_lighthouse_and_restarts_it(harness: dict
     assert "--exclude" not in text and '#SBATCH --mem="1G"' in text
     out = harness["tmp"] / "starts.txt"
     proc = subprocess.run(["bash", str(script)], env={**os.environ, "RECORD_TO": str(out)}, timeout=30)
-    assert proc.returncode != 0  # ended by the TERM, after restarting once
+    assert proc.returncode == 0  # released once the helper returned
+    # The running Lighthouse was stopped with the script, not left behind.
+    lighthouse_pid = int(Path(f"{out}.pid").read_text())
+    wait_for(lambda: not alive(lighthouse_pid), 10, "the Lighthouse to be stopped")
     starts = out.read_text().splitlines()
     published = contract.RunPaths(harness["tmp"] / "run").lighthouse()
     assert len(starts) == 2 and starts[0] == starts[1]

@@ -34,8 +34,7 @@ from lamplighter.slurm.hostlist import expand_hostlist
 from lamplighter.slurm.lab import LabSettings, SlurmLab, leftover_job_processes
 from lamplighter.slurm.proc_find import find_by_env, signal_procs
 from lamplighter.slurm.testcluster import wait_until
-from lamplighter.supervisor.lighthouse_status import LighthouseStatusError, fetch_status
-from lamplighter.trainer.contract import ENV_JOB, ENV_REPLICA_ID
+from lamplighter.trainer.contract import ENV_JOB, ENV_REPLICA_ID, RunPaths
 
 pytestmark = pytest.mark.integration
 FT_TRAINER = Path(__file__).resolve().parent.parent / "foreign" / "ft_trainer.py"
@@ -200,13 +199,16 @@ def test_two_node_two_rank_groups_survive_kill_hang_gpu_and_node_crash(lab: Slur
     wait_until(lambda: not leftover_job_processes(job), 30, "no process of the job left")
 
 
-def single_node_job(lab: SlurmLab, work: Path, name: str, steps: int) -> LabRun:
-    """Two groups of one torchrun (one rank) each; replica names ft_trainer_0/1, the same in every job."""
-    cfg: dict[str, Any] = lab_job_config(lab, work / name, name=name, steps=steps, groups=2)
+def single_node_job(lab: SlurmLab, work: Path, name: str) -> LabRun:
+    """Two groups of one torchrun (one rank) each; replica names ft_trainer_0/1, the same in every job.
+
+    They train until the test writes a target (own/target), so two jobs surely overlap."""
+    cfg: dict[str, Any] = lab_job_config(lab, work / name, name=name, steps=STEPS, groups=2)
     cfg["trainer"] = {
-        "steps": steps,
+        "steps": STEPS,
         "command": ["{python}", "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1", str(FT_TRAINER)]
-        + ["--group={replica_id}", "--steps={steps}", "--out={run_dir}/own", "--step-sleep=0.05"],
+        + ["--group={replica_id}", "--steps={steps}", "--out={run_dir}/own", "--step-sleep=0.05"]
+        + ["--target-file={run_dir}/own/target"],
     }
     cfg["slurm"]["exclusive"] = False
     path = work / f"{name}.yaml"
@@ -214,33 +216,38 @@ def single_node_job(lab: SlurmLab, work: Path, name: str, steps: int) -> LabRun:
     return LabRun(lab, load_job(path), path)
 
 
+def recorded_replicas(run: LabRun) -> set[str]:
+    """Every replica process that committed a step through this job's Lighthouse (lighthouse-steps.jsonl)."""
+    text = RunPaths(Path(run.job.run_dir or "")).lighthouse_steps().read_text()
+    return {json.loads(line)["replica"] for line in text.splitlines() if line.strip()}
+
+
 def test_two_jobs_with_the_same_replica_names_never_share_a_quorum(lab: SlurmLab, tmp_path: Path) -> None:
-    a, b = single_node_job(lab, tmp_path, "job-a", 150), single_node_job(lab, tmp_path, "job-b", 150)
+    a, b = single_node_job(lab, tmp_path, "job-a"), single_node_job(lab, tmp_path, "job-b")
     a.submit()
     b.submit()
     assert a.sub is not None and b.sub is not None
     assert a.sub.lighthouse_address != b.sub.lighthouse_address  # each job's own Lighthouse
-    seen: dict[str, set[str]] = {a.sub.lighthouse_address: set(), b.sub.lighthouse_address: set()}
-
-    def look() -> bool:
-        for address, ids in seen.items():
-            try:
-                st = fetch_status(address, timeout=1.0)
-            except LighthouseStatusError:
-                continue  # ended
-            ids.update(m.replica_id for m in st.members)
-            ids.update(h.replica_id for h in st.heartbeats)
-        return all(last_step(r, g) >= 150 for r in (a, b) for g in (0, 1))
-
-    wait_until(look, 300, "both jobs to reach their target")
-    for run in (a, b):
-        states = run.wait_end(120)
+    runs = (a, b)
+    # Both jobs commit at the same time; then each stops 20 steps on.
+    wait_until(lambda: all(last_step(r, g) >= 10 for r in runs for g in (0, 1)), 300, "both jobs committing")
+    for run in runs:
+        end = max(last_step(run, 0), last_step(run, 1)) + 20
+        (Path(run.job.run_dir or "") / "own" / "target").write_text(str(end))
+    for run in runs:
+        states = run.wait_end(180)
         assert run.sub is not None and {states[run.sub.groups[g]] for g in (0, 1)} == {"COMPLETED"}, states
-    # Every replica either Lighthouse ever listed belongs to its own job's two processes (one per group).
-    for ids in seen.values():
-        names = sorted(i.split(":")[0] for i in ids)
-        assert names == ["ft_trainer_0", "ft_trainer_1"], ids
-    assert not (seen[a.sub.lighthouse_address] & seen[b.sub.lighthouse_address])
+        # The Lighthouse job ended itself once both groups had: no job of its own to release it.
+        assert run.sub.lighthouse_job_id is not None and states[run.sub.lighthouse_job_id] == "COMPLETED", states
+    # Each Lighthouse only ever formed quorums of its own job's two processes (one per group).
+    seen = {r.job.name: recorded_replicas(r) for r in runs}
+    for name, ids in seen.items():
+        assert sorted(i.split(":")[0] for i in ids) == ["ft_trainer_0", "ft_trainer_1"], (name, ids)
+    assert not (seen["job-a"] & seen["job-b"])
+    # And both trained the same steps together: every step both groups of a job logged agrees.
+    for run in runs:
+        both = {s: h for s, h in own_hashes(run).items() if len(h) == 2}
+        assert len(both) >= 30 and all(h[0] == h[1] for h in both.values())
 
 
 def test_reference_trainer_with_two_processes_per_node_on_two_nodes(lab: SlurmLab, tmp_path: Path) -> None:

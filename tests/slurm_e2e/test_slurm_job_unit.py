@@ -21,7 +21,6 @@ from lamplighter.slurm.submission import (
     find_run_dir,
     load,
     published_by,
-    render_release_script,
     submit_job,
 )
 from lamplighter.supervisor.lighthouse_status import parse_status
@@ -53,7 +52,7 @@ def published(_run_dir: Path, job_id: int) -> str:
     return f"http://n1:{29000 + job_id}"
 
 
-def test_submit_orders_lighthouse_groups_release_and_records(tmp_path: Path) -> None:
+def test_submit_orders_lighthouse_then_groups_and_records(tmp_path: Path) -> None:
     api = FakeSlurm(["n1", "n2", "n3", "n4"])
     sub = submit_job(
         lab_job(tmp_path),
@@ -63,20 +62,12 @@ def test_submit_orders_lighthouse_groups_release_and_records(tmp_path: Path) -> 
         read_address=published,
         now=lambda: 7.0,
     )
-    assert sub.lighthouse_job_id == 1 and sub.groups == {0: 2, 1: 3} and sub.release_job_id == 4
-    assert [api.job(j).name for j in sub.all_job_ids()] == [
-        "ll-unit-g0",
-        "ll-unit-g1",
-        "ll-unit-release",
-        "ll-unit-lighthouse",
-    ]
+    assert sub.lighthouse_job_id == 1 and sub.groups == {0: 2, 1: 3}
+    assert [api.job(j).name for j in sub.all_job_ids()] == ["ll-unit-g0", "ll-unit-g1", "ll-unit-lighthouse"]
     again = load(Path(sub.run_dir))
     assert again == sub and again.submitted_at == 7.0 and again.target_steps == 50
     assert find_run_dir("ignored", sub.run_dir) == Path(sub.run_dir)
     assert find_run_dir(sub.run_dir) == Path(sub.run_dir)
-    release = Path(sub.scripts[-1]).read_text()
-    assert "#SBATCH --dependency=afterany:2:3" in release and "exec scancel 1" in release
-    assert "for j in 2 3; do" in release
 
 
 def test_submit_refuses_a_job_already_running_and_cancel_stops_all(tmp_path: Path) -> None:
@@ -86,7 +77,7 @@ def test_submit_refuses_a_job_already_running_and_cancel_stops_all(tmp_path: Pat
     with pytest.raises(SubmitError, match="already submitted"):
         submit_job(job, api, config_path="x.yaml", probe=ok_probe, read_address=published)
     res = cancel_job(sub, api)
-    assert [c.what for c in res.cancelled] == ["group 0", "group 1", "release", "lighthouse"] and not res.failed
+    assert [c.what for c in res.cancelled] == ["group 0", "group 1", "lighthouse"] and not res.failed
     assert all(api.job(j).state == "CANCELLED" for j in sub.all_job_ids())
     again = cancel_job(sub, api)
     assert again.cancelled == [] and again.failed == []
@@ -125,13 +116,6 @@ def test_submit_waits_for_the_address_its_own_lighthouse_job_published(tmp_path:
         lab_job(tmp_path), api, config_path="x.yaml", probe=seen.append, read_address=lambda r, j: published(r, j)
     )
     assert sub.lighthouse_address == "http://n1:29002" and seen == ["http://n1:29002"]
-
-
-def test_release_script_quotes_slurm_conf(tmp_path: Path) -> None:
-    text = render_release_script(lab_job(tmp_path), [5, 6], 4, tmp_path, "/a b/slurm.conf")
-    assert "export SLURM_CONF='/a b/slurm.conf'" in text
-    # Regression: waiting on a compute node, it kept a requeued 2-node group from starting.
-    assert '#SBATCH --nodelist="n1"' in text
 
 
 def test_the_lighthouse_job_never_takes_a_whole_node(tmp_path: Path) -> None:
@@ -291,10 +275,10 @@ def test_cancel_names_every_job_it_could_not_cancel(tmp_path: Path) -> None:
     sub = submit_job(lab_job(tmp_path), api, config_path="x.yaml", probe=ok_probe, read_address=published)
     api.stop_controller()
     res = cancel_job(sub, api)
-    assert res.cancelled == [] and [f.what for f in res.failed] == ["group 0", "group 1", "release", "lighthouse"]
+    assert res.cancelled == [] and [f.what for f in res.failed] == ["group 0", "group 1", "lighthouse"]
     assert all("Unable to contact" in f.error for f in res.failed)
     api.start_controller()
-    assert len(cancel_job(sub, api).cancelled) == 4
+    assert len(cancel_job(sub, api).cancelled) == 3
 
 
 def test_submit_with_slurm_gone_part_way_records_what_it_could_not_roll_back(tmp_path: Path) -> None:

@@ -70,8 +70,8 @@ def test_slurm_job_completes_and_releases_its_lighthouse(
     api = SlurmActions(cluster.cli())
     states = wait_ended(sub, api, 180)
     assert [states[j] for j in sub.groups.values()] == ["COMPLETED", "COMPLETED"], states
-    assert sub.release_job_id is not None and states[sub.release_job_id] == "COMPLETED"
-    assert sub.lighthouse_job_id is not None and states[sub.lighthouse_job_id] == "CANCELLED"
+    # The Lighthouse job ended itself once both groups had left the queue.
+    assert sub.lighthouse_job_id is not None and states[sub.lighthouse_job_id] == "COMPLETED"
     report = write_report(sub, timeline=True)
     assert report["reached_target"] and report["steps_lost"] == 0 and report["weights_identical"]
     assert (Path(sub.run_dir) / "timeline.png").stat().st_size > 0

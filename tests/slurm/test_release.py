@@ -1,0 +1,99 @@
+"""The Lighthouse job ends itself once every group job has left the queue (slurm/release.py)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from lamplighter.configs.schema import JobConfig
+from lamplighter.slurm.fake import FakeSlurm
+from lamplighter.slurm.release import GONE, UNKNOWN, decide, group_jobs, wait_for_release
+from lamplighter.slurm.render import render_job
+from lamplighter.slurm.submission import SUBMISSION_FILE, submit_job
+
+
+def job(tmp: Path) -> JobConfig:
+    return JobConfig.model_validate(
+        {"name": "rel", "run_dir": str(tmp / "run"), "groups": {"count": 2}, "slurm": {"head_node": "n1"}}
+    )
+
+
+def test_decide_waits_for_every_group_to_stay_out_of_the_queue() -> None:
+    assert not decide(0, None, None, 10).release  # no record naming this Lighthouse yet
+    assert not decide(0, {}, None, 10).release
+    d = decide(0, {5: "COMPLETED", 6: "RUNNING"}, None, 10)
+    assert not d.release and d.clear_since is None and "6 RUNNING" in d.reason
+    d = decide(1, {5: "COMPLETED", 6: "FAILED"}, None, 10)
+    assert not d.release and d.clear_since == 1
+    # Requeued by its node daemon within the grace: PENDING again, the clock starts over.
+    d = decide(5, {5: "COMPLETED", 6: "PENDING"}, d.clear_since, 10)
+    assert not d.release and d.clear_since is None
+    d = decide(6, {5: "COMPLETED", 6: GONE}, None, 10)
+    assert not decide(15.9, {5: "COMPLETED", 6: GONE}, d.clear_since, 10).release
+    assert decide(16, {5: "COMPLETED", 6: GONE}, d.clear_since, 10).release
+    # Slurm not answering is not "ended".
+    assert decide(0, {5: UNKNOWN}, None, 10).clear_since is None
+
+
+def test_only_a_complete_record_of_this_lighthouse_job_counts(tmp_path: Path) -> None:
+    rec = tmp_path / SUBMISSION_FILE
+    assert group_jobs(tmp_path, 7) is None
+    rec.write_text(json.dumps({"lighthouse_job_id": 3, "groups": {"0": 4, "1": 5}, "extra": {}}))
+    assert group_jobs(tmp_path, 7) is None  # an earlier submission's record: its groups ended long ago
+    rec.write_text(json.dumps({"lighthouse_job_id": 7, "groups": {"0": 8}, "extra": {"incomplete": "in progress"}}))
+    assert group_jobs(tmp_path, 7) is None
+    rec.write_text(json.dumps({"lighthouse_job_id": 7, "groups": {"0": 8, "1": 9}, "extra": {}}))
+    assert group_jobs(tmp_path, 7) == [8, 9]
+    rec.write_text("{damaged")
+    assert group_jobs(tmp_path, 7) is None
+
+
+class Clock:
+    """Time that moves only when the waiter sleeps; `at` runs the world's events at their times."""
+
+    def __init__(self, events: dict[float, Callable[[], None]]) -> None:
+        self.t = 0.0
+        self.events = dict(events)
+        self.slept = 0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def sleep(self, s: float) -> None:
+        self.slept += 1
+        assert self.slept < 1000, "never released"
+        self.t += s
+        for at in sorted(e for e in self.events if e <= self.t):
+            self.events.pop(at)()
+
+
+def test_a_group_requeued_after_the_others_ended_keeps_the_lighthouse(tmp_path: Path) -> None:
+    clock = Clock({})
+    api = FakeSlurm(["n1", "n2", "n3"], clock=clock, begin_delay_s=0)
+    sub = submit_job(
+        job(tmp_path), api, config_path="x.yaml", probe=lambda a: None, read_address=lambda r, j: "http://n1:1"
+    )
+    assert sub.lighthouse_job_id == 1 and sub.groups == {0: 2, 1: 3} and sub.all_job_ids() == [2, 3, 1]
+    g0, g1 = sub.groups[0], sub.groups[1]
+    clock.events = {
+        10: lambda: api.finish(g0),
+        20: lambda: api.requeue(g1),  # its node daemon requeues it: pending, then running again
+        40: api.stop_controller,  # Slurm stops answering: that is never "ended"
+        60: api.start_controller,
+        100: lambda: api.finish(g1),
+    }
+    logged: list[str] = []
+    d = wait_for_release(
+        Path(sub.run_dir), 1, api, grace_s=15, poll_s=1, clock=clock, sleep=clock.sleep, log=logged.append
+    )
+    assert d.release and d.clear_since is not None and d.clear_since >= 100 and clock.t >= 115
+    assert any("confirming" in m for m in logged) and any("still queued" in m for m in logged)
+
+
+def test_the_lighthouse_script_runs_the_release_helper_and_needs_no_second_job(tmp_path: Path) -> None:
+    j = job(tmp_path).model_copy(update={"slurm": job(tmp_path).slurm.model_copy(update={"slurm_conf": "/a b/c"})})
+    lighthouse = render_job(j, tmp_path / "out")[0].read_text()
+    assert "-m lamplighter.slurm.release --run-dir" in lighthouse and "--slurm-conf '/a b/c'" in lighthouse
+    assert '#SBATCH --nodelist="n1"' in lighthouse and "#SBATCH --exclusive" not in lighthouse
+    assert "release.sbatch" not in {p.name for p in (tmp_path / "out").iterdir()}
