@@ -26,11 +26,14 @@ def test_every_package_folder_is_listed_in_setup_cfg() -> None:
     cfg = configparser.ConfigParser()
     cfg.read(REPO / "setup.cfg")
     listed = set(cfg["options"]["packages"].split())
-    mapping = dict(line.split(" = ") for line in cfg["options"]["package_dir"].strip().splitlines() if " = " in line)
-    folder_of = {v.strip(): k.strip() for k, v in mapping.items()}
+    # lamplighter/<folder> links to a top-level folder; walk the package as installed, through its links.
     found = set()
-    for top, name in folder_of.items():
-        for init in (REPO / top).rglob("__init__.py"):
-            rel = init.parent.relative_to(REPO / top)
-            found.add(".".join([name, *rel.parts]) if rel.parts else name)
+    for init in (REPO / "lamplighter").rglob("__init__.py"):
+        rel = init.parent.relative_to(REPO)
+        found.add(".".join(rel.parts))
+    for link in (REPO / "lamplighter").iterdir():
+        if link.is_symlink():
+            for init in link.resolve().rglob("__init__.py"):
+                rel = init.parent.relative_to(link.resolve())
+                found.add(".".join(["lamplighter", link.name, *rel.parts]))
     assert found == listed, f"missing from setup.cfg: {sorted(found - listed)}; stale: {sorted(listed - found)}"

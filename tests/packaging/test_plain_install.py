@@ -77,11 +77,14 @@ def _copy_checkout(dst: Path) -> Path:
     src.mkdir()
     for name in ("setup.cfg", "pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, src / name)
-    cfg = configparser.ConfigParser()
-    cfg.read(REPO / "setup.cfg")
-    folders = {line.split("=")[1].strip() for line in cfg["options"]["package_dir"].splitlines() if "=" in line}
-    for folder in folders:
-        shutil.copytree(REPO / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    # lamplighter/ holds links to the top-level folders: copy them as links, and the folders they name.
+    shutil.copytree(
+        REPO / "lamplighter", src / "lamplighter", symlinks=True, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    for link in (src / "lamplighter").iterdir():
+        if link.is_symlink():
+            folder = REPO / link.name
+            shutil.copytree(folder, src / link.name, ignore=shutil.ignore_patterns("__pycache__"))
     return src
 
 
