@@ -40,7 +40,7 @@ demo: $(STAMP)
 
 # The whole Slurm path on a real local cluster: daemons, submit, one fault of each kind, report.
 demo-slurm: $(STAMP)
-	$(BIN)/python -m lamplighter.slurm.demo --dir build/demo-slurm
+	$(BIN)/python -m lamplighter.lab.demo --dir build/demo-slurm
 
 bench: $(STAMP) gpusim
 	$(BIN)/python -m bench

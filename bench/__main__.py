@@ -37,7 +37,7 @@ def run_goodput(args: argparse.Namespace) -> None:
     from bench.lamplighter_slurm import available as lamplighter_slurm_available
     from bench.recovery import SCENARIOS, run_scenarios
     from bench.summarize import write_all
-    from lamplighter.slurm.testcluster import TestCluster, slurm_installed
+    from lamplighter.lab.testcluster import TestCluster, slurm_installed
 
     missing = slurm_installed()
     if missing:

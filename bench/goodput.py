@@ -6,7 +6,7 @@ For each repetition: a fault-free run of every strategy, then one run per
 MTBF, strategies interleaved (their order rotates per repetition), each to
 the same target step with the same fault schedule (lamplighter's planner,
 seed = repetition and MTBF). The baselines run on a real Slurm cluster
-started on this machine (lamplighter.slurm.testcluster); lamplighter runs in
+started on this machine (lamplighter.lab.testcluster); lamplighter runs in
 local mode (see README: its Slurm path was not ready when this was built).
 Raw runs go to bench/results/goodput.json; the recovery anatomy of every
 fault to bench/results/recovery.json.
@@ -34,8 +34,8 @@ from bench.lamplighter_slurm import LamplighterSlurm
 from bench.metrics import run_metrics
 from bench.runrecord import RunRecord
 from bench.slurm_drive import drive
+from lamplighter.lab.testcluster import TestCluster, reset_cluster
 from lamplighter.slurm.actions import SlurmActions
-from lamplighter.slurm.testcluster import TestCluster, reset_cluster
 from lamplighter.supervisor.chaos import PlannedFault
 
 STRATEGIES = ("lamplighter", "ckpt-restart", "poll-10s")

@@ -1,6 +1,6 @@
 """lamplighter's arm on Slurm: `submit` onto a lab with a node daemon per node, faults from the same driver.
 
-Each run gets a fresh lamplighter.slurm.lab.SlurmLab (head node + compute
+Each run gets a fresh lamplighter.lab.slurm_lab.SlurmLab (head node + compute
 nodes, one simulated GPU each, `lamplighter supervise` on every node, the
 Lighthouse as the head node's service), so drains and exclusions of one run
 never reach the next. The job is the same as the baselines' (bench.jobspec)
@@ -19,11 +19,11 @@ import yaml
 from bench.jobspec import Workload, job_config
 from lamplighter.configs.loader import load_job
 from lamplighter.configs.schema import HealthConfig, JobConfig, RestartConfig
+from lamplighter.lab.slurm_lab import LabSettings, SlurmLab
+from lamplighter.lab.testcluster import pick_port_range
 from lamplighter.slurm.actions import SlurmActions
-from lamplighter.slurm.lab import LabSettings, SlurmLab
 from lamplighter.slurm.run import SlurmError
 from lamplighter.slurm.submission import Submission, cancel_job, submit_job
-from lamplighter.slurm.testcluster import pick_port_range
 
 DETECT_ACTIONS = ("kill_local", "requeue", "mark_down", "restart_lighthouse")
 
@@ -31,7 +31,7 @@ DETECT_ACTIONS = ("kill_local", "requeue", "mark_down", "restart_lighthouse")
 def available() -> str | None:
     """None if the lab can run lamplighter's node daemon here, else why not."""
     try:
-        from lamplighter.slurm.lab import daemon_argv
+        from lamplighter.lab.slurm_lab import daemon_argv
 
         return None if daemon_argv(Path("node.yaml")) is not None else "the node daemon is not installed"
     except ImportError as e:

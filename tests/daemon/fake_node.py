@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from lamplighter.configs.schema import JobConfig, NodeConfig
-from lamplighter.slurm.fake import FakeSlurm
+from lamplighter.lab.fake_slurm import FakeSlurm
 from lamplighter.supervisor.daemon.actionlog import ActionLog
 from lamplighter.supervisor.daemon.compute_loop import ComputeLoop
 from lamplighter.supervisor.daemon.executor import Executor

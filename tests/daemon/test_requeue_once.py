@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lamplighter.slurm.fake import FakeSlurm
+from lamplighter.lab.fake_slurm import FakeSlurm
 from lamplighter.slurm.requeue import requeue_job
 from lamplighter.supervisor.daemon.actionlog import ActionLog
 from lamplighter.supervisor.daemon.executor import Executor

@@ -24,9 +24,9 @@ from realparts import require_slurm, wait_for
 
 from lamplighter.configs.schema import JobConfig
 from lamplighter.gpusim.build import ensure_built
+from lamplighter.lab.testcluster import TestCluster, reset_cluster, running_cluster
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.slurm.render import render_job
-from lamplighter.slurm.testcluster import TestCluster, reset_cluster, running_cluster
 from lamplighter.supervisor.daemon.health_report import read_reports
 from lamplighter.supervisor.daemon.status_socket import StatusError, read_status
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from realparts import require_slurm
 
-from lamplighter.slurm.testcluster import TestCluster, reset_cluster, running_cluster
+from lamplighter.lab.testcluster import TestCluster, reset_cluster, running_cluster
 
 
 @pytest.fixture(scope="session")

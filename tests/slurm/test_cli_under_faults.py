@@ -15,9 +15,9 @@ import yaml
 from realparts import require_slurm, wait_for
 
 from lamplighter.configs.schema import JobConfig
+from lamplighter.lab.testcluster import TestCluster, running_cluster
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.slurm.submission import SUBMISSION_FILE, SubmitError, load, submit_job
-from lamplighter.slurm.testcluster import TestCluster, running_cluster
 
 pytestmark = pytest.mark.integration
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from slurm_jobs import group_script
 
+from lamplighter.lab.fake_slurm import FakeSlurm
 from lamplighter.slurm.actions import SlurmActions, SlurmApi, poll_job
-from lamplighter.slurm.fake import FakeSlurm
 from lamplighter.slurm.requeue import requeue_now, start_elsewhere, updater_for
 from lamplighter.slurm.run import SlurmError
 

@@ -15,8 +15,8 @@ from realparts import require_slurm, wait_for
 
 from lamplighter.gpusim.inject import clear, inject
 from lamplighter.gpusim.state import StateDir
+from lamplighter.lab.testcluster import TestCluster, running_cluster
 from lamplighter.slurm.actions import SlurmActions
-from lamplighter.slurm.testcluster import TestCluster, running_cluster
 
 pytestmark = pytest.mark.integration
 GPUS = 2

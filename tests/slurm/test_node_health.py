@@ -8,8 +8,8 @@ from datetime import datetime
 from pathlib import Path
 
 from lamplighter.configs.schema import JobConfig, NodeConfig
+from lamplighter.lab.fake_slurm import FakeSlurm
 from lamplighter.slurm.drained_nodes import format_age, out_of_service, reason_time
-from lamplighter.slurm.fake import FakeSlurm
 from lamplighter.slurm.healthcheck_cli import drain
 from lamplighter.slurm.job_status import build_status, format_table
 from lamplighter.slurm.parsers import parse_scontrol_nodes

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from slurm_jobs import group_script, wait_record
 
+from lamplighter.lab.testcluster import TestCluster, is_alive, running_cluster
 from lamplighter.slurm.actions import SlurmActions, poll_job
 from lamplighter.slurm.requeue import requeue_now
 from lamplighter.slurm.run import SlurmError
-from lamplighter.slurm.testcluster import TestCluster, is_alive, running_cluster
 from lamplighter.trainer import contract
 
 pytestmark = pytest.mark.integration
@@ -118,7 +118,7 @@ def test_two_clusters_at_once_and_down_from_a_fresh_process(slurm_cluster: TestC
         started = second.records()
         assert set(started) == {"munged", "slurmctld", "node-n1"}
         code = (
-            "import sys; from pathlib import Path; from lamplighter.slurm.testcluster import TestCluster; "
+            "import sys; from pathlib import Path; from lamplighter.lab.testcluster import TestCluster; "
             "TestCluster(Path(sys.argv[1])).down()"
         )
         subprocess.run([sys.executable, "-c", code, str(second.root)], check=True, timeout=60)

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lamplighter.configs.schema import JobConfig
-from lamplighter.slurm.fake import FakeSlurm
+from lamplighter.lab.fake_slurm import FakeSlurm
 from lamplighter.slurm.release import GONE, UNKNOWN, decide, group_jobs, wait_for_release
 from lamplighter.slurm.render import render_job
 from lamplighter.slurm.submission import SUBMISSION_FILE, submit_job

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lamplighter.slurm.fake import FakeSlurm
+from lamplighter.lab.fake_slurm import FakeSlurm
 from lamplighter.slurm.requeue import requeue_elsewhere
 
 

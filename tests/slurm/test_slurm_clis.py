@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from realparts import require_slurm
 
-from lamplighter.slurm import cluster_cli, render_cli
-from lamplighter.slurm.testcluster import is_alive
+from lamplighter.lab import cluster_cli
+from lamplighter.lab.testcluster import is_alive
+from lamplighter.slurm import render_cli
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -57,7 +58,7 @@ def test_cluster_cli_up_status_crash_down(tmp_path: Path, capsys: pytest.Capture
     finally:
         down = parse("cluster", "down", "--dir", d)
         assert down.func(down) == 0
-    from lamplighter.slurm.testcluster import TestCluster
+    from lamplighter.lab.testcluster import TestCluster
 
     assert TestCluster(Path(d)).records() == {}
     assert not any(is_alive(r) for r in TestCluster(Path(d)).records().values())

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from lamplighter.slurm.fake import FakeSlurm
+from lamplighter.lab.fake_slurm import FakeSlurm
 from lamplighter.slurm.run import SlurmError
 
 

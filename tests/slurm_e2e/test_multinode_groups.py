@@ -29,11 +29,11 @@ from lamplighter.configs.loader import load_job
 from lamplighter.configs.schema import HealthConfig, RestartConfig
 from lamplighter.gpusim.inject import inject as gpu_inject
 from lamplighter.gpusim.state import StateDir
-from lamplighter.slurm.e2e_run import LabRun, lab_job_config
+from lamplighter.lab.e2e_run import LabRun, lab_job_config
+from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, leftover_job_processes
+from lamplighter.lab.testcluster import wait_until
 from lamplighter.slurm.hostlist import expand_hostlist
-from lamplighter.slurm.lab import LabSettings, SlurmLab, leftover_job_processes
 from lamplighter.slurm.proc_find import find_by_env, signal_procs
-from lamplighter.slurm.testcluster import wait_until
 from lamplighter.trainer.contract import ENV_JOB, ENV_REPLICA_ID, RunPaths
 
 pytestmark = pytest.mark.integration

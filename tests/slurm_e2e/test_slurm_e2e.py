@@ -19,9 +19,9 @@ import pytest
 from realparts import require_slurm
 
 from lamplighter.configs.schema import HealthConfig, RestartConfig
-from lamplighter.slurm.e2e_run import LabRun, drained_nodes, per_kind_lines, prepare_run
-from lamplighter.slurm.lab import LabSettings, SlurmLab, leftover_job_processes
-from lamplighter.slurm.testcluster import pick_port_range, wait_until
+from lamplighter.lab.e2e_run import LabRun, drained_nodes, per_kind_lines, prepare_run
+from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, leftover_job_processes
+from lamplighter.lab.testcluster import pick_port_range, wait_until
 
 pytestmark = pytest.mark.integration
 

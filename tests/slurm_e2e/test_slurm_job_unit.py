@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from lamplighter.configs.schema import JobConfig
+from lamplighter.lab.fake_slurm import FakeSlurm
+from lamplighter.lab.slurm_report import write_report
 from lamplighter.slurm.chaos_slurm import append_record
-from lamplighter.slurm.fake import FakeSlurm
 from lamplighter.slurm.hostlist import expand_hostlist
 from lamplighter.slurm.job_status import build_status, collect, format_table, steps_per_s, tail_steps
 from lamplighter.slurm.parsers import JobInfo
-from lamplighter.slurm.slurm_report import write_report
 from lamplighter.slurm.submission import (
     SUBMISSION_FILE,
     SubmitError,

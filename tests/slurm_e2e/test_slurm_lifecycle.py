@@ -11,12 +11,12 @@ import pytest
 import yaml
 from realparts import require_slurm
 
+from lamplighter.lab.slurm_lab import leftover_job_processes
+from lamplighter.lab.slurm_report import write_report
+from lamplighter.lab.testcluster import TestCluster, wait_until
 from lamplighter.slurm import job_cli
 from lamplighter.slurm.actions import SlurmActions
-from lamplighter.slurm.lab import leftover_job_processes
-from lamplighter.slurm.slurm_report import write_report
 from lamplighter.slurm.submission import Submission, find_run_dir, load, wait_ended
-from lamplighter.slurm.testcluster import TestCluster, wait_until
 from lamplighter.trainer.contract import RunPaths
 from lamplighter.trainer.steplog import read_steps
 
@@ -141,8 +141,8 @@ def test_slurm_chaos_hits_exactly_its_target(cluster: TestCluster, tmp_path: Pat
     import sys
 
     from lamplighter.gpusim.state import StateDir
+    from lamplighter.lab.slurm_lab import Service, ServiceRunner
     from lamplighter.slurm.chaos_slurm import CHAOS_FILE, ChaosContext, inject, observe_recovery, read_records
-    from lamplighter.slurm.lab import Service, ServiceRunner
     from lamplighter.slurm.proc_find import ENV_SUPERVISOR_NODE, trainer_procs
 
     sub, api, _ = submit_until_committing(cluster, tmp_path, "aim")
@@ -190,9 +190,9 @@ def test_slurm_chaos_hits_exactly_its_target(cluster: TestCluster, tmp_path: Pat
 
 def test_slurm_requeued_group_heals_from_a_live_peer_bit_identically(cluster: TestCluster, tmp_path: Path) -> None:
     """kill a group's trainer, requeue its (ended) job as the node daemon would: it heals and matches its peer."""
+    from lamplighter.lab.slurm_report import write_report
     from lamplighter.slurm.chaos_slurm import ChaosContext, inject, observe_recovery
     from lamplighter.slurm.requeue import requeue_now
-    from lamplighter.slurm.slurm_report import write_report
 
     sub, api, paths = submit_until_committing(cluster, tmp_path, "heal")
     ctx = ChaosContext(sub, api)

@@ -23,10 +23,10 @@ from realparts import require_slurm
 
 from lamplighter.configs.loader import load_job
 from lamplighter.configs.schema import HealthConfig, RestartConfig
-from lamplighter.slurm.e2e_run import LabRun, lab_job_config
-from lamplighter.slurm.lab import LabSettings, SlurmLab
+from lamplighter.lab.e2e_run import LabRun, lab_job_config
+from lamplighter.lab.slurm_lab import LabSettings, SlurmLab
+from lamplighter.lab.testcluster import pick_port_range, wait_until
 from lamplighter.slurm.requeue import requeue_now
-from lamplighter.slurm.testcluster import pick_port_range, wait_until
 
 pytestmark = pytest.mark.integration
 

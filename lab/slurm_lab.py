@@ -8,7 +8,7 @@ LAMPLIGHTER_SUPERVISOR_NODE so chaos can find a daemon without matching names)
 and starts it again when it exits. Every PID it starts is recorded under the
 lab folder; only those are ever signalled.
 
-Used by the end-to-end test and by `python -m lamplighter.slurm.demo`.
+Used by the end-to-end test and by `python -m lamplighter.lab.demo`.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from typing import Any
 import yaml
 
 from lamplighter.configs.schema import HealthConfig, NodeHealthConfig, RestartConfig
+from lamplighter.lab.testcluster import ProcRecord, TestCluster, is_alive, proc_stat, wait_until
 from lamplighter.slurm.proc_find import ENV_SUPERVISOR_NODE, find_by_env
-from lamplighter.slurm.testcluster import ProcRecord, TestCluster, is_alive, proc_stat, wait_until
 from lamplighter.trainer.contract import ENV_JOB
 
 RESTART_DELAY_S = 0.5  # systemd's RestartSec

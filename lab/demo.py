@@ -6,7 +6,7 @@ injects kill, hang, gpu, node-crash, lighthouse-kill and supervisor-kill one at
 a time (each waits until its group commits again), waits for the end, writes
 report.json and timeline.png, prints the per-fault numbers and tears it all down.
 
-    python -m lamplighter.slurm.demo [--dir build/demo-slurm] [--steps 1100] [--kinds kill,gpu]
+    python -m lamplighter.lab.demo [--dir build/demo-slurm] [--steps 1100] [--kinds kill,gpu]
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import sys
 from pathlib import Path
 
 from lamplighter.configs.schema import HealthConfig, RestartConfig
+from lamplighter.lab.e2e_run import drained_nodes, per_kind_lines, prepare_run
+from lamplighter.lab.slurm_lab import LabSettings, SlurmLab
+from lamplighter.lab.testcluster import pick_port_range, slurm_installed, wait_until
 from lamplighter.slurm.chaos_slurm import KINDS
-from lamplighter.slurm.e2e_run import drained_nodes, per_kind_lines, prepare_run
-from lamplighter.slurm.lab import LabSettings, SlurmLab
-from lamplighter.slurm.testcluster import pick_port_range, slurm_installed, wait_until
 from lamplighter.supervisor.report import run_ok
 
 DEFAULT_KINDS = ("kill", "hang", "gpu", "node-crash", "lighthouse-kill", "supervisor-kill")
@@ -29,7 +29,7 @@ DEFAULT_KINDS = ("kill", "hang", "gpu", "node-crash", "lighthouse-kill", "superv
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m lamplighter.slurm.demo",
+        prog="python -m lamplighter.lab.demo",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

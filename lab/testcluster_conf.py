@@ -30,7 +30,7 @@ def _conf(root: Path, nodes: int, base_port: int) -> str:
     r = root
     last = base_port + nodes
     return f"""\
-# Test cluster under {r} (written by lamplighter.slurm.testcluster; do not edit).
+# Test cluster under {r} (written by lamplighter.lab.testcluster; do not edit).
 # Clusters on one machine stay apart by folder and ports, not by name.
 ClusterName=lltest
 SlurmctldHost=localhost

@@ -27,9 +27,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from lamplighter.lab.testcluster_conf import render_slurm_conf
 from lamplighter.slurm.parsers import NodeInfo, parse_scontrol_nodes
 from lamplighter.slurm.run import SlurmCli, SlurmError
-from lamplighter.slurm.testcluster_conf import render_slurm_conf
 
 PROCS_FILE = "procs.json"
 

@@ -1,6 +1,6 @@
 """One fault-injected run on a SlurmLab: submit, faults one at a time, wait for the end, report.
 
-Shared by the end-to-end test and `python -m lamplighter.slurm.demo`. Every
+Shared by the end-to-end test and `python -m lamplighter.lab.demo`. Every
 wait is bounded and says what it waited for.
 """
 
@@ -15,14 +15,14 @@ import yaml
 
 from lamplighter.configs.loader import load_job
 from lamplighter.configs.schema import JobConfig
+from lamplighter.lab.slurm_lab import SlurmLab
+from lamplighter.lab.slurm_report import write_report
+from lamplighter.lab.testcluster import wait_until
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.slurm.chaos_slurm import ChaosContext, inject, observe_recovery
 from lamplighter.slurm.hostlist import expand_hostlist
-from lamplighter.slurm.lab import SlurmLab
 from lamplighter.slurm.run import SlurmError
-from lamplighter.slurm.slurm_report import write_report
 from lamplighter.slurm.submission import Submission, submit_job, wait_ended
-from lamplighter.slurm.testcluster import wait_until
 from lamplighter.trainer.contract import RunPaths
 from lamplighter.trainer.steplog import read_steps
 

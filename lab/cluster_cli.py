@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from lamplighter.lab.testcluster import ClusterError, TestCluster, slurm_installed
 from lamplighter.slurm.run import SlurmError
-from lamplighter.slurm.testcluster import ClusterError, TestCluster, slurm_installed
 
 
 def add_parser(subparsers: Any) -> None:
