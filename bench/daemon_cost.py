@@ -27,11 +27,11 @@ import yaml
 
 from bench.results_io import write_result
 from lamplighter.configs.slurm_names import group_job_name
+from lamplighter.daemon.status_socket import StatusError, read_status
 from lamplighter.gpusim.build import ensure_built, sim_env
 from lamplighter.gpusim.state import StateDir
 from lamplighter.lab.testcluster import running_cluster, slurm_installed, wait_until
 from lamplighter.slurm.actions import SlurmActions
-from lamplighter.supervisor.daemon.status_socket import StatusError, read_status
 
 NODE = "n1"
 JOB = "bench"

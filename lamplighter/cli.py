@@ -13,7 +13,7 @@ COMMAND_MODULES = [
     "lamplighter.configs.validate_cli",
     "lamplighter.slurm.render_cli",
     "lamplighter.supervisor.local_cli",
-    "lamplighter.supervisor.daemon.supervise_cli",
+    "lamplighter.daemon.supervise_cli",
     "lamplighter.slurm.job_cli",
     "lamplighter.slurm.why_cli",
     "lamplighter.slurm.healthcheck_cli",

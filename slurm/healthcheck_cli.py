@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
 
 def drain(api: SlurmActions, node: str, why: str, cfg: Any, limit: bool, now: float) -> str:
     """Drain `node` with lamplighter's reason; what was done, in words. Never overwrites another drain's reason."""
-    from lamplighter.supervisor.daemon.ratelimit import may_drain
+    from lamplighter.supervisor.ratelimit import may_drain
 
     reason = (REASON_PREFIX + "healthcheck: " + why)[:MAX_REASON]
     try:

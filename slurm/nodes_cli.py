@@ -29,7 +29,7 @@ from lamplighter.slurm.actions import SlurmActions
 from lamplighter.slurm.drained_nodes import by_lamplighter, format_age, out_of_service
 from lamplighter.slurm.node_check import environ, gpu_env, local_node_name, node_config
 from lamplighter.slurm.run import SlurmCli, SlurmError
-from lamplighter.supervisor.daemon.health_report import ENV_CLUSTER_STATUS_DIR
+from lamplighter.supervisor.health_report import ENV_CLUSTER_STATUS_DIR
 
 EXIT_FAILED = 1
 EXIT_INVALID = 2
@@ -90,7 +90,7 @@ def _api(slurm_conf: str | None) -> SlurmActions:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from lamplighter.supervisor.daemon.health_report import read_reports
+    from lamplighter.supervisor.health_report import read_reports
 
     now = time.time()
     try:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from lamplighter.supervisor.daemon.discovery import parse_environ, parse_stat
+from lamplighter.supervisor.discovery import parse_environ, parse_stat
 from lamplighter.trainer.contract import ENV_JOB, ENV_REPLICA_ID
 
 PROC = Path("/proc")

@@ -18,8 +18,8 @@ from typing import Any
 
 from lamplighter.configs.loader import ConfigError
 from lamplighter.slurm.submission import SUBMISSION_FILE, find_run_dir, load
-from lamplighter.supervisor.daemon.action_history import history, parse_lines, render
-from lamplighter.supervisor.daemon.run_dir_actions import ACTIONS_FILE
+from lamplighter.supervisor.action_history import history, parse_lines, render
+from lamplighter.supervisor.run_dir_actions import ACTIONS_FILE
 
 
 def add_parser(sub: Any) -> None:

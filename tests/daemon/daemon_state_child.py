@@ -12,7 +12,7 @@ import time
 from itertools import count
 from pathlib import Path
 
-from lamplighter.supervisor.daemon.state_store import DaemonState
+from lamplighter.daemon.state_store import DaemonState
 
 
 def churn(state_dir: Path) -> None:

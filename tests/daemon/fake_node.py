@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from lamplighter.configs.schema import JobConfig, NodeConfig
+from lamplighter.daemon.actionlog import ActionLog
+from lamplighter.daemon.compute_loop import ComputeLoop
+from lamplighter.daemon.executor import Executor
+from lamplighter.daemon.state_store import DaemonState
 from lamplighter.lab.fake_slurm import FakeSlurm
-from lamplighter.supervisor.daemon.actionlog import ActionLog
-from lamplighter.supervisor.daemon.compute_loop import ComputeLoop
-from lamplighter.supervisor.daemon.executor import Executor
-from lamplighter.supervisor.daemon.state_store import DaemonState
 from lamplighter.supervisor.gpu.observation import GpuObservation
 from lamplighter.supervisor.lighthouse_status import LighthouseStatus, LighthouseStatusError, Member
 from lamplighter.supervisor.observations import Observation, ProcessExited

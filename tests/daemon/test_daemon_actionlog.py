@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from lamplighter.supervisor.daemon.actionlog import ActionLog, FileSink, format_action
+from lamplighter.daemon.actionlog import ActionLog, FileSink, format_action
 
 
 def test_one_line_with_everything() -> None:

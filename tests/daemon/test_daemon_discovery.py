@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lamplighter.supervisor.daemon.discovery import find_trainers, parse_stat, read_process, roots, still_same
+from lamplighter.supervisor.discovery import find_trainers, parse_stat, read_process, roots, still_same
 from lamplighter.trainer.contract import ENV_JOB, ENV_REPLICA_ID
 
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from lamplighter.configs.schema import HealthConfig
+from lamplighter.daemon import gpu_baselines
+from lamplighter.daemon.state_store import DaemonState
 from lamplighter.gpusim.build import sim_env
 from lamplighter.gpusim.inject import inject
 from lamplighter.gpusim.state import StateDir
-from lamplighter.supervisor.daemon import gpu_baselines
-from lamplighter.supervisor.daemon.state_store import DaemonState
 from lamplighter.supervisor.gpu.assess import Baseline
 from lamplighter.supervisor.gpu.check import GpuCheck
 from lamplighter.supervisor.gpu.observation import GpuObservation

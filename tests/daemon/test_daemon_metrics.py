@@ -15,12 +15,12 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 from lamplighter.configs.schema import HealthConfig
-from lamplighter.supervisor.daemon.actionlog import ActionLog
-from lamplighter.supervisor.daemon.job_settings import JobSettings
-from lamplighter.supervisor.daemon.job_watch import JobWatch
-from lamplighter.supervisor.daemon.metrics import DaemonMetrics, start_metrics_server
-from lamplighter.supervisor.daemon.node_policy import TrainerEvent
-from lamplighter.supervisor.daemon.recovery_watch import recovery_of
+from lamplighter.daemon.actionlog import ActionLog
+from lamplighter.daemon.job_settings import JobSettings
+from lamplighter.daemon.job_watch import JobWatch
+from lamplighter.daemon.metrics import DaemonMetrics, start_metrics_server
+from lamplighter.daemon.node_policy import TrainerEvent
+from lamplighter.daemon.recovery_watch import recovery_of
 from lamplighter.supervisor.gpu.observation import GpuObservation
 from lamplighter.supervisor.lighthouse_status import LighthouseStatus, LighthouseStatusError
 from lamplighter.trainer.steplog import StepRecord
@@ -142,9 +142,9 @@ def test_bound_to_loopback_only_and_not_in_global_registry() -> None:
 
 
 def test_recovery_watch_measures_a_restarted_group_once_from_its_step_log(tmp_path: Path) -> None:
-    from lamplighter.supervisor.daemon.discovery import TrainerProcess
-    from lamplighter.supervisor.daemon.node_trainers import NodeTrainer
-    from lamplighter.supervisor.daemon.recovery_watch import RecoveryWatch
+    from lamplighter.daemon.node_trainers import NodeTrainer
+    from lamplighter.daemon.recovery_watch import RecoveryWatch
+    from lamplighter.supervisor.discovery import TrainerProcess
     from lamplighter.trainer.contract import RunPaths
     from lamplighter.trainer.steplog import append_step
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from lamplighter.supervisor.daemon.ratelimit import may_drain
+from lamplighter.supervisor.ratelimit import may_drain
 
 H = [(100.0, "n1"), (200.0, "n2")]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lamplighter.supervisor.daemon.sd_notify import Notifier, NotifyError, socket_address, watchdog_interval
+from lamplighter.daemon.sd_notify import Notifier, NotifyError, socket_address, watchdog_interval
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from lamplighter.supervisor.daemon.journal import Journal, JournalError, read_journal
-from lamplighter.supervisor.daemon.recovery import COMPLETED, CONFIRMED, recover_pending, requeue_happened
-from lamplighter.supervisor.daemon.state_store import JOURNAL, DaemonState, PendingAction, StateError
+from lamplighter.daemon.journal import Journal, JournalError, read_journal
+from lamplighter.daemon.recovery import COMPLETED, CONFIRMED, recover_pending, requeue_happened
+from lamplighter.daemon.state_store import JOURNAL, DaemonState, PendingAction, StateError
 
 CHILD = Path(__file__).with_name("daemon_state_child.py")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lamplighter.supervisor.daemon.node_trainers import FULL_RESCAN_EVERY, TrainerScanner, task_roots
+from lamplighter.daemon.node_trainers import FULL_RESCAN_EVERY, TrainerScanner, task_roots
 from lamplighter.trainer.contract import ENV_JOB, ENV_REPLICA_ID
 
 TASK_ENV = {

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lamplighter.configs.schema import HealthConfig, JobConfig
-from lamplighter.supervisor.daemon.job_settings import RETRY_S, JobSettingsCache, read_job_settings
+from lamplighter.daemon.job_settings import RETRY_S, JobSettingsCache, read_job_settings
 
 
 def write(path: Path, doc: dict) -> str:  # type: ignore[type-arg]

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lamplighter.configs.schema import NodeConfig, RestartConfig
-from lamplighter.slurm.hostlist import expand_hostlist
-from lamplighter.supervisor.daemon.node_policy import (
+from lamplighter.daemon.node_policy import (
     Context,
     GpuEvent,
     JobTrack,
@@ -15,6 +14,7 @@ from lamplighter.supervisor.daemon.node_policy import (
     TrainerEvent,
     decide,
 )
+from lamplighter.slurm.hostlist import expand_hostlist
 
 CFG = NodeConfig()
 # The job's own restart policy (its job.json), given to the policy in the context.

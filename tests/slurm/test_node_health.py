@@ -14,7 +14,7 @@ from lamplighter.slurm.healthcheck_cli import drain
 from lamplighter.slurm.job_status import build_status, format_table
 from lamplighter.slurm.parsers import parse_scontrol_nodes
 from lamplighter.slurm.submission import submit_job
-from lamplighter.supervisor.daemon.health_report import HealthPublisher, judge, read_reports, summarize
+from lamplighter.supervisor.health_report import HealthPublisher, judge, read_reports, summarize
 
 REC = Path(__file__).parent / "recorded"
 

@@ -44,14 +44,14 @@ from typing import Any, Literal
 
 from lamplighter.configs.schema import NodeConfig, RestartConfig
 from lamplighter.configs.slurm_names import REASON_PREFIX
-from lamplighter.supervisor.daemon.gpu_faults import (
+from lamplighter.daemon.gpu_faults import (
     UNATTRIBUTED,
     gpu_response,
     recent_vm_faults,
     vm_fault_jobs,
 )
-from lamplighter.supervisor.daemon.ratelimit import may_drain
 from lamplighter.supervisor.policy import backoff_s
+from lamplighter.supervisor.ratelimit import may_drain
 
 NodeActionKind = Literal["kill_local", "drain", "requeue", "mark_down", "give_up", "log", "report"]
 TrainerEventKind = Literal["exit", "hang", "dstate", "memory", "vmfault"]

@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from lamplighter.supervisor.daemon.state_store import DaemonState
+from lamplighter.daemon.state_store import DaemonState
 from lamplighter.supervisor.gpu.assess import Baseline
 
 KEY_PREFIX = "gpu:"

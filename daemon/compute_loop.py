@@ -32,14 +32,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from lamplighter.configs.schema import NodeConfig
-from lamplighter.slurm.actions import SlurmApi
-from lamplighter.slurm.run import SlurmError
-from lamplighter.supervisor.checks.exit_watcher import ExitWatcher
-from lamplighter.supervisor.daemon.executor import Executor
-from lamplighter.supervisor.daemon.job_settings import JobSettings, JobSettingsCache, read_job_settings
-from lamplighter.supervisor.daemon.job_watch import Fetch, JobWatch, trainer_proc
-from lamplighter.supervisor.daemon.metrics import DaemonMetrics
-from lamplighter.supervisor.daemon.node_policy import (
+from lamplighter.daemon.executor import Executor
+from lamplighter.daemon.job_settings import JobSettings, JobSettingsCache, read_job_settings
+from lamplighter.daemon.job_watch import Fetch, JobWatch, trainer_proc
+from lamplighter.daemon.metrics import DaemonMetrics
+from lamplighter.daemon.node_policy import (
     REASON_PREFIX,
     Context,
     GpuEvent,
@@ -48,12 +45,15 @@ from lamplighter.supervisor.daemon.node_policy import (
     TrainerEvent,
     decide,
 )
-from lamplighter.supervisor.daemon.node_trainers import NodeTrainer, TrainerScanner, expected_job_name, task_roots
-from lamplighter.supervisor.daemon.run_dir_actions import RunDirActions
+from lamplighter.daemon.node_trainers import NodeTrainer, TrainerScanner, expected_job_name, task_roots
+from lamplighter.slurm.actions import SlurmApi
+from lamplighter.slurm.run import SlurmError
+from lamplighter.supervisor.checks.exit_watcher import ExitWatcher
 from lamplighter.supervisor.gpu.observation import GpuObservation
 from lamplighter.supervisor.lighthouse_status import LighthouseStatus, fetch_status
 from lamplighter.supervisor.observations import Observation, ProcessExited
 from lamplighter.supervisor.procfs import ProcStat, snapshot
+from lamplighter.supervisor.run_dir_actions import RunDirActions
 from lamplighter.supervisor.trainer_proc import TrainerProc
 
 log = logging.getLogger(__name__)

@@ -21,16 +21,16 @@ from pathlib import Path
 from typing import Any
 
 from lamplighter.configs.schema import NodeConfig
+from lamplighter.daemon.compute_loop import drain_history
+from lamplighter.daemon.executor import Executor
+from lamplighter.daemon.metrics import DaemonMetrics
+from lamplighter.daemon.node_policy import REASON_PREFIX, NodeAction
 from lamplighter.slurm.actions import SlurmApi
 from lamplighter.slurm.hostlist import expand_hostlist
 from lamplighter.slurm.parsers import NodeInfo
 from lamplighter.slurm.requeue import start_elsewhere
 from lamplighter.slurm.run import SlurmError
-from lamplighter.supervisor.daemon.compute_loop import drain_history
-from lamplighter.supervisor.daemon.executor import Executor
-from lamplighter.supervisor.daemon.metrics import DaemonMetrics
-from lamplighter.supervisor.daemon.node_policy import REASON_PREFIX, NodeAction
-from lamplighter.supervisor.daemon.ratelimit import may_drain
+from lamplighter.supervisor.ratelimit import may_drain
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from lamplighter.supervisor.daemon.metrics import DaemonMetrics
-from lamplighter.supervisor.daemon.node_trainers import NodeTrainer
+from lamplighter.daemon.metrics import DaemonMetrics
+from lamplighter.daemon.node_trainers import NodeTrainer
 from lamplighter.trainer.contract import RunPaths
 from lamplighter.trainer.steplog import StepRecord, parse_step
 

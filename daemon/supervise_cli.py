@@ -33,19 +33,19 @@ from typing import Any
 from lamplighter.configs.loader import ConfigError, load_node
 from lamplighter.configs.schema import NodeConfig
 from lamplighter.configs.validate_cli import add_override_args, report_invalid
+from lamplighter.daemon.actionlog import ActionLog, FileSink
+from lamplighter.daemon.compute_loop import ComputeLoop
+from lamplighter.daemon.executor import Executor
+from lamplighter.daemon.head_loop import HeadLoop
+from lamplighter.daemon.metrics import DaemonMetrics, MetricsServer, start_metrics_server
+from lamplighter.daemon.recovery_watch import RecoveryWatch
+from lamplighter.daemon.sd_notify import Notifier, watchdog_interval
+from lamplighter.daemon.state_store import DaemonState, StateError
+from lamplighter.daemon.status_socket import StatusServer
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.slurm.requeue import ScontrolJobUpdate
 from lamplighter.slurm.run import SlurmCli
-from lamplighter.supervisor.daemon.actionlog import ActionLog, FileSink
-from lamplighter.supervisor.daemon.compute_loop import ComputeLoop
-from lamplighter.supervisor.daemon.executor import Executor
-from lamplighter.supervisor.daemon.head_loop import HeadLoop
-from lamplighter.supervisor.daemon.health_report import HealthPublisher, summarize
-from lamplighter.supervisor.daemon.metrics import DaemonMetrics, MetricsServer, start_metrics_server
-from lamplighter.supervisor.daemon.recovery_watch import RecoveryWatch
-from lamplighter.supervisor.daemon.sd_notify import Notifier, watchdog_interval
-from lamplighter.supervisor.daemon.state_store import DaemonState, StateError
-from lamplighter.supervisor.daemon.status_socket import StatusServer
+from lamplighter.supervisor.health_report import HealthPublisher, summarize
 
 log = logging.getLogger("lamplighter.supervise")
 
@@ -81,7 +81,7 @@ def main_args(args: argparse.Namespace) -> int:
 
 
 def _gpu_check(cfg: NodeConfig, env: Mapping[str, str], state: DaemonState) -> Any:
-    from lamplighter.supervisor.daemon import gpu_baselines
+    from lamplighter.daemon import gpu_baselines
     from lamplighter.supervisor.gpu.check import GpuCheck
     from lamplighter.supervisor.gpu.worker import WorkerSpec
 

@@ -25,15 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lamplighter.daemon.actionlog import ActionLog
+from lamplighter.daemon.metrics import DaemonMetrics
+from lamplighter.daemon.node_policy import NodeAction
+from lamplighter.daemon.recovery import Resolution, recover_pending
+from lamplighter.daemon.state_store import DaemonState, PendingAction
 from lamplighter.slurm.actions import SlurmApi
 from lamplighter.slurm.requeue import ALREADY, JobUpdater, requeue_elsewhere, start_elsewhere
 from lamplighter.slurm.run import SlurmError
-from lamplighter.supervisor.daemon.actionlog import ActionLog
-from lamplighter.supervisor.daemon.discovery import parse_stat
-from lamplighter.supervisor.daemon.metrics import DaemonMetrics
-from lamplighter.supervisor.daemon.node_policy import NodeAction
-from lamplighter.supervisor.daemon.recovery import Resolution, recover_pending
-from lamplighter.supervisor.daemon.state_store import DaemonState, PendingAction
+from lamplighter.supervisor.discovery import parse_stat
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lamplighter.configs.slurm_names import group_job_name
-from lamplighter.supervisor.daemon.discovery import TrainerProcess, identify, parse_environ, parse_stat
+from lamplighter.supervisor.discovery import TrainerProcess, identify, parse_environ, parse_stat
 from lamplighter.trainer.contract import ENV_ATTEMPT, ENV_CONFIG, ENV_RENEWALS, ENV_RUN_DIR
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100

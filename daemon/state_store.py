@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lamplighter.supervisor.daemon.journal import Journal, JournalError
+from lamplighter.daemon.journal import Journal, JournalError
 from lamplighter.trainer.contract import write_json_atomic
 
 SNAPSHOT = "state.json"

@@ -27,15 +27,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from lamplighter.daemon.job_settings import JobSettings
+from lamplighter.daemon.metrics import DaemonMetrics
+from lamplighter.daemon.node_policy import TrainerEvent
+from lamplighter.daemon.node_trainers import NodeTrainer
 from lamplighter.supervisor.checks.dstate import DStateCheck
 from lamplighter.supervisor.checks.hang import HangCheck, progress_sources
 from lamplighter.supervisor.checks.lighthouse_progress import LighthouseProgress
 from lamplighter.supervisor.checks.memory import MemoryCheck
 from lamplighter.supervisor.checks.progress import ProgressSource
-from lamplighter.supervisor.daemon.job_settings import JobSettings
-from lamplighter.supervisor.daemon.metrics import DaemonMetrics
-from lamplighter.supervisor.daemon.node_policy import TrainerEvent
-from lamplighter.supervisor.daemon.node_trainers import NodeTrainer
 from lamplighter.supervisor.lighthouse_status import LighthouseStatus, LighthouseStatusError
 from lamplighter.supervisor.observations import DState, MemoryHigh
 from lamplighter.supervisor.procfs import ProcStat

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from lamplighter.supervisor.daemon.state_store import DaemonState, PendingAction
+from lamplighter.daemon.state_store import DaemonState, PendingAction
 
 log = logging.getLogger(__name__)
 
