@@ -21,13 +21,15 @@ $(STAMP): setup.cfg pyproject.toml tools/ensure-system-deps.sh
 gpusim: $(STAMP)
 	$(BIN)/python -m lamplighter.gpusim.build --out build/gpusim
 
+# No import cycle between the top-level folders (the README's architecture graph).
 lint: $(STAMP)
+	$(BIN)/python tools/import_graph.py
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
 # lamplighter/<folder> are links to the top-level folders, so mypy reads the tree as installed.
 typecheck: $(STAMP)
-	$(BIN)/mypy lamplighter
+	$(BIN)/mypy lamplighter tools/import_graph.py
 
 test: lint typecheck gpusim
 	$(BIN)/pytest $(PYTEST_ARGS)

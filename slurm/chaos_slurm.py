@@ -18,7 +18,6 @@ trusting the component under test.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import signal
@@ -60,7 +59,8 @@ class ChaosContext:
     sub: Submission
     api: SlurmApi
     gpusim_root: Path | None = None
-    cluster_root: Path | None = None  # the test cluster's folder (for node-crash)
+    # Kills a node outright: only the lab's test cluster can, so its caller brings it (node-crash).
+    crash_node: Callable[[str], None] | None = None
     now: Callable[[], float] = time.time
 
     @property
@@ -147,13 +147,10 @@ def inject(ctx: ChaosContext, kind: str, group: int | None) -> dict[str, Any]:
         detail["fault"] = "ecc-uncorrectable"
         detail["what"] = gpu_inject(StateDir(ctx.gpusim_root / tgt.node), 0, "ecc-uncorrectable")
     elif kind == "node-crash":
-        if ctx.cluster_root is None:
+        if ctx.crash_node is None:
             raise ChaosError("node-crash: works on the lamplighter test cluster only (give its folder)")
-        # The test cluster belongs to the lab, which the product does not import: by name, for this fault only.
-        testcluster = importlib.import_module("lamplighter.lab.testcluster")
-
         assert tgt.node is not None
-        testcluster.TestCluster(ctx.cluster_root).crash_node(tgt.node)
+        ctx.crash_node(tgt.node)
     elif kind == "lighthouse-kill":
         procs = proc_find.listener_procs(ctx.lighthouse_port())
         if not procs:

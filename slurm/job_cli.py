@@ -8,10 +8,12 @@ overrides all three.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -216,6 +218,17 @@ def _add_chaos(sub: Any) -> None:
     p.set_defaults(func=run_chaos)
 
 
+def _test_cluster_crasher(root: Path) -> Callable[[str], None]:
+    """node-crash on the lab's test cluster at ROOT, loaded when the fault fires."""
+
+    def crash(node: str) -> None:
+        # The lab is not part of the product: this one fault reaches it by name, only when asked for.
+        testcluster = importlib.import_module("lamplighter.lab.testcluster")
+        testcluster.TestCluster(root).crash_node(node)
+
+    return crash
+
+
 def run_chaos(args: argparse.Namespace) -> int:
     from lamplighter.slurm.chaos_runner import run_schedule
     from lamplighter.slurm.chaos_slurm import ChaosContext, ChaosError, inject, observe_recovery
@@ -227,7 +240,8 @@ def run_chaos(args: argparse.Namespace) -> int:
         print(f"lamplighter chaos: error: {e}", file=sys.stderr)
         return EXIT_INVALID
     cluster_root = args.cluster_root or (Path(s.slurm_conf).parent if s.slurm_conf else None)
-    ctx = ChaosContext(s, api_for(s.slurm_conf), gpusim_root=args.gpusim_root, cluster_root=cluster_root)
+    crash_node = _test_cluster_crasher(cluster_root) if cluster_root is not None else None
+    ctx = ChaosContext(s, api_for(s.slurm_conf), gpusim_root=args.gpusim_root, crash_node=crash_node)
     try:
         if args.once:
             rec = inject(ctx, args.once, args.group)

@@ -1,0 +1,71 @@
+"""tools/import_graph.py: a cycle between top-level folders fails `make lint`, naming its import lines."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+TOOL = Path(__file__).resolve().parents[2] / "tools" / "import_graph.py"
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    """A project laid out as this one: top-level folders, and lamplighter/<folder> links to them."""
+    (root / "lamplighter").mkdir(parents=True)
+    (root / "lamplighter" / "__init__.py").write_text("")
+    for rel, body in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        (path.parent / "__init__.py").touch()
+        path.write_text(body)
+        folder = rel.split("/")[0]
+        link = root / "lamplighter" / folder
+        if not link.exists():
+            link.symlink_to(f"../{folder}")
+    return root
+
+
+def _run(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(TOOL), *args, str(root)], capture_output=True, text=True, timeout=60)
+
+
+def test_a_tree_without_a_cycle_passes(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "core/policy.py": "import json\n",
+            "adapter/run.py": "from lamplighter.core.policy import x\n",
+            "cli/main.py": "def f():\n    import lamplighter.adapter.run\n",
+        },
+    )
+    res = _run(root)
+    assert res.returncode == 0, res.stderr
+    assert "no cycle" in res.stdout
+    graph = _run(root, "--text").stdout
+    assert "adapter -> core (1)" in graph and "cli -> adapter (1)" in graph
+
+
+def test_a_cycle_fails_naming_the_folders_and_the_import_lines(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "core/policy.py": "import json\n\n\ndef f():\n    from lamplighter.adapter.run import x\n",
+            "adapter/run.py": "from lamplighter.core.policy import y\n",
+            "cli/main.py": "from lamplighter.adapter import run\n",
+        },
+    )
+    res = _run(root)
+    assert res.returncode == 1
+    assert "import cycle: adapter -> core -> adapter" in res.stderr
+    assert "adapter/run.py:1: import lamplighter.core.policy" in res.stderr
+    assert "core/policy.py:5: import lamplighter.adapter.run" in res.stderr
+    assert "cli/main.py" not in res.stderr
+
+
+def test_readme_architecture_graph_is_the_code_s() -> None:
+    repo = TOOL.parents[1]
+    graph = _run(repo, "--mermaid")
+    assert graph.returncode == 0, graph.stderr
+    assert graph.stdout.strip() in (repo / "README.md").read_text(), (
+        "README architecture graph is stale: paste `python tools/import_graph.py --mermaid`"
+    )

@@ -1,0 +1,191 @@
+"""Imports between the top-level folders, and a check that they form no cycle.
+
+The folders are installed under one `lamplighter` namespace (lamplighter/configs is a
+link to configs/, and so on), so `lamplighter.slurm.run` lives in the folder slurm/;
+the package's own files (lamplighter/cli.py) are the folder `lamplighter`. tests/ sits
+on top of everything and is not read. Only the stdlib: `make lint` runs it first.
+
+    python tools/import_graph.py [ROOT]            # exit 1 naming each cycle and its import lines
+    python tools/import_graph.py --mermaid [ROOT]  # the folder graph, for the README (--text: plain)
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import itertools
+import os
+import sys
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE = "lamplighter"
+NOT_READ = {"tests", "build", "deploy", "runs"}
+
+
+@dataclass(frozen=True)
+class ImportLine:
+    path: str
+    line: int
+    module: str
+
+
+def folders(root: Path) -> list[str]:
+    """The top-level folders that are Python packages (the package's own folder among them)."""
+    return [
+        d.name
+        for d in sorted(root.iterdir())
+        if d.is_dir() and not d.is_symlink() and (d / "__init__.py").exists() and d.name not in NOT_READ
+    ]
+
+
+def imported_modules(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, module) for every absolute import, lazy ones inside functions too."""
+    out: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            # `from lamplighter import slurm` names the folder in the alias, not the module.
+            if node.module == PACKAGE:
+                out.extend((node.lineno, f"{PACKAGE}.{alias.name}") for alias in node.names)
+            else:
+                out.append((node.lineno, node.module))
+    return out
+
+
+def folder_of(module: str, names: set[str]) -> str | None:
+    """The folder a module lives in; None for the stdlib and third-party packages."""
+    parts = module.split(".")
+    if parts[0] == PACKAGE:
+        if len(parts) > 1 and parts[1] in names and parts[1] != PACKAGE:
+            return parts[1]
+        return PACKAGE
+    if parts[0] in names and parts[0] != PACKAGE:
+        return parts[0]
+    return None
+
+
+def python_files(folder: Path) -> list[Path]:
+    """The folder's own .py files; lamplighter/<folder> links are not followed (read once, by name)."""
+    found: list[Path] = []
+    for dirpath, _dirs, files in os.walk(folder):  # os.walk follows no directory link
+        found += [Path(dirpath) / f for f in files if f.endswith(".py")]
+    return sorted(found)
+
+
+def edges(root: Path) -> dict[tuple[str, str], list[ImportLine]]:
+    """(from folder, to folder) -> the import lines that make the arrow; none within a folder."""
+    names = set(folders(root))
+    found: dict[tuple[str, str], list[ImportLine]] = defaultdict(list)
+    for name in sorted(names):
+        for path in python_files(root / name):
+            tree = ast.parse(path.read_text(), filename=str(path))
+            for line, module in imported_modules(tree):
+                target = folder_of(module, names)
+                if target is not None and target != name:
+                    found[(name, target)].append(ImportLine(str(path.relative_to(root)), line, module))
+    return dict(found)
+
+
+def cycles(arrows: set[tuple[str, str]]) -> list[list[str]]:
+    """One cycle through each strongly connected group of folders (Tarjan), as a closed path."""
+    graph: dict[str, list[str]] = defaultdict(list)
+    for a, b in sorted(arrows):
+        graph[a].append(b)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for v in sorted({a for a, _ in arrows} | {b for _, b in arrows}):
+        if v not in index:
+            visit(v)
+    return [_path_within(group, graph) for group in groups]
+
+
+def _path_within(group: list[str], graph: dict[str, list[str]]) -> list[str]:
+    """A shortest closed path from the group's first folder back to itself, inside the group."""
+    start, members = group[0], set(group)
+    came: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        nxt = []
+        for v in frontier:
+            for w in graph[v]:
+                if w not in members:
+                    continue
+                if w == start:
+                    path = [v]
+                    while path[-1] != start:
+                        path.append(came[path[-1]])
+                    return [*reversed(path), start]
+                if w not in came:
+                    came[w] = v
+                    nxt.append(w)
+        frontier = nxt
+    return group
+
+
+def text(arrows: dict[tuple[str, str], list[ImportLine]]) -> str:
+    """One line per folder: what it imports, with the number of import lines."""
+    out: dict[str, list[str]] = defaultdict(list)
+    for (a, b), lines in sorted(arrows.items()):
+        out[a].append(f"{b} ({len(lines)})")
+    return "\n".join(f"{a} -> {', '.join(targets)}" for a, targets in sorted(out.items()))
+
+
+def mermaid(arrows: dict[tuple[str, str], list[ImportLine]]) -> str:
+    lines = ["```mermaid", "graph TD"]
+    lines += [f"    {a} --> {b}" for a, b in sorted(arrows)]
+    lines.append("```")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("root", nargs="?", default=".", type=Path)
+    parser.add_argument("--mermaid", action="store_true", help="print the folder graph as mermaid")
+    parser.add_argument("--text", action="store_true", help="print the folder graph as text")
+    args = parser.parse_args(argv)
+    arrows = edges(args.root)
+    if args.mermaid or args.text:
+        print(mermaid(arrows) if args.mermaid else text(arrows))
+        return 0
+    found = cycles(set(arrows))
+    if not found:
+        print(f"import graph: {len(arrows)} arrows between folders, no cycle")
+        return 0
+    for cycle in found:
+        print("import cycle: " + " -> ".join(cycle), file=sys.stderr)
+        for a, b in itertools.pairwise(cycle):
+            for imp in arrows[(a, b)]:
+                print(f"  {imp.path}:{imp.line}: import {imp.module}  ({a} -> {b})", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
