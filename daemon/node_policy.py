@@ -24,7 +24,8 @@ Rules (per Slurm job of a lamplighter replica group on this node):
   D-state or a memory fault: kill what is left of the job here and requeue it
   after `backoff_s(attempt)`, unless Slurm's restart count (the attempt) has
   reached `budget_per_group` or `crash_loop_max` failures of the group fell
-  within `crash_loop_window_s`: then give up (loudly).
+  within `crash_loop_window_s`: then give up (loudly). The budget is local
+  mode's too (supervisor/policy.py judge_failure).
 - The restart policy is the job's own (`restart` in its job.json, given per
   job in the context); the node config holds only the drain limits.
 - A requeue names the attempt that failed: every node of a multi-node group
@@ -50,7 +51,7 @@ from lamplighter.daemon.gpu_faults import (
     recent_vm_faults,
     vm_fault_jobs,
 )
-from lamplighter.supervisor.policy import backoff_s
+from lamplighter.supervisor.policy import judge_failure, restart_reason
 from lamplighter.supervisor.ratelimit import may_drain
 
 NodeActionKind = Literal["kill_local", "drain", "requeue", "mark_down", "give_up", "log", "report"]
@@ -325,26 +326,16 @@ def _trainer_actions(
         out.append(NodeAction("give_up", ev.job_id, reason, observation, group=group, jobs=ref))
         jobs[ev.job_id] = replace(track, status="given_up", handled_attempt=ev.attempt)
         return
-    recent = tuple(t for t in track.failures if now - t < rc.crash_loop_window_s) + (now,)
-    give_up = None
-    if len(recent) >= rc.crash_loop_max:
-        give_up = (
-            f"crash loop, {len(recent)} failures within {rc.crash_loop_window_s:g} s "
-            f"(restart.crash_loop_max {rc.crash_loop_max})"
-        )
-    elif ev.restarts >= rc.budget_per_group:
-        give_up = (
-            f"restart budget exhausted after {ev.restarts} restarts (restart.budget_per_group {rc.budget_per_group})"
-        )
+    verdict = judge_failure(now, track.failures, ev.restarts, rc)
     if pids:
         out.append(NodeAction("kill_local", ev.job_id, ev.reason, observation, pids=pids, group=group, jobs=ref))
-    if give_up:
-        reason = f"GIVING UP on Slurm job {ev.job_id}: {give_up}; last: {ev.reason}; the group stays down"
+    if verdict.give_up:
+        reason = f"GIVING UP on Slurm job {ev.job_id}: {verdict.give_up}; last: {ev.reason}; the group stays down"
         out.append(NodeAction("give_up", ev.job_id, reason, observation, group=group, jobs=ref))
-        jobs[ev.job_id] = replace(track, status="given_up", handled_attempt=ev.attempt, failures=recent)
+        jobs[ev.job_id] = replace(track, status="given_up", handled_attempt=ev.attempt, failures=verdict.failures)
         return
-    delay = backoff_s(ev.restarts, rc)
-    reason = f"{ev.reason}; restart {ev.restarts + 1}/{rc.budget_per_group} in {delay:.1f} s"
+    delay = verdict.delay_s
+    reason = restart_reason(ev.reason, ev.restarts, delay, rc)
     out.append(
         NodeAction(
             "requeue",
@@ -358,7 +349,7 @@ def _trainer_actions(
             jobs=ref,
         )
     )
-    jobs[ev.job_id] = replace(track, handled_attempt=ev.attempt, failures=recent)
+    jobs[ev.job_id] = replace(track, handled_attempt=ev.attempt, failures=verdict.failures)
 
 
 def decide(

@@ -80,24 +80,47 @@ def backoff_s(restarts_so_far: int, cfg: RestartConfig) -> float:
     return float(min(cfg.backoff_max_s, cfg.backoff_initial_s * cfg.backoff_factor**restarts_so_far))
 
 
+@dataclass(frozen=True)
+class BudgetVerdict:
+    """What the restart budget says about one more failure."""
+
+    failures: tuple[float, ...]  # the failures within restart.crash_loop_window_s, this one included
+    give_up: str = ""  # why there is no restart; "" = restart after delay_s
+    delay_s: float = 0.0
+
+
+def judge_failure(now: float, failures: Sequence[float], restarts: int, cfg: RestartConfig) -> BudgetVerdict:
+    """The one restart budget of local mode and the node daemon: crash loop first, then the budget, then backoff.
+
+    `restarts` is what counts against restart.budget_per_group: local mode counts its own restarts; on Slurm
+    it is the job's restart count less its renewals, the same on every node.
+    """
+    recent = tuple(t for t in failures if now - t < cfg.crash_loop_window_s) + (now,)
+    if len(recent) >= cfg.crash_loop_max:
+        why = (
+            f"crash loop, {len(recent)} failures within {cfg.crash_loop_window_s:g} s "
+            f"(restart.crash_loop_max {cfg.crash_loop_max})"
+        )
+        return BudgetVerdict(recent, give_up=why)
+    if restarts >= cfg.budget_per_group:
+        why = f"restart budget exhausted after {restarts} restarts (restart.budget_per_group {cfg.budget_per_group})"
+        return BudgetVerdict(recent, give_up=why)
+    return BudgetVerdict(recent, delay_s=backoff_s(restarts, cfg))
+
+
+def restart_reason(why: str, restarts: int, delay_s: float, cfg: RestartConfig) -> str:
+    return f"{why}; restart {restarts + 1}/{cfg.budget_per_group} in {delay_s:.1f} s"
+
+
 def _fail(now: float, gs: GroupState, why: str, cfg: RestartConfig, what: str) -> tuple[GroupState, str, bool]:
     """A failure of something restartable: its new state, the reason, and whether it was given up."""
-    recent = tuple(t for t in gs.failures if now - t < cfg.crash_loop_window_s) + (now,)
-    if len(recent) >= cfg.crash_loop_max:
-        reason = (
-            f"GIVING UP on {what}: crash loop, {len(recent)} failures within {cfg.crash_loop_window_s:g} s "
-            f"(restart.crash_loop_max {cfg.crash_loop_max}); last: {why}"
-        )
-        return replace(gs, status="given_up", failures=recent, reason=reason), reason, True
-    if gs.restarts >= cfg.budget_per_group:
-        reason = (
-            f"GIVING UP on {what}: restart budget exhausted after {gs.restarts} restarts "
-            f"(restart.budget_per_group {cfg.budget_per_group}); last: {why}"
-        )
-        return replace(gs, status="given_up", failures=recent, reason=reason), reason, True
-    delay = backoff_s(gs.restarts, cfg)
-    reason = f"{why}; restart {gs.restarts + 1}/{cfg.budget_per_group} in {delay:.1f} s"
-    return replace(gs, status="backoff", failures=recent, restart_at=now + delay, reason=reason), reason, False
+    verdict = judge_failure(now, gs.failures, gs.restarts, cfg)
+    if verdict.give_up:
+        reason = f"GIVING UP on {what}: {verdict.give_up}; last: {why}"
+        return replace(gs, status="given_up", failures=verdict.failures, reason=reason), reason, True
+    reason = restart_reason(why, gs.restarts, verdict.delay_s, cfg)
+    restart_at = now + verdict.delay_s
+    return replace(gs, status="backoff", failures=verdict.failures, restart_at=restart_at, reason=reason), reason, False
 
 
 def _on_trainer(now: float, st: PolicyState, obs: Observation, cfg: RestartConfig, out: list[Decision]) -> PolicyState:
