@@ -247,7 +247,7 @@ def test_two_jobs_with_the_same_replica_names_never_share_a_quorum(lab: SlurmLab
     # And both trained the same steps together: every step both groups of a job logged agrees.
     for run in runs:
         both = {s: h for s, h in own_hashes(run).items() if len(h) == 2}
-        assert len(both) >= 30 and all(h[0] == h[1] for h in both.values())
+        assert len(both) >= 10 and all(h[0] == h[1] for h in both.values())
 
 
 def test_reference_trainer_with_two_processes_per_node_on_two_nodes(lab: SlurmLab, tmp_path: Path) -> None:

@@ -157,7 +157,7 @@ def test_job_outlives_a_one_minute_time_limit(lab: tuple[SlurmLab, int], tmp_pat
     # The job ran well past its one-minute limit, and ended because it was done, not by the limit.
     assert wall > 120, wall
     # Every group completed; the release job cancels the Lighthouse job when they have.
-    assert all(s == ("CANCELLED" if j == sub.lighthouse_job_id else "COMPLETED") for j, s in states.items()), states
+    assert sub.lighthouse_job_id in states and set(states.values()) == {"COMPLETED"}, states
     assert report["reached_target"] and report["steps_lost"] == 0, report["lost_step_numbers"]
     assert report["weights_identical"], report["hash_mismatches"]
     # Every group renewed, more than once; every run after a renewal that trained healed from a live

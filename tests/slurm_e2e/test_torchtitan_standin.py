@@ -111,7 +111,7 @@ def test_torchtitan_job_through_rendered_scripts(lab: tuple[SlurmLab, int], tmp_
     requeue_now(run.api, sub.groups[1])  # as the node daemon does after a fault
     states = run.wait_end(300)
     # Every group completed; the release job cancels the Lighthouse job when they have.
-    assert all(s == ("CANCELLED" if j == sub.lighthouse_job_id else "COMPLETED") for j, s in states.items()), states
+    assert sub.lighthouse_job_id in states and set(states.values()) == {"COMPLETED"}, states
 
     # The flags and environment torchtitan gets, as the stand-in parsed them.
     for replica in (0, 1):
