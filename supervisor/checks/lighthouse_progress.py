@@ -7,8 +7,11 @@ process is one full id. A process makes progress when its step changes from
 one read to the next. Joining a quorum is not progress yet: a restarted group
 joins, then receives the weights from a peer and only then commits, and that
 heal is part of its start (startup_timeout_s), not of a step (hang_timeout_s).
-A group's attempt has made progress when one of its processes did after the
-attempt started.
+A group's attempt has made progress when one of its own processes did: one
+first listed after the attempt started. A process of the attempt before can
+still be listed, and its last step change can still be read, after the
+restart (the page lags the quorum by a poll); counting it made a restarted
+group that was still healing look hung after `hang_timeout_s`.
 
 The group of a replica is the number its name ends with: "3" (lamplighter's
 reference trainer), "torchtitan_ft_3" (torchtitan), "my_job_group3". Each job
@@ -45,6 +48,7 @@ class _Replica:
     step: int
     t_changed: float | None  # when its step last changed (None: not since it was first seen)
     t_seen: float
+    t_first_seen: float
 
 
 class LighthouseProgress:
@@ -77,7 +81,7 @@ class LighthouseProgress:
                 continue
             r = self._replicas.get(m.replica_id)
             if r is None:
-                self._replicas[m.replica_id] = _Replica(g, m.step, None, now)
+                self._replicas[m.replica_id] = _Replica(g, m.step, None, now, now)
             else:
                 if m.step != r.step:
                     r.step, r.t_changed = m.step, now
@@ -89,8 +93,11 @@ class LighthouseProgress:
         return now if self._blind else self._blind_until
 
     def last_progress(self, group: int, attempt: int, started_at: float) -> Progress | None:
-        changed = [(r.t_changed, r) for r in self._replicas.values() if r.group == group and r.t_changed is not None]
-        mine = [(t, r) for t, r in changed if t > started_at]
+        mine = [
+            (r.t_changed, r)
+            for r in self._replicas.values()
+            if r.group == group and r.t_changed is not None and r.t_first_seen >= started_at
+        ]
         if not mine:
             return None
         t, latest = max(mine, key=lambda tr: tr[0])

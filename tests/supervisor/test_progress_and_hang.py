@@ -97,6 +97,28 @@ def test_lighthouse_progress_follows_each_process_and_ignores_earlier_attempts()
     assert p1 is not None and (p1.t, p1.step) == (6.0, 10)
 
 
+def test_a_step_of_the_attempt_before_read_after_the_restart_is_not_the_new_attempts() -> None:
+    """Regression (CI, local chaos): the killed process's last step change was read one poll after its
+    group restarted; counted for the new attempt, which was still healing, it made it look hung."""
+    pages = Pages()
+    lp = LighthouseProgress(pages)
+    pages.next = status(member("g_0:a", 38), member("g_1:old", 38))
+    lp.refresh(10.0)
+    # Group 1 is killed at 11.6 and restarted at 11.7; the page still shows its old process, one step on.
+    pages.next = status(member("g_0:a", 39), member("g_1:old", 39))
+    lp.refresh(12.0)
+    assert lp.last_progress(1, 1, 11.7) is None
+    hang = HangCheck(table((0, 0, 0.0), (1, 1, 11.7)), [lp], hang_timeout_s=5, startup_timeout_s=60)
+    pages.next = status(member("g_0:a", 45), member("g_1:old", 39))
+    assert hang.observe(17.3) == []  # still starting: startup_timeout_s, not hang_timeout_s
+    pages.next = status(member("g_0:a", 46), member("g_1:new", 46))
+    lp.refresh(20.0)
+    pages.next = status(member("g_0:a", 47), member("g_1:new", 47))
+    lp.refresh(20.5)
+    p = lp.last_progress(1, 1, 11.7)
+    assert p is not None and (p.t, p.step) == (20.5, 47)
+
+
 def test_heartbeat_files_belong_to_their_attempt_and_the_slowest_rank_counts(tmp_path: Path) -> None:
     paths = RunPaths(tmp_path)
     hb = HeartbeatFiles(tmp_path)
