@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from lamplighter.configs.schema import HealthConfig, NodeHealthConfig, RestartConfig
-from lamplighter.lab.testcluster import ProcRecord, TestCluster, is_alive, wait_until
+from lamplighter.lab.testcluster import ProcRecord, TestCluster, wait_until
 from lamplighter.slurm.proc_find import ENV_SUPERVISOR_NODE, find_by_env
 from lamplighter.supervisor.procfs import PROC, read_stat
 from lamplighter.trainer.contract import ENV_JOB
@@ -253,7 +253,3 @@ class SlurmLab:
 def leftover_job_processes(job: str) -> list[int]:
     """PIDs of processes still carrying the job's name in their environment (trainers, batch shells)."""
     return [p.pid for p in find_by_env(lambda e: e.get(ENV_JOB) == job)]
-
-
-def processes_alive(records: dict[str, ProcRecord]) -> list[str]:
-    return [name for name, rec in records.items() if is_alive(rec)]
