@@ -17,7 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lamplighter.configs.schema import LighthouseConfig
-from lamplighter.supervisor.process_group import free_port, kill_tree
+from lamplighter.supervisor.ports import free_port
+from lamplighter.supervisor.process_tree import kill_tree
 
 
 class LighthouseError(RuntimeError):
