@@ -8,7 +8,7 @@ real node failure.
 
 Only processes this object started are ever signalled: they are recorded in
 `<root>/run/procs.json` with their start time, so `down()` from a fresh process
-(e.g. `lamplighter cluster down`) checks that a PID is still ours before it
+(e.g. `python -m lamplighter.lab cluster down`) checks that a PID is still ours before it
 sends anything.
 """
 
@@ -226,7 +226,7 @@ class TestCluster:
         return parse_scontrol_nodes(self.cli().run("scontrol", "-o", "show", "nodes"))
 
     def status(self) -> dict[str, object]:
-        """Which recorded daemons are alive, for `lamplighter cluster status`."""
+        """Which recorded daemons are alive, for `python -m lamplighter.lab cluster status`."""
         return {name: {"pid": r.pid, "alive": is_alive(r)} for name, r in self._load_records().items()}
 
     def __enter__(self) -> TestCluster:

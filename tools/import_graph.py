@@ -5,6 +5,11 @@ link to configs/, and so on), so `lamplighter.slurm.run` lives in the folder slu
 the package's own files (lamplighter/cli.py) are the folder `lamplighter`. tests/ sits
 on top of everything and is not read. Only the stdlib: `make lint` runs it first.
 
+A string that is a module's whole dotted name ("lamplighter.slurm.job_cli", as
+importlib.import_module or a list of command modules takes it) counts as an
+import too. Besides cycles, it fails when a product folder reaches the lab or
+the benchmarks (LAB), by import or by name: they sit on top of the product.
+
     python tools/import_graph.py [ROOT]            # exit 1 naming each cycle and its import lines
     python tools/import_graph.py --mermaid [ROOT]  # the folder graph, for the README (--text: plain)
 """
@@ -22,6 +27,7 @@ from pathlib import Path
 
 PACKAGE = "lamplighter"
 NOT_READ = {"tests", "build", "deploy", "runs"}
+LAB = {"lab", "bench"}  # the test rig and the benchmarks: no product folder may reach them
 
 
 @dataclass(frozen=True)
@@ -29,6 +35,7 @@ class ImportLine:
     path: str
     line: int
     module: str
+    how: str = "import"  # or "names": a string holding the module's name
 
 
 def folders(root: Path) -> list[str]:
@@ -52,6 +59,24 @@ def imported_modules(tree: ast.AST) -> list[tuple[int, str]]:
                 out.extend((node.lineno, f"{PACKAGE}.{alias.name}") for alias in node.names)
             else:
                 out.append((node.lineno, node.module))
+    return out
+
+
+def named_modules(tree: ast.AST, names: set[str]) -> list[tuple[int, str]]:
+    """(line, module) for every string that is a dotted module name inside one of the folders."""
+    out: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            parts = node.value.split(".")
+            # Only lamplighter.<folder>...: logger names like "lamplighter.supervise" name no folder.
+            if (
+                len(parts) > 1
+                and parts[0] == PACKAGE
+                and parts[1] in names
+                and parts[1] != PACKAGE
+                and all(p.isidentifier() for p in parts)
+            ):
+                out.append((node.lineno, node.value))
     return out
 
 
@@ -82,11 +107,19 @@ def edges(root: Path) -> dict[tuple[str, str], list[ImportLine]]:
     for name in sorted(names):
         for path in python_files(root / name):
             tree = ast.parse(path.read_text(), filename=str(path))
-            for line, module in imported_modules(tree):
+            rel = str(path.relative_to(root))
+            refs = [(line, module, "import") for line, module in imported_modules(tree)]
+            refs += [(line, module, "names") for line, module in named_modules(tree, names)]
+            for line, module, how in refs:
                 target = folder_of(module, names)
                 if target is not None and target != name:
-                    found[(name, target)].append(ImportLine(str(path.relative_to(root)), line, module))
+                    found[(name, target)].append(ImportLine(rel, line, module, how))
     return dict(found)
+
+
+def reaches_lab(arrows: dict[tuple[str, str], list[ImportLine]]) -> list[ImportLine]:
+    """The import lines by which a product folder reaches the lab or the benchmarks."""
+    return [imp for (a, b), lines in sorted(arrows.items()) if b in LAB and a not in LAB for imp in lines]
 
 
 def cycles(arrows: set[tuple[str, str]]) -> list[list[str]]:
@@ -176,14 +209,19 @@ def main(argv: list[str] | None = None) -> int:
         print(mermaid(arrows) if args.mermaid else text(arrows))
         return 0
     found = cycles(set(arrows))
-    if not found:
-        print(f"import graph: {len(arrows)} arrows between folders, no cycle")
+    to_lab = reaches_lab(arrows)
+    if not found and not to_lab:
+        print(f"import graph: {len(arrows)} arrows between folders, no cycle, no product folder reaches the lab")
         return 0
     for cycle in found:
         print("import cycle: " + " -> ".join(cycle), file=sys.stderr)
         for a, b in itertools.pairwise(cycle):
             for imp in arrows[(a, b)]:
-                print(f"  {imp.path}:{imp.line}: import {imp.module}  ({a} -> {b})", file=sys.stderr)
+                print(f"  {imp.path}:{imp.line}: {imp.how} {imp.module}  ({a} -> {b})", file=sys.stderr)
+    if to_lab:
+        print(f"the product reaches the lab ({', '.join(sorted(LAB))} sit on top of it):", file=sys.stderr)
+        for imp in to_lab:
+            print(f"  {imp.path}:{imp.line}: {imp.how} {imp.module}", file=sys.stderr)
     return 1
 
 

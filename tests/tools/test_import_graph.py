@@ -69,3 +69,33 @@ def test_readme_architecture_graph_is_the_code_s() -> None:
     assert graph.stdout.strip() in (repo / "README.md").read_text(), (
         "README architecture graph is stale: paste `python tools/import_graph.py --mermaid`"
     )
+
+
+def test_a_module_named_in_a_string_is_an_import(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "core/policy.py": "import importlib\n\n\ndef f():\n    return importlib.import_module('lamplighter.adapter.run')\n",
+            "adapter/run.py": "from lamplighter.core.policy import y\nLOGGER = 'lamplighter.adapt'\n",
+        },
+    )
+    res = _run(root)
+    assert res.returncode == 1
+    assert "import cycle: adapter -> core -> adapter" in res.stderr
+    assert "core/policy.py:5: names lamplighter.adapter.run" in res.stderr
+
+
+def test_the_product_may_not_reach_the_lab_even_without_a_cycle(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "lab/cluster.py": "import json\n",
+            "slurm/chaos.py": "MODULES = ['lamplighter.lab.cluster']\n",
+            "bench/run.py": "from lamplighter.lab.cluster import x\n",
+        },
+    )
+    res = _run(root)
+    assert res.returncode == 1
+    assert "import cycle" not in res.stderr
+    assert "slurm/chaos.py:1: names lamplighter.lab.cluster" in res.stderr
+    assert "bench/run.py" not in res.stderr
