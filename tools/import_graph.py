@@ -8,7 +8,9 @@ on top of everything and is not read. Only the stdlib: `make lint` runs it first
 A string that is a module's whole dotted name ("lamplighter.slurm.job_cli", as
 importlib.import_module or a list of command modules takes it) counts as an
 import too. Besides cycles, it fails when a product folder reaches the lab or
-the benchmarks (LAB), by import or by name: they sit on top of the product.
+the benchmarks (LAB), by import or by name: they sit on top of the product;
+and when a folder's __init__.py declares its place with a line
+`May import: a, b` (or `May import: nothing`), on an import of any other folder.
 
     python tools/import_graph.py [ROOT]            # exit 1 naming each cycle and its import lines
     python tools/import_graph.py --mermaid [ROOT]  # the folder graph, for the README (--text: plain)
@@ -117,6 +119,27 @@ def edges(root: Path) -> dict[tuple[str, str], list[ImportLine]]:
     return dict(found)
 
 
+def declared(root: Path) -> dict[str, set[str]]:
+    """Each folder's `May import:` line from its __init__.py docstring; folders without one are not held to it."""
+    out: dict[str, set[str]] = {}
+    for name in folders(root):
+        doc = ast.get_docstring(ast.parse((root / name / "__init__.py").read_text())) or ""
+        for line in doc.splitlines():
+            if line.startswith("May import:"):
+                targets = {t.strip() for t in line.removeprefix("May import:").split(",")}
+                out[name] = targets - {"nothing", ""}
+    return out
+
+
+def undeclared(
+    arrows: dict[tuple[str, str], list[ImportLine]], allowed: dict[str, set[str]]
+) -> list[tuple[str, str, ImportLine]]:
+    """(folder, folder it may not import, the line) for each import a folder's declaration does not allow."""
+    return [
+        (a, b, imp) for (a, b), lines in sorted(arrows.items()) if a in allowed and b not in allowed[a] for imp in lines
+    ]
+
+
 def reaches_lab(arrows: dict[tuple[str, str], list[ImportLine]]) -> list[ImportLine]:
     """The import lines by which a product folder reaches the lab or the benchmarks."""
     return [imp for (a, b), lines in sorted(arrows.items()) if b in LAB and a not in LAB for imp in lines]
@@ -210,8 +233,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     found = cycles(set(arrows))
     to_lab = reaches_lab(arrows)
-    if not found and not to_lab:
-        print(f"import graph: {len(arrows)} arrows between folders, no cycle, no product folder reaches the lab")
+    off_layer = undeclared(arrows, declared(args.root))
+    if not found and not to_lab and not off_layer:
+        print(
+            f"import graph: {len(arrows)} arrows between folders, no cycle, no product folder reaches the lab, "
+            "every folder within its declared imports"
+        )
         return 0
     for cycle in found:
         print("import cycle: " + " -> ".join(cycle), file=sys.stderr)
@@ -222,6 +249,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"the product reaches the lab ({', '.join(sorted(LAB))} sit on top of it):", file=sys.stderr)
         for imp in to_lab:
             print(f"  {imp.path}:{imp.line}: {imp.how} {imp.module}", file=sys.stderr)
+    for a, b, imp in off_layer:
+        print(f"{a}/__init__.py does not allow importing {b}:", file=sys.stderr)
+        print(f"  {imp.path}:{imp.line}: {imp.how} {imp.module}", file=sys.stderr)
     return 1
 
 
