@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from lamplighter.supervisor import procfs
@@ -24,16 +24,20 @@ TRAINER_MARK = "RANK"
 ENV_SUPERVISOR_NODE = "LAMPLIGHTER_SUPERVISOR_NODE"
 
 
+def _other_processes(proc: Path) -> Iterator[ProcStat]:
+    """Every process but this one (those gone between listing and reading are skipped)."""
+    for pid in procfs.pids(proc):
+        if pid != os.getpid() and (st := procfs.read_stat(proc, pid)) is not None:
+            yield st
+
+
 def find_by_env(match: Callable[[Mapping[str, str]], bool], proc: Path = PROC) -> list[ProcStat]:
     """Live (not zombie) processes whose exec-time environment satisfies `match`."""
     out: list[ProcStat] = []
-    for pid in procfs.pids(proc):
-        if pid == os.getpid():
+    for st in _other_processes(proc):
+        if st.state in ("Z", "X"):
             continue
-        st = procfs.read_stat(proc, pid)
-        if st is None or st.state in ("Z", "X"):
-            continue
-        env = procfs.read_environ(proc, pid)
+        env = procfs.read_environ(proc, st.pid)
         if env is not None and match(env):
             out.append(st)
     return sorted(out, key=lambda p: p.pid)
@@ -54,14 +58,8 @@ def listener_procs(port: int, proc: Path = PROC) -> list[ProcStat]:
     inodes = procfs.listening_inodes(proc, port)
     if not inodes:
         return []
-    out: list[ProcStat] = []
-    for pid in procfs.pids(proc):
-        if pid == os.getpid():
-            continue
-        st = procfs.read_stat(proc, pid)
-        if st is not None and procfs.holds_socket(proc, pid, inodes):
-            out.append(st)
-    return sorted(out, key=lambda p: p.pid)
+    found = [st for st in _other_processes(proc) if procfs.holds_socket(proc, st.pid, inodes)]
+    return sorted(found, key=lambda p: p.pid)
 
 
 def signal_procs(procs: list[ProcStat], sig: signal.Signals, proc: Path = PROC) -> list[int]:
