@@ -123,29 +123,30 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
     status: StatusServer | None = None
     try:
         recover_pending(executor)
-        loop, recovery = build_loop(cfg, node, api, executor, env, state, metrics)
-        if isinstance(loop, HeadLoop):
-            loop.start(time.time())  # once `loop` is set: a failed start still closes it
+        role_loop, recovery = build_loop(cfg, node, api, executor, env, state, metrics)
+        loop = role_loop  # set before the head loop starts: a failed start still closes it
+        if isinstance(role_loop, HeadLoop):
+            role_loop.start(time.time())
         if cfg.metrics.enabled and not once:
             metrics_server = start_metrics_server(metrics.registry, cfg.metrics.host, cfg.metrics.port)
-        document = status_document(node, state, loop, metrics_server)
+        document = status_document(node, state, role_loop, metrics_server)
         if not once:
             status = StatusServer(Path(cfg.status_socket), document).start()
         publisher = HealthPublisher(Path(cfg.cluster_status_dir), node) if cfg.cluster_status_dir else None
         warn_if_watchdog_short(env, cfg.health.poll_interval_s)
-        first = True
-        while not stop.is_set():
-            started = time.monotonic()
-            cycle(node, loop, recovery, publisher)
-            if first:
-                notifier.ready(status=f"{cfg.role} supervisor for {node}")
-                log.info("ready: %s supervisor for node %s (state %s)", cfg.role, node, state_dir)
-                first = False
-            notifier.watchdog()
-            if once:
-                print(json.dumps(document(), default=str))
-                break
-            stop.wait(max(0.0, cfg.health.poll_interval_s - (time.monotonic() - started)))
+
+        def ready() -> None:
+            notifier.ready(status=f"{cfg.role} supervisor for {node}")
+            log.info("ready: %s supervisor for node %s (state %s)", cfg.role, node, state_dir)
+
+        run_cycles(
+            lambda: cycle(node, role_loop, recovery, publisher),
+            cfg.health.poll_interval_s,
+            stop,
+            ready,
+            notifier.watchdog,
+            document if once else None,
+        )
         notifier.stopping(status="stopping; trainers left running")
     finally:
         if status is not None:
@@ -222,6 +223,32 @@ def status_document(
         }
 
     return document
+
+
+def run_cycles(
+    one_cycle: Callable[[], None],
+    interval: float,
+    stop: threading.Event,
+    ready: Callable[[], None],
+    alive: Callable[[], object],
+    once: Callable[[], dict[str, Any]] | None,
+) -> None:
+    """A cycle every `interval` until `stop`: `ready` after the first (systemd's READY=1), `alive` after each (WATCHDOG=1).
+
+    With `once`: one cycle, then its document printed as JSON (`supervise --once`).
+    """
+    first = True
+    while not stop.is_set():
+        started = time.monotonic()
+        one_cycle()
+        if first:
+            ready()
+            first = False
+        alive()
+        if once is not None:
+            print(json.dumps(once(), default=str))
+            return
+        stop.wait(max(0.0, interval - (time.monotonic() - started)))
 
 
 def warn_if_watchdog_short(env: Mapping[str, str], interval: float) -> None:
