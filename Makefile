@@ -48,10 +48,10 @@ bench: $(STAMP) gpusim
 	$(BIN)/python -m bench
 
 cluster-up: $(STAMP)
-	$(BIN)/lamplighter cluster up --dir build/cluster
+	$(BIN)/python -m lamplighter.lab cluster up --dir build/cluster
 
 cluster-down: $(STAMP)
-	$(BIN)/lamplighter cluster down --dir build/cluster
+	$(BIN)/python -m lamplighter.lab cluster down --dir build/cluster
 
 readme: $(STAMP)
 	$(BIN)/python -m lamplighter.configs.reference README.md

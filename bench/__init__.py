@@ -1,1 +1,7 @@
-"""Benchmarks: whole-run measurements that tests never make. `make bench` runs them all."""
+"""Benchmarks: whole-run measurements that tests never make. `make bench` runs them all.
+
+Entry: `python -m bench` (bench/__main__.py); results in bench/results/.
+
+Layer: the top (configs, gpusim -> trainer -> supervisor -> slurm -> daemon; lab -> bench).
+May import: configs, gpusim, trainer, supervisor, slurm, daemon, lab
+"""

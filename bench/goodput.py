@@ -19,7 +19,6 @@ import itertools
 import json
 import random
 import shutil
-import socket
 import sys
 import time
 from pathlib import Path
@@ -37,15 +36,10 @@ from bench.slurm_drive import drive
 from lamplighter.lab.testcluster import TestCluster, reset_cluster
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.supervisor.chaos import PlannedFault
+from lamplighter.supervisor.ports import free_port
 
 STRATEGIES = ("lamplighter", "ckpt-restart", "poll-10s")
 START_AFTER_S = 3.0  # no fault in the first seconds of training
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def schedule(mtbf_s: float | None, seed: int, kinds: list[str], horizon_s: float) -> list[PlannedFault]:

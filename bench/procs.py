@@ -10,44 +10,30 @@ from __future__ import annotations
 
 import os
 import signal
-from pathlib import Path
 
+from lamplighter.supervisor import procfs
+from lamplighter.supervisor.procfs import PROC
 from lamplighter.trainer.contract import ENV_REPLICA_ID
 
 ENV_MARK = "BENCH_RUN"  # set in every trainer a benchmark run starts: the run's unique id
 TRAINER_MODULES = ("lamplighter.trainer", "bench.gpu_time_trainer", "bench.baselines.ckpt_trainer")
 
 
-def _environ(pid: str) -> dict[str, str]:
-    try:
-        raw = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return {}
-    out: dict[str, str] = {}
-    for item in raw.split(b"\0"):
-        k, eq, v = item.partition(b"=")
-        if eq:
-            out[k.decode(errors="replace")] = v.decode(errors="replace")
-    return out
+def _environ(pid: int) -> dict[str, str]:
+    return procfs.read_environ(PROC, pid) or {}
 
 
-def _state(pid: str) -> str:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return "X"
-    return raw[raw.rindex(")") + 2 :].split()[0]
+def _state(pid: int) -> str:
+    st = procfs.read_stat(PROC, pid)
+    return "X" if st is None else st.state
 
 
 def find_trainers(run_id: str) -> dict[int, int]:
     """Replica index (group, or DDP rank) -> host PID of the live trainers marked with `run_id`."""
     out: dict[int, int] = {}
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
+    for pid in procfs.pids(PROC):
+        argv = procfs.read_cmdline(PROC, pid)
+        if argv is None:
             continue
         if len(argv) < 3 or argv[1] != b"-m" or argv[2].decode(errors="replace") not in TRAINER_MODULES:
             continue
@@ -60,13 +46,13 @@ def find_trainers(run_id: str) -> dict[int, int]:
             else env.get("RANK", env.get("SLURM_PROCID"))
         )
         if index is not None and index.isdigit():
-            out[int(index)] = int(pid)
+            out[int(index)] = pid
     return out
 
 
 def node_of(pid: int) -> str | None:
     """The Slurm node a trainer runs on (its slurmd set SLURMD_NODENAME)."""
-    return _environ(str(pid)).get("SLURMD_NODENAME")
+    return _environ(pid).get("SLURMD_NODENAME")
 
 
 def hurt(pid: int, kind: str) -> None:

@@ -1,0 +1,13 @@
+"""configs: lamplighter's configuration, one schema for a job and for a node daemon.
+
+Public modules (the package re-exports nothing: import them):
+    schema            JobConfig, NodeConfig and their sections
+    loader            load_job, load_node: YAML -> schema, errors naming file:line: key
+    validate_cli      `lamplighter validate`, and the --set/LAMPLIGHTER_SET override arguments
+    slurm_names       the names lamplighter writes into Slurm (job names, node reason prefix)
+    torchtitan_flags  torchtitan's flags derived from a job
+    reference         the README's config reference (`make readme`)
+
+Layer: the bottom, beside gpusim (configs, gpusim -> trainer -> supervisor -> slurm -> daemon; lab -> bench).
+May import: nothing
+"""

@@ -1,3 +1,17 @@
-"""The per-node daemon (`lamplighter supervise`): its loops wire the supervisor's checks and
-policy to the Slurm actions; its own parts are systemd notification, persisted state,
-metrics, the status socket and the action log."""
+"""daemon: the per-node daemon (`lamplighter supervise`).
+
+Its loops wire the supervisor's checks and policy to the Slurm actions; its own
+parts are systemd notification, persisted state, metrics, the status socket and
+the action log.
+
+Public modules (the package re-exports nothing: import them):
+    supervise_cli   `lamplighter supervise`, run_daemon
+    compute_loop, head_loop   the two roles' cycles
+    node_policy     the pure node policy; executor: carries its actions out, journaled
+    state_store     the persisted state; recovery: finishing what a killed daemon left pending
+    status_socket   read_status: the local status endpoint (`lamplighter status`)
+    metrics         the Prometheus metrics
+
+Layer: above the Slurm adapter (configs, gpusim -> trainer -> supervisor -> slurm -> daemon; lab -> bench).
+May import: configs, gpusim, trainer, supervisor, slurm
+"""

@@ -33,19 +33,11 @@ from lamplighter.daemon.state_store import DaemonState, PendingAction
 from lamplighter.slurm.actions import SlurmApi
 from lamplighter.slurm.requeue import ALREADY, JobUpdater, requeue_elsewhere, start_elsewhere
 from lamplighter.slurm.run import SlurmError
-from lamplighter.supervisor.discovery import parse_stat
+from lamplighter.supervisor.procfs import same_process
 
 log = logging.getLogger(__name__)
 
 JOURNALED = ("kill_local", "drain", "requeue", "mark_down")
-
-
-def same_process(proc_root: Path, pid: int, start_time: int) -> bool:
-    try:
-        st = parse_stat((proc_root / str(pid) / "stat").read_text())
-    except (OSError, ValueError, IndexError):
-        return False
-    return st.start_time == start_time and st.state != "Z"
 
 
 @dataclass

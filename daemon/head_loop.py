@@ -14,7 +14,6 @@ brings its own, as a Slurm job of its own (slurm/render.py).
 from __future__ import annotations
 
 import logging
-import socket
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,17 +29,10 @@ from lamplighter.slurm.hostlist import expand_hostlist
 from lamplighter.slurm.parsers import NodeInfo
 from lamplighter.slurm.requeue import start_elsewhere
 from lamplighter.slurm.run import SlurmError
+from lamplighter.supervisor.ports import accepts_connections
 from lamplighter.supervisor.ratelimit import may_drain
 
 log = logging.getLogger(__name__)
-
-
-def slurmd_answers(host: str, port: int, timeout_s: float) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=timeout_s):
-            return True
-    except OSError:
-        return False
 
 
 def decide_nodes(
@@ -111,7 +103,7 @@ class HeadLoop:
                 continue
             host = info.fields.get("NodeAddr") or name
             port = int(info.fields.get("Port") or 6818)
-            if slurmd_answers(host, port, probe_timeout):
+            if accepts_connections(host, port, probe_timeout):
                 self.silent_since.pop(name, None)
             else:
                 self.silent_since.setdefault(name, now)

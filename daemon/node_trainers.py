@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lamplighter.configs.slurm_names import group_job_name
-from lamplighter.supervisor.discovery import TrainerProcess, identify, parse_environ, parse_stat
+from lamplighter.supervisor.discovery import TrainerProcess, identify
+from lamplighter.supervisor.procfs import boot_time, ns_pid, pids, read_environ, read_stat
 from lamplighter.trainer.contract import ENV_ATTEMPT, ENV_CONFIG, ENV_RENEWALS, ENV_RUN_DIR
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -74,13 +75,6 @@ def task_roots(trainers: list[NodeTrainer]) -> list[NodeTrainer]:
     return [t for t in trainers if (t.job_id, t.proc.ppid) not in of_job]
 
 
-def boot_time(proc_root: Path) -> float:
-    for line in (proc_root / "stat").read_text().splitlines():
-        if line.startswith("btime "):
-            return float(line.split()[1])
-    raise OSError(f"no btime in {proc_root / 'stat'}")
-
-
 def _int(value: str | None, default: int = 0) -> int:
     try:
         return int(value) if value else default
@@ -110,17 +104,13 @@ class TrainerScanner:
         # or execs after being seen, is noticed at the next full rescan (at most FULL_RESCAN_EVERY cycles).
         full = self._scans % FULL_RESCAN_EVERY == 0
         self._scans += 1
-        for name in os.listdir(self.proc_root):
-            if not name.isdigit():
-                continue
-            pid = int(name)
+        for pid in pids(self.proc_root):
             cached = self._known.get(pid)
             if not full and cached is not None and cached[1] is None:
                 seen[pid] = cached
                 continue
-            try:
-                stat = parse_stat((self.proc_root / name / "stat").read_text())
-            except (OSError, ValueError, IndexError):
+            stat = read_stat(self.proc_root, pid)
+            if stat is None:
                 continue
             same = cached is not None and cached[0] == stat.start_time
             # A full rescan also re-reads known non-trainers' environ: one seen between slurmstepd's fork
@@ -141,11 +131,9 @@ class TrainerScanner:
         return sorted(out, key=lambda t: t.proc.pid)
 
     def _read(self, pid: int) -> NodeTrainer | None:
-        base = self.proc_root / str(pid)
-        try:
-            stat = parse_stat((base / "stat").read_text())
-            env = parse_environ((base / "environ").read_bytes())
-        except (OSError, ValueError, IndexError):
+        stat = read_stat(self.proc_root, pid)
+        env = read_environ(self.proc_root, pid) if stat is not None else None
+        if stat is None or env is None:
             return None
         proc = identify(pid, stat, env)
         if proc is None or proc.job_id is None or proc.step is None:
@@ -168,18 +156,7 @@ class TrainerScanner:
             attempt,
             conf,
             self._btime + stat.start_time / CLK_TCK,
-            ns_pid(base, pid),
+            ns_pid(self.proc_root, pid),
             env.get(ENV_CONFIG) or None,
             _int(env.get(ENV_RENEWALS)),
         )
-
-
-def ns_pid(base: Path, pid: int) -> int:
-    """The innermost PID from /proc/PID/status NSpid (containers, and each test-cluster node, have their own)."""
-    try:
-        for line in (base / "status").read_text().splitlines():
-            if line.startswith("NSpid:"):
-                return int(line.split()[-1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return pid

@@ -59,20 +59,3 @@ def recover_pending(
         state.record_done(now, action.id, outcome, detail)
         out.append(Resolution(action, outcome, detail))
     return out
-
-
-def requeue_happened(read_restarts: Callable[[str], int | None]) -> Callable[[PendingAction], bool]:
-    """A `happened` check for requeues: the job's Restarts count rose above the one journaled in `before`.
-
-    read_restarts(job_id) returns Slurm's Restarts=N for the job (scontrol show
-    job), or None if Slurm no longer knows the job, which counts as happened:
-    there is nothing left to requeue.
-    """
-
-    def check(action: PendingAction) -> bool:
-        now_count = read_restarts(action.target)
-        if now_count is None:
-            return True
-        return now_count > int(action.before.get("restarts", 0))
-
-    return check

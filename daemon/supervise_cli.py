@@ -17,6 +17,7 @@ Environment read here and nowhere else:
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import signal
@@ -24,7 +25,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -33,7 +34,7 @@ from typing import Any
 from lamplighter.configs.loader import ConfigError, load_node
 from lamplighter.configs.schema import NodeConfig
 from lamplighter.configs.validate_cli import add_override_args, report_invalid
-from lamplighter.daemon.actionlog import ActionLog, FileSink
+from lamplighter.daemon.actionlog import ActionLog, FileSink, logging_sink
 from lamplighter.daemon.compute_loop import ComputeLoop
 from lamplighter.daemon.executor import Executor
 from lamplighter.daemon.head_loop import HeadLoop
@@ -104,99 +105,165 @@ class _Stop:
 
 
 def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> int:
+    """Recover, build the role's loop, serve metrics and status, cycle until stopped; trainers are left running."""
     node = cfg.node_name or socket.gethostname().split(".")[0]
     state_dir = Path(cfg.state_dir)
     state = DaemonState.load(state_dir)
     sink = FileSink(state_dir / ACTIONS_FILE)
-
-    def both(line: str) -> None:
-        sink(line)
-        log.info("action %s", line)
-
     metrics = DaemonMetrics()
-    actions = ActionLog(node, both, on_action=metrics.action)
     api = SlurmActions(SlurmCli(slurm_conf=cfg.slurm_conf))
-    pause_file = env.get(ENV_PAUSE_FILE)
-    executor = Executor(
-        state,
-        api,
-        ScontrolJobUpdate(api.cli),
-        actions,
-        metrics,
-        pause_before=env.get(ENV_PAUSE_BEFORE) or None,
-        pause_file=Path(pause_file) if pause_file else None,
-    )
+    executor = build_executor(env, node, state, api, sink, metrics)
     notifier = Notifier.from_env(env)
     stop = threading.Event()
     if not once:
         signal.signal(signal.SIGTERM, _Stop(stop))
         signal.signal(signal.SIGINT, _Stop(stop))
-    loop: ComputeLoop | HeadLoop
+    loop: ComputeLoop | HeadLoop | None = None
     metrics_server: MetricsServer | None = None
     status: StatusServer | None = None
     try:
-        for r in executor.recover(time.time()):
-            log.warning("recovered %s %s %s: %s", r.action.id, r.action.kind, r.action.target, r.outcome)
-        recovery: RecoveryWatch | None = None
-        if cfg.role == "head":
-            loop = HeadLoop(cfg, api, executor, time.time, state_dir / "logs", metrics=metrics)
-            loop.start(time.time())
-        else:
-            loop = ComputeLoop(
-                cfg, node, api, executor, _gpu_check(cfg, env, state) if cfg.gpus else None, time.time, metrics
-            )
-            recovery = RecoveryWatch(metrics)
+        recover_pending(executor)
+        role_loop, recovery = build_loop(cfg, node, api, executor, env, state, metrics)
+        loop = role_loop  # set before the head loop starts: a failed start still closes it
+        if isinstance(role_loop, HeadLoop):
+            role_loop.start(time.time())
         if cfg.metrics.enabled and not once:
             metrics_server = start_metrics_server(metrics.registry, cfg.metrics.host, cfg.metrics.port)
-
-        def document() -> dict[str, Any]:
-            snap = state.snapshot()
-            return {
-                "node": node,
-                "pid": os.getpid(),
-                "metrics_port": metrics_server.port if metrics_server else None,
-                **loop.status(),
-                "restarts": snap["restarts"],
-                "pending": list(snap["pending"].values()),
-                "recent_events": snap["events"][-20:],
-            }
-
+        document = status_document(node, state, role_loop, metrics_server)
         if not once:
             status = StatusServer(Path(cfg.status_socket), document).start()
         publisher = HealthPublisher(Path(cfg.cluster_status_dir), node) if cfg.cluster_status_dir else None
-        interval = cfg.health.poll_interval_s
-        wd = watchdog_interval(env, os.getpid())
-        if wd is not None and wd < interval:
-            log.warning("watchdog interval %.1f s is shorter than poll_interval_s %.1f s", wd, interval)
-        first = True
-        while not stop.is_set():
-            started = time.monotonic()
-            loop.cycle()
-            if recovery is not None and isinstance(loop, ComputeLoop):
-                recovery.observe(time.time(), loop.trainers.values())
-            if publisher is not None:
-                now = time.time()
-                publisher.publish(now, summarize({"node": node, "pid": os.getpid(), **loop.status()}, now))
-            if first:
-                notifier.ready(status=f"{cfg.role} supervisor for {node}")
-                log.info("ready: %s supervisor for node %s (state %s)", cfg.role, node, state_dir)
-                first = False
-            notifier.watchdog()
-            if once:
-                import json
+        warn_if_watchdog_short(env, cfg.health.poll_interval_s)
 
-                print(json.dumps(document(), default=str))
-                break
-            stop.wait(max(0.0, interval - (time.monotonic() - started)))
+        def ready() -> None:
+            notifier.ready(status=f"{cfg.role} supervisor for {node}")
+            log.info("ready: %s supervisor for node %s (state %s)", cfg.role, node, state_dir)
+
+        run_cycles(
+            lambda: cycle(node, role_loop, recovery, publisher),
+            cfg.health.poll_interval_s,
+            stop,
+            ready,
+            notifier.watchdog,
+            document if once else None,
+        )
         notifier.stopping(status="stopping; trainers left running")
     finally:
         if status is not None:
             status.close()
         if metrics_server is not None:
             metrics_server.close()
-        if "loop" in locals():
+        if loop is not None:
             loop.close()
         state.save()
         state.close()
         sink.close()
     return 0
+
+
+def build_executor(
+    env: Mapping[str, str], node: str, state: DaemonState, api: SlurmActions, sink: FileSink, metrics: DaemonMetrics
+) -> Executor:
+    """The executor, its action lines to the state dir's actions file and to the log (the journal under systemd)."""
+    to_log = logging_sink(log)
+
+    def both(line: str) -> None:
+        sink(line)
+        to_log(line)
+
+    pause_file = env.get(ENV_PAUSE_FILE)
+    return Executor(
+        state,
+        api,
+        ScontrolJobUpdate(api.cli),
+        ActionLog(node, both, on_action=metrics.action),
+        metrics,
+        pause_before=env.get(ENV_PAUSE_BEFORE) or None,
+        pause_file=Path(pause_file) if pause_file else None,
+    )
+
+
+def recover_pending(executor: Executor) -> None:
+    """Finish what a killed predecessor left half done, before anything new is decided."""
+    for r in executor.recover(time.time()):
+        log.warning("recovered %s %s %s: %s", r.action.id, r.action.kind, r.action.target, r.outcome)
+
+
+def build_loop(
+    cfg: NodeConfig,
+    node: str,
+    api: SlurmActions,
+    executor: Executor,
+    env: Mapping[str, str],
+    state: DaemonState,
+    metrics: DaemonMetrics,
+) -> tuple[ComputeLoop | HeadLoop, RecoveryWatch | None]:
+    """The role's loop (a head loop is started by the caller); a compute node also watches its groups' recoveries (for the metrics)."""
+    if cfg.role == "head":
+        return HeadLoop(cfg, api, executor, time.time, Path(cfg.state_dir) / "logs", metrics=metrics), None
+    gpus = _gpu_check(cfg, env, state) if cfg.gpus else None
+    return ComputeLoop(cfg, node, api, executor, gpus, time.time, metrics), RecoveryWatch(metrics)
+
+
+def status_document(
+    node: str, state: DaemonState, loop: ComputeLoop | HeadLoop, metrics_server: MetricsServer | None
+) -> Callable[[], dict[str, Any]]:
+    """What the status socket (and --once) answers: the loop's status, restarts, pending actions, recent events."""
+
+    def document() -> dict[str, Any]:
+        snap = state.snapshot()
+        return {
+            "node": node,
+            "pid": os.getpid(),
+            "metrics_port": metrics_server.port if metrics_server else None,
+            **loop.status(),
+            "restarts": snap["restarts"],
+            "pending": list(snap["pending"].values()),
+            "recent_events": snap["events"][-20:],
+        }
+
+    return document
+
+
+def run_cycles(
+    one_cycle: Callable[[], None],
+    interval: float,
+    stop: threading.Event,
+    ready: Callable[[], None],
+    alive: Callable[[], object],
+    once: Callable[[], dict[str, Any]] | None,
+) -> None:
+    """A cycle every `interval` until `stop`: `ready` after the first (systemd's READY=1), `alive` after each (WATCHDOG=1).
+
+    With `once`: one cycle, then its document printed as JSON (`supervise --once`).
+    """
+    first = True
+    while not stop.is_set():
+        started = time.monotonic()
+        one_cycle()
+        if first:
+            ready()
+            first = False
+        alive()
+        if once is not None:
+            print(json.dumps(once(), default=str))
+            return
+        stop.wait(max(0.0, interval - (time.monotonic() - started)))
+
+
+def warn_if_watchdog_short(env: Mapping[str, str], interval: float) -> None:
+    wd = watchdog_interval(env, os.getpid())
+    if wd is not None and wd < interval:
+        log.warning("watchdog interval %.1f s is shorter than poll_interval_s %.1f s", wd, interval)
+
+
+def cycle(
+    node: str, loop: ComputeLoop | HeadLoop, recovery: RecoveryWatch | None, publisher: HealthPublisher | None
+) -> None:
+    """One cycle: observe and act, note recoveries, publish the node's health report."""
+    loop.cycle()
+    if recovery is not None and isinstance(loop, ComputeLoop):
+        recovery.observe(time.time(), loop.trainers.values())
+    if publisher is not None:
+        now = time.time()
+        publisher.publish(now, summarize({"node": node, "pid": os.getpid(), **loop.status()}, now))

@@ -1,0 +1,12 @@
+"""gpusim: simulated AMD GPUs, a libamd_smi.so (C) that the real amdsmi package loads, with fault injection.
+
+Public modules (the package re-exports nothing: import them):
+    build    build the library (`python -m lamplighter.gpusim.build --out build/gpusim`)
+    state    StateDir: the simulated GPUs' state folder
+    inject   the fault kinds and inject()
+    symbols  which amdsmi symbols are bound and which are modelled
+    cli      `lamplighter gpusim init|inject|clear|show`
+
+Layer: the bottom, beside configs (configs, gpusim -> trainer -> supervisor -> slurm -> daemon; lab -> bench).
+May import: nothing
+"""

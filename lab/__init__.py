@@ -1,1 +1,12 @@
-"""The lab: a local Slurm test cluster, a fake Slurm, and the demo and end-to-end harnesses. The product never imports it."""
+"""lab: the test rig. The product never imports it, nor names it (tools/import_graph.py checks).
+
+Public modules (the package re-exports nothing: import them):
+    testcluster, testcluster_conf   a real Slurm cluster on this machine
+    fake_slurm      FakeSlurm: an in-memory SlurmApi for fast tests
+    slurm_lab       SlurmLab: the cluster, simulated GPUs and node daemons, as systemd would run them
+    e2e_run, demo, run_report   `make demo-slurm` and the end-to-end harness, and their report
+    __main__        `python -m lamplighter.lab cluster|chaos` (cluster_cli, chaos_cli)
+
+Layer: on top of the product (configs, gpusim -> trainer -> supervisor -> slurm -> daemon; lab -> bench).
+May import: configs, gpusim, trainer, supervisor, slurm, daemon
+"""

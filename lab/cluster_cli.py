@@ -1,4 +1,4 @@
-"""`lamplighter cluster up|down|crash-node|restart-node|status`: the single-machine Slurm test cluster."""
+"""`python -m lamplighter.lab cluster up|down|crash-node|restart-node|status`: the single-machine Slurm test cluster."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
         if args.action == "up":
             missing = slurm_installed()
             if missing:
-                print(f"lamplighter cluster: {missing}", file=sys.stderr)
+                print(f"python -m lamplighter.lab cluster: {missing}", file=sys.stderr)
                 return 1
             cluster.up()
             print(f"cluster of {nodes} node(s) up under {cluster.root}; for Slurm commands:")
@@ -44,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
         elif args.action in ("crash-node", "restart-node"):
             if not args.node:
                 print(
-                    f"lamplighter cluster {args.action}: name a node ({', '.join(cluster.node_names)})", file=sys.stderr
+                    f"python -m lamplighter.lab cluster {args.action}: name a node ({', '.join(cluster.node_names)})",
+                    file=sys.stderr,
                 )
                 return 2
             if args.action == "crash-node":
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(status, indent=2))
             print(cluster.export_line())
     except (ClusterError, SlurmError, ValueError, OSError) as e:
-        print(f"lamplighter cluster {args.action} ({cluster.root}): {e}", file=sys.stderr)
+        print(f"python -m lamplighter.lab cluster {args.action} ({cluster.root}): {e}", file=sys.stderr)
         return 1
     return 0
 

@@ -15,8 +15,8 @@ import yaml
 
 from lamplighter.configs.loader import load_job
 from lamplighter.configs.schema import JobConfig
+from lamplighter.lab.run_report import write_report
 from lamplighter.lab.slurm_lab import SlurmLab
-from lamplighter.lab.slurm_report import write_report
 from lamplighter.lab.testcluster import wait_until
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.slurm.chaos_slurm import ChaosContext, inject, observe_recovery

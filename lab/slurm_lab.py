@@ -27,8 +27,9 @@ from typing import Any
 import yaml
 
 from lamplighter.configs.schema import HealthConfig, NodeHealthConfig, RestartConfig
-from lamplighter.lab.testcluster import ProcRecord, TestCluster, is_alive, proc_stat, wait_until
+from lamplighter.lab.testcluster import ProcRecord, TestCluster, wait_until
 from lamplighter.slurm.proc_find import ENV_SUPERVISOR_NODE, find_by_env
+from lamplighter.supervisor.procfs import PROC, read_stat
 from lamplighter.trainer.contract import ENV_JOB
 
 RESTART_DELAY_S = 0.5  # systemd's RestartSec
@@ -72,8 +73,8 @@ class ServiceRunner:
             svc.proc = subprocess.Popen(
                 svc.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=svc.env, start_new_session=True
             )
-        st = proc_stat(svc.proc.pid)
-        svc.record = ProcRecord(svc.name, svc.proc.pid, st[1] if st else 0)
+        st = read_stat(PROC, svc.proc.pid)
+        svc.record = ProcRecord(svc.name, svc.proc.pid, st.start_time if st else 0)
         svc.starts.append(time.time())
         svc.down_since = None
         self._save()
@@ -252,7 +253,3 @@ class SlurmLab:
 def leftover_job_processes(job: str) -> list[int]:
     """PIDs of processes still carrying the job's name in their environment (trainers, batch shells)."""
     return [p.pid for p in find_by_env(lambda e: e.get(ENV_JOB) == job)]
-
-
-def processes_alive(records: dict[str, ProcRecord]) -> list[str]:
-    return [name for name, rec in records.items() if is_alive(rec)]

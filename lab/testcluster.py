@@ -8,7 +8,7 @@ real node failure.
 
 Only processes this object started are ever signalled: they are recorded in
 `<root>/run/procs.json` with their start time, so `down()` from a fresh process
-(e.g. `lamplighter cluster down`) checks that a PID is still ours before it
+(e.g. `python -m lamplighter.lab cluster down`) checks that a PID is still ours before it
 sends anything.
 """
 
@@ -30,6 +30,7 @@ from pathlib import Path
 from lamplighter.lab.testcluster_conf import render_slurm_conf
 from lamplighter.slurm.parsers import NodeInfo, parse_scontrol_nodes
 from lamplighter.slurm.run import SlurmCli, SlurmError
+from lamplighter.supervisor.procfs import PROC, children, read_stat
 
 PROCS_FILE = "procs.json"
 
@@ -47,21 +48,10 @@ class ProcRecord:
     start_ticks: int
 
 
-def proc_stat(pid: int) -> tuple[str, int] | None:
-    """(state letter, start time in clock ticks) of a PID, or None if it does not exist."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
-    # comm may contain spaces and parentheses: split after the last ')'.
-    fields = raw[raw.rindex(")") + 2 :].split()
-    return fields[0], int(fields[19])
-
-
 def is_alive(rec: ProcRecord) -> bool:
     """True if the recorded process still runs (not a zombie, not a reused PID)."""
-    st = proc_stat(rec.pid)
-    return st is not None and st[1] == rec.start_ticks and st[0] not in ("Z", "X")
+    st = read_stat(PROC, rec.pid)
+    return st is not None and st.start_time == rec.start_ticks and st.state not in ("Z", "X")
 
 
 def wait_until(cond: Callable[[], bool], timeout: float, what: str, interval: float = 0.05) -> None:
@@ -236,7 +226,7 @@ class TestCluster:
         return parse_scontrol_nodes(self.cli().run("scontrol", "-o", "show", "nodes"))
 
     def status(self) -> dict[str, object]:
-        """Which recorded daemons are alive, for `lamplighter cluster status`."""
+        """Which recorded daemons are alive, for `python -m lamplighter.lab cluster status`."""
         return {name: {"pid": r.pid, "alive": is_alive(r)} for name, r in self._load_records().items()}
 
     def __enter__(self) -> TestCluster:
@@ -319,12 +309,12 @@ class TestCluster:
             )
         finally:
             log.close()
-        st = proc_stat(p.pid)
+        st = read_stat(PROC, p.pid)
         if st is None:
             raise ClusterError(f"{name} ({argv[0]}) exited at once; see {self.root / 'log' / (name + '.out')}")
         self._popen[name] = p
         recs = self._load_records()
-        recs[name] = ProcRecord(name, p.pid, st[1])
+        recs[name] = ProcRecord(name, p.pid, st.start_time)
         self._save_records(recs)
 
     def _stop(self, rec: ProcRecord, timeout: float) -> None:
@@ -333,7 +323,7 @@ class TestCluster:
             return
         if rec.name.startswith("node-"):
             # `unshare --fork` ignores SIGTERM: a clean stop is TERM to its child, slurmd.
-            for child in _children(rec.pid):
+            for child in children(PROC, rec.pid):
                 os.kill(child, signal.SIGTERM)
         else:
             os.kill(rec.pid, signal.SIGTERM)
@@ -374,16 +364,6 @@ class TestCluster:
     def remove(self) -> None:
         """Delete the cluster folder (after down())."""
         shutil.rmtree(self.root, ignore_errors=True)
-
-
-def _children(pid: int) -> list[int]:
-    out: list[int] = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            out += [int(c) for c in (task / "children").read_text().split()]
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-    return out
 
 
 def slurm_installed() -> str | None:

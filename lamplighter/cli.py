@@ -9,6 +9,7 @@ import sys
 from lamplighter import __version__
 
 # Each module defines add_parser(subparsers); kept as names so `lamplighter --help` imports no torch.
+# The lab's commands (test cluster, node-crash) are its own: python -m lamplighter.lab.
 COMMAND_MODULES = [
     "lamplighter.configs.validate_cli",
     "lamplighter.slurm.render_cli",
@@ -18,7 +19,6 @@ COMMAND_MODULES = [
     "lamplighter.slurm.why_cli",
     "lamplighter.slurm.healthcheck_cli",
     "lamplighter.slurm.nodes_cli",
-    "lamplighter.lab.cluster_cli",
     "lamplighter.gpusim.cli",
 ]
 

@@ -1,0 +1,15 @@
+"""slurm: the Slurm adapter: render, submit, watch and move jobs; the user's Slurm commands.
+
+Public modules (the package re-exports nothing: import them):
+    run           SlurmCli: the one way a Slurm command runs
+    parsers       pure parsers of sbatch, squeue and scontrol output
+    actions       SlurmApi (the protocol fakes implement) and SlurmActions
+    requeue       move a group's job off a failed node and start it now
+    render, submission   sbatch scripts, and the record of a submission
+    renew, release       torch-free helpers the rendered scripts run
+    chaos_slurm, chaos_runner, proc_find   faults on a real cluster
+    job_cli, render_cli, why_cli, nodes_cli, healthcheck_cli   `lamplighter submit|status|cancel|chaos|render|why|nodes|healthcheck`
+
+Layer: above supervisor (configs, gpusim -> trainer -> supervisor -> slurm -> daemon; lab -> bench).
+May import: configs, gpusim, trainer, supervisor
+"""

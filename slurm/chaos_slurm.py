@@ -148,7 +148,7 @@ def inject(ctx: ChaosContext, kind: str, group: int | None) -> dict[str, Any]:
         detail["what"] = gpu_inject(StateDir(ctx.gpusim_root / tgt.node), 0, "ecc-uncorrectable")
     elif kind == "node-crash":
         if ctx.crash_node is None:
-            raise ChaosError("node-crash: works on the lamplighter test cluster only (give its folder)")
+            raise ChaosError("node-crash: works on the lab's test cluster only (python -m lamplighter.lab chaos ...)")
         assert tgt.node is not None
         ctx.crash_node(tgt.node)
     elif kind == "lighthouse-kill":

@@ -8,7 +8,6 @@ overrides all three.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import sys
@@ -35,7 +34,7 @@ def add_parser(sub: Any) -> None:
     _add_submit(sub)
     _add_status(sub)
     _add_cancel(sub)
-    _add_chaos(sub)
+    add_chaos_parser(sub)
 
 
 def _job_args(p: argparse.ArgumentParser) -> None:
@@ -182,7 +181,8 @@ def run_cancel(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_chaos(sub: Any) -> None:
+def add_chaos_parser(sub: Any) -> argparse.ArgumentParser:
+    """`chaos`; the lab's entry (python -m lamplighter.lab chaos) adds node-crash on its test cluster."""
     p = sub.add_parser(
         "chaos",
         help="inject faults into a running Slurm job (kill, hang, gpu, node-crash, lighthouse-kill, ...)",
@@ -191,7 +191,7 @@ def _add_chaos(sub: Any) -> None:
             "Inject faults one at a time and watch each recover before the next.\n\n"
             "kinds: kill (SIGKILL a group's trainers), hang (SIGSTOP them), gpu (uncorrectable ECC on GPU 0 of\n"
             "the group's node, through its gpusim folder), node-crash (crash the group's node: ONLY on the\n"
-            "lamplighter test cluster, give --cluster-root), lighthouse-kill (SIGKILL what listens on the\n"
+            "lab's test cluster, through `python -m lamplighter.lab chaos`), lighthouse-kill (SIGKILL what listens on the\n"
             "Lighthouse port), supervisor-kill (SIGKILL the node daemon started with\n"
             "LAMPLIGHTER_SUPERVISOR_NODE=<node>).\n"
             "Every injection and recovery goes to <run_dir>/chaos.jsonl."
@@ -207,29 +207,18 @@ def _add_chaos(sub: Any) -> None:
         "--chaos", default=None, metavar="SPEC", help="a schedule: mtbf=30s,kinds=kill,hang,max=5,seed=1 or @file.yaml"
     )
     p.add_argument("--gpusim-root", type=Path, default=None, help="folder holding one gpusim state folder per node")
-    p.add_argument(
-        "--cluster-root",
-        type=Path,
-        default=None,
-        help="the test cluster's folder (for node-crash; default: the folder of SLURM_CONF)",
-    )
     p.add_argument("--recovery-timeout", type=float, default=120.0, help="seconds to wait for each recovery")
     p.add_argument("--no-wait", action="store_true", help="inject and return without watching the recovery")
     p.set_defaults(func=run_chaos)
+    return p
 
 
-def _test_cluster_crasher(root: Path) -> Callable[[str], None]:
-    """node-crash on the lab's test cluster at ROOT, loaded when the fault fires."""
-
-    def crash(node: str) -> None:
-        # The lab is not part of the product: this one fault reaches it by name, only when asked for.
-        testcluster = importlib.import_module("lamplighter.lab.testcluster")
-        testcluster.TestCluster(root).crash_node(node)
-
-    return crash
+# Given the job's submission, the function that crashes a node (or None: node-crash is refused).
+NodeCrasher = Callable[[Submission], Callable[[str], None] | None]
 
 
-def run_chaos(args: argparse.Namespace) -> int:
+def run_chaos(args: argparse.Namespace, node_crasher: NodeCrasher | None = None) -> int:
+    """`chaos`: one fault (--once) or a schedule (--chaos); only a caller that can crash nodes passes node_crasher."""
     from lamplighter.slurm.chaos_runner import run_schedule
     from lamplighter.slurm.chaos_slurm import ChaosContext, ChaosError, inject, observe_recovery
     from lamplighter.supervisor.chaos import ChaosSpecError, parse_chaos
@@ -239,8 +228,7 @@ def run_chaos(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as e:
         print(f"lamplighter chaos: error: {e}", file=sys.stderr)
         return EXIT_INVALID
-    cluster_root = args.cluster_root or (Path(s.slurm_conf).parent if s.slurm_conf else None)
-    crash_node = _test_cluster_crasher(cluster_root) if cluster_root is not None else None
+    crash_node = node_crasher(s) if node_crasher is not None else None
     ctx = ChaosContext(s, api_for(s.slurm_conf), gpusim_root=args.gpusim_root, crash_node=crash_node)
     try:
         if args.once:

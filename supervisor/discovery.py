@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from lamplighter.supervisor.procfs import ProcStat, read_environ, read_stat
 from lamplighter.trainer.contract import ENV_JOB, ENV_REPLICA_ID
 
 SLURM_JOB_ID = "SLURM_JOB_ID"
@@ -42,29 +43,6 @@ class TrainerProcess:
         return (self.pid, self.start_time)
 
 
-@dataclass(frozen=True)
-class Stat:
-    ppid: int
-    state: str
-    start_time: int
-
-
-def parse_stat(text: str) -> Stat:
-    """Fields of /proc/PID/stat we need. comm (field 2) may hold spaces and ')', so split after the last ')'."""
-    rest = text[text.rindex(")") + 2 :].split()
-    # rest[0] is field 3 (state); field N is rest[N - 3].
-    return Stat(ppid=int(rest[1]), state=rest[0], start_time=int(rest[19]))
-
-
-def parse_environ(raw: bytes) -> dict[str, str]:
-    env: dict[str, str] = {}
-    for item in raw.split(b"\0"):
-        name, sep, value = item.partition(b"=")
-        if sep and name:
-            env[name.decode(errors="replace")] = value.decode(errors="replace")
-    return env
-
-
 def _int_or_none(value: str | None) -> int | None:
     try:
         return int(value) if value is not None else None
@@ -72,7 +50,7 @@ def _int_or_none(value: str | None) -> int | None:
         return None
 
 
-def identify(pid: int, stat: Stat, env: Mapping[str, str]) -> TrainerProcess | None:
+def identify(pid: int, stat: ProcStat, env: Mapping[str, str]) -> TrainerProcess | None:
     """The trainer record for a process, or None if it is not a lamplighter trainer."""
     job_name = env.get(ENV_JOB)
     if not job_name:
@@ -92,14 +70,10 @@ def identify(pid: int, stat: Stat, env: Mapping[str, str]) -> TrainerProcess | N
 
 def read_process(proc_root: Path, pid: int) -> TrainerProcess | None:
     """One process, or None if it is not a trainer, is gone, or may not be read."""
-    base = proc_root / str(pid)
-    try:
-        stat = parse_stat((base / "stat").read_text())
-        env = parse_environ((base / "environ").read_bytes())
-    except (OSError, ValueError, IndexError):
-        # Gone (exited between listing and reading), not ours to read, or a zombie.
-        return None
-    if stat.state == "Z":
+    stat = read_stat(proc_root, pid)
+    env = read_environ(proc_root, pid) if stat is not None else None
+    # Gone (exited between listing and reading), not ours to read, or a zombie.
+    if stat is None or env is None or stat.state == "Z":
         return None
     return identify(pid, stat, env)
 
@@ -126,12 +100,3 @@ def roots(trainers: Iterable[TrainerProcess]) -> list[TrainerProcess]:
     items = list(trainers)
     pids = {t.pid for t in items}
     return [t for t in items if t.ppid not in pids]
-
-
-def still_same(proc_root: Path, rec: TrainerProcess) -> bool:
-    """Is the process with rec's pid still rec (not exited, not a reused pid)? Check this before signalling."""
-    try:
-        stat = parse_stat((proc_root / str(rec.pid) / "stat").read_text())
-    except (OSError, ValueError, IndexError):
-        return False
-    return stat.start_time == rec.start_time and stat.state != "Z"

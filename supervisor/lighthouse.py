@@ -9,7 +9,6 @@ inside torchft.quorum_timeout_s and the groups ride through it.
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -17,7 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lamplighter.configs.schema import LighthouseConfig
-from lamplighter.supervisor.process_group import free_port, kill_tree
+from lamplighter.supervisor.ports import accepts_connections, free_port
+from lamplighter.supervisor.process_tree import kill_tree
 
 
 class LighthouseError(RuntimeError):
@@ -48,14 +48,6 @@ def lighthouse_argv(cfg: LighthouseConfig, port: int, command: list[str], bind_h
         "--heartbeat_timeout_ms",
         str(cfg.heartbeat_timeout_ms),
     ]
-
-
-def accepts_connections(host: str, port: int, timeout_s: float = 0.2) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=timeout_s):
-            return True
-    except OSError:
-        return False
 
 
 class Lighthouse:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from lamplighter.configs.schema import JobConfig
-from lamplighter.supervisor.process_group import free_port
+from lamplighter.supervisor.ports import free_port
 from lamplighter.trainer.adapter import render_command, trainer_env
 
 

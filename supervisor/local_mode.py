@@ -32,7 +32,7 @@ from lamplighter.supervisor.live_view import GroupRow, LiveView
 from lamplighter.supervisor.local_launch import group_launch
 from lamplighter.supervisor.observations import LighthouseDown, Observation, ProcessExited, StartFailed
 from lamplighter.supervisor.policy import Decision, PolicyState, decide
-from lamplighter.supervisor.process_group import GroupProcesses, StartError
+from lamplighter.supervisor.process_tree import GroupProcesses, StartError
 from lamplighter.supervisor.step_tail import StepTail
 from lamplighter.supervisor.trainer_proc import TrainerProc
 from lamplighter.trainer.contract import RunPaths, write_json_atomic

@@ -5,6 +5,13 @@ link to configs/, and so on), so `lamplighter.slurm.run` lives in the folder slu
 the package's own files (lamplighter/cli.py) are the folder `lamplighter`. tests/ sits
 on top of everything and is not read. Only the stdlib: `make lint` runs it first.
 
+A string that is a module's whole dotted name ("lamplighter.slurm.job_cli", as
+importlib.import_module or a list of command modules takes it) counts as an
+import too. Besides cycles, it fails when a product folder reaches the lab or
+the benchmarks (LAB), by import or by name: they sit on top of the product;
+and when a folder's __init__.py declares its place with a line
+`May import: a, b` (or `May import: nothing`), on an import of any other folder.
+
     python tools/import_graph.py [ROOT]            # exit 1 naming each cycle and its import lines
     python tools/import_graph.py --mermaid [ROOT]  # the folder graph, for the README (--text: plain)
 """
@@ -22,6 +29,7 @@ from pathlib import Path
 
 PACKAGE = "lamplighter"
 NOT_READ = {"tests", "build", "deploy", "runs"}
+LAB = {"lab", "bench"}  # the test rig and the benchmarks: no product folder may reach them
 
 
 @dataclass(frozen=True)
@@ -29,6 +37,7 @@ class ImportLine:
     path: str
     line: int
     module: str
+    how: str = "import"  # or "names": a string holding the module's name
 
 
 def folders(root: Path) -> list[str]:
@@ -52,6 +61,24 @@ def imported_modules(tree: ast.AST) -> list[tuple[int, str]]:
                 out.extend((node.lineno, f"{PACKAGE}.{alias.name}") for alias in node.names)
             else:
                 out.append((node.lineno, node.module))
+    return out
+
+
+def named_modules(tree: ast.AST, names: set[str]) -> list[tuple[int, str]]:
+    """(line, module) for every string that is a dotted module name inside one of the folders."""
+    out: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            parts = node.value.split(".")
+            # Only lamplighter.<folder>...: logger names like "lamplighter.supervise" name no folder.
+            if (
+                len(parts) > 1
+                and parts[0] == PACKAGE
+                and parts[1] in names
+                and parts[1] != PACKAGE
+                and all(p.isidentifier() for p in parts)
+            ):
+                out.append((node.lineno, node.value))
     return out
 
 
@@ -82,11 +109,40 @@ def edges(root: Path) -> dict[tuple[str, str], list[ImportLine]]:
     for name in sorted(names):
         for path in python_files(root / name):
             tree = ast.parse(path.read_text(), filename=str(path))
-            for line, module in imported_modules(tree):
+            rel = str(path.relative_to(root))
+            refs = [(line, module, "import") for line, module in imported_modules(tree)]
+            refs += [(line, module, "names") for line, module in named_modules(tree, names)]
+            for line, module, how in refs:
                 target = folder_of(module, names)
                 if target is not None and target != name:
-                    found[(name, target)].append(ImportLine(str(path.relative_to(root)), line, module))
+                    found[(name, target)].append(ImportLine(rel, line, module, how))
     return dict(found)
+
+
+def declared(root: Path) -> dict[str, set[str]]:
+    """Each folder's `May import:` line from its __init__.py docstring; folders without one are not held to it."""
+    out: dict[str, set[str]] = {}
+    for name in folders(root):
+        doc = ast.get_docstring(ast.parse((root / name / "__init__.py").read_text())) or ""
+        for line in doc.splitlines():
+            if line.startswith("May import:"):
+                targets = {t.strip() for t in line.removeprefix("May import:").split(",")}
+                out[name] = targets - {"nothing", ""}
+    return out
+
+
+def undeclared(
+    arrows: dict[tuple[str, str], list[ImportLine]], allowed: dict[str, set[str]]
+) -> list[tuple[str, str, ImportLine]]:
+    """(folder, folder it may not import, the line) for each import a folder's declaration does not allow."""
+    return [
+        (a, b, imp) for (a, b), lines in sorted(arrows.items()) if a in allowed and b not in allowed[a] for imp in lines
+    ]
+
+
+def reaches_lab(arrows: dict[tuple[str, str], list[ImportLine]]) -> list[ImportLine]:
+    """The import lines by which a product folder reaches the lab or the benchmarks."""
+    return [imp for (a, b), lines in sorted(arrows.items()) if b in LAB and a not in LAB for imp in lines]
 
 
 def cycles(arrows: set[tuple[str, str]]) -> list[list[str]]:
@@ -176,14 +232,26 @@ def main(argv: list[str] | None = None) -> int:
         print(mermaid(arrows) if args.mermaid else text(arrows))
         return 0
     found = cycles(set(arrows))
-    if not found:
-        print(f"import graph: {len(arrows)} arrows between folders, no cycle")
+    to_lab = reaches_lab(arrows)
+    off_layer = undeclared(arrows, declared(args.root))
+    if not found and not to_lab and not off_layer:
+        print(
+            f"import graph: {len(arrows)} arrows between folders, no cycle, no product folder reaches the lab, "
+            "every folder within its declared imports"
+        )
         return 0
     for cycle in found:
         print("import cycle: " + " -> ".join(cycle), file=sys.stderr)
         for a, b in itertools.pairwise(cycle):
             for imp in arrows[(a, b)]:
-                print(f"  {imp.path}:{imp.line}: import {imp.module}  ({a} -> {b})", file=sys.stderr)
+                print(f"  {imp.path}:{imp.line}: {imp.how} {imp.module}  ({a} -> {b})", file=sys.stderr)
+    if to_lab:
+        print(f"the product reaches the lab ({', '.join(sorted(LAB))} sit on top of it):", file=sys.stderr)
+        for imp in to_lab:
+            print(f"  {imp.path}:{imp.line}: {imp.how} {imp.module}", file=sys.stderr)
+    for a, b, imp in off_layer:
+        print(f"{a}/__init__.py does not allow importing {b}:", file=sys.stderr)
+        print(f"  {imp.path}:{imp.line}: {imp.how} {imp.module}", file=sys.stderr)
     return 1
 
 

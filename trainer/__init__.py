@@ -1,0 +1,15 @@
+"""trainer: the reference torchft trainer, and the contract between any trainer and its supervisor.
+
+Public modules (the package re-exports nothing: import them; only main, model,
+ft_setup and train_state need torch):
+    contract   environment variables, exit codes and run-directory paths both sides use
+    heartbeat  write_heartbeat: the progress signal any trainer may write (no torch)
+    steplog    StepRecord and the per-step JSON-lines log
+    progress   the job's progress, and what a starting group must do about it
+    identity   who this trainer process is, from its environment
+    adapter    a third-party trainer's (torchtitan's) argv and environment
+    main       the reference trainer (`python -m lamplighter.trainer --config PATH`)
+
+Layer: above configs (configs, gpusim -> trainer -> supervisor -> slurm -> daemon; lab -> bench).
+May import: configs
+"""

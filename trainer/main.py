@@ -16,6 +16,8 @@ import os
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,7 +26,7 @@ from pydantic import ValidationError
 from lamplighter.configs.schema import JobConfig
 from lamplighter.trainer import contract
 from lamplighter.trainer.adapter import job_run_dir
-from lamplighter.trainer.data import advance, make_batch, step_slice, transition_table
+from lamplighter.trainer.data import Slice, advance, make_batch, step_slice, transition_table
 from lamplighter.trainer.fallback_checkpoint import Checkpoint, FallbackWriter, load_checkpoint
 from lamplighter.trainer.heartbeat import write_heartbeat
 from lamplighter.trainer.identity import Identity, IdentityError, current_identity
@@ -33,8 +35,12 @@ from lamplighter.trainer.progress import StartAction, decide_start, read_job_pro
 from lamplighter.trainer.steplog import StepRecord, append_step
 
 if TYPE_CHECKING:
+    import torch
+    from torchft.ddp import DistributedDataParallel
     from torchft.manager import Manager
+    from torchft.optim import OptimizerWrapper
 
+    from lamplighter.trainer.ft_setup import FtParts
     from lamplighter.trainer.train_state import TrainState
 
 INJECTED_MESSAGE = "lamplighter chaos: injected exception"
@@ -60,142 +66,261 @@ def load_job(path: str) -> JobConfig:
 
 
 def train(job: JobConfig, ident: Identity, log: TrainerLog, clock: Callable[[], float] = time.time) -> int:
+    """Train this process's share until the job's target step; returns an exit code of contract.py."""
     t_start = clock()
     paths = contract.RunPaths(Path(ident.run_dir))
-    cfg = job.trainer.model
     target = job.trainer.steps
-    heartbeat = paths.heartbeat(ident.replica_id, ident.rank)
-    write_heartbeat(heartbeat, step=0, now=clock(), pid=os.getpid(), attempt=ident.attempt)
-
+    write_heartbeat(
+        paths.heartbeat(ident.replica_id, ident.rank), step=0, now=clock(), pid=os.getpid(), attempt=ident.attempt
+    )
     job_progress = read_job_progress(paths.progress_dir())
     if job_progress >= target:
         log(f"the job already reached step {job_progress} (target {target}): nothing to do")
         return contract.EXIT_DONE
     log(f"attempt {ident.attempt}: job progress {job_progress}, target {target}, {ident.num_groups} groups")
+    run = build_run(job, ident, log, clock, paths, t_start)
+    fallback = load_checkpoint(run.checkpoint_dir) if job_progress > 0 else None
+    gate = StartGate(run, job_progress, fallback, deadline=clock() + job.torchft.quorum_timeout_s)
+    log(f"ready after {clock() - t_start:.2f} s (device {run.device}, transport {job.trainer.checkpoint_transport})")
+    try:
+        return train_to_target(run, gate)
+    finally:
+        run.close()
 
+
+@dataclass
+class Run:
+    """What one trainer process builds once and every step uses."""
+
+    job: JobConfig
+    ident: Identity
+    log: TrainerLog
+    clock: Callable[[], float]
+    paths: contract.RunPaths
+    t_start: float
+    device: torch.device
+    state: TrainState
+    ft: FtParts  # holds the group's TCPStore (rank 0): it must live as long as the run
+    ddp: DistributedDataParallel
+    opt: OptimizerWrapper
+    table: torch.Tensor  # the data's token transition table (data.py)
+    checkpoint_dir: Path
+    writer: FallbackWriter | None  # rank 0 only, when the fallback checkpoint is enabled
+
+    @property
+    def manager(self) -> Manager:
+        return self.ft.manager
+
+    @property
+    def target(self) -> int:
+        return self.job.trainer.steps
+
+    def heartbeat(self, step: int) -> None:
+        hb = self.paths.heartbeat(self.ident.replica_id, self.ident.rank)
+        write_heartbeat(hb, step=step, now=self.clock(), pid=os.getpid(), attempt=self.ident.attempt)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close(timeout=30.0)
+        self.manager.shutdown(wait=False)
+
+
+def build_run(
+    job: JobConfig,
+    ident: Identity,
+    log: TrainerLog,
+    clock: Callable[[], float],
+    paths: contract.RunPaths,
+    t_start: float,
+) -> Run:
+    """Model, optimizer, torchft's Manager, DDP and the fallback checkpoint writer."""
+    # torch and torchft are imported here, not at the top: the package imports without them (tests/packaging).
     import torch
-
-    from lamplighter.trainer.ft_setup import build_manager, choose_device
-    from lamplighter.trainer.model import build_model, lm_loss
-    from lamplighter.trainer.train_state import TrainState
-
-    device = choose_device(job, ident)
-    model = build_model(cfg).to(device)
-    state = TrainState(model=model, optim=torch.optim.AdamW(model.parameters(), lr=cfg.lr), replica_id=ident.replica_id)
-    parts = build_manager(job, ident, state, device)
-    manager = parts.manager
     from torchft.ddp import DistributedDataParallel
     from torchft.optim import OptimizerWrapper
 
-    ddp = DistributedDataParallel(manager, model)
-    opt = OptimizerWrapper(manager, state.optim)
-    table = transition_table(cfg.vocab_size, cfg.seed)
-    ck_dir = Path(job.trainer.checkpoint.dir) if job.trainer.checkpoint.dir else paths.checkpoint_dir()
-    writer = (
-        FallbackWriter(ck_dir, job.trainer.checkpoint.interval_s, start=clock(), log=log)
-        if job.trainer.checkpoint.enabled and ident.rank == 0
-        else None
+    from lamplighter.trainer.ft_setup import build_manager, choose_device
+    from lamplighter.trainer.model import build_model
+    from lamplighter.trainer.train_state import TrainState
+
+    cfg = job.trainer.model
+    device = choose_device(job, ident)
+    model = build_model(cfg).to(device)
+    state = TrainState(model=model, optim=torch.optim.AdamW(model.parameters(), lr=cfg.lr), replica_id=ident.replica_id)
+    ft = build_manager(job, ident, state, device)
+    ck = job.trainer.checkpoint
+    ck_dir = Path(ck.dir) if ck.dir else paths.checkpoint_dir()
+    return Run(
+        job=job,
+        ident=ident,
+        log=log,
+        clock=clock,
+        paths=paths,
+        t_start=t_start,
+        device=device,
+        state=state,
+        ft=ft,
+        ddp=DistributedDataParallel(ft.manager, model),
+        opt=OptimizerWrapper(ft.manager, state.optim),
+        table=transition_table(cfg.vocab_size, cfg.seed),
+        checkpoint_dir=ck_dir,
+        writer=FallbackWriter(ck_dir, ck.interval_s, start=clock(), log=log)
+        if ck.enabled and ident.rank == 0
+        else None,
     )
-    fallback: Checkpoint | None = load_checkpoint(ck_dir) if job_progress > 0 else None
-    wait_deadline = clock() + job.torchft.quorum_timeout_s
-    decided = False
-    last_wait_log = ""
-    log(f"ready after {clock() - t_start:.2f} s (device {device}, transport {job.trainer.checkpoint_transport})")
-    try:
-        while manager.current_step() < target:
-            check_inject(paths.inject_exception(ident.replica_id))
-            state.healed_from = None
-            t_quorum = clock()
-            opt.zero_grad()  # quorum, and a heal from a peer if this group is behind
-            if state.healed_from is not None:
-                log(f"healed from {state.healed_from} to step {manager.current_step()} in {clock() - t_quorum:.3f} s")
-            if not decided:
-                job_progress = max(job_progress, read_job_progress(paths.progress_dir()))
-                if job_progress >= target:
-                    log(f"the job reached its target step {target} while this group was starting: nothing to do")
-                    return contract.EXIT_DONE
-                d = decide_start(
-                    now=clock(),
-                    deadline=wait_deadline,
-                    job_progress=job_progress,
-                    manager_step=manager.current_step(),
-                    participants=manager.num_participants(),
-                    num_groups=ident.num_groups,
-                    checkpoint_step=None if fallback is None else fallback.step,
-                )
-                if d.action is StartAction.WAIT:
-                    if d.reason != last_wait_log:
-                        log(d.reason)
-                        last_wait_log = d.reason
-                    write_heartbeat(heartbeat, step=0, now=clock(), pid=os.getpid(), attempt=ident.attempt)
-                    time.sleep(WAIT_BACKOFF_S)
-                    continue
-                if d.action is StartAction.REFUSE:
-                    raise Refused(d.reason)
-                log(d.reason)
-                if d.action is StartAction.LOAD_CHECKPOINT:
-                    assert fallback is not None
-                    restore_checkpoint(state, manager, fallback)
-                    log(
-                        f"fallback checkpoint of step {fallback.step} (written by replica {fallback.replica_id}) loaded"
-                    )
-                decided = True
-            log.step = step_before = manager.current_step()
-            position = manager.participating_rank()
-            participants = manager.num_participants()
-            if position is None:
-                raise RuntimeError(f"replica {ident.replica_id} is not participating in quorum {quorum_id(manager)}")
-            sl = step_slice(state.cursor, position, participants, cfg.batch_size)
-            tokens = make_batch(
-                sl.indices(cfg.dataset_size), seq_len=cfg.seq_len, vocab_size=cfg.vocab_size, seed=cfg.seed, table=table
-            ).to(device)
-            loss = lm_loss(ddp, tokens)
-            loss.backward()
-            opt.step()  # applies the update only if every group in the quorum can commit
-            committed = manager.current_step() > step_before
-            if committed:
-                state.cursor = advance(state.cursor, participants, cfg.batch_size)
-            now = clock()
-            log.step = manager.current_step()
-            if ident.rank == 0:
-                digest = state.hash()
-                rec = StepRecord(
-                    t=now,
-                    replica_id=ident.replica_id,
-                    step=manager.current_step(),
-                    committed=committed,
-                    participants=participants,
-                    quorum_id=quorum_id(manager),
-                    healed_from=state.healed_from,
-                    loss=float(loss.item()),
-                    state_hash=digest,
-                    attempt=ident.attempt,
-                    samples=sl.count,
-                    first_sample=sl.first,
-                )
-                append_step(paths.steps(ident.replica_id), rec)
-                if committed:
-                    write_progress(paths.progress(ident.replica_id), manager.current_step())
-                    if state.healed_from is not None or step_before == 0 or manager.current_step() == target:
-                        log(f"committed; loss {rec.loss:.4f}, {clock() - t_start:.2f} s since process start")
-                    if writer is not None and position == 0 and writer.due(now):
-                        writer.submit(
-                            now,
-                            step=manager.current_step(),
-                            batches_committed=manager.batches_committed(),
-                            user=state.user_state(),
-                            state_hash=digest,
-                            replica_id=ident.replica_id,
-                        )
-                else:
-                    log("step not committed (a peer failed or the quorum was too small); it will be retried")
-            write_heartbeat(heartbeat, step=manager.current_step(), now=clock(), pid=os.getpid(), attempt=ident.attempt)
-        log(f"reached the target step {target}")
-        return contract.EXIT_DONE
-    finally:
-        if writer is not None:
-            writer.close(timeout=30.0)
-        manager.shutdown(wait=False)
+
+
+def train_to_target(run: Run, gate: StartGate) -> int:
+    """Per step: chaos's inject file, a quorum, the start decision (once), then the step itself."""
+    while run.manager.current_step() < run.target:
+        check_inject(run.paths.inject_exception(run.ident.replica_id))
+        take_quorum(run)
+        if not gate.decided:
+            verdict = gate.decide()
+            if verdict is Verdict.DONE:
+                return contract.EXIT_DONE
+            if verdict is Verdict.WAIT:
+                continue
+        train_one_step(run)
+    run.log(f"reached the target step {run.target}")
+    return contract.EXIT_DONE
+
+
+def take_quorum(run: Run) -> None:
+    """torchft takes the quorum in zero_grad, and heals this group from a peer there if it is behind."""
+    run.state.healed_from = None
+    t_quorum = run.clock()
+    run.opt.zero_grad()
+    if run.state.healed_from is not None:
+        run.log(
+            f"healed from {run.state.healed_from} to step {run.manager.current_step()} in {run.clock() - t_quorum:.3f} s"
+        )
+
+
+class Verdict(Enum):
+    DONE = "done"  # the job reached its target meanwhile: nothing to train
+    WAIT = "wait"  # not yet: take another quorum
+    GO = "go"  # train from the step this group has now
+
+
+class StartGate:
+    """Whether training may go on in this process: decided once, from quorums (progress.py's decide_start)."""
+
+    def __init__(self, run: Run, job_progress: int, fallback: Checkpoint | None, deadline: float) -> None:
+        self.run = run
+        self.job_progress = job_progress
+        self.fallback = fallback
+        self.deadline = deadline
+        self.decided = False
+        self._last_wait_log = ""
+
+    def decide(self) -> Verdict:
+        run = self.run
+        self.job_progress = max(self.job_progress, read_job_progress(run.paths.progress_dir()))
+        if self.job_progress >= run.target:
+            run.log(f"the job reached its target step {run.target} while this group was starting: nothing to do")
+            return Verdict.DONE
+        d = decide_start(
+            now=run.clock(),
+            deadline=self.deadline,
+            job_progress=self.job_progress,
+            manager_step=run.manager.current_step(),
+            participants=run.manager.num_participants(),
+            num_groups=run.ident.num_groups,
+            checkpoint_step=None if self.fallback is None else self.fallback.step,
+        )
+        if d.action is StartAction.WAIT:
+            if d.reason != self._last_wait_log:
+                run.log(d.reason)
+                self._last_wait_log = d.reason
+            run.heartbeat(0)  # waiting is alive, not hung
+            time.sleep(WAIT_BACKOFF_S)
+            return Verdict.WAIT
+        if d.action is StartAction.REFUSE:
+            raise Refused(d.reason)
+        run.log(d.reason)
+        if d.action is StartAction.LOAD_CHECKPOINT:
+            assert self.fallback is not None
+            restore_checkpoint(run.state, run.manager, self.fallback)
+            run.log(
+                f"fallback checkpoint of step {self.fallback.step} (written by replica {self.fallback.replica_id}) loaded"
+            )
+        self.decided = True
+        return Verdict.GO
+
+
+@dataclass(frozen=True)
+class StepResult:
+    step_before: int
+    committed: bool
+    participants: int
+    position: int  # this group's rank in the quorum
+    batch: Slice
+    loss: float
+    t: float
+
+
+def train_one_step(run: Run) -> None:
+    """This group's slice of the step's data, forward/backward through DDP, commit; then record it."""
+    from lamplighter.trainer.model import lm_loss
+
+    manager, state, cfg = run.manager, run.state, run.job.trainer.model
+    run.log.step = step_before = manager.current_step()
+    position = manager.participating_rank()
+    participants = manager.num_participants()
+    if position is None:
+        raise RuntimeError(f"replica {run.ident.replica_id} is not participating in quorum {quorum_id(manager)}")
+    sl = step_slice(state.cursor, position, participants, cfg.batch_size)
+    tokens = make_batch(
+        sl.indices(cfg.dataset_size), seq_len=cfg.seq_len, vocab_size=cfg.vocab_size, seed=cfg.seed, table=run.table
+    ).to(run.device)
+    loss = lm_loss(run.ddp, tokens)
+    loss.backward()
+    run.opt.step()  # applies the update only if every group in the quorum can commit
+    committed = manager.current_step() > step_before
+    if committed:
+        state.cursor = advance(state.cursor, participants, cfg.batch_size)
+    now = run.clock()
+    run.log.step = manager.current_step()
+    if run.ident.rank == 0:
+        record_step(run, StepResult(step_before, committed, participants, position, sl, float(loss.item()), now))
+    run.heartbeat(manager.current_step())
+
+
+def record_step(run: Run, r: StepResult) -> None:
+    """Rank 0: the step log line, the group's progress, and maybe a fallback checkpoint snapshot."""
+    manager, state, ident = run.manager, run.state, run.ident
+    digest = state.hash()
+    rec = StepRecord(
+        t=r.t,
+        replica_id=ident.replica_id,
+        step=manager.current_step(),
+        committed=r.committed,
+        participants=r.participants,
+        quorum_id=quorum_id(manager),
+        healed_from=state.healed_from,
+        loss=r.loss,
+        state_hash=digest,
+        attempt=ident.attempt,
+        samples=r.batch.count,
+        first_sample=r.batch.first,
+    )
+    append_step(run.paths.steps(ident.replica_id), rec)
+    if not r.committed:
+        run.log("step not committed (a peer failed or the quorum was too small); it will be retried")
+        return
+    write_progress(run.paths.progress(ident.replica_id), manager.current_step())
+    if state.healed_from is not None or r.step_before == 0 or manager.current_step() == run.target:
+        run.log(f"committed; loss {rec.loss:.4f}, {run.clock() - run.t_start:.2f} s since process start")
+    if run.writer is not None and r.position == 0 and run.writer.due(r.t):
+        run.writer.submit(
+            r.t,
+            step=manager.current_step(),
+            batches_committed=manager.batches_committed(),
+            user=state.user_state(),
+            state_hash=digest,
+            replica_id=ident.replica_id,
+        )
 
 
 def quorum_id(manager: Manager) -> int:

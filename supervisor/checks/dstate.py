@@ -38,7 +38,7 @@ class DStateCheck:
             for st in tree(snap, p.pid):
                 if st.state != "D":
                     continue
-                key = (st.pid, st.starttime)
+                key = (st.pid, st.start_time)
                 since = still[key] = self._since.get(key, now)
                 if now - since >= self._limit:
                     out.append(

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from lamplighter.supervisor.discovery import find_trainers, parse_stat, read_process, roots, still_same
+from lamplighter.supervisor.discovery import find_trainers, read_process, roots
+from lamplighter.supervisor.procfs import parse_stat, same_process
 from lamplighter.trainer.contract import ENV_JOB, ENV_REPLICA_ID
 
 
@@ -57,9 +58,9 @@ def test_fake_proc_tree(tmp_path: Path) -> None:
     assert (found[2].job_id, found[2].replica_id, found[2].procid) == (None, None, None)
     assert [t.pid for t in roots(found)] == [10, 13]
     assert [t.pid for t in find_trainers(tmp_path, job_names=["other"])] == [13]
-    assert still_same(tmp_path, t)
+    assert same_process(tmp_path, t.pid, t.start_time)
     (tmp_path / "10" / "stat").write_text(_stat(10, "python", "S", 1, 999))  # pid reused
-    assert not still_same(tmp_path, t)
+    assert not same_process(tmp_path, t.pid, t.start_time)
 
 
 def test_parse_stat_with_parentheses_in_name() -> None:
@@ -98,12 +99,12 @@ def test_real_processes(children: list[subprocess.Popen[bytes]]) -> None:
     assert decoy.pid not in found
     assert (found[a.pid].job_id, found[a.pid].step, found[a.pid].replica_id) == ("55", "batch", 0)
     assert found[b.pid].ppid == os.getpid()
-    assert still_same(Path("/proc"), found[a.pid])
+    assert same_process(Path("/proc"), a.pid, found[a.pid].start_time)
     assert a.stdin is not None
     a.stdin.close()
     a.wait(timeout=30)
     deadline = time.monotonic() + 30
-    while still_same(Path("/proc"), found[a.pid]) and time.monotonic() < deadline:
+    while same_process(Path("/proc"), a.pid, found[a.pid].start_time) and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert not still_same(Path("/proc"), found[a.pid])
+    assert not same_process(Path("/proc"), a.pid, found[a.pid].start_time)
     assert read_process(Path("/proc"), a.pid) is None

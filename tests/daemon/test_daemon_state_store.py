@@ -9,9 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from lamplighter.daemon.actionlog import ActionLog
+from lamplighter.daemon.executor import Executor
 from lamplighter.daemon.journal import Journal, JournalError, read_journal
-from lamplighter.daemon.recovery import COMPLETED, CONFIRMED, recover_pending, requeue_happened
+from lamplighter.daemon.recovery import COMPLETED, CONFIRMED, recover_pending
 from lamplighter.daemon.state_store import JOURNAL, DaemonState, PendingAction, StateError
+from lamplighter.slurm.parsers import JobInfo
 
 CHILD = Path(__file__).with_name("daemon_state_child.py")
 
@@ -151,6 +154,21 @@ def test_sigkill_while_writing_loses_nothing_acknowledged(tmp_path: Path, kill_a
     assert DaemonState.load(tmp_path).restarts("g0") == counts.get("g0", 0) + 1
 
 
+class WorldSlurm:
+    """Slurm as the executor's `happened` check sees it: job 4242, pending, its Restarts=N in the world file."""
+
+    def __init__(self, world: Path) -> None:
+        self.world = world
+
+    def job(self, job_id: int) -> JobInfo:
+        assert job_id == 4242
+        restarts = int(self.world.read_text())
+        return JobInfo(job_id, "job-g1", "PENDING", "BeginTime", restarts, None, None, None, True, None)
+
+    def start_now(self, job_id: int, timeout: float = 15.0) -> None:
+        pass  # lifting BeginTime after a requeue: no change to Restarts
+
+
 @pytest.mark.parametrize("stop_after,expected,redone", [("acted", CONFIRMED, 0), ("intent", COMPLETED, 1)])
 def test_sigkill_in_the_middle_of_a_requeue(tmp_path: Path, stop_after: str, expected: str, redone: int) -> None:
     world = tmp_path / "slurm_restarts"  # stands in for Slurm's Restarts=N of the job
@@ -166,17 +184,15 @@ def test_sigkill_in_the_middle_of_a_requeue(tmp_path: Path, stop_after: str, exp
     assert [p.id for p in s.pending()] == [action_id]
     assert s.restarts("job/1") == 1
     requeues: list[PendingAction] = []
-
-    def read_restarts(job_id: str) -> int | None:
-        assert job_id == "4242"
-        return int(world.read_text())
+    # The daemon's own check of whether the requeue happened before the kill.
+    happened = Executor(s, WorldSlurm(world), None, ActionLog("n1", lambda line: None)).happened  # type: ignore[arg-type]
 
     def redo(action: PendingAction) -> dict[str, int]:
         requeues.append(action)
         world.write_text(str(int(world.read_text()) + 1))
         return {"restarts": int(world.read_text())}
 
-    out = recover_pending(s, 10.0, requeue_happened(read_restarts), redo)
+    out = recover_pending(s, 10.0, happened, redo)
     assert [(r.action.id, r.outcome) for r in out] == [(action_id, expected)]
     assert len(requeues) == redone
     assert world.read_text() == "4"  # requeued exactly once, whichever side of the kill
@@ -184,7 +200,7 @@ def test_sigkill_in_the_middle_of_a_requeue(tmp_path: Path, stop_after: str, exp
     s.close()
     s = DaemonState.load(state_dir)
     assert s.pending() == [] and s.restarts("job/1") == 1
-    assert recover_pending(s, 11.0, requeue_happened(read_restarts), redo) == []
+    assert recover_pending(s, 11.0, happened, redo) == []
     s.close()
 
 

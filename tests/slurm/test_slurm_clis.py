@@ -1,4 +1,4 @@
-"""The `cluster` and `render` subcommands through argparse, as the lamplighter CLI wires them."""
+"""The lab's `cluster` and the product's `render` subcommands through argparse, as their entries wire them."""
 
 from __future__ import annotations
 

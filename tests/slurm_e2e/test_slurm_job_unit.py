@@ -9,7 +9,7 @@ import pytest
 
 from lamplighter.configs.schema import JobConfig
 from lamplighter.lab.fake_slurm import FakeSlurm
-from lamplighter.lab.slurm_report import write_report
+from lamplighter.lab.run_report import write_report
 from lamplighter.slurm.chaos_slurm import append_record
 from lamplighter.slurm.hostlist import expand_hostlist
 from lamplighter.slurm.job_status import build_status, collect, format_table, steps_per_s, tail_steps

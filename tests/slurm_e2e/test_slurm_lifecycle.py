@@ -11,8 +11,8 @@ import pytest
 import yaml
 from realparts import require_slurm
 
+from lamplighter.lab.run_report import write_report
 from lamplighter.lab.slurm_lab import leftover_job_processes
-from lamplighter.lab.slurm_report import write_report
 from lamplighter.lab.testcluster import TestCluster, wait_until
 from lamplighter.slurm import job_cli
 from lamplighter.slurm.actions import SlurmActions
@@ -190,7 +190,7 @@ def test_slurm_chaos_hits_exactly_its_target(cluster: TestCluster, tmp_path: Pat
 
 def test_slurm_requeued_group_heals_from_a_live_peer_bit_identically(cluster: TestCluster, tmp_path: Path) -> None:
     """kill a group's trainer, requeue its (ended) job as the node daemon would: it heals and matches its peer."""
-    from lamplighter.lab.slurm_report import write_report
+    from lamplighter.lab.run_report import write_report
     from lamplighter.slurm.chaos_slurm import ChaosContext, inject, observe_recovery
     from lamplighter.slurm.requeue import requeue_now
 

@@ -31,8 +31,8 @@ from realparts import require_slurm
 from lamplighter.configs.loader import load_job
 from lamplighter.configs.schema import HealthConfig, RestartConfig
 from lamplighter.lab.e2e_run import LabRun, lab_job_config
+from lamplighter.lab.run_report import read_action_logs
 from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, leftover_job_processes
-from lamplighter.lab.slurm_report import read_action_logs
 from lamplighter.lab.testcluster import pick_port_range, wait_until
 from lamplighter.slurm.renew import RENEWAL_DIR
 from lamplighter.trainer.contract import RunPaths

@@ -34,7 +34,7 @@ def fake_proc(root: Path, procs: list[tuple[int, str, int, int]], mem_kb: int = 
 
 def test_parse_stat_with_odd_comm() -> None:
     st = parse_stat(stat_line(42, "a) (b", "D", 7, 123, starttime=999))
-    assert (st.pid, st.comm, st.state, st.ppid, st.starttime, st.rss_pages) == (42, "a) (b", "D", 7, 999, 123)
+    assert (st.pid, st.comm, st.state, st.ppid, st.start_time, st.rss_pages) == (42, "a) (b", "D", 7, 999, 123)
 
 
 def test_parse_stat_of_real_process() -> None:

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from lamplighter.configs.schema import JobConfig
-from lamplighter.supervisor.lighthouse import Lighthouse, LighthouseError, accepts_connections
+from lamplighter.supervisor.lighthouse import Lighthouse, LighthouseError
 from lamplighter.supervisor.local_launch import group_launch
+from lamplighter.supervisor.ports import accepts_connections
 
 
 def test_each_rank_gets_its_identity_and_quorum_retries(tmp_path: Path) -> None:

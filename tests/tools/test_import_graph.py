@@ -69,3 +69,52 @@ def test_readme_architecture_graph_is_the_code_s() -> None:
     assert graph.stdout.strip() in (repo / "README.md").read_text(), (
         "README architecture graph is stale: paste `python tools/import_graph.py --mermaid`"
     )
+
+
+def test_a_module_named_in_a_string_is_an_import(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "core/policy.py": "import importlib\n\n\ndef f():\n    return importlib.import_module('lamplighter.adapter.run')\n",
+            "adapter/run.py": "from lamplighter.core.policy import y\nLOGGER = 'lamplighter.adapt'\n",
+        },
+    )
+    res = _run(root)
+    assert res.returncode == 1
+    assert "import cycle: adapter -> core -> adapter" in res.stderr
+    assert "core/policy.py:5: names lamplighter.adapter.run" in res.stderr
+
+
+def test_the_product_may_not_reach_the_lab_even_without_a_cycle(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "lab/cluster.py": "import json\n",
+            "slurm/chaos.py": "MODULES = ['lamplighter.lab.cluster']\n",
+            "bench/run.py": "from lamplighter.lab.cluster import x\n",
+        },
+    )
+    res = _run(root)
+    assert res.returncode == 1
+    assert "import cycle" not in res.stderr
+    assert "slurm/chaos.py:1: names lamplighter.lab.cluster" in res.stderr
+    assert "bench/run.py" not in res.stderr
+
+
+def test_a_folder_importing_beyond_its_declared_layer_fails(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "core/__init__.py": '"""The core.\n\nMay import: nothing\n"""\n',
+            "core/policy.py": "from lamplighter.util.x import y\n",
+            "util/x.py": "import json\n",
+            "adapter/__init__.py": '"""The adapter.\n\nMay import: core, util\n"""\n',
+            "adapter/run.py": "from lamplighter.core.policy import y\nfrom lamplighter.util.x import z\n",
+        },
+    )
+    res = _run(root)
+    assert res.returncode == 1
+    assert "import cycle" not in res.stderr
+    assert "core/__init__.py does not allow importing util" in res.stderr
+    assert "core/policy.py:1: import lamplighter.util.x" in res.stderr
+    assert "adapter/run.py" not in res.stderr

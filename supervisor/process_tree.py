@@ -1,4 +1,6 @@
-"""A replica group's processes on this machine: start them in their own session, kill all of them.
+"""A replica group's OS process trees on this machine: start them in their own session, kill all of them.
+
+(OS process groups and sessions, not torchft's ProcessGroup, which is a communicator.)
 
 Every process (rank) of one attempt of a group is started in a new session of
 its own, so it leads a process group (setpgid cannot join a group in another
@@ -13,7 +15,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,13 +27,6 @@ from lamplighter.supervisor.trainer_proc import TrainerProc
 
 class StartError(RuntimeError):
     """Starting a process failed; the message names the group and the command."""
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free a moment ago (the usual bind-to-0 trick)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def _members(leaders: Sequence[subprocess.Popen[bytes]]) -> list[psutil.Process]:
