@@ -42,12 +42,19 @@ def read_action_logs(paths: Iterable[Path]) -> list[dict[str, Any]]:
     return sorted(out, key=lambda r: r["ts"])
 
 
-def _concerns(action: dict[str, Any], inj: dict[str, Any]) -> bool:
-    text = json.dumps({k: action.get(k) for k in ("node", "target", "observation")})
-    keys = [str(inj[k]) for k in ("job_id",) if inj.get(k) is not None]
-    if inj.get("node"):
-        keys.append(f'"{inj["node"]}"')
-    return any(k in text for k in keys)
+def concerns(action: dict[str, Any], inj: dict[str, Any]) -> bool:
+    """Whether a daemon action is about an injected fault: its Slurm job by exact id, or its node.
+
+    Matched field by field, not as text: job 1 must not match `"attempt": 1`."""
+    seen = action.get("observation")
+    obs: dict[str, Any] = seen if isinstance(seen, dict) else {}
+    if inj.get("job_id") is not None:
+        ids = {str(action.get("target")), str(obs.get("job_id"))}
+        ids |= {str(j.get("job_id")) for j in action.get("jobs") or [] if isinstance(j, dict)}
+        if str(inj["job_id"]) in ids:
+            return True
+    node = inj.get("node")
+    return bool(node) and node in (action.get("node"), action.get("target"), obs.get("node"))
 
 
 def detection_time(
@@ -57,7 +64,7 @@ def detection_time(
     t0 = inj["t"]
     end = (rec or {}).get("t_first_commit") or float("inf")
     for a in actions:
-        if t0 <= a["ts"] <= end and _concerns(a, inj):
+        if t0 <= a["ts"] <= end and concerns(a, inj):
             return a["ts"], f"{a.get('node')}: {a.get('action')} {a.get('target')} ({a.get('reason')})"
     if rec is None:
         return None, ""

@@ -32,6 +32,7 @@ from lamplighter.slurm.actions import SlurmApi
 from lamplighter.slurm.hostlist import expand_hostlist
 from lamplighter.slurm.run import SlurmError
 from lamplighter.slurm.submission import Submission
+from lamplighter.supervisor.procfs import ProcStat
 from lamplighter.trainer.contract import RunPaths
 from lamplighter.trainer.steplog import read_steps
 
@@ -119,55 +120,20 @@ def _restarts(ctx: ChaosContext, job_id: int | None) -> int:
 
 
 def inject(ctx: ChaosContext, kind: str, group: int | None) -> dict[str, Any]:
-    """Inject one fault now; append and return its record."""
+    """Inject one fault now; append and return its record.
+
+    Everything that can fail (finding the processes, checking the options) happens first; the
+    injection time is stamped right before the signal, so detection latencies never include it."""
     if kind not in KINDS:
         raise ChaosError(f"unknown fault kind {kind!r} (known: {', '.join(KINDS)})")
     tgt = target_of(ctx, kind, group)
     detail: dict[str, Any] = {}
-    job = ctx.sub.job
-    if kind in ("kill", "hang"):
-        procs = proc_find.trainer_procs(job, tgt.group or 0)
-        if not procs:
-            raise ChaosError(f"{kind}: no trainer process of job {job} group {tgt.group} found in /proc")
-        sig = signal.SIGKILL if kind == "kill" else signal.SIGSTOP
-        detail["pids"] = proc_find.signal_procs(procs, sig)
-    elif kind == "exception":
-        path = RunPaths(Path(ctx.sub.run_dir)).inject_exception(tgt.group or 0)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("chaos\n")
-        detail["file"] = str(path)
-    elif kind == "gpu":
-        if ctx.gpusim_root is None:
-            raise ChaosError("gpu: give --gpusim-root (the folder holding one gpusim state folder per node)")
-        from lamplighter.gpusim.inject import inject as gpu_inject
-        from lamplighter.gpusim.state import StateDir
-
-        assert tgt.node is not None
-        detail["gpu"] = 0
-        detail["fault"] = "ecc-uncorrectable"
-        detail["what"] = gpu_inject(StateDir(ctx.gpusim_root / tgt.node), 0, "ecc-uncorrectable")
-    elif kind == "node-crash":
-        if ctx.crash_node is None:
-            raise ChaosError("node-crash: works on the lab's test cluster only (python -m lamplighter.lab chaos ...)")
-        assert tgt.node is not None
-        ctx.crash_node(tgt.node)
-    elif kind == "lighthouse-kill":
-        procs = proc_find.listener_procs(ctx.lighthouse_port())
-        if not procs:
-            raise ChaosError(f"lighthouse-kill: nothing listens on port {ctx.lighthouse_port()}")
-        detail["pids"] = proc_find.signal_procs(procs, signal.SIGKILL)
-    elif kind == "supervisor-kill":
-        assert tgt.node is not None
-        procs = proc_find.supervisor_procs(tgt.node)
-        if not procs:
-            raise ChaosError(
-                f"supervisor-kill: no daemon of node {tgt.node} found "
-                f"({proc_find.ENV_SUPERVISOR_NODE}={tgt.node} in its environment)"
-            )
-        detail["pids"] = proc_find.signal_procs(procs, signal.SIGKILL)
+    act = _prepare(ctx, kind, tgt, detail)
+    t = ctx.now()
+    act()
     rec = {
         "event": "injected",
-        "t": ctx.now(),
+        "t": t,
         "kind": kind,
         "group": tgt.group,
         "node": tgt.node,
@@ -177,6 +143,67 @@ def inject(ctx: ChaosContext, kind: str, group: int | None) -> dict[str, Any]:
     }
     append_record(ctx.journal, rec)
     return rec
+
+
+def _signal(procs: list[ProcStat], sig: signal.Signals, detail: dict[str, Any]) -> Callable[[], None]:
+    def act() -> None:
+        detail["pids"] = proc_find.signal_procs(procs, sig)
+
+    return act
+
+
+def _prepare(ctx: ChaosContext, kind: str, tgt: ChaosTarget, detail: dict[str, Any]) -> Callable[[], None]:
+    """Check and look up what the fault needs; return the action that injects it (fills `detail`)."""
+    job = ctx.sub.job
+    if kind in ("kill", "hang"):
+        procs = proc_find.trainer_procs(job, tgt.group or 0)
+        if not procs:
+            raise ChaosError(f"{kind}: no trainer process of job {job} group {tgt.group} found in /proc")
+        return _signal(procs, signal.SIGKILL if kind == "kill" else signal.SIGSTOP, detail)
+    if kind == "exception":
+        path = RunPaths(Path(ctx.sub.run_dir)).inject_exception(tgt.group or 0)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        detail["file"] = str(path)
+
+        def exception() -> None:
+            path.write_text("chaos\n")  # the trainer raises at its next step
+
+        return exception
+    if kind == "gpu":
+        if ctx.gpusim_root is None:
+            raise ChaosError("gpu: give --gpusim-root (the folder holding one gpusim state folder per node)")
+        from lamplighter.gpusim.inject import inject as gpu_inject
+        from lamplighter.gpusim.state import StateDir
+
+        assert tgt.node is not None
+        state = StateDir(ctx.gpusim_root / tgt.node)
+        detail["gpu"] = 0
+        detail["fault"] = "ecc-uncorrectable"
+
+        def gpu() -> None:
+            detail["what"] = gpu_inject(state, 0, "ecc-uncorrectable")
+
+        return gpu
+    if kind == "node-crash":
+        crash = ctx.crash_node
+        if crash is None:
+            raise ChaosError("node-crash: works on the lab's test cluster only (python -m lamplighter.lab chaos ...)")
+        node = tgt.node
+        assert node is not None
+        return lambda: crash(node)
+    if kind == "lighthouse-kill":
+        procs = proc_find.listener_procs(ctx.lighthouse_port())
+        if not procs:
+            raise ChaosError(f"lighthouse-kill: nothing listens on port {ctx.lighthouse_port()}")
+        return _signal(procs, signal.SIGKILL, detail)
+    assert kind == "supervisor-kill" and tgt.node is not None
+    procs = proc_find.supervisor_procs(tgt.node)
+    if not procs:
+        raise ChaosError(
+            f"supervisor-kill: no daemon of node {tgt.node} found "
+            f"({proc_find.ENV_SUPERVISOR_NODE}={tgt.node} in its environment)"
+        )
+    return _signal(procs, signal.SIGKILL, detail)
 
 
 def first_commit_after(run_dir: Path, groups: list[int], t: float, min_attempt: int = 0) -> float | None:

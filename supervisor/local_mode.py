@@ -159,28 +159,32 @@ class LocalRun:
             self._say(f"{d.action.replace('_', ' ')}{'' if d.group is None else f' group {d.group}'}: {d.reason}")
         return []
 
-    def _inject(self, shot: Shot, now: float) -> None:
+    def _inject(self, shot: Shot) -> None:
         kind, g = shot.fault.kind, shot.group
         attempt = self.state.lighthouse.attempt if g is None else self.state.groups[g].attempt
+        act = self._fault_action(kind, g)
+        # Stamped right before the signal (not the loop turn's time): detection latency starts here.
+        t = self.clock()
+        act()
         self.journal.injected(
-            FaultRecord(kind=kind, group=g, planned_at_s=shot.fault.at_s, t_injected=now, attempt=attempt)
+            FaultRecord(kind=kind, group=g, planned_at_s=shot.fault.at_s, t_injected=t, attempt=attempt)
         )
-        if kind == "lighthouse-kill":
-            if self.lh.popen is not None:
-                self.lh.popen.send_signal(signal.SIGKILL)
-        else:
-            assert g is not None
-            gp = self.groups[g]
-            assert gp is not None
-            if kind == "kill":
-                gp.signal(signal.SIGKILL)
-            elif kind == "hang":
-                gp.signal(signal.SIGSTOP)
-            elif kind == "exception":
-                path = self.paths.inject_exception(g)
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.touch()
         self._say(f"CHAOS #{shot.index + 1}: {kind} -> {'the Lighthouse' if g is None else f'group {g}'}")
+
+    def _fault_action(self, kind: str, g: int | None) -> Callable[[], object]:
+        if kind == "lighthouse-kill":
+            popen = self.lh.popen
+            return lambda: None if popen is None else popen.send_signal(signal.SIGKILL)
+        assert g is not None
+        gp = self.groups[g]
+        assert gp is not None
+        if kind in ("kill", "hang"):
+            sig = signal.SIGKILL if kind == "kill" else signal.SIGSTOP
+            return lambda: gp.signal(sig)
+        assert kind == "exception", kind
+        path = self.paths.inject_exception(g)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path.touch
 
     # --- the loop ------------------------------------------------------------------
     def _healthy(self) -> tuple[list[int], bool]:
@@ -266,12 +270,13 @@ class LocalRun:
                 if self.t_train is None:
                     firsts = [gp.first_commit_t for gp in self.tail.groups if gp.first_commit_t]
                     self.t_train = min(firsts) if firsts else None
+                # What was seen this turn happened before any fault injected in it.
+                self._journal_detections(obs, now)
                 if self.t_train is not None and self.state.finishing_since is None:
                     healthy, lh_ok = self._healthy()
                     shot = self.injector.due(now - self.t_train, healthy, lh_ok)
                     if shot is not None:
-                        self._inject(shot, now)
-                self._journal_detections(obs, now)
+                        self._inject(shot)
                 verdict = decide(now, self.state, obs, self.job.restart)
                 self.state = verdict.state
                 for d in verdict.decisions:

@@ -13,9 +13,11 @@ steps_lost
     its peer's step, so healing never counts. Must be 0.
 weights_identical
     For every step committed by more than one group, all their state hashes
-    (model + optimizer + data cursor) are equal. None when the trainer logs
-    no state hash (steps read from the Lighthouse): not checked, never a
-    vacuous true.
+    (model + optimizer + data cursor) are equal, and every heal was checked:
+    the healed group and another group both hashed a step at or after the
+    heal, in the healed attempt. False on any mismatch. None when the trainer
+    logs no state hash (steps read from the Lighthouse) or a heal had no step
+    to compare: not checked, never a vacuous true.
 t_first_commit_after
     The first committed step of the fault's group after its restart (for a
     Lighthouse fault: of any group after the Lighthouse's restart).
@@ -78,6 +80,23 @@ def hash_mismatches(by_group: dict[int, list[StepRecord]]) -> list[dict[str, Any
         for s, hs in sorted(hashes.items())
         if len(set(hs.values())) > 1
     ]
+
+
+def unchecked_heals(by_group: dict[int, list[StepRecord]]) -> list[tuple[int, int]]:
+    """(group, step) of each heal after which no step of the healed attempt was compared with another group."""
+    hashed_by: dict[int, set[int]] = {}
+    for g, recs in by_group.items():
+        for r in committed(recs):
+            if r.state_hash:
+                hashed_by.setdefault(r.step, set()).add(g)
+    out = []
+    for g, recs in sorted(by_group.items()):
+        mine = [r for r in committed(recs) if r.state_hash]
+        for heal in (r for r in committed(recs) if r.healed_from):
+            after = (r.step for r in mine if r.attempt == heal.attempt and r.step >= heal.step)
+            if not any(hashed_by.get(s, set()) - {g} for s in after):
+                out.append((g, heal.step))
+    return out
 
 
 def shared_steps(by_group: dict[int, list[StepRecord]]) -> int:
@@ -206,6 +225,7 @@ def build_report(
     mismatches = hash_mismatches(by_group)
     hashed = any(r.state_hash for recs in by_group.values() for r in committed(recs))
     compared = shared_steps(by_group) if hashed else 0
+    unchecked = unchecked_heals(by_group) if hashed else []
     overall = throughput(by_group)
     base_measured = baseline_rate(by_group, faults)
     base = baseline_samples_per_s if baseline_samples_per_s is not None else base_measured
@@ -217,10 +237,8 @@ def build_report(
         "reached_target": steps >= target_steps,
         "steps_lost": len(lost),
         "lost_step_numbers": sorted(lost)[:100],
-        "weights_identical": (not mismatches) if hashed else None,
-        "weights_check": f"state hashes compared on {compared} shared steps"
-        if hashed
-        else "not checked (the trainer logs no state hash)",
+        "weights_identical": _identical(hashed, mismatches, unchecked),
+        "weights_check": _weights_check(hashed, compared, unchecked),
         "steps_compared": compared,
         "hash_mismatches": mismatches[:20],
         "faults": fault_rows,
@@ -239,6 +257,24 @@ def build_report(
     }
     report.update(extra or {})
     return report
+
+
+def _identical(hashed: bool, mismatches: list[dict[str, Any]], unchecked: list[tuple[int, int]]) -> bool | None:
+    if not hashed:
+        return None
+    if mismatches:
+        return False
+    return None if unchecked else True
+
+
+def _weights_check(hashed: bool, compared: int, unchecked: list[tuple[int, int]]) -> str:
+    if not hashed:
+        return "not checked (the trainer logs no state hash)"
+    text = f"state hashes compared on {compared} shared steps"
+    if unchecked:
+        heals = ", ".join(f"group {g} at step {s}" for g, s in unchecked[:5])
+        text += f"; no step compared after the heal of {heals}"
+    return text
 
 
 def run_ok(report: dict[str, Any]) -> bool:

@@ -323,3 +323,30 @@ def test_submit_rollback_rides_out_a_short_outage(tmp_path: Path) -> None:
         )
     assert api.job(1).state == "CANCELLED" and not api.jobs()
     assert not (tmp_path / "run" / SUBMISSION_FILE).exists()
+
+
+def test_a_daemon_action_concerns_a_fault_by_exact_job_id_or_node() -> None:
+    from lamplighter.lab.run_report import concerns
+
+    recorded = (Path(__file__).parent.parent / "daemon" / "recorded" / "actions_demo.jsonl").read_text().splitlines()
+    requeue = json.loads(recorded[1])  # job 812 requeued by n2; its observation says "attempt": 0
+    assert concerns(requeue, {"job_id": 812, "node": None})
+    # Regression: matched as text, job 1 matched every action that said "attempt": 1 (or job 81, 12, ...).
+    assert not concerns({**requeue, "observation": {**requeue["observation"], "attempt": 1}}, {"job_id": 1})
+    assert not concerns(requeue, {"job_id": 81}) and not concerns(requeue, {"job_id": 12})
+    assert concerns(requeue, {"job_id": 5, "node": "n2"})  # acted on the crashed node
+    drain = json.loads(recorded[3])
+    assert drain["action"] == "drain" and concerns(drain, {"job_id": 990}) and not concerns(drain, {"job_id": 99})
+
+
+def test_injection_time_is_stamped_right_before_the_fault(tmp_path: Path) -> None:
+    """Regression: stamped after the signal, the time left out how long the injection took."""
+    from lamplighter.slurm.chaos_slurm import ChaosContext, inject
+
+    api = FakeSlurm(["n1", "n2", "n3", "n4"])
+    sub = submit_job(lab_job(tmp_path), api, config_path="x.yaml", probe=ok_probe, read_address=published)
+    ticks = iter(range(100))
+    crashed_at: list[int] = []
+    ctx = ChaosContext(sub, api, crash_node=lambda node: crashed_at.append(next(ticks)), now=lambda: next(ticks))
+    rec = inject(ctx, "node-crash", 0)
+    assert rec["t"] == crashed_at[0] - 1  # the clock was read once, just before the crash

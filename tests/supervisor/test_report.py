@@ -118,3 +118,16 @@ def test_a_survivor_down_for_its_own_fault_does_not_count() -> None:
     other = FaultRecord(kind="kill", group=1, planned_at_s=10.0, t_injected=10.5, attempt=0, t_restarted=11.0)
     rep = build_report(runs, [own, other], target_steps=15, t_start=0.0, t_end=16.0)
     assert rep["faults"][1]["survivor_stall_s"] == 0.0  # not the 4 s gap of its own hang
+
+
+def test_a_heal_with_no_step_compared_after_it_is_not_called_identical() -> None:
+    runs = healthy_run()
+    # Group 0 ends at step 12: nothing after group 1's heal at step 13 was hashed by both.
+    runs[0] = [r for r in runs[0] if r.step <= 12]
+    rep = build_report(runs, [], target_steps=15, t_start=0.0, t_end=16.0)
+    assert rep["hash_mismatches"] == [] and rep["steps_compared"] == 10
+    assert rep["weights_identical"] is None
+    assert rep["weights_check"].endswith("no step compared after the heal of group 1 at step 13")
+    # One compared step after the heal is enough.
+    runs[0].append(rec(0, 14, 14.0, q=3))
+    assert build_report(runs, [], target_steps=15, t_start=0.0, t_end=16.0)["weights_identical"] is True
