@@ -18,7 +18,6 @@ before its node daemon requeues it (PENDING again). A Slurm error counts as
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -27,13 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lamplighter.slurm.actions import SlurmActions, SlurmApi
-from lamplighter.slurm.run import SlurmCli, SlurmError
-from lamplighter.slurm.submission import ENDED_STATES, INCOMPLETE, SUBMISSION_FILE, slurm_forgot
+from lamplighter.slurm.run import SlurmCli
+from lamplighter.slurm.submission import INCOMPLETE, has_ended, job_state, load
 
 GRACE_S = 15.0  # longer than a node daemon takes to requeue a failed group (about a second)
 POLL_S = 5.0
-GONE = "GONE"  # purged by Slurm (MinJobAge): long over
-UNKNOWN = "UNKNOWN"  # Slurm did not answer
 
 
 @dataclass(frozen=True)
@@ -49,7 +46,7 @@ def decide(now: float, states: Mapping[int, str] | None, clear_since: float | No
         return Decision(False, None, "waiting for the submission record that names this Lighthouse job")
     if not states:
         return Decision(False, None, "the submission names no group job")
-    queued = sorted(j for j, s in states.items() if s not in ENDED_STATES and s != GONE)
+    queued = sorted(j for j, s in states.items() if not has_ended(s))
     if queued:
         return Decision(False, None, f"group jobs still queued: {', '.join(f'{j} {states[j]}' for j in queued)}")
     since = now if clear_since is None else clear_since
@@ -65,19 +62,12 @@ def _states(states: Mapping[int, str]) -> str:
 def group_jobs(run_dir: Path, lighthouse_job_id: int) -> list[int] | None:
     """The group job ids of the complete submission of this Lighthouse job, else None (not yet, or not ours)."""
     try:
-        rec = json.loads((run_dir / SUBMISSION_FILE).read_text())
-        if str(rec.get("lighthouse_job_id")) != str(lighthouse_job_id) or INCOMPLETE in rec.get("extra", {}):
-            return None
-        return [int(j) for j in rec["groups"].values()]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        sub = load(run_dir)
+    except (OSError, ValueError):
         return None
-
-
-def job_state(api: SlurmApi, job_id: int) -> str:
-    try:
-        return api.job(job_id).state
-    except SlurmError as e:
-        return GONE if slurm_forgot(e) else UNKNOWN
+    if sub.lighthouse_job_id != lighthouse_job_id or INCOMPLETE in sub.extra:
+        return None
+    return list(sub.groups.values())
 
 
 def wait_for_release(

@@ -39,6 +39,8 @@ from lamplighter.supervisor.lighthouse_status import LighthouseStatusError, fetc
 from lamplighter.trainer import contract
 
 SUBMISSION_FILE = "submission.json"
+GONE = "GONE"  # purged by Slurm (MinJobAge): long over
+UNKNOWN = "UNKNOWN"  # Slurm did not answer
 INCOMPLETE = "incomplete"  # in Submission.extra while a submission is unfinished or its rollback failed
 SCRIPTS_DIR = "sbatch"
 # Slurm states after which a job never runs again (unless someone requeues it).
@@ -287,6 +289,19 @@ def roll_back(sub: Submission, api: SlurmApi, timeout: float, interval: float = 
         time.sleep(interval)
 
 
+def has_ended(state: str) -> bool:
+    """A job_state that will not run again (UNKNOWN is not: Slurm did not say)."""
+    return state in ENDED_STATES or state == GONE
+
+
+def job_state(api: SlurmApi, job_id: int) -> str:
+    """Slurm's state of the job, or GONE (purged: long over) or UNKNOWN (Slurm did not answer)."""
+    try:
+        return api.job(job_id).state
+    except SlurmError as e:
+        return GONE if slurm_forgot(e) else UNKNOWN
+
+
 def _still_queued(api: SlurmApi, job_id: int) -> bool:
     try:
         return api.job(job_id).state not in ENDED_STATES
@@ -361,13 +376,8 @@ def wait_ended(sub: Submission, api: SlurmApi, timeout: float) -> dict[int, str]
     """Wait (bounded) until every job of the submission has ended; return their states."""
     deadline = time.monotonic() + timeout
     while True:
-        states: dict[int, str] = {}
-        for jid in sub.all_job_ids():
-            try:
-                states[jid] = api.job(jid).state
-            except SlurmError as e:
-                states[jid] = "GONE" if slurm_forgot(e) else "UNKNOWN"
-        if all(s in ENDED_STATES or s == "GONE" for s in states.values()):
+        states = {jid: job_state(api, jid) for jid in sub.all_job_ids()}
+        if all(map(has_ended, states.values())):
             return states
         if time.monotonic() > deadline:
             raise TimeoutError(f"job {sub.job}: not all Slurm jobs ended after {timeout:.0f} s: {states}")

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from lamplighter.configs.schema import JobConfig
 from lamplighter.lab.fake_slurm import FakeSlurm
-from lamplighter.slurm.release import GONE, UNKNOWN, decide, group_jobs, wait_for_release
+from lamplighter.slurm.release import decide, group_jobs, wait_for_release
 from lamplighter.slurm.render import render_job
-from lamplighter.slurm.submission import SUBMISSION_FILE, submit_job
+from lamplighter.slurm.submission import GONE, SUBMISSION_FILE, UNKNOWN, Submission, save, submit_job
 
 
 def job(tmp: Path) -> JobConfig:
@@ -37,15 +37,17 @@ def test_decide_waits_for_every_group_to_stay_out_of_the_queue() -> None:
 
 
 def test_only_a_complete_record_of_this_lighthouse_job_counts(tmp_path: Path) -> None:
-    rec = tmp_path / SUBMISSION_FILE
+    def record(lighthouse: int, groups: dict[int, int], extra: dict[str, Any]) -> None:
+        save(Submission("rel", "x.yaml", str(tmp_path), None, "http://n1:1", lighthouse, groups, [], 0.0, 0, extra))
+
     assert group_jobs(tmp_path, 7) is None
-    rec.write_text(json.dumps({"lighthouse_job_id": 3, "groups": {"0": 4, "1": 5}, "extra": {}}))
+    record(3, {0: 4, 1: 5}, {})
     assert group_jobs(tmp_path, 7) is None  # an earlier submission's record: its groups ended long ago
-    rec.write_text(json.dumps({"lighthouse_job_id": 7, "groups": {"0": 8}, "extra": {"incomplete": "in progress"}}))
+    record(7, {0: 8}, {"incomplete": "in progress"})
     assert group_jobs(tmp_path, 7) is None
-    rec.write_text(json.dumps({"lighthouse_job_id": 7, "groups": {"0": 8, "1": 9}, "extra": {}}))
+    record(7, {0: 8, 1: 9}, {})
     assert group_jobs(tmp_path, 7) == [8, 9]
-    rec.write_text("{damaged")
+    (tmp_path / SUBMISSION_FILE).write_text("{damaged")
     assert group_jobs(tmp_path, 7) is None
 
 
