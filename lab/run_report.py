@@ -25,6 +25,7 @@ from typing import Any
 
 from lamplighter.slurm.chaos_slurm import CHAOS_FILE, read_records
 from lamplighter.slurm.submission import Submission
+from lamplighter.supervisor.action_history import job_refs
 from lamplighter.supervisor.fault_journal import FaultRecord
 from lamplighter.supervisor.lighthouse_steplog import read_lighthouse_steps
 from lamplighter.supervisor.report import build_report
@@ -46,13 +47,10 @@ def concerns(action: dict[str, Any], inj: dict[str, Any]) -> bool:
     """Whether a daemon action is about an injected fault: its Slurm job by exact id, or its node.
 
     Matched field by field, not as text: job 1 must not match `"attempt": 1`."""
+    if inj.get("job_id") is not None and str(inj["job_id"]) in {j for j, _, _ in job_refs(action)}:
+        return True
     seen = action.get("observation")
     obs: dict[str, Any] = seen if isinstance(seen, dict) else {}
-    if inj.get("job_id") is not None:
-        ids = {str(action.get("target")), str(obs.get("job_id"))}
-        ids |= {str(j.get("job_id")) for j in action.get("jobs") or [] if isinstance(j, dict)}
-        if str(inj["job_id"]) in ids:
-            return True
     node = inj.get("node")
     return bool(node) and node in (action.get("node"), action.get("target"), obs.get("node"))
 

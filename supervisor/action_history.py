@@ -63,7 +63,8 @@ def parse_lines(lines: Iterable[str]) -> tuple[list[dict[str, Any]], int]:
     return out, bad
 
 
-def _refs(rec: Mapping[str, Any]) -> list[tuple[str, str | None, int]]:
+def job_refs(rec: Mapping[str, Any]) -> list[tuple[str, str | None, int]]:
+    """(Slurm job id, group, attempt) of each job an action line is about: its jobs list, else its target."""
     refs = []
     for j in rec.get("jobs") or []:
         if isinstance(j, dict) and j.get("job_id") is not None:
@@ -91,7 +92,7 @@ def history(records: Iterable[Mapping[str, Any]], job_ids: Mapping[str, str], jo
         if key in seen:
             continue
         seen.add(key)
-        for job_id, group, attempt in _refs(rec):
+        for job_id, group, attempt in job_refs(rec):
             name = job_ids.get(job_id) or group
             ours = job_id in job_ids or (
                 job_name is not None and group is not None and group.startswith(job_name + "/")
