@@ -3,7 +3,7 @@
 Adopted trainers are not our children (slurmstepd started them), so a pidfd
 tells us *that* one exited, never *how*. The exit code comes from Slurm: with
 `srun --kill-on-bad-exit` a dead task ends the step and the batch script
-(`exec srun`), so the job ends COMPLETED (exit 0) or FAILED with
+(which exits with srun's status), so the job ends COMPLETED (exit 0) or FAILED with
 ExitCode=<code>:<signal>; `scontrol show job` keeps it for MinJobAge without
 accounting. If the job is still running `exit_grace_s` after the exit (a
 multi-task step), the exit is treated as a failure with an unknown code.

@@ -145,11 +145,10 @@ def _renewal_lines(renew: list[str], warning_s: int, what: list[str]) -> list[st
 
 
 # Runs the step in the background so the USR1 trap can run while it trains; `wait` returns early
-# when a trapped signal arrives, so wait again until srun itself has ended, then exit with its status.
+# when a trapped signal arrives, so wait again until srun itself has ended (then `wait` gives its status).
 WAIT_FOR_STEP = [
     "step=$!",
     'while kill -0 "$step" 2>/dev/null; do wait "$step" || true; done',
-    'wait "$step"',
 ]
 
 
@@ -168,6 +167,7 @@ def render_group_script(job: JobConfig, replica_id: int, paths: RenderPaths, pyt
     )
     env.pop("TORCHFT_LIGHTHOUSE")
     published = contract.RunPaths(paths.run_dir).lighthouse()
+    completed = shlex.quote(str(contract.RunPaths(paths.run_dir).completed()))
     output = slurm_path_pattern(str(paths.logs)) + f"/g{replica_id}-%j.out"
     header = _sbatch_header(job, group_job_name(job, replica_id), g.nodes, g.nproc_per_node, output, s.requeue)
     if g.gpus_per_node:
@@ -272,13 +272,44 @@ def render_group_script(job: JobConfig, replica_id: int, paths: RenderPaths, pyt
             'export PET_RDZV_ENDPOINT="$MASTER_ADDR:$MASTER_PORT"',
             "",
             *renewal,
+            *_completed_guard(completed),
             f"# One task per process on each of the group's {g.nodes} node(s); a dead task ends the step,",
             "# so a broken group fails as a whole and lamplighter can requeue it.",
             *srun_note,
-            *([launch, f"    {cmd} &", *WAIT_FOR_STEP] if renewal else [f"exec {launch}", f"    {cmd}"]),
+            launch,
+            f"    {cmd} &",
+            *WAIT_FOR_STEP,
+            *_completed_tail(completed, replica_id),
             "",
         ]
     )
+
+
+def _completed_guard(completed: str) -> list[str]:
+    return [
+        "# A group requeued (renewal, failure) just before the others reached the target starts after",
+        "# the job is done: there is nothing left to train, and no peer left to heal from.",
+        f"if [[ -e {completed} ]]; then",
+        f"    echo {shlex.quote('lamplighter: the job already reached its target (a group completed): nothing to do')}",
+        "    exit 0",
+        "fi",
+    ]
+
+
+def _completed_tail(completed: str, replica_id: int) -> list[str]:
+    return [
+        "rc=0",
+        'wait "$step" || rc=$?',
+        "# A trainer that ends with 0 reached the target. One that fails after another group has (its",
+        "# peers left mid-step or mid-heal) lost nothing: the job is complete, and so is this group.",
+        "if (( rc == 0 )); then",
+        f"    printf 'group %s\\n' {replica_id} >> {completed}",
+        f"elif [[ -e {completed} ]]; then",
+        '    echo "lamplighter: the trainer ended with status $rc after the job reached its target: complete" >&2',
+        "    rc=0",
+        "fi",
+        'exit "$rc"',
+    ]
 
 
 def render_lighthouse_script(job: JobConfig, paths: RenderPaths, python: str) -> str:
@@ -339,6 +370,7 @@ def render_lighthouse_script(job: JobConfig, paths: RenderPaths, python: str) ->
         "# the helper returns once every group job of this submission has left the queue.",
         f"{' '.join(shlex.quote(a) for a in release)} &",
         *WAIT_FOR_STEP,
+        'wait "$step"',
         "rc=$?",
         'children=$(pgrep -P "$lighthouse_loop" || true)',
         'kill "$lighthouse_loop" $children 2>/dev/null || true',

@@ -208,8 +208,9 @@ def submit_job(
     scripts = render_job(job, out_dir, python=python, base=base)
     by_name = {p.name: p for p in scripts}
     slurm_conf = job.slurm.slurm_conf
-    # A previous run's address must never be mistaken for this job's Lighthouse.
+    # A previous run's address must never be mistaken for this job's Lighthouse, nor its end for this one's.
     contract.RunPaths(paths.run_dir).lighthouse().unlink(missing_ok=True)
+    contract.RunPaths(paths.run_dir).completed().unlink(missing_ok=True)
     # The record is written as each job is submitted (marked incomplete until the end), so whatever
     # happens next, `lamplighter cancel` can find every job this submission started.
     sub = Submission(

@@ -100,6 +100,10 @@ class RunPaths:
     def logs(self) -> Path:
         return self.root / "logs"
 
+    def completed(self) -> Path:
+        """Written by a group's Slurm script when its trainer ended with status 0: the job reached its target."""
+        return self.root / "completed"
+
 
 def write_json_atomic(path: Path, obj: Any, *, durable: bool = False, mode: int | None = None) -> None:
     """Write JSON so that a concurrent reader sees the old or the new file, never a torn one.

@@ -84,6 +84,7 @@ def run_script(script: Path, h: dict[str, Path], extra_env: dict[str, str] | Non
     run_dir = run_dir_of(script)
     if run_dir is not None:
         publish(run_dir)
+        contract.RunPaths(run_dir).completed().unlink(missing_ok=True)  # as `lamplighter submit` does
     env = {
         "PATH": f"{h['shim']}:{os.environ['PATH']}",
         "RECORD_TO": str(out),
@@ -504,7 +505,57 @@ def test_renewal_signals_are_staggered_and_the_trap_keeps_the_trainer_running(ha
 def test_no_renewal_without_a_time_limit_or_requeue(harness: dict[str, Path]) -> None:
     for slurm in ({"time": None}, {"requeue": False}, {"renewal": {"enabled": False}}):
         text = render_job(renewal_job(harness, **slurm), harness["tmp"] / "out")[1].read_text()
-        assert "--signal" not in text and "trap" not in text and "exec srun" in text
+        assert "--signal" not in text and "trap" not in text and "\nsrun --kill-on-bad-exit=1" in text
+
+
+EXITS_WITH = (
+    "import os, pathlib, sys; pathlib.Path(os.environ['STARTED']).touch(); "
+    "c = os.environ.get('PEER_COMPLETES'); c and pathlib.Path(c).write_text('group 1'); "
+    "sys.exit(int(os.environ['TRAINER_RC']))"
+)
+
+
+@pytest.mark.parametrize("time_limit", [None, "01:00:00"])
+def test_a_group_that_starts_or_fails_after_the_job_completed_ends_completed(
+    harness: dict[str, Path], time_limit: str | None
+) -> None:
+    """A group requeued just before the others reached the target must not end FAILED (CI, renewal)."""
+    run_dir = harness["tmp"] / "run 'q' $(touch pwned) * [a]"
+    job = JobConfig(
+        name="done",
+        run_dir=str(run_dir),
+        trainer={"command": [sys.executable, "-c", EXITS_WITH], "env": {}},
+        groups={"count": 2},
+        slurm={"time": time_limit},
+    )
+    script = render_job(job, harness["tmp"] / "out")[2]
+    completed = contract.RunPaths(run_dir).completed()
+    publish(run_dir)
+    started = harness["tmp"] / "started"
+
+    def run(rc: int, peer_completes: bool = False) -> subprocess.CompletedProcess[str]:
+        started.unlink(missing_ok=True)
+        env = {
+            "PATH": f"{harness['shim']}:{os.environ['PATH']}",
+            "SLURM_JOB_ID": "4242",
+            "STARTED": str(started),
+            "TRAINER_RC": str(rc),
+            **({"PEER_COMPLETES": str(completed)} if peer_completes else {}),
+        }
+        return subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=30)
+
+    # Before anyone completed, a failure is a failure: Slurm sees the trainer's status.
+    assert run(3).returncode == 3 and not completed.exists()
+    # A peer completes while this group's trainer runs, then the trainer fails (its peers left).
+    proc = run(3, peer_completes=True)
+    assert proc.returncode == 0 and "after the job reached its target" in proc.stderr
+    completed.unlink()
+    # A trainer that ends with 0 marks the job complete...
+    assert run(0).returncode == 0 and completed.read_text() == "group 1\n"
+    # ...and a group that starts after that does not start its trainer at all.
+    proc = run(3)
+    assert proc.returncode == 0 and not started.exists() and "nothing to do" in proc.stdout
+    assert not (harness["tmp"] / "pwned").exists()
 
 
 def test_renewal_must_fit_in_the_time_limit() -> None:

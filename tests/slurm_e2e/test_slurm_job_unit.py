@@ -24,6 +24,7 @@ from lamplighter.slurm.submission import (
     submit_job,
 )
 from lamplighter.supervisor.lighthouse_status import parse_status
+from lamplighter.trainer import contract
 from lamplighter.trainer.contract import RunPaths
 from lamplighter.trainer.steplog import StepRecord, append_step
 
@@ -81,8 +82,11 @@ def test_submit_refuses_a_job_already_running_and_cancel_stops_all(tmp_path: Pat
     assert all(api.job(j).state == "CANCELLED" for j in sub.all_job_ids())
     again = cancel_job(sub, api)
     assert again.cancelled == [] and again.failed == []
-    # Everything ended: submitting again is allowed.
+    # Everything ended: submitting again is allowed, and the last run's end is not this one's.
+    completed = contract.RunPaths(Path(sub.run_dir)).completed()
+    completed.write_text("group 0\n")
     submit_job(job, api, config_path="x.yaml", probe=ok_probe, read_address=published)
+    assert not completed.exists()
 
 
 def test_submit_cancels_what_it_started_when_the_lighthouse_never_answers(tmp_path: Path) -> None:
