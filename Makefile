@@ -38,7 +38,7 @@ test-fast: $(STAMP)
 	$(BIN)/pytest -m "not integration" $(PYTEST_ARGS)
 
 demo: $(STAMP)
-	$(BIN)/lamplighter local configs/demo.yaml --run-dir runs/demo-$$(date +%Y%m%d-%H%M%S)
+	$(BIN)/lamplighter local configs/demo.yaml --baseline auto --run-dir runs/demo-$$(date +%Y%m%d-%H%M%S)
 
 # The whole Slurm path on a real local cluster: daemons, submit, one fault of each kind, report.
 demo-slurm: $(STAMP)

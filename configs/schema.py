@@ -598,7 +598,9 @@ class RestartConfig(Strict):
         return self
 
 
-ChaosKind = Literal["kill", "hang", "exception", "lighthouse-kill", "gpu", "node-crash", "supervisor-kill"]
+ChaosKind = Literal[
+    "kill", "hang", "hang-collective", "exception", "lighthouse-kill", "gpu", "node-crash", "supervisor-kill"
+]
 DEFAULT_CHAOS_KINDS: tuple[ChaosKind, ...] = ("kill", "hang", "exception")
 
 
@@ -622,6 +624,18 @@ class ChaosConfig(Strict):
     schedule: list[ChaosEvent] = Field(
         default_factory=list, description="Explicit faults (used instead of mtbf_s when given)."
     )
+    mode: Literal["exact", "gentle"] | None = Field(
+        None,
+        description=(
+            "exact: each fault fires at its time, whatever state its target is in (restarting, healing); "
+            "gentle: a fault waits for a healthy target and a live peer left. Default: exact for a schedule, "
+            "gentle for random draws (mtbf_s)."
+        ),
+    )
+
+    @property
+    def resolved_mode(self) -> str:
+        return self.mode or ("exact" if self.schedule else "gentle")
 
 
 class JobConfig(Strict):

@@ -1,9 +1,12 @@
-"""`lamplighter chaos JOB --chaos SPEC`: a schedule (or MTBF draw) of faults, one at a time.
+"""`lamplighter chaos JOB --chaos SPEC`: a schedule (or MTBF draw) of faults.
 
-Each planned fault waits until its time has come and a target is fit to be hit
-(the same rule as local mode's injector: a running group that committed in its
-current attempt, with another such group left as the live peer), is injected,
-and is watched until its target commits again before the next one fires.
+The modes are local mode's (supervisor/chaos_injector.py). exact (a
+schedule's default): each fault fires at its time whatever state its target is
+in, while the recoveries of earlier faults are still being watched; a group
+whose job is not running, or has no trainer process yet, is missed and says
+so. gentle (random draws' default): a fault waits for a running group that
+committed in its current attempt, with another such group left as the live
+peer, and is watched until its target commits again before the next one fires.
 """
 
 from __future__ import annotations
@@ -14,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from lamplighter.configs.schema import ChaosConfig
-from lamplighter.slurm.chaos_slurm import ChaosContext, inject, observe_recovery
+from lamplighter.slurm.chaos_slurm import ChaosContext, ChaosError, Recovery, append_record, inject
 from lamplighter.slurm.run import SlurmError
 from lamplighter.supervisor.chaos import plan
-from lamplighter.supervisor.chaos_injector import ChaosInjector
+from lamplighter.supervisor.chaos_injector import ChaosInjector, Shot, Targets
 from lamplighter.trainer.contract import RunPaths
 from lamplighter.trainer.steplog import read_steps
 
@@ -38,18 +41,61 @@ def healthy_groups(ctx: ChaosContext) -> list[int]:
     return sorted(out)
 
 
+def running_groups(ctx: ChaosContext) -> list[int]:
+    out = []
+    for g, jid in ctx.sub.groups.items():
+        try:
+            if ctx.api.job(jid).state == "RUNNING":
+                out.append(g)
+        except SlurmError:
+            continue
+    return sorted(out)
+
+
 def run_schedule(
     ctx: ChaosContext, cfg: ChaosConfig, recovery_timeout: float, poll: float = 0.5
 ) -> Iterator[dict[str, Any]]:
-    """Inject every planned fault in turn; yield each injection and recovery record."""
-    injector = ChaosInjector(plan(cfg, len(ctx.sub.groups)), cfg.seed)
+    """Inject every planned fault; yield each injection, miss and recovery record as it happens."""
+    mode = cfg.resolved_mode
+    injector = ChaosInjector(plan(cfg, len(ctx.sub.groups)), cfg.seed, mode)
     t0 = time.monotonic()
-    while injector.remaining:
-        healthy = healthy_groups(ctx)
-        shot = injector.due(time.monotonic() - t0, healthy, lighthouse_healthy=len(healthy) >= 1)
-        if shot is None:
+    watching: list[Recovery] = []
+    while injector.remaining or watching:
+        for r in [r for r in watching if r.poll()]:
+            watching.remove(r)
+            yield r.finish()
+        if mode == "gentle" and watching:
             time.sleep(poll)
             continue
-        rec = inject(ctx, shot.fault.kind, shot.group)
+        healthy = healthy_groups(ctx) if injector.remaining else []
+        seen = Targets(
+            healthy=healthy,
+            present=running_groups(ctx) if mode == "exact" and injector.remaining else healthy,
+            lighthouse_healthy=len(healthy) >= 1 or mode == "exact",
+        )
+        shot = injector.due(time.monotonic() - t0, seen)
+        if shot is None:
+            wait = poll
+            nxt = injector.next_at_s()
+            if nxt is not None:
+                wait = min(poll, max(0.0, t0 + nxt - time.monotonic()))
+            time.sleep(wait)
+            continue
+        rec = _shoot(ctx, shot)
         yield rec
-        yield observe_recovery(ctx, rec, recovery_timeout)
+        if rec["event"] == "injected":
+            watching.append(Recovery(ctx, rec, time.monotonic() + recovery_timeout))
+
+
+def _shoot(ctx: ChaosContext, shot: Shot) -> dict[str, Any]:
+    """Inject a shot, or record why it hit nothing (exact mode: a group between attempts)."""
+    kind = shot.fault.kind
+    why = shot.missed
+    if why is None:
+        try:
+            return inject(ctx, kind, shot.group)
+        except ChaosError as e:
+            why = str(e)
+    rec = {"event": "missed", "t": ctx.now(), "kind": kind, "group": shot.group, "why": why}
+    append_record(ctx.journal, rec)
+    return rec

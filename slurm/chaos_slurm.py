@@ -3,6 +3,7 @@
 Kinds (the group's node is the first node of its Slurm job):
   kill             SIGKILL the group's trainer processes (found by LAMPLIGHTER_JOB/REPLICA_ID in /proc environ)
   hang             SIGSTOP them (the node daemon's hang check must notice)
+  hang-collective  the trainer's main thread blocks inside its next step while torchft's heartbeats go on
   exception        the trainer raises at its next step (the contract's inject file)
   gpu              an uncorrectable ECC error on GPU 0 of the group's node (gpusim folder <gpusim_root>/<node>)
   node-crash       the test cluster's crash_node on the group's node (test cluster only)
@@ -37,8 +38,8 @@ from lamplighter.trainer.contract import RunPaths
 from lamplighter.trainer.steplog import read_steps
 
 CHAOS_FILE = "chaos.jsonl"
-KINDS = ("kill", "hang", "exception", "gpu", "node-crash", "lighthouse-kill", "supervisor-kill")
-GROUP_KINDS = ("kill", "hang", "exception", "gpu", "node-crash")
+KINDS = ("kill", "hang", "hang-collective", "exception", "gpu", "node-crash", "lighthouse-kill", "supervisor-kill")
+GROUP_KINDS = ("kill", "hang", "hang-collective", "exception", "gpu", "node-crash")
 
 
 class ChaosError(RuntimeError):
@@ -160,13 +161,15 @@ def _prepare(ctx: ChaosContext, kind: str, tgt: ChaosTarget, detail: dict[str, A
         if not procs:
             raise ChaosError(f"{kind}: no trainer process of job {job} group {tgt.group} found in /proc")
         return _signal(procs, signal.SIGKILL if kind == "kill" else signal.SIGSTOP, detail)
-    if kind == "exception":
-        path = RunPaths(Path(ctx.sub.run_dir)).inject_exception(tgt.group or 0)
+    if kind in ("exception", "hang-collective"):
+        paths = RunPaths(Path(ctx.sub.run_dir))
+        g = tgt.group or 0
+        path = paths.inject_exception(g) if kind == "exception" else paths.inject_hang_collective(g)
         path.parent.mkdir(parents=True, exist_ok=True)
         detail["file"] = str(path)
 
         def exception() -> None:
-            path.write_text("chaos\n")  # the trainer raises at its next step
+            path.write_text("chaos\n")  # the trainer raises, or blocks inside, at its next step
 
         return exception
     if kind == "gpu":
@@ -214,30 +217,34 @@ def first_commit_after(run_dir: Path, groups: list[int], t: float, min_attempt: 
     return min(times) if times else None
 
 
-def observe_recovery(ctx: ChaosContext, rec: dict[str, Any], timeout: float, poll: float = 0.2) -> dict[str, Any]:
-    """Watch (bounded) until the fault's target commits again; append and return the 'recovered' record.
+class Recovery:
+    """What was seen of one fault's recovery so far; `poll` looks once, so many faults can be watched at once.
 
     Group faults: t_requeued (Slurm's Restarts went up), t_running (RUNNING
     again, on which node), t_first_commit (the group's first commit of the new
     attempt). Lighthouse: a new listener on its port, then any group's commit.
     Supervisor: a new daemon process of the node. Missing times stay None.
     """
-    t0 = rec["t"]
-    deadline = time.monotonic() + timeout
-    out: dict[str, Any] = {
-        "event": "recovered",
-        "of_t": t0,
-        "kind": rec["kind"],
-        "group": rec["group"],
-        "t_requeued": None,
-        "t_running": None,
-        "node_after": None,
-        "t_first_commit": None,
-        "restarts_after": None,
-    }
-    run_dir = Path(ctx.sub.run_dir)
-    old_pids = set(rec["detail"].get("pids", []))
-    while time.monotonic() < deadline:
+
+    def __init__(self, ctx: ChaosContext, rec: dict[str, Any], deadline: float) -> None:
+        self.ctx, self.rec, self.deadline = ctx, rec, deadline
+        self.out: dict[str, Any] = {
+            "event": "recovered",
+            "of_t": rec["t"],
+            "kind": rec["kind"],
+            "group": rec["group"],
+            "t_requeued": None,
+            "t_running": None,
+            "node_after": None,
+            "t_first_commit": None,
+            "restarts_after": None,
+        }
+        self._old_pids = set(rec["detail"].get("pids", []))
+
+    def poll(self) -> bool:
+        """Look once; True when the target committed again or the deadline passed."""
+        ctx, rec, out = self.ctx, self.rec, self.out
+        run_dir = Path(ctx.sub.run_dir)
         kind = rec["kind"]
         if kind in GROUP_KINDS:
             try:
@@ -257,17 +264,25 @@ def observe_recovery(ctx: ChaosContext, rec: dict[str, Any], timeout: float, pol
         elif kind == "lighthouse-kill":
             if out["t_running"] is None:
                 now_pids = {p.pid for p in proc_find.listener_procs(ctx.lighthouse_port())}
-                if now_pids and not now_pids & old_pids:
+                if now_pids and not now_pids & self._old_pids:
                     out["t_running"] = ctx.now()
             if out["t_running"] is not None:
                 out["t_first_commit"] = first_commit_after(run_dir, list(ctx.sub.groups), out["t_running"])
         elif kind == "supervisor-kill":
             now_pids = {p.pid for p in proc_find.supervisor_procs(rec["node"])}
-            if now_pids and not now_pids & old_pids:
+            if now_pids and not now_pids & self._old_pids:
                 out["t_running"] = ctx.now()
-                out["t_first_commit"] = first_commit_after(run_dir, list(ctx.sub.groups), t0)
-        if out["t_first_commit"] is not None:
-            break
+                out["t_first_commit"] = first_commit_after(run_dir, list(ctx.sub.groups), rec["t"])
+        return out["t_first_commit"] is not None or time.monotonic() >= self.deadline
+
+    def finish(self) -> dict[str, Any]:
+        append_record(self.ctx.journal, self.out)
+        return self.out
+
+
+def observe_recovery(ctx: ChaosContext, rec: dict[str, Any], timeout: float, poll: float = 0.2) -> dict[str, Any]:
+    """Watch (bounded) until the fault's target commits again; append and return the 'recovered' record."""
+    r = Recovery(ctx, rec, time.monotonic() + timeout)
+    while not r.poll():
         time.sleep(poll)
-    append_record(ctx.journal, out)
-    return out
+    return r.finish()

@@ -188,16 +188,22 @@ def add_chaos_parser(sub: Any) -> argparse.ArgumentParser:
         help="inject faults into a running Slurm job (kill, hang, gpu, node-crash, lighthouse-kill, ...)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
-            "Inject faults one at a time and watch each recover before the next.\n\n"
-            "kinds: kill (SIGKILL a group's trainers), hang (SIGSTOP them), gpu (uncorrectable ECC on GPU 0 of\n"
+            "Inject faults and watch each recover. A schedule (@file) is exact: each fault fires at its time,\n"
+            "whatever state its target is in, while earlier recoveries are still watched (a group whose job is\n"
+            "not running is a recorded miss). Random draws (mtbf=) are gentle: each waits for a healthy target\n"
+            "with a live peer left, and for the last fault's recovery. mode=exact|gentle in the spec overrides.\n\n"
+            "kinds: kill (SIGKILL a group's trainers), hang (SIGSTOP them), hang-collective (the reference\n"
+            "trainer's main thread blocks inside its next step while torchft heartbeats go on), exception (it\n"
+            "raises at its next step), gpu (uncorrectable ECC on GPU 0 of\n"
             "the group's node, through its gpusim folder), node-crash (crash the group's node: ONLY on the\n"
             "lab's test cluster, through `python -m lamplighter.lab chaos`), lighthouse-kill (SIGKILL what listens on the\n"
             "Lighthouse port), supervisor-kill (SIGKILL the node daemon started with\n"
             "LAMPLIGHTER_SUPERVISOR_NODE=<node>).\n"
-            "Every injection and recovery goes to <run_dir>/chaos.jsonl."
+            "Every injection, miss and recovery goes to <run_dir>/chaos.jsonl."
         ),
         epilog="examples:\n  lamplighter chaos lab --once kill --group 1\n"
         "  lamplighter chaos lab --chaos mtbf=30s,kinds=kill,hang,max=5\n"
+        "  lamplighter chaos lab --chaos mtbf=5s,kinds=kill,hang-collective,max=20,mode=exact   # overlapping\n"
         "  lamplighter chaos lab --chaos @faults.yaml --gpusim-root build/gpus",
     )
     _job_args(p)

@@ -1,9 +1,11 @@
 """Fault injection plans: parsing `--chaos`, and the schedule a seed gives.
 
-`--chaos mtbf=20s[,seed=N][,kinds=kill,hang,exception,lighthouse-kill][,start=10s][,max=N]`
+`--chaos mtbf=20s[,seed=N][,kinds=kill,hang,exception,lighthouse-kill][,start=10s][,max=N][,mode=exact]`
 draws faults at random (exponential gaps with that mean), `--chaos @file.yaml`
 reads a file holding either a list of events (`- {at_s: 15, kind: kill, group: 1}`)
-or a mapping with the keys of the `chaos:` section. Everything here is pure:
+or a mapping with the keys of the `chaos:` section. `mode` (chaos_injector.py):
+exact fires each fault at its time whatever its target's state, gentle waits
+for a healthy target; schedules default to exact, random draws to gentle. Everything here is pure:
 the same config and seed always give the same plan.
 """
 
@@ -20,7 +22,7 @@ from pydantic import ValidationError
 from lamplighter.configs.schema import ChaosConfig, ChaosKind
 
 # Kinds local mode can inject today; gpu/node-crash/supervisor-kill need the GPU simulator or Slurm.
-LOCAL_KINDS: tuple[str, ...] = ("kill", "hang", "exception", "lighthouse-kill")
+LOCAL_KINDS: tuple[str, ...] = ("kill", "hang", "hang-collective", "exception", "lighthouse-kill")
 ALL_KINDS: tuple[str, ...] = get_args(ChaosKind)
 # Upper bound on random faults drawn when max_faults is not set (a day of 1 s MTBF is far beyond any run).
 MAX_RANDOM_FAULTS = 10_000
@@ -70,8 +72,12 @@ def parse_chaos(spec: str, *, base_dir: Path | None = None) -> ChaosConfig:
             fields["start_after_s"] = parse_duration(value)
         elif key in ("max", "max_faults"):
             fields["max_faults"] = _int(value, key, spec)
+        elif key == "mode":
+            if value not in ("exact", "gentle"):
+                raise ChaosSpecError(f"--chaos {spec!r}: mode={value!r}: exact or gentle")
+            fields["mode"] = value
         else:
-            raise ChaosSpecError(f"--chaos {spec!r}: unknown key {key!r} (mtbf, seed, kinds, start, max)")
+            raise ChaosSpecError(f"--chaos {spec!r}: unknown key {key!r} (mtbf, seed, kinds, start, max, mode)")
     if "mtbf_s" not in fields:
         raise ChaosSpecError(f"--chaos {spec!r}: give mtbf=DURATION, or @file.yaml for a schedule")
     try:

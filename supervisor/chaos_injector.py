@@ -1,12 +1,19 @@
 """When each planned fault fires and whom it hits: pure selection, the run loop does the harm.
 
-A fault fires once its time (seconds after training started) has come and it
-can hit something healthy: a group that committed a step since its current
-attempt started, with at least one other healthy group left as the live peer
-that heals it (torchft cannot heal a group that has no live peer, which is
-the fallback checkpoint's business, not chaos's); a Lighthouse that has seen
-a commit since it last started. Until then the fault waits, so every fault
-hits a running job and its recovery can be measured.
+Two modes (ChaosConfig.mode):
+
+exact (a schedule's default)
+    A fault fires at its time, whatever state its target is in: a group still
+    restarting or healing is hit as it is, two faults may overlap. A fault
+    without a group hits one of the groups that have a process now. A group
+    with no process at all (given up, finished) cannot be hit: the shot says
+    so, and the run records the fault as missed rather than moving it.
+gentle (random draws' default)
+    A fault waits until it can hit something healthy: a group that committed
+    a step since its current attempt started, with at least one other healthy
+    group left as the live peer that heals it (torchft cannot heal a group
+    that has no live peer, which is the fallback checkpoint's business); a
+    Lighthouse that has seen a commit since it last started.
 """
 
 from __future__ import annotations
@@ -18,17 +25,30 @@ from lamplighter.supervisor.chaos import PlannedFault, pick_group
 
 @dataclass(frozen=True)
 class Shot:
-    """A fault to inject now, at `group` (None: the Lighthouse)."""
+    """A fault to inject now, at `group` (None: the Lighthouse); `missed` says why it can hit nothing."""
 
     fault: PlannedFault
     index: int
     group: int | None
+    missed: str | None = None
+
+
+@dataclass(frozen=True)
+class Targets:
+    """What the run loop sees this turn."""
+
+    healthy: list[int]  # committed since their current attempt started
+    present: list[int]  # have a process of their current attempt (starting, healing, hung or healthy)
+    lighthouse_healthy: bool  # running and has seen a commit since it last started
 
 
 class ChaosInjector:
-    def __init__(self, planned: list[PlannedFault], seed: int) -> None:
+    def __init__(self, planned: list[PlannedFault], seed: int, mode: str = "gentle") -> None:
+        if mode not in ("exact", "gentle"):
+            raise ValueError(f"chaos mode {mode!r}: exact or gentle")
         self._planned = planned
         self._seed = seed
+        self.mode = mode
         self._next = 0
 
     @property
@@ -38,26 +58,34 @@ class ChaosInjector:
     def next_at_s(self) -> float | None:
         return self._planned[self._next].at_s if self._next < len(self._planned) else None
 
-    def due(self, elapsed_s: float, healthy: list[int], lighthouse_healthy: bool) -> Shot | None:
-        """The next fault if it is due and has a healthy target now; at most one per call."""
+    def due(self, elapsed_s: float, seen: Targets) -> Shot | None:
+        """The next fault if it is due (and, gentle, has a healthy target now); at most one per call."""
         if self._next >= len(self._planned):
             return None
         f = self._planned[self._next]
         if elapsed_s < f.at_s:
             return None
-        if f.kind == "lighthouse-kill":
-            if not lighthouse_healthy:
-                return None
-            shot = Shot(f, self._next, None)
-        else:
-            if len(healthy) < 2:
-                return None
-            if f.group is not None:
-                if f.group not in healthy:
-                    return None
-                target = f.group
-            else:
-                target = pick_group(healthy, self._next, self._seed)
-            shot = Shot(f, self._next, target)
-        self._next += 1
+        shot = self._exact(f, seen) if self.mode == "exact" else self._gentle(f, seen)
+        if shot is not None:
+            self._next += 1
         return shot
+
+    def _exact(self, f: PlannedFault, seen: Targets) -> Shot:
+        i = self._next
+        if f.kind == "lighthouse-kill":
+            return Shot(f, i, None)
+        if f.group is not None:
+            missed = None if f.group in seen.present else f"group {f.group} has no process"
+            return Shot(f, i, f.group, missed)
+        if not seen.present:
+            return Shot(f, i, None, "no group has a process")
+        return Shot(f, i, pick_group(seen.present, i, self._seed))
+
+    def _gentle(self, f: PlannedFault, seen: Targets) -> Shot | None:
+        if f.kind == "lighthouse-kill":
+            return Shot(f, self._next, None) if seen.lighthouse_healthy else None
+        if len(seen.healthy) < 2:
+            return None
+        if f.group is not None:
+            return Shot(f, self._next, f.group) if f.group in seen.healthy else None
+        return Shot(f, self._next, pick_group(seen.healthy, self._next, self._seed))

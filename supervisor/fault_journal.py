@@ -16,6 +16,7 @@ class FaultRecord:
     t_detected: float | None = None
     t_restarted: float | None = None
     detected_as: str = ""  # the observation's reason
+    t_planned: float | None = None  # when the schedule said it fires (epoch s): late_s = t_injected - t_planned
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -34,21 +35,20 @@ class FaultJournal:
     def injected(self, rec: FaultRecord) -> None:
         self.faults.append(rec)
 
-    def _open(self, group: int | None, attempt: int) -> FaultRecord | None:
-        for f in self.faults:
-            if f.group == group and f.attempt == attempt and f.t_detected is None:
-                return f
-        return None
-
     def detected(self, group: int | None, attempt: int, t: float, reason: str) -> FaultRecord:
-        """Attach a failure to the fault that caused it, or record it as unplanned."""
-        f = self._open(group, attempt)
-        if f is None:
-            f = FaultRecord(kind="unplanned", group=group, planned_at_s=None, t_injected=None, attempt=attempt)
-            self.faults.append(f)
-        f.t_detected = t
-        f.detected_as = reason
-        return f
+        """Attach a failure to the faults that caused it, or record it as unplanned.
+
+        Faults that overlap on one attempt (a second one before the first was seen) are all seen
+        by the one failure: each gets the detection, timed from its own injection.
+        """
+        hit = [f for f in self.faults if f.group == group and f.attempt == attempt and f.t_detected is None]
+        if not hit:
+            hit = [FaultRecord(kind="unplanned", group=group, planned_at_s=None, t_injected=None, attempt=attempt)]
+            self.faults.append(hit[0])
+        for f in hit:
+            f.t_detected = t
+            f.detected_as = reason
+        return hit[0]
 
     def restarted(self, group: int | None, t: float) -> None:
         for f in self.faults:

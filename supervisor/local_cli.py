@@ -21,6 +21,8 @@ examples:
   lamplighter local configs/demo.yaml
   lamplighter local configs/demo.yaml --chaos mtbf=20s,seed=3,kinds=kill,hang --steps 1000
   lamplighter local configs/demo.yaml --chaos @faults.yaml --run-dir runs/try2
+  lamplighter local configs/demo.yaml --baseline auto        # goodput against a fault-free run first
+  lamplighter local configs/demo.yaml --baseline runs/clean/report/report.json
   lamplighter local configs/demo.yaml --chaos off --set groups.count=2
 """
 
@@ -35,17 +37,21 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument(
         "--chaos",
         default=None,
-        help="inject faults: 'mtbf=20s[,seed=N][,kinds=kill,hang,exception,lighthouse-kill][,max=N]' or "
-        "'@schedule.yaml'; 'off' disables the config's chaos section",
+        help="inject faults: 'mtbf=20s[,seed=N][,kinds=kill,hang,exception,lighthouse-kill][,max=N][,mode=M]' or "
+        "'@schedule.yaml'; 'off' disables the config's chaos section. mode=exact fires each fault at its "
+        "time whatever its target's state (a schedule's default); gentle waits for a healthy target with "
+        "a live peer left (random draws' default)",
     )
     p.add_argument("--report", default=None, help="where report.json and timeline.png go (default RUN_DIR/report)")
     p.add_argument("--run-dir", default=None, help="run directory (default: the config's run_dir, or runs/<name>)")
     p.add_argument("--steps", type=int, default=None, help="override trainer.steps")
     p.add_argument(
         "--baseline",
-        type=float,
         default=None,
-        help="fault-free samples/s for goodput (default: measured in this run before the first fault)",
+        metavar="auto|REPORT.json|SAMPLES_PER_S",
+        help="the fault-free rate goodput divides by: 'auto' runs the same job without faults first "
+        "(in RUN_DIR/baseline), a fault-free run's report.json (same steps and groups), or a number. "
+        "Without it the report gives no goodput: this run's own early rate is not fault-free",
     )
     p.add_argument("--no-live", action="store_true", help="plain progress lines instead of the live table")
     add_override_args(p)
@@ -77,15 +83,10 @@ def run_local(args: argparse.Namespace) -> int:
             chaos = parse_chaos(args.chaos)
         run_dir = Path(args.run_dir or job_run_dir(job))
         report_dir = Path(args.report) if args.report else run_dir / "report"
+        baseline = resolve_baseline(args.baseline, job, run_dir, live=not args.no_live)
         run = LocalRun(
             job,
-            LocalOptions(
-                run_dir=run_dir,
-                report_dir=report_dir,
-                chaos=chaos,
-                live=not args.no_live,
-                baseline_samples_per_s=args.baseline,
-            ),
+            LocalOptions(run_dir=run_dir, report_dir=report_dir, chaos=chaos, live=not args.no_live, baseline=baseline),
         )
         report = run.run()
     except (ChaosSpecError, LocalModeError, ValidationError, ValueError, OSError) as e:
@@ -95,3 +96,31 @@ def run_local(args: argparse.Namespace) -> int:
 
     ok = run_ok(report)
     return 0 if ok else 1
+
+
+def resolve_baseline(value: str | None, job: Any, run_dir: Path, *, live: bool) -> Any:
+    """The Baseline --baseline asks for (None without one); `auto` runs the job without faults first."""
+    from lamplighter.configs.schema import ChaosConfig
+    from lamplighter.supervisor.baseline import Baseline, BaselineError, from_report, parse_baseline, read_report
+    from lamplighter.supervisor.local_mode import LocalOptions, LocalRun
+
+    if value is None:
+        return None
+    spec = parse_baseline(value)
+    n, groups = job.trainer.steps, job.groups.count
+    if spec.rate is not None:
+        return Baseline(spec.rate, "given (--baseline)")
+    if spec.report is not None:
+        return read_report(spec.report, target_steps=n, groups=groups)
+    where = run_dir / "baseline"
+    print(f"fault-free run first, for goodput's baseline: {n} steps, {groups} groups, in {where}", flush=True)
+    clean = LocalRun(
+        job.model_copy(deep=True),
+        LocalOptions(run_dir=where, report_dir=where / "report", chaos=ChaosConfig.model_validate({}), live=live),
+    )
+    report = clean.run()
+    try:
+        return from_report(report, str(where / "report" / "report.json"), target_steps=n, groups=groups)
+    except BaselineError as e:
+        print(f"WARNING: no goodput: the fault-free run cannot be the baseline: {e}", flush=True)
+        return None

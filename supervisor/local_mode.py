@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from lamplighter.configs.schema import ChaosConfig, JobConfig
+from lamplighter.supervisor.baseline import Baseline
 from lamplighter.supervisor.chaos import LOCAL_KINDS, ChaosSpecError, plan
-from lamplighter.supervisor.chaos_injector import ChaosInjector, Shot
+from lamplighter.supervisor.chaos_injector import ChaosInjector, Shot, Targets
 from lamplighter.supervisor.checks.dstate import DStateCheck
 from lamplighter.supervisor.checks.exit_watcher import ExitWatcher
 from lamplighter.supervisor.checks.hang import HangCheck, progress_sources
@@ -52,7 +53,7 @@ class LocalOptions:
     chaos: ChaosConfig
     live: bool = True
     python: str = sys.executable
-    baseline_samples_per_s: float | None = None
+    baseline: Baseline | None = None  # the fault-free rate goodput divides by (baseline.py)
     out: TextIO = field(default_factory=lambda: sys.stdout)
 
 
@@ -71,7 +72,7 @@ class LocalRun:
                 f"chaos kinds {unsupported} cannot be injected in local mode (supported: {', '.join(LOCAL_KINDS)})"
             )
         try:
-            self.injector = ChaosInjector(plan(opts.chaos, n), opts.chaos.seed)
+            self.injector = ChaosInjector(plan(opts.chaos, n), opts.chaos.seed, opts.chaos.resolved_mode)
         except ChaosSpecError as e:
             raise LocalModeError(str(e)) from e
         self.state = PolicyState.initial(n)
@@ -84,6 +85,7 @@ class LocalRun:
         self.t0 = clock()
         self.t_train: float | None = None  # first commit of the run: chaos times count from here
         self.decisions: list[dict[str, Any]] = []
+        self.chaos_missed: list[dict[str, Any]] = []  # exact-mode faults whose target had no process
         self._detected: set[tuple[int | None, int]] = set()
         self._pending: list[Observation] = []
         self.lh_progress = LighthouseProgress(self._fetch_lighthouse)
@@ -111,7 +113,9 @@ class LocalRun:
         self.view.event(self.clock(), self.t0, text)
 
     def _start_group(self, g: int, attempt: int, now: float) -> None:
-        self.paths.inject_exception(g).unlink(missing_ok=True)  # a fault that never fired must not hit the new attempt
+        # A fault that never fired must not hit the new attempt.
+        self.paths.inject_exception(g).unlink(missing_ok=True)
+        self.paths.inject_hang_collective(g).unlink(missing_ok=True)
         argv, envs = group_launch(
             self.job,
             group=g,
@@ -161,13 +165,24 @@ class LocalRun:
 
     def _inject(self, shot: Shot) -> None:
         kind, g = shot.fault.kind, shot.group
+        if shot.missed is not None:
+            self.chaos_missed.append({"kind": kind, "planned_at_s": shot.fault.at_s, "why": shot.missed})
+            self._say(f"CHAOS #{shot.index + 1}: {kind} hits nothing: {shot.missed}")
+            return
         attempt = self.state.lighthouse.attempt if g is None else self.state.groups[g].attempt
         act = self._fault_action(kind, g)
         # Stamped right before the signal (not the loop turn's time): detection latency starts here.
         t = self.clock()
         act()
         self.journal.injected(
-            FaultRecord(kind=kind, group=g, planned_at_s=shot.fault.at_s, t_injected=t, attempt=attempt)
+            FaultRecord(
+                kind=kind,
+                group=g,
+                planned_at_s=shot.fault.at_s,
+                t_injected=t,
+                attempt=attempt,
+                t_planned=None if self.t_train is None else self.t_train + shot.fault.at_s,
+            )
         )
         self._say(f"CHAOS #{shot.index + 1}: {kind} -> {'the Lighthouse' if g is None else f'group {g}'}")
 
@@ -181,26 +196,31 @@ class LocalRun:
         if kind in ("kill", "hang"):
             sig = signal.SIGKILL if kind == "kill" else signal.SIGSTOP
             return lambda: gp.signal(sig)
-        assert kind == "exception", kind
-        path = self.paths.inject_exception(g)
+        assert kind in ("exception", "hang-collective"), kind
+        path = self.paths.inject_exception(g) if kind == "exception" else self.paths.inject_hang_collective(g)
         path.parent.mkdir(parents=True, exist_ok=True)
         return path.touch
 
     # --- the loop ------------------------------------------------------------------
-    def _healthy(self) -> tuple[list[int], bool]:
-        groups = [
+    def _targets(self) -> Targets:
+        present = [
             g
             for g, gp in enumerate(self.groups)
             if gp is not None
             and self.state.groups[g].status == "running"
             and gp.attempt == self.state.groups[g].attempt
-            and self.tail.committed_since(g, gp.started_at)
         ]
+        healthy = [g for g in present if self.tail.committed_since(g, self._started_at(g))]
         lh_start = self.lh.started_at or 0.0
         lh_ok = self.state.lighthouse.status == "running" and any(
-            self.tail.committed_since(g, lh_start) for g in groups
+            self.tail.committed_since(g, lh_start) for g in healthy
         )
-        return groups, lh_ok
+        return Targets(healthy=healthy, present=present, lighthouse_healthy=lh_ok)
+
+    def _started_at(self, g: int) -> float:
+        gp = self.groups[g]
+        assert gp is not None
+        return gp.started_at
 
     def _journal_detections(self, obs: list[Observation], now: float) -> None:
         for o in obs:
@@ -273,8 +293,7 @@ class LocalRun:
                 # What was seen this turn happened before any fault injected in it.
                 self._journal_detections(obs, now)
                 if self.t_train is not None and self.state.finishing_since is None:
-                    healthy, lh_ok = self._healthy()
-                    shot = self.injector.due(now - self.t_train, healthy, lh_ok)
+                    shot = self.injector.due(self.clock() - self.t_train, self._targets())
                     if shot is not None:
                         self._inject(shot)
                 verdict = decide(now, self.state, obs, self.job.restart)
@@ -283,7 +302,9 @@ class LocalRun:
                     failed = self._apply(d, now)
                     self._pending += failed  # a failed start is a failure like any other, decided next turn
                 self._draw(now)
-                self.watcher.wait(min(MAX_WAIT_S, max(0.0, next_check - self.clock())))
+                self.watcher.wait(
+                    max(0.0, min(next_check, self._next_fault_at(), self.clock() + MAX_WAIT_S) - self.clock())
+                )
         except KeyboardInterrupt:
             interrupted = True
             self._say("interrupted: stopping the groups and the Lighthouse")
@@ -293,6 +314,11 @@ class LocalRun:
             self.lh.kill()
             self.watcher.close()
         return self._finish(interrupted)
+
+    def _next_fault_at(self) -> float:
+        """When the next planned fault is due (a loop turn wakes for it: exact schedules fire on time)."""
+        at = self.injector.next_at_s()
+        return float("inf") if at is None or self.t_train is None else self.t_train + at
 
     def _note_lighthouse(self, now: float) -> None:
         """Record the Lighthouse's steps (the report of a trainer that logs none), say once when it cannot be read."""
@@ -341,7 +367,8 @@ class LocalRun:
             target_steps=self.job.trainer.steps,
             t_start=self.t0,
             t_end=self.clock(),
-            baseline_samples_per_s=self.opts.baseline_samples_per_s,
+            baseline_samples_per_s=None if self.opts.baseline is None else self.opts.baseline.samples_per_s,
+            baseline_source="" if self.opts.baseline is None else self.opts.baseline.source,
             extra={
                 "job": self.job.name,
                 "steps_source": steps_source,
@@ -355,6 +382,8 @@ class LocalRun:
                 },
                 "lighthouse_restarts": self.state.lighthouse.restarts,
                 "chaos_not_injected": self.injector.remaining,
+                "chaos_mode": self.injector.mode,
+                "chaos_missed": self.chaos_missed,
                 "decisions": self.decisions,
             },
         )

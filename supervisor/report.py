@@ -29,10 +29,16 @@ survivor_stall_s
     those groups, at least 0. Gaps in which the group was itself down (the
     two commits come from different attempts, or a fault aimed at that group
     was injected between them) do not count. None when no group qualifies.
+useful_samples_per_s
+    Samples of the final timeline per second, from the first commit to the
+    last: each step number counts once, with the groups of the quorum that
+    committed it last; steps redone (after a fallback checkpoint, or a
+    timeline that went back) count once, not twice.
 goodput
-    Committed samples per second over the whole run, divided by the
-    fault-free rate: either given, or measured in this run before the first
-    fault (after WARMUP_STEPS steps). None when neither is available.
+    useful_samples_per_s divided by the fault-free rate of the same job
+    measured without faults (`lamplighter local --baseline`: a number, a
+    fault-free run's report.json, or `auto` to run one first), never by this
+    run's own early rate. None without one.
 """
 
 from __future__ import annotations
@@ -45,9 +51,6 @@ from typing import Any
 
 from lamplighter.supervisor.fault_journal import FaultRecord
 from lamplighter.trainer.steplog import StepRecord
-
-WARMUP_STEPS = 3
-MIN_BASELINE_STEPS = 5
 
 
 def committed(records: Sequence[StepRecord]) -> list[StepRecord]:
@@ -179,15 +182,23 @@ def throughput(
     return Throughput(samples, max(r.t for r in recs) - first)
 
 
-def baseline_rate(by_group: dict[int, list[StepRecord]], faults: Sequence[FaultRecord]) -> float | None:
-    injected = [f.t_injected for f in faults if f.t_injected is not None]
-    first_fault = min(injected) if injected else None
-    steps_before = {
-        r.step for recs in by_group.values() for r in committed(recs) if first_fault is None or r.t < first_fault
-    }
-    if len(steps_before) < WARMUP_STEPS + MIN_BASELINE_STEPS:
-        return None
-    return throughput(by_group, t1=first_fault, min_step=WARMUP_STEPS).rate
+def useful_throughput(by_group: dict[int, list[StepRecord]]) -> Throughput:
+    """Samples of the final timeline between the first and the last commit (see useful_samples_per_s)."""
+    by_commit: dict[tuple[int, int], list[StepRecord]] = {}
+    for recs in by_group.values():
+        for r in committed(recs):
+            by_commit.setdefault((r.step, r.quorum_id), []).append(r)
+    if not by_commit:
+        return Throughput(0, 0.0)
+    final: dict[int, list[StepRecord]] = {}
+    for (step, _q), recs in by_commit.items():
+        if step not in final or max(r.t for r in recs) > max(r.t for r in final[step]):
+            final[step] = recs
+    times = [r.t for recs in by_commit.values() for r in recs]
+    first = min(times)
+    # Samples of the first commit instant fall before the measured interval (as in throughput()).
+    samples = sum(r.samples for recs in final.values() for r in recs if r.t > first)
+    return Throughput(samples, max(times) - first)
 
 
 def _span(a: float | None, b: float | None) -> float | None:
@@ -202,6 +213,7 @@ def build_report(
     t_start: float,
     t_end: float,
     baseline_samples_per_s: float | None = None,
+    baseline_source: str = "given",
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     fault_rows: list[dict[str, Any]] = []
@@ -212,6 +224,7 @@ def build_report(
             {
                 **f.to_json(),
                 "t_first_commit_after": t_first,
+                "late_s": _span(f.t_planned, f.t_injected),
                 "detection_latency_s": _span(f.t_injected, f.t_detected),
                 "restart_after_detection_s": _span(f.t_detected, f.t_restarted),
                 "first_commit_after_restart_s": _span(f.t_restarted, t_first),
@@ -227,9 +240,9 @@ def build_report(
     compared = shared_steps(by_group) if hashed else 0
     unchecked = unchecked_heals(by_group) if hashed else []
     overall = throughput(by_group)
-    base_measured = baseline_rate(by_group, faults)
-    base = baseline_samples_per_s if baseline_samples_per_s is not None else base_measured
-    good = overall.rate / base if overall.rate is not None and base else None
+    useful = useful_throughput(by_group)
+    base = baseline_samples_per_s
+    good = useful.rate / base if useful.rate is not None and base else None
     steps = max((r.step for recs in by_group.values() for r in committed(recs)), default=0)
     report: dict[str, Any] = {
         "steps_committed": steps,
@@ -245,10 +258,9 @@ def build_report(
         "by_kind": summarize_by_kind(fault_rows),
         "survivor_stall_s": [row["survivor_stall_s"] for row in fault_rows],
         "committed_samples_per_s": _round(overall.rate),
+        "useful_samples_per_s": _round(useful.rate),
         "fault_free_samples_per_s": _round(base),
-        "fault_free_source": "given"
-        if baseline_samples_per_s is not None
-        else ("measured before the first fault" if base_measured else None),
+        "fault_free_source": baseline_source if base is not None else None,
         "goodput": _round(good),
         "t_start": t_start,
         "t_end": t_end,

@@ -12,6 +12,16 @@ def _s(x: Any) -> str:
     return "-" if x is None else f"{x:.2f}s"
 
 
+def _goodput_line(report: dict[str, Any]) -> str:
+    useful = f"useful {report.get('useful_samples_per_s') or 0:.0f} samples/s"
+    if report["goodput"] is None:
+        return f"{useful}, goodput - (no fault-free baseline: --baseline auto|REPORT|N)"
+    return (
+        f"{useful}, fault-free {report['fault_free_samples_per_s']:.0f} ({report['fault_free_source']}), "
+        f"goodput {report['goodput']:.2f}"
+    )
+
+
 def summary_text(report: dict[str, Any], report_dir: Path) -> str:
     ok = run_ok(report)
     lines = [
@@ -19,10 +29,13 @@ def summary_text(report: dict[str, Any], report_dir: Path) -> str:
         f"== lamplighter local: {report.get('job', '')} {'OK' if ok else 'FAILED'} in {report['wall_s']:.1f} s ==",
         f"steps committed {report['steps_committed']}/{report['target_steps']}   steps lost {report['steps_lost']}   "
         f"weights identical {report['weights_identical']} ({report['weights_check']})",
-        f"committed {report['committed_samples_per_s'] or 0:.0f} samples/s, fault-free "
-        f"{report['fault_free_samples_per_s'] or 0:.0f}, goodput "
-        + ("-" if report["goodput"] is None else f"{report['goodput']:.2f}"),
+        _goodput_line(report),
     ]
+    if report["goodput"] is not None and report["goodput"] > 1:
+        lines.append(
+            "WARNING: goodput above 1: this run was faster than the fault-free one, so the baseline was "
+            "measured under other load (2 cores shared?); rerun both on a quiet machine"
+        )
     if report["faults"]:
         lines.append(f"{'fault':<16}{'target':<12}{'detected':>10}{'restarted':>11}{'1st commit':>12}{'stall':>9}")
         for f in report["faults"]:

@@ -38,6 +38,11 @@ Files, all under the run directory (RunPaths below), written atomically
                                          supervisor (lighthouse_steplog.py).
     inject/<replica_id>.exception        chaos: if present, the trainer
                                          removes it and raises at its next step.
+    inject/<replica_id>.hang-collective  chaos: if present, the trainer removes
+                                         it and blocks its main thread inside
+                                         its next step, after joining the
+                                         quorum (peers wait in the allreduce)
+                                         while torchft's heartbeats go on.
     checkpoint/                          the durable fallback checkpoint.
 """
 
@@ -86,6 +91,9 @@ class RunPaths:
 
     def inject_exception(self, replica_id: int) -> Path:
         return self.root / "inject" / f"{replica_id}.exception"
+
+    def inject_hang_collective(self, replica_id: int) -> Path:
+        return self.root / "inject" / f"{replica_id}.hang-collective"
 
     def lighthouse(self) -> Path:
         return self.root / "lighthouse.json"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -51,13 +52,26 @@ class Refused(Exception):
     """Training must not go on in this process, and a restart cannot help."""
 
 
-def check_inject(path: Path) -> None:
-    """Chaos: raise once if the inject file exists (it is removed first, so a restart runs clean)."""
+def take_inject(path: Path) -> bool:
+    """Chaos: whether the inject file existed (it is removed first, so a restart runs clean)."""
     try:
         path.unlink()
     except FileNotFoundError:
-        return
-    raise RuntimeError(INJECTED_MESSAGE)
+        return False
+    return True
+
+
+def check_inject(path: Path) -> None:
+    if take_inject(path):
+        raise RuntimeError(INJECTED_MESSAGE)
+
+
+def hang_in_collective(run: Run) -> None:
+    """Chaos: block the main thread inside the step, for good. torchft's heartbeat thread goes on, so the
+    Lighthouse still sees this group alive while its peers wait for its share of the allreduce: only the
+    lack of progress gives it away."""
+    run.log("chaos: the main thread blocks inside this step (heartbeats go on)")
+    threading.Event().wait()
 
 
 def load_job(path: str) -> JobConfig:
@@ -275,6 +289,8 @@ def train_one_step(run: Run) -> None:
         sl.indices(cfg.dataset_size), seq_len=cfg.seq_len, vocab_size=cfg.vocab_size, seed=cfg.seed, table=run.table
     ).to(run.device)
     loss = lm_loss(run.ddp, tokens)
+    if take_inject(run.paths.inject_hang_collective(run.ident.replica_id)):
+        hang_in_collective(run)
     loss.backward()
     run.opt.step()  # applies the update only if every group in the quorum can commit
     committed = manager.current_step() > step_before

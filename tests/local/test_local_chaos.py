@@ -23,12 +23,13 @@ health: {{hang_timeout_s: 5, poll_interval_s: 0.5}}
 restart: {{budget_per_group: 5, backoff_initial_s: 0}}
 """
 
-# Spaced so that each fault's group is back before the next one; the injector also waits for a healthy target.
+# Exact (a schedule's default): the second kill hits group 1 while it is still restarting from the first.
 SCHEDULE = """
 - {at_s: 3, kind: kill, group: 1}
-- {at_s: 10, kind: exception, group: 2}
-- {at_s: 17, kind: hang, group: 0}
-- {at_s: 27, kind: lighthouse-kill}
+- {at_s: 4, kind: kill, group: 1}
+- {at_s: 11, kind: exception, group: 2}
+- {at_s: 18, kind: hang, group: 0}
+- {at_s: 28, kind: lighthouse-kill}
 """
 
 
@@ -56,12 +57,19 @@ def test_every_fault_kind_heals_with_nothing_lost(tmp_path: Path) -> None:
         )
     )
     report = json.loads((tmp_path / "report" / "report.json").read_text())
-    faults = {f["kind"]: f for f in report["faults"] if f["kind"] != "unplanned"}
     summary = json.dumps(
-        [{k: f[k] for k in ("kind", "group", "detected_as", "t_first_commit_after")} for f in report["faults"]],
+        [{k: f[k] for k in ("kind", "group", "attempt", "detected_as", "late_s")} for f in report["faults"]],
         indent=1,
     )
-    assert set(faults) == {"kill", "exception", "hang", "lighthouse-kill"}, summary
+    print(summary)
+    kinds = [f["kind"] for f in report["faults"]]
+    assert kinds == ["kill", "kill", "exception", "hang", "lighthouse-kill"], summary
+    first_kill, second_kill = report["faults"][:2]
+    # The second kill did not wait for a healthy target: it hit the restarted attempt before its first commit.
+    assert (first_kill["attempt"], second_kill["attempt"]) == (0, 1), summary
+    assert second_kill["t_injected"] < first_kill["t_first_commit_after"], summary
+    assert report["chaos_mode"] == "exact" and report["chaos_missed"] == []
+    faults = {f["kind"]: f for f in report["faults"][1:]}
     for kind, f in faults.items():
         assert f["t_injected"] and f["t_detected"] and f["t_detected"] >= f["t_injected"], (kind, summary)
         assert f["t_restarted"] and f["t_first_commit_after"] and f["t_first_commit_after"] > f["t_restarted"], (

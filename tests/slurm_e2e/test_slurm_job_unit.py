@@ -258,6 +258,37 @@ def test_chaos_schedule_hits_a_healthy_group_and_records_it(tmp_path: Path) -> N
     assert len(read_records(Path(sub.run_dir) / CHAOS_FILE)) == 2
 
 
+def test_exact_chaos_fires_without_waiting_for_recovery_and_records_a_miss(tmp_path: Path) -> None:
+    from lamplighter.configs.schema import ChaosConfig
+    from lamplighter.slurm.chaos_runner import run_schedule
+    from lamplighter.slurm.chaos_slurm import CHAOS_FILE, ChaosContext, read_records
+
+    api = FakeSlurm(["n1", "n2", "n3", "n4"])
+    sub = submit_job(lab_job(tmp_path), api, config_path="x.yaml", probe=ok_probe, read_address=published)
+    paths = RunPaths(Path(sub.run_dir))
+    ctx = ChaosContext(sub, api)
+    api.requeue(sub.groups[1])  # group 1 is between attempts: its job waits to start again
+    # Nobody has committed (no healthy group): the gentle rule would wait forever, exact does not.
+    cfg = ChaosConfig(
+        enabled=True,
+        schedule=[
+            {"at_s": 0, "kind": "exception", "group": 0},
+            {"at_s": 0, "kind": "hang-collective", "group": 0},
+            {"at_s": 0, "kind": "exception", "group": 1},
+        ],
+    )
+    out = list(run_schedule(ctx, cfg, recovery_timeout=0.2, poll=0.01))
+    assert [(r["event"], r["kind"], r["group"]) for r in out[:3]] == [
+        ("injected", "exception", 0),
+        ("injected", "hang-collective", 0),  # before the first fault's recovery was seen
+        ("missed", "exception", 1),
+    ]
+    assert out[2]["why"] == "group 1 has no process" and not paths.inject_exception(1).exists()
+    assert paths.inject_exception(0).exists() and paths.inject_hang_collective(0).exists()
+    assert sorted(r["event"] for r in out[3:]) == ["recovered", "recovered"]
+    assert len(read_records(Path(sub.run_dir) / CHAOS_FILE)) == 5
+
+
 def test_status_says_slurm_did_not_answer_instead_of_gone(tmp_path: Path) -> None:
     api = FakeSlurm(["n1", "n2", "n3", "n4"])
     sub = submit_job(lab_job(tmp_path), api, config_path="x.yaml", probe=ok_probe, read_address=published)

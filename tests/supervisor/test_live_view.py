@@ -35,7 +35,9 @@ def test_summary_names_faults_and_verdict() -> None:
         "steps_compared": 290,
         "weights_check": "state hashes compared on 290 shared steps",
         "committed_samples_per_s": 250.0,
+        "useful_samples_per_s": 249.0,
         "fault_free_samples_per_s": 280.0,
+        "fault_free_source": "given (--baseline)",
         "goodput": 0.89,
         "chaos_not_injected": 1,
         "faults": [

@@ -65,9 +65,26 @@ def test_healthy_run_with_a_heal() -> None:
     assert f["survivor_stall_s"] == pytest.approx(1.0)
     assert rep["faults"][1]["kind"] == "unplanned" and rep["faults"][1]["t_detected"] == 12.0
     assert rep["by_kind"]["kill"]["count"] == 1
-    # 16 samples per group per step, 2 groups, one step a second before the fault.
-    assert rep["fault_free_samples_per_s"] == pytest.approx(32.0)
-    assert 0.5 < rep["goodput"] < 1.0
+    # No fault-free rate given: no goodput, never one taken from this run's own first seconds.
+    assert rep["goodput"] is None and rep["fault_free_samples_per_s"] is None
+
+
+def test_goodput_counts_each_step_of_the_final_timeline_once() -> None:
+    # Two groups commit steps 1..10 at t=1..10, go back to a checkpoint of step 6 (steps 7..10 are
+    # redone from t=11 in a new quorum) and end at step 14 at t=18: 14 useful steps, 18 committed.
+    runs: dict[int, list[StepRecord]] = {}
+    for g in (0, 1):
+        runs[g] = [rec(g, s, float(s)) for s in range(1, 11)]
+        runs[g] += [rec(g, s, 4.0 + s, q=2, attempt=1) for s in range(7, 15)]
+    rep = build_report(runs, [], target_steps=14, t_start=0.0, t_end=18.0, baseline_samples_per_s=32.0)
+    # Steps 2..14 after the first commit instant, 2 groups x 16 samples, over 17 s.
+    assert rep["useful_samples_per_s"] == pytest.approx(13 * 32 / 17, abs=1e-3)
+    assert rep["committed_samples_per_s"] == pytest.approx(17 * 32 / 17, abs=1e-3)
+    assert rep["goodput"] == pytest.approx(13 / 17, abs=1e-3) and rep["fault_free_source"] == "given"
+    # The same run without the detour is the fault-free baseline itself: goodput 1.
+    clean = {g: [rec(g, s, float(s)) for s in range(1, 15)] for g in (0, 1)}
+    rep = build_report(clean, [], target_steps=14, t_start=0.0, t_end=14.0, baseline_samples_per_s=32.0)
+    assert rep["goodput"] == pytest.approx(1.0)
 
 
 def test_group_going_back_loses_steps() -> None:
@@ -131,3 +148,18 @@ def test_a_heal_with_no_step_compared_after_it_is_not_called_identical() -> None
     # One compared step after the heal is enough.
     runs[0].append(rec(0, 14, 14.0, q=3))
     assert build_report(runs, [], target_steps=15, t_start=0.0, t_end=16.0)["weights_identical"] is True
+
+
+def test_overlapping_faults_on_one_attempt_share_its_detection_and_restart() -> None:
+    """An exact schedule may hit a group twice before the first fault was seen: both are accounted for."""
+    j = FaultJournal()
+    j.injected(FaultRecord(kind="hang", group=1, planned_at_s=10.0, t_injected=10.5, attempt=0, t_planned=10.45))
+    j.injected(FaultRecord(kind="kill", group=1, planned_at_s=10.2, t_injected=10.7, attempt=0))
+    j.detected(1, 0, 10.8, "group 1 killed by SIGKILL")
+    j.restarted(1, 11.0)
+    rep = build_report(healthy_run(), j.faults, target_steps=15, t_start=0.0, t_end=16.0)
+    hang, kill = rep["faults"]
+    assert hang["detection_latency_s"] == pytest.approx(0.3) and kill["detection_latency_s"] == pytest.approx(0.1)
+    assert hang["t_first_commit_after"] == kill["t_first_commit_after"] == 13.0
+    assert hang["late_s"] == pytest.approx(0.05) and kill["late_s"] is None
+    assert [f["kind"] for f in rep["faults"]] == ["hang", "kill"]  # no unplanned record
