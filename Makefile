@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.lamplighter-installed
 GPUSIM  := build/gpusim/lib/libamd_smi.so
 PYTEST_ARGS ?=
 
-.PHONY: install test test-fast lint typecheck demo demo-slurm bench cluster-up cluster-down gpusim readme clean
+.PHONY: install test test-fast lint typecheck demo demo-slurm soak bench cluster-up cluster-down gpusim readme clean
 
 install: $(STAMP)
 
@@ -43,6 +43,10 @@ demo: $(STAMP)
 # The whole Slurm path on a real local cluster: daemons, submit, one fault of each kind, report.
 demo-slurm: $(STAMP)
 	$(BIN)/python -m lamplighter.lab.demo --dir build/demo-slurm
+
+# At least 100 overlapping faults of every kind on the Slurm lab (about 20 minutes): build/soak/report.json.
+soak: $(STAMP) gpusim
+	$(BIN)/python -m lamplighter.lab.soak --dir build/soak
 
 bench: $(STAMP) gpusim
 	$(BIN)/python -m bench

@@ -9,7 +9,7 @@ Definitions:
 - goodput: committed samples per second of training time; `goodput_rel`
   divides it by the same strategy's fault-free run of the same repetition.
 - lost steps: step numbers committed, then committed again after a rollback
-  (lamplighter.supervisor.report.lost_steps: a restart count is the
+  (lamplighter.supervisor.report.rolled_back: a restart count is the
   checkpoint-restart trainer's quorum id).
 - recovery anatomy of a fault at t0 on replica r, each a delay after t0:
   detect: the strategy noticed; survivors_commit: another replica commits in
@@ -26,7 +26,7 @@ import itertools
 from typing import Any
 
 from bench.runrecord import Fault, RunRecord
-from lamplighter.supervisor.report import lost_steps
+from lamplighter.supervisor.report import rolled_back
 from lamplighter.trainer.steplog import StepRecord
 
 
@@ -60,7 +60,7 @@ def run_metrics(run: RunRecord) -> dict[str, Any]:
     stop = end if end is not None else run.t_end
     train_s = None if first is None else stop - first
     samples = committed_samples(run, stop)
-    lost = lost_steps(run.steps)
+    lost = rolled_back(run.steps)  # fallback-checkpoint redos count here: the bench compares work redone
     return {
         "reached": run.reached and end is not None,
         "startup_s": None if first is None else first - run.t_start,

@@ -8,6 +8,7 @@ Public modules (the package re-exports nothing: import them):
     supervise_cli   `lamplighter supervise`, run_daemon
     compute_loop, head_loop   the two roles' cycles
     node_policy     the pure node policy; executor: carries its actions out, journaled
+    fencing         trainers of an attempt Slurm moved on from (a node cut off from Slurm): killed
     state_store     the persisted state; recovery: finishing what a killed daemon left pending
     status_socket   read_status: the local status endpoint (`lamplighter status`)
     metrics         the Prometheus metrics

@@ -33,6 +33,7 @@ from typing import Any, Protocol
 
 from lamplighter.configs.schema import NodeConfig
 from lamplighter.daemon.executor import Executor
+from lamplighter.daemon.fencing import Here, StaleWatch
 from lamplighter.daemon.job_settings import JobSettings, JobSettingsCache, read_job_settings
 from lamplighter.daemon.job_watch import Fetch, JobWatch, trainer_proc
 from lamplighter.daemon.metrics import DaemonMetrics
@@ -138,6 +139,7 @@ class ComputeLoop:
         self._watched: set[tuple[int, int]] = set()  # roots given to the exit watcher
         self._by_pid: dict[int, NodeTrainer] = {}
         self._exits: dict[str, tuple[NodeTrainer, float]] = {}  # job id -> (exited trainer, when)
+        self.fencing = StaleWatch()
         if self.executor.job_log is None:
             self.executor.job_log = RunDirActions(self.run_dir_of)
         # The VM fault history outlives the daemon: a restart must not forgive a node its faults.
@@ -289,7 +291,24 @@ class ComputeLoop:
         out = []
         for w in self.watches.values():
             out += w.stuck(now)
-        return out
+        return out + self._stale(now)
+
+    def _stale(self, now: float) -> list[TrainerEvent]:
+        """Trainers of an attempt Slurm has moved on from (fencing.py): one scontrol call per job here."""
+        here: dict[str, Here] = {}
+        for t in self.trainers.values():
+            if t.job_id not in self._exits:
+                here[t.job_id] = Here(t.job_id, t.attempt, f"{t.proc.job_name}/g{t.proc.replica_id}")
+        infos = {}
+        for job_id in here:
+            try:
+                infos[job_id] = self.api.job(int(job_id))
+            except (SlurmError, ValueError) as e:
+                log.warning("fencing: cannot read Slurm job %s: %s", job_id, e)
+        return [
+            TrainerEvent("stale", h.job_id, h.attempt, why, group=h.group)
+            for h, why in self.fencing.judge(now, self.node, list(here.values()), infos)
+        ]
 
     # -- context ---------------------------------------------------------------------
 

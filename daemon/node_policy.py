@@ -55,7 +55,7 @@ from lamplighter.supervisor.policy import judge_failure, restart_reason
 from lamplighter.supervisor.ratelimit import may_drain
 
 NodeActionKind = Literal["kill_local", "drain", "requeue", "mark_down", "give_up", "log", "report"]
-TrainerEventKind = Literal["exit", "hang", "dstate", "memory", "vmfault"]
+TrainerEventKind = Literal["exit", "hang", "dstate", "memory", "vmfault", "stale"]
 JobRef = tuple[str, str | None, int]  # (Slurm job id, group, attempt) an action is about
 DEFAULT_RESTART = RestartConfig()  # a job whose config cannot be read
 
@@ -301,10 +301,28 @@ def _vm_fault_actions(
     return () if drained else kept
 
 
+def _fence(ev: TrainerEvent, track: JobTrack, ctx: Context, out: list[NodeAction]) -> None:
+    """A stale attempt's trainers still run here: kill them, nothing else (no requeue, no failure counted).
+
+    Not when this daemon handled that attempt itself: it killed its trainers when it requeued the job."""
+    local = ctx.jobs.get(ev.job_id)
+    if local is None or local.attempt != ev.attempt or ev.attempt <= track.handled_attempt:
+        return
+    ref: tuple[JobRef, ...] = ((ev.job_id, local.group, ev.attempt),)
+    out.append(
+        NodeAction(
+            "kill_local", ev.job_id, f"FENCED: {ev.reason}", _obs(ev), pids=local.pids, group=local.group, jobs=ref
+        )
+    )
+
+
 def _trainer_actions(
     now: float, jobs: dict[str, JobTrack], ev: TrainerEvent, ctx: Context, out: list[NodeAction]
 ) -> None:
     track = jobs.get(ev.job_id, JobTrack())
+    if ev.kind == "stale":
+        _fence(ev, track, ctx, out)
+        return
     if track.status != "running" or ev.attempt <= track.handled_attempt:
         return
     local = ctx.jobs.get(ev.job_id)

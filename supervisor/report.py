@@ -10,7 +10,11 @@ steps_lost
     committed a step >= j itself (it went back: steps j..its previous maximum
     were redone), or (b) step s was committed under two different quorum ids
     (two timelines committed the same step). A healed group jumps forward to
-    its peer's step, so healing never counts. Must be 0.
+    its peer's step, so healing never counts. Must be 0. Steps redone after a
+    group loaded the fallback checkpoint (no live peer held the state; the
+    trainer logs healed_from "checkpoint:N") are not lost but counted apart:
+steps_redone_from_fallback
+    N+1 up to the highest step committed before each such load.
 weights_identical
     For every step committed by more than one group, all their state hashes
     (model + optimizer + data cursor) are equal, and every heal was checked:
@@ -57,8 +61,31 @@ def committed(records: Sequence[StepRecord]) -> list[StepRecord]:
     return sorted((r for r in records if r.committed), key=lambda r: (r.t, r.step))
 
 
+def fallback_redone(by_group: dict[int, list[StepRecord]]) -> set[int]:
+    """Steps redone because a group loaded the fallback checkpoint (the trainer announces it as
+    healed_from "checkpoint:N", and only does so when no live peer held the state): N+1 up to the
+    highest step the job had committed before that load."""
+    every = [r for recs in by_group.values() for r in committed(recs)]
+    redone: set[int] = set()
+    for load in every:
+        if not (load.healed_from or "").startswith("checkpoint:"):
+            continue
+        try:
+            ck_step = int(str(load.healed_from).split(":", 1)[1])
+        except ValueError:
+            continue
+        before = max((r.step for r in every if r.t < load.t), default=0)
+        redone.update(range(ck_step + 1, before + 1))
+    return redone
+
+
 def lost_steps(by_group: dict[int, list[StepRecord]]) -> set[int]:
-    """Step numbers committed and then rolled back (see the module docstring)."""
+    """Step numbers committed and then rolled back (see the module docstring), less those redone from
+    the fallback checkpoint (fallback_redone: counted apart, never silently)."""
+    return rolled_back(by_group) - fallback_redone(by_group)
+
+
+def rolled_back(by_group: dict[int, list[StepRecord]]) -> set[int]:
     lost: set[int] = set()
     quorums: dict[int, set[int]] = {}
     for recs in by_group.values():
@@ -235,6 +262,7 @@ def build_report(
             }
         )
     lost = lost_steps(by_group)
+    redone = fallback_redone(by_group)
     mismatches = hash_mismatches(by_group)
     hashed = any(r.state_hash for recs in by_group.values() for r in committed(recs))
     compared = shared_steps(by_group) if hashed else 0
@@ -250,6 +278,7 @@ def build_report(
         "reached_target": steps >= target_steps,
         "steps_lost": len(lost),
         "lost_step_numbers": sorted(lost)[:100],
+        "steps_redone_from_fallback": len(redone),
         "weights_identical": _identical(hashed, mismatches, unchecked),
         "weights_check": _weights_check(hashed, compared, unchecked),
         "steps_compared": compared,

@@ -36,6 +36,9 @@ Files, all under the run directory (RunPaths below), written atomically
     lighthouse-steps.jsonl               each replica's step changes as the
                                          Lighthouse saw them, recorded by the
                                          supervisor (lighthouse_steplog.py).
+    fence/<replica_id>.json              {"job_id", "attempt"}: the group's newest
+                                         attempt; an older process of the group
+                                         leaves without committing (fence.py).
     inject/<replica_id>.exception        chaos: if present, the trainer
                                          removes it and raises at its next step.
     inject/<replica_id>.hang-collective  chaos: if present, the trainer removes
@@ -91,6 +94,10 @@ class RunPaths:
 
     def inject_exception(self, replica_id: int) -> Path:
         return self.root / "inject" / f"{replica_id}.exception"
+
+    def fence(self, replica_id: int) -> Path:
+        """The group's newest attempt (fence.py): an older process of the group must not commit."""
+        return self.root / "fence" / f"{replica_id}.json"
 
     def inject_hang_collective(self, replica_id: int) -> Path:
         return self.root / "inject" / f"{replica_id}.hang-collective"

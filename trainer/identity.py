@@ -26,6 +26,7 @@ class Identity:
     local_rank: int
     master_addr: str
     master_port: int
+    slurm_job_id: str = ""  # "" outside Slurm
 
 
 def _int(env: Mapping[str, str], name: str, default: int | None = None) -> int:
@@ -57,6 +58,7 @@ def identity_from_env(env: Mapping[str, str], *, default_run_dir: str, default_j
         local_rank=_int(env, "LOCAL_RANK", 0),
         master_addr=env.get("MASTER_ADDR") or "127.0.0.1",
         master_port=_int(env, "MASTER_PORT", 0),
+        slurm_job_id=env.get("SLURM_JOB_ID", ""),
     )
     if not 0 <= ident.replica_id < ident.num_groups:
         raise IdentityError(f"{contract.ENV_REPLICA_ID}={ident.replica_id} is outside 0..{ident.num_groups - 1}")

@@ -29,6 +29,7 @@ from lamplighter.trainer import contract
 from lamplighter.trainer.adapter import job_run_dir
 from lamplighter.trainer.data import Slice, advance, make_batch, step_slice, transition_table
 from lamplighter.trainer.fallback_checkpoint import Checkpoint, FallbackWriter, load_checkpoint
+from lamplighter.trainer.fence import Claim, Fence, Fenced
 from lamplighter.trainer.heartbeat import write_heartbeat
 from lamplighter.trainer.identity import Identity, IdentityError, current_identity
 from lamplighter.trainer.log import TrainerLog
@@ -92,7 +93,10 @@ def train(job: JobConfig, ident: Identity, log: TrainerLog, clock: Callable[[], 
         log(f"the job already reached step {job_progress} (target {target}): nothing to do")
         return contract.EXIT_DONE
     log(f"attempt {ident.attempt}: job progress {job_progress}, target {target}, {ident.num_groups} groups")
-    run = build_run(job, ident, log, clock, paths, t_start)
+    fence = Fence(paths.fence(ident.replica_id), Claim(ident.slurm_job_id, ident.attempt))
+    if ident.rank == 0:
+        fence.claim()  # before the Manager: an older process of this group stops committing from here on
+    run = build_run(job, ident, log, clock, paths, t_start, fence)
     fallback = load_checkpoint(run.checkpoint_dir) if job_progress > 0 else None
     gate = StartGate(run, job_progress, fallback, deadline=clock() + job.torchft.quorum_timeout_s)
     log(f"ready after {clock() - t_start:.2f} s (device {run.device}, transport {job.trainer.checkpoint_transport})")
@@ -120,6 +124,7 @@ class Run:
     table: torch.Tensor  # the data's token transition table (data.py)
     checkpoint_dir: Path
     writer: FallbackWriter | None  # rank 0 only, when the fallback checkpoint is enabled
+    fence: Fence  # checked before each commit: a newer attempt of this group fences this one
 
     @property
     def manager(self) -> Manager:
@@ -146,6 +151,7 @@ def build_run(
     clock: Callable[[], float],
     paths: contract.RunPaths,
     t_start: float,
+    fence: Fence,
 ) -> Run:
     """Model, optimizer, torchft's Manager, DDP and the fallback checkpoint writer."""
     # torch and torchft are imported here, not at the top: the package imports without them (tests/packaging).
@@ -181,6 +187,7 @@ def build_run(
         writer=FallbackWriter(ck_dir, ck.interval_s, start=clock(), log=log)
         if ck.enabled and ident.rank == 0
         else None,
+        fence=fence,
     )
 
 
@@ -292,6 +299,7 @@ def train_one_step(run: Run) -> None:
     if take_inject(run.paths.inject_hang_collective(run.ident.replica_id)):
         hang_in_collective(run)
     loss.backward()
+    run.fence.check()  # a newer attempt of this group runs: leave before voting to commit
     run.opt.step()  # applies the update only if every group in the quorum can commit
     committed = manager.current_step() > step_before
     if committed:
@@ -377,6 +385,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return train(job, ident, log)
     except Refused as e:
         log(f"refusing to train: {e}")
+        return contract.EXIT_NO_RESTART
+    except Fenced as e:
+        log(f"fenced: {e}")
         return contract.EXIT_NO_RESTART
     except Exception:
         log("failed, a restart may help:\n" + traceback.format_exc())

@@ -23,13 +23,15 @@ health: {{hang_timeout_s: 5, poll_interval_s: 0.5}}
 restart: {{budget_per_group: 5, backoff_initial_s: 0}}
 """
 
-# Exact (a schedule's default): the second kill hits group 1 while it is still restarting from the first.
+# Exact (a schedule's default): the second kill hits group 1 while it is still restarting from the first,
+# and group 1 blocks inside a step (heartbeats going on) while group 0 is hung.
 SCHEDULE = """
 - {at_s: 3, kind: kill, group: 1}
 - {at_s: 4, kind: kill, group: 1}
 - {at_s: 11, kind: exception, group: 2}
 - {at_s: 18, kind: hang, group: 0}
-- {at_s: 28, kind: lighthouse-kill}
+- {at_s: 22, kind: hang-collective, group: 1}
+- {at_s: 34, kind: lighthouse-kill}
 """
 
 
@@ -41,8 +43,8 @@ def _args(*argv: str) -> argparse.Namespace:
 
 @pytest.mark.integration
 def test_every_fault_kind_heals_with_nothing_lost(tmp_path: Path) -> None:
-    # 1200 steps outlast the schedule even on a fast, quiet machine.
-    (tmp_path / "job.yaml").write_text(JOB.format(steps=1200))
+    # 1600 steps outlast the schedule even on a fast, quiet machine.
+    (tmp_path / "job.yaml").write_text(JOB.format(steps=1600))
     (tmp_path / "chaos.yaml").write_text(SCHEDULE)
     rc = run_local(
         _args(
@@ -63,7 +65,7 @@ def test_every_fault_kind_heals_with_nothing_lost(tmp_path: Path) -> None:
     )
     print(summary)
     kinds = [f["kind"] for f in report["faults"]]
-    assert kinds == ["kill", "kill", "exception", "hang", "lighthouse-kill"], summary
+    assert kinds == ["kill", "kill", "exception", "hang", "hang-collective", "lighthouse-kill"], summary
     first_kill, second_kill = report["faults"][:2]
     # The second kill did not wait for a healthy target: it hit the restarted attempt before its first commit.
     assert (first_kill["attempt"], second_kill["attempt"]) == (0, 1), summary
@@ -79,6 +81,8 @@ def test_every_fault_kind_heals_with_nothing_lost(tmp_path: Path) -> None:
     assert "SIGKILL" in faults["kill"]["detected_as"]
     assert "exit 75" in faults["exception"]["detected_as"]
     assert "hung" in faults["hang"]["detected_as"]
+    # Its heartbeats went on, so only the lack of progress gave the blocked group away.
+    assert "hung" in faults["hang-collective"]["detected_as"]
     assert faults["lighthouse-kill"]["group"] is None
     # The groups rode through the Lighthouse restart: nothing else failed.
     assert [f for f in report["faults"] if f["kind"] == "unplanned"] == [], summary

@@ -163,3 +163,21 @@ def test_overlapping_faults_on_one_attempt_share_its_detection_and_restart() -> 
     assert hang["t_first_commit_after"] == kill["t_first_commit_after"] == 13.0
     assert hang["late_s"] == pytest.approx(0.05) and kill["late_s"] is None
     assert [f["kind"] for f in rep["faults"]] == ["hang", "kill"]  # no unplanned record
+
+
+def test_steps_redone_from_the_fallback_checkpoint_are_counted_apart_from_losses() -> None:
+    # Both groups die after step 10; no live peer: group 0 loads the checkpoint of step 6 and group 1
+    # heals from it. Steps 7..10 are redone, announced; nothing else went back.
+    runs: dict[int, list[StepRecord]] = {}
+    for g in (0, 1):
+        runs[g] = [rec(g, s, float(s)) for s in range(1, 11)]
+    runs[0] += [rec(0, 7, 20.0, q=2, attempt=1, healed="checkpoint:6")]
+    runs[1] += [rec(1, 7, 20.0, q=2, attempt=1, healed="peer:0")]
+    for g in (0, 1):
+        runs[g] += [rec(g, s, 13.0 + s, q=2, attempt=1) for s in range(8, 13)]
+    rep = build_report(runs, [], target_steps=12, t_start=0.0, t_end=26.0)
+    assert rep["steps_lost"] == 0 and rep["steps_redone_from_fallback"] == 4
+    # Without the announcement the same rollback is a loss.
+    runs[0][10] = rec(0, 7, 20.0, q=2, attempt=1)
+    rep = build_report(runs, [], target_steps=12, t_start=0.0, t_end=26.0)
+    assert rep["steps_lost"] == 4 and rep["steps_redone_from_fallback"] == 0

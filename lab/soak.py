@@ -1,0 +1,343 @@
+"""`make soak`: many overlapping faults of every kind on the Slurm lab, then checks that nothing was lost.
+
+The lab (test cluster, simulated GPUs, a node daemon per node) runs one job of
+3 groups with a fallback checkpoint. `lamplighter chaos` in exact mode draws
+faults at random (exponential gaps, mean shorter than a recovery), so faults
+overlap and strike groups that are still restarting or healing. The soak
+plays the operator: a node whose GPU fault was injected is repaired (the fault
+cleared) and given back with `lamplighter nodes resume` a while later; a
+crashed node is restarted. At the end it checks and prints:
+
+- the target reached; committed steps lost 0 (steps redone from the fallback
+  checkpoint, when no live peer held the state, are counted apart);
+- every heal bit-identical (weights_identical);
+- no node drained without a GPU fault on it, no node marked down that was not
+  crashed (wrong_drains, wrong_downs);
+- no orphan: trainer process, Slurm job of the job, or Lighthouse listener;
+- the node daemons' RSS and CPU at the start and the end.
+
+It writes <dir>/report.json (faults, by_kind, ...) and <dir>/timeline.png.
+
+    python -m lamplighter.lab.soak [--dir build/soak] [--faults 100] [--mtbf 7] [--seed 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lamplighter.configs.loader import load_job
+from lamplighter.configs.schema import ChaosConfig, HealthConfig, RestartConfig
+from lamplighter.lab.e2e_run import LabRun, lab_job_config
+from lamplighter.lab.run_report import read_action_logs
+from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, leftover_job_processes
+from lamplighter.lab.testcluster import pick_port_range, slurm_installed
+from lamplighter.slurm.chaos_runner import run_schedule
+from lamplighter.slurm.chaos_slurm import CHAOS_FILE, read_records
+from lamplighter.slurm.proc_find import listener_procs
+from lamplighter.slurm.run import SlurmError
+
+SOAK_KINDS = (
+    "kill",
+    "hang",
+    "hang-collective",
+    "exception",
+    "gpu",
+    "node-crash",
+    "lighthouse-kill",
+    "supervisor-kill",
+)
+REPAIR_GPU_AFTER_S = 20.0  # the operator replaces the GPU, then resumes the node
+RESTART_NODE_AFTER_S = 10.0  # a crashed node reboots
+GUESS_STEPS_PER_S = 12.0  # the lab's pace under faults on 2 cores: sizes the target to outlast the faults
+
+
+@dataclass
+class Operator:
+    """Repairs what the faults broke, later, as a person would: GPUs replaced, crashed nodes rebooted."""
+
+    lab: SlurmLab
+    log: Callable[[str], None]
+    due: list[tuple[float, str, str]] = field(default_factory=list)  # (when, what, node)
+
+    def saw(self, rec: dict[str, Any]) -> None:
+        if rec.get("event") != "injected" or not rec.get("node"):
+            return
+        if rec["kind"] == "gpu":
+            self.due.append((time.monotonic() + REPAIR_GPU_AFTER_S, "repair-gpu", rec["node"]))
+        elif rec["kind"] == "node-crash":
+            self.due.append((time.monotonic() + RESTART_NODE_AFTER_S, "reboot", rec["node"]))
+
+    def tick(self, *, all_now: bool = False) -> None:
+        now = time.monotonic()
+        for item in sorted(self.due):
+            when, what, node = item
+            if when > now and not all_now:
+                continue
+            self.due.remove(item)
+            try:
+                self._do(what, node)
+            except Exception as e:  # a repair that fails is reported, and the soak goes on
+                self.log(f"operator: {what} {node} failed: {e}")
+
+    def _do(self, what: str, node: str) -> None:
+        if what == "reboot":
+            self.lab.restart_node(node)
+            self.log(f"operator: {node} rebooted")
+        else:
+            from lamplighter.gpusim.inject import clear
+            from lamplighter.gpusim.state import StateDir
+
+            clear(StateDir(self.lab.gpusim_root / node))
+            self.log(f"operator: GPU of {node} replaced")
+        self._resume(node)
+
+    def _resume(self, node: str) -> None:
+        argv = [
+            sys.executable,
+            "-m",
+            "lamplighter",
+            "nodes",
+            "resume",
+            node,
+            "--config",
+            str(self.lab.node_dir(node) / "node.yaml"),
+            "--gpusim-root",
+            str(self.lab.gpusim_root),
+            "--force",
+        ]
+        out = subprocess.run(argv, env=self.lab.node_env(node), capture_output=True, text=True, timeout=60)
+        self.log(f"operator: nodes resume {node}: exit {out.returncode} {(out.stdout + out.stderr).strip()[:200]}")
+
+
+def daemon_usage(lab: SlurmLab) -> dict[str, float]:
+    """RSS (MB, summed) and CPU seconds (summed) of the node daemons now."""
+    import psutil
+
+    rss = cpu = 0.0
+    for node in lab.cluster.node_names:
+        pid = lab.services.pid(f"supervise-{node}")
+        if pid is None:
+            continue
+        try:
+            p = psutil.Process(pid)
+            rss += p.memory_info().rss / 2**20
+            t = p.cpu_times()
+            cpu += t.user + t.system
+        except psutil.Error:
+            continue
+    return {"rss_mb": round(rss, 1), "cpu_s": round(cpu, 2), "t": time.monotonic()}
+
+
+def median_max(vals: list[float | None]) -> dict[str, float] | None:
+    got = [v for v in vals if v is not None]
+    return {"median": round(statistics.median(got), 3), "max": round(max(got), 3), "n": len(got)} if got else None
+
+
+def by_kind(faults: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for kind in sorted({f["kind"] for f in faults}):
+        mine = [f for f in faults if f["kind"] == kind]
+        out[kind] = {
+            "count": len(mine),
+            "recovered": sum(1 for f in mine if f.get("t_first_commit_after")),
+            "detection_s": median_max([f.get("detection_latency_s") for f in mine]),
+            "back_to_commit_s": median_max([f.get("recovery_s") for f in mine]),
+            "survivor_stall_s": median_max([f.get("survivor_stall_s") for f in mine]),
+        }
+    return out
+
+
+def wrong_node_actions(
+    actions: list[dict[str, Any]], injected: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Drains of nodes with no GPU fault injected before, and down-marks of nodes that were not crashed."""
+    gpu_at = [(r["t"], r["node"]) for r in injected if r["kind"] == "gpu"]
+    crash_at = [(r["t"], r["node"]) for r in injected if r["kind"] == "node-crash"]
+    drains: list[dict[str, Any]] = []
+    downs: list[dict[str, Any]] = []
+    for a in actions:
+        node = a.get("target") if a.get("action") in ("drain", "mark_down") else None
+        if not node:
+            continue
+        pool = gpu_at if a["action"] == "drain" else crash_at
+        if not any(n == node and t <= a["ts"] for t, n in pool):
+            (drains if a["action"] == "drain" else downs).append(
+                {"node": node, "ts": a["ts"], "reason": a.get("reason")}
+            )
+    return drains, downs
+
+
+def orphans(run: LabRun, job: str, lighthouse_port: int) -> dict[str, Any]:
+    assert run.sub is not None
+    queued: list[Any]
+    try:
+        queued = [q.job_id for q in run.api.jobs() if q.job_id in set(run.sub.all_job_ids())]
+    except SlurmError as e:
+        queued = [f"unknown: {e}"]
+    return {
+        "processes": leftover_job_processes(job),
+        "slurm_jobs": queued,
+        "lighthouse_listeners": [p.pid for p in listener_procs(lighthouse_port)],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m lamplighter.lab.soak", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--dir", type=Path, default=Path("build/soak"), help="where the lab and report go (wiped first)")
+    ap.add_argument("--faults", type=int, default=100, help="faults to inject (default 100)")
+    ap.add_argument("--mtbf", type=float, default=7.0, help="mean seconds between faults (default 7)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--kinds", default=",".join(SOAK_KINDS), help="fault kinds to draw from")
+    ap.add_argument("--steps", type=int, default=None, help="target steps (default: sized to outlast the faults)")
+    args = ap.parse_args(argv)
+    missing = slurm_installed()
+    if missing:
+        print(f"soak: {missing}", file=sys.stderr)
+        return 2
+    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    t_start = time.monotonic()
+
+    def log(text: str) -> None:
+        print(f"[soak {time.monotonic() - t_start:6.1f}s] {text}", flush=True)
+
+    root = args.dir.resolve()
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    port = pick_port_range(1)
+    lab = SlurmLab(
+        root / "lab",
+        LabSettings(
+            compute_nodes=6,
+            health=HealthConfig(hang_timeout_s=8.0, poll_interval_s=0.5),
+            restart=RestartConfig(budget_per_group=1000, crash_loop_max=1000),
+        ),
+    )
+    log(f"starting the lab under {root} ...")
+    lab.up(start_daemons=True)
+    try:
+        lab.wait_daemons_alive()
+        steps = args.steps or int((30 + args.faults * args.mtbf) * GUESS_STEPS_PER_S)
+        cfg = lab_job_config(lab, root / "soak", name="soak", steps=steps, groups=3, port=port)
+        # The fallback checkpoint: when overlapping faults leave no live peer, the job goes back to it.
+        cfg["trainer"]["checkpoint"] = {"enabled": True, "interval_s": 10}
+        path = root / "soak.yaml"
+        path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+        run = LabRun(lab, load_job(path), path)
+        sub = run.submit()
+        log(f"submitted {steps} steps: groups {sub.groups}; waiting for every group to commit")
+        run.wait_all_committing()
+        usage_start = daemon_usage(lab)
+        operator = Operator(lab, log)
+        chaos = ChaosConfig(
+            enabled=True,
+            mtbf_s=args.mtbf,
+            seed=args.seed,
+            kinds=kinds,
+            start_after_s=0,
+            max_faults=args.faults,
+            mode="exact",
+        )
+        n = 0
+        for rec in run_schedule(run.ctx, chaos, recovery_timeout=180.0, poll=0.2):
+            operator.saw(rec)
+            operator.tick()
+            if rec["event"] != "recovered":
+                n += 1
+                what = rec.get("why") or f"node {rec.get('node')}"
+                log(f"fault {n}/{args.faults}: {rec['event']} {rec['kind']} group {rec.get('group')} ({what})")
+        operator.tick(all_now=True)
+        log("every fault injected and watched; waiting for the job to reach its target")
+        states = run.wait_end(1800)
+        usage_end = daemon_usage(lab)
+        report = run.report(extra={"slurm_end_states": {str(k): v for k, v in states.items()}})
+        records = read_records(Path(sub.run_dir) / CHAOS_FILE)
+        injected = [r for r in records if r.get("event") == "injected"]
+        missed = [r for r in records if r.get("event") == "missed"]
+        actions = read_action_logs(lab.action_logs())
+        drains, downs = wrong_node_actions(actions, injected)
+        left = orphans(run, "soak", port)
+        minutes = max(1e-9, (usage_end["t"] - usage_start["t"]) / 60)
+        soak = {
+            "faults": report["faults"],
+            "missed": missed,
+            "faults_injected": len(injected),
+            "by_kind": by_kind(report["faults"]),
+            "reached_target": report["reached_target"],
+            "steps_committed": report["steps_committed"],
+            "target_steps": report["target_steps"],
+            "steps_lost": report["steps_lost"],
+            "steps_redone_from_fallback": report["steps_redone_from_fallback"],
+            "weights_identical": report["weights_identical"],
+            "weights_check": report["weights_check"],
+            "wrong_drains": drains,
+            "wrong_downs": downs,
+            "orphans": left,
+            "slurm_end_states": report["slurm_end_states"],
+            "daemon_rss_mb_start": usage_start["rss_mb"],
+            "daemon_rss_mb_end": usage_end["rss_mb"],
+            "daemon_cpu_s_per_min": round((usage_end["cpu_s"] - usage_start["cpu_s"]) / minutes, 2),
+            "wall_s": round(time.monotonic() - t_start, 1),
+            "seed": args.seed,
+            "mtbf_s": args.mtbf,
+        }
+        (root / "report.json").write_text(json.dumps(soak, indent=2))
+        if report.get("timeline"):
+            shutil.copy(report["timeline"], root / "timeline.png")
+        return verdict(soak, args.faults, log)
+    finally:
+        lab.down()
+
+
+def verdict(soak: dict[str, Any], want: int, log: Callable[[str], None]) -> int:
+    problems = []
+    if soak["faults_injected"] < want:
+        problems.append(f"only {soak['faults_injected']} of {want} faults injected")
+    if not soak["reached_target"]:
+        problems.append("target not reached")
+    if soak["steps_lost"]:
+        problems.append(f"{soak['steps_lost']} committed steps lost")
+    if soak["weights_identical"] is not True:
+        problems.append(f"weights identical: {soak['weights_identical']} ({soak['weights_check']})")
+    if soak["wrong_drains"] or soak["wrong_downs"]:
+        problems.append(f"wrong drains {soak['wrong_drains']}, wrong downs {soak['wrong_downs']}")
+    left = soak["orphans"]
+    if any(left.values()):
+        problems.append(f"orphans: {left}")
+    print(f"{'kind':<16}{'count':>6}{'recovered':>10}{'detect med/max':>18}{'back med/max':>18}{'stall med/max':>18}")
+    for kind, row in soak["by_kind"].items():
+
+        def mm(x: dict[str, float] | None) -> str:
+            return "-" if x is None else f"{x['median']:.2f}/{x['max']:.2f}"
+
+        print(
+            f"{kind:<16}{row['count']:>6}{row['recovered']:>10}{mm(row['detection_s']):>18}"
+            f"{mm(row['back_to_commit_s']):>18}{mm(row['survivor_stall_s']):>18}"
+        )
+    log(
+        f"steps {soak['steps_committed']}/{soak['target_steps']}, lost {soak['steps_lost']}, redone from fallback "
+        f"{soak['steps_redone_from_fallback']}, weights identical {soak['weights_identical']}, missed "
+        f"{len(soak['missed'])}, daemon RSS {soak['daemon_rss_mb_start']} -> {soak['daemon_rss_mb_end']} MB, "
+        f"daemon CPU {soak['daemon_cpu_s_per_min']} s/min, wall {soak['wall_s']} s"
+    )
+    for p in problems:
+        log(f"PROBLEM: {p}")
+    log("soak OK" if not problems else "soak FAILED")
+    return 0 if not problems else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""The soak's verdicts on recorded actions and faults: a drain needs a GPU fault before it, a down-mark a crash."""
+
+from __future__ import annotations
+
+from lamplighter.lab.soak import by_kind, wrong_node_actions
+
+INJECTED = [
+    {"t": 10.0, "kind": "gpu", "node": "n3"},
+    {"t": 20.0, "kind": "node-crash", "node": "n4"},
+    {"t": 30.0, "kind": "kill", "node": "n5"},
+]
+
+
+def test_only_drains_after_a_gpu_fault_and_downs_after_a_crash_are_right() -> None:
+    actions = [
+        {"ts": 10.5, "action": "drain", "target": "n3", "reason": "GPU 0: ecc"},
+        {"ts": 9.0, "action": "drain", "target": "n4", "reason": "before any fault"},
+        {"ts": 31.0, "action": "drain", "target": "n5", "reason": "a kill is no GPU fault"},
+        {"ts": 23.0, "action": "mark_down", "target": "n4", "reason": "silent"},
+        {"ts": 25.0, "action": "mark_down", "target": "n5", "reason": "alive"},
+        {"ts": 26.0, "action": "requeue", "target": "7", "reason": "exit 9"},
+    ]
+    drains, downs = wrong_node_actions(actions, INJECTED)
+    assert [(d["node"], d["ts"]) for d in drains] == [("n4", 9.0), ("n5", 31.0)]
+    assert [(d["node"], d["ts"]) for d in downs] == [("n5", 25.0)]
+
+
+def test_by_kind_gives_median_and_max() -> None:
+    faults = [
+        {
+            "kind": "kill",
+            "t_first_commit_after": 5.0,
+            "detection_latency_s": 0.1,
+            "recovery_s": 9.0,
+            "survivor_stall_s": 0.5,
+        },
+        {
+            "kind": "kill",
+            "t_first_commit_after": 7.0,
+            "detection_latency_s": 0.3,
+            "recovery_s": 11.0,
+            "survivor_stall_s": None,
+        },
+        {
+            "kind": "kill",
+            "t_first_commit_after": None,
+            "detection_latency_s": 0.2,
+            "recovery_s": None,
+            "survivor_stall_s": 2.5,
+        },
+    ]
+    row = by_kind(faults)["kill"]
+    assert row["count"] == 3 and row["recovered"] == 2
+    assert row["detection_s"] == {"median": 0.2, "max": 0.3, "n": 3}
+    assert row["back_to_commit_s"] == {"median": 10.0, "max": 11.0, "n": 2}
+    assert row["survivor_stall_s"] == {"median": 1.5, "max": 2.5, "n": 2}
