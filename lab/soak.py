@@ -29,6 +29,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -71,21 +72,41 @@ class Operator:
     log: Callable[[str], None]
     due: list[tuple[float, str, str]] = field(default_factory=list)  # (when, what, node)
 
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+
     def saw(self, rec: dict[str, Any]) -> None:
         if rec.get("event") != "injected" or not rec.get("node"):
             return
-        if rec["kind"] == "gpu":
-            self.due.append((time.monotonic() + REPAIR_GPU_AFTER_S, "repair-gpu", rec["node"]))
-        elif rec["kind"] == "node-crash":
-            self.due.append((time.monotonic() + RESTART_NODE_AFTER_S, "reboot", rec["node"]))
+        with self._lock:
+            if rec["kind"] == "gpu":
+                self.due.append((time.monotonic() + REPAIR_GPU_AFTER_S, "repair-gpu", rec["node"]))
+            elif rec["kind"] == "node-crash":
+                self.due.append((time.monotonic() + RESTART_NODE_AFTER_S, "reboot", rec["node"]))
+
+    def start(self) -> None:
+        """Repair on time, in the background: the chaos loop may be busy watching recoveries."""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="soak-operator", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=120)
+        self.tick(all_now=True)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(1.0):
+            self.tick()
 
     def tick(self, *, all_now: bool = False) -> None:
         now = time.monotonic()
-        for item in sorted(self.due):
-            when, what, node = item
-            if when > now and not all_now:
-                continue
-            self.due.remove(item)
+        with self._lock:
+            items = [d for d in sorted(self.due) if d[0] <= now or all_now]
+            for item in items:
+                self.due.remove(item)
+        for item in items:
+            _, what, node = item
             try:
                 self._do(what, node)
             except Exception as e:  # a repair that fails is reported, and the soak goes on
@@ -222,7 +243,9 @@ def main(argv: list[str] | None = None) -> int:
         root / "lab",
         LabSettings(
             compute_nodes=6,
-            health=HealthConfig(hang_timeout_s=8.0, poll_interval_s=0.5),
+            # Exact faults hit groups still starting: a start-up hang is found after startup_timeout_s, which
+            # is kept near what a restart takes here (requeue, start, heal: 10-20 s), not the 300 s default.
+            health=HealthConfig(hang_timeout_s=8.0, startup_timeout_s=45.0, poll_interval_s=0.5),
             restart=RestartConfig(budget_per_group=1000, crash_loop_max=1000),
         ),
     )
@@ -242,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         run.wait_all_committing()
         usage_start = daemon_usage(lab)
         operator = Operator(lab, log)
+        operator.start()
         chaos = ChaosConfig(
             enabled=True,
             mtbf_s=args.mtbf,
@@ -254,12 +278,11 @@ def main(argv: list[str] | None = None) -> int:
         n = 0
         for rec in run_schedule(run.ctx, chaos, recovery_timeout=180.0, poll=0.2):
             operator.saw(rec)
-            operator.tick()
             if rec["event"] != "recovered":
                 n += 1
                 what = rec.get("why") or f"node {rec.get('node')}"
                 log(f"fault {n}/{args.faults}: {rec['event']} {rec['kind']} group {rec.get('group')} ({what})")
-        operator.tick(all_now=True)
+        operator.stop()
         log("every fault injected and watched; waiting for the job to reach its target")
         states = run.wait_end(1800)
         usage_end = daemon_usage(lab)

@@ -167,6 +167,17 @@ class TestCluster:
         self._reap(rec)
         wait_until(lambda: not is_alive(rec), 10.0, f"node {name} (pid {rec.pid}) to die")
 
+    def silence_node(self, name: str, silent: bool = True) -> int:
+        """Stop (SIGSTOP) or continue the node's slurmd alone: its step daemons and jobs live on, cut off
+        from Slurm as by a partition. Returns slurmd's PID."""
+        rec = self._record(f"node-{name}")
+        children = Path(f"/proc/{rec.pid}/task/{rec.pid}/children").read_text().split()
+        if not children:
+            raise ClusterError(f"node {name} (pid {rec.pid}) has no slurmd child")
+        slurmd = int(children[0])
+        os.kill(slurmd, signal.SIGSTOP if silent else signal.SIGCONT)
+        return slurmd
+
     def restart_node(self, name: str, timeout: float = 30.0) -> None:
         """Start a crashed or stopped node again and wait until it is registered."""
         key = f"node-{name}"

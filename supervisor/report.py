@@ -16,7 +16,8 @@ steps_lost
 steps_redone_from_fallback
     N+1 up to the highest step committed before each such load.
 weights_identical
-    For every step committed by more than one group, all their state hashes
+    For every step of the final timeline (its last commit: final_commits)
+    committed by more than one group, all their state hashes
     (model + optimizer + data cursor) are equal, and every heal was checked:
     the healed group and another group both hashed a step at or after the
     heal, in the healed attempt. False on any mismatch. None when the trainer
@@ -66,10 +67,10 @@ def fallback_redone(by_group: dict[int, list[StepRecord]]) -> set[int]:
     healed_from "checkpoint:N", and only does so when no live peer held the state): N+1 up to the
     highest step the job had committed before that load."""
     every = [r for recs in by_group.values() for r in committed(recs)]
+    loads = [r for recs in by_group.values() for r in recs if (r.healed_from or "").startswith("checkpoint:")]
     redone: set[int] = set()
-    for load in every:
-        if not (load.healed_from or "").startswith("checkpoint:"):
-            continue
+    # The load's own record may be uncommitted (its first step after the load failed): it still announces it.
+    for load in loads:
         try:
             ck_step = int(str(load.healed_from).split(":", 1)[1])
         except ValueError:
@@ -99,12 +100,28 @@ def rolled_back(by_group: dict[int, list[StepRecord]]) -> set[int]:
     return lost
 
 
-def hash_mismatches(by_group: dict[int, list[StepRecord]]) -> list[dict[str, Any]]:
-    """Steps where the groups that committed them disagree on the state hash."""
-    hashes: dict[int, dict[int, str]] = {}
-    for g, recs in by_group.items():
+def final_commits(by_group: dict[int, list[StepRecord]]) -> dict[int, list[StepRecord]]:
+    """Each step's records of its last commit (the quorum that committed it last): the final timeline.
+
+    A step committed twice was rolled back in between (redone from the fallback checkpoint, or lost):
+    its first commit's hashes describe a timeline that no longer exists."""
+    by_commit: dict[tuple[int, int], list[StepRecord]] = {}
+    for recs in by_group.values():
         for r in committed(recs):
-            hashes.setdefault(r.step, {})[g] = r.state_hash
+            by_commit.setdefault((r.step, r.quorum_id), []).append(r)
+    final: dict[int, list[StepRecord]] = {}
+    for (step, _q), recs in by_commit.items():
+        if step not in final or max(r.t for r in recs) > max(r.t for r in final[step]):
+            final[step] = recs
+    return final
+
+
+def hash_mismatches(by_group: dict[int, list[StepRecord]]) -> list[dict[str, Any]]:
+    """Steps of the final timeline where the groups that committed them disagree on the state hash."""
+    hashes: dict[int, dict[int, str]] = {}
+    for step, recs in final_commits(by_group).items():
+        for r in recs:
+            hashes.setdefault(step, {})[r.replica_id] = r.state_hash
     return [
         {"step": s, "hashes": {str(g): h for g, h in hs.items()}}
         for s, hs in sorted(hashes.items())
@@ -211,17 +228,10 @@ def throughput(
 
 def useful_throughput(by_group: dict[int, list[StepRecord]]) -> Throughput:
     """Samples of the final timeline between the first and the last commit (see useful_samples_per_s)."""
-    by_commit: dict[tuple[int, int], list[StepRecord]] = {}
-    for recs in by_group.values():
-        for r in committed(recs):
-            by_commit.setdefault((r.step, r.quorum_id), []).append(r)
-    if not by_commit:
+    final = final_commits(by_group)
+    if not final:
         return Throughput(0, 0.0)
-    final: dict[int, list[StepRecord]] = {}
-    for (step, _q), recs in by_commit.items():
-        if step not in final or max(r.t for r in recs) > max(r.t for r in final[step]):
-            final[step] = recs
-    times = [r.t for recs in by_commit.values() for r in recs]
+    times = [r.t for recs in by_group.values() for r in committed(recs)]
     first = min(times)
     # Samples of the first commit instant fall before the measured interval (as in throughput()).
     samples = sum(r.samples for recs in final.values() for r in recs if r.t > first)

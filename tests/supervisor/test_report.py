@@ -181,3 +181,16 @@ def test_steps_redone_from_the_fallback_checkpoint_are_counted_apart_from_losses
     runs[0][10] = rec(0, 7, 20.0, q=2, attempt=1)
     rep = build_report(runs, [], target_steps=12, t_start=0.0, t_end=26.0)
     assert rep["steps_lost"] == 4 and rep["steps_redone_from_fallback"] == 0
+
+
+def test_a_redo_from_the_checkpoint_by_a_lone_group_is_neither_lost_nor_a_mismatch() -> None:
+    """Found by the soak: three groups commit steps 1..10; all of them die; group 1 alone loads the
+    checkpoint of step 6 (its first step after the load does not commit) and redoes 7..10 alone, so with
+    other batches and other hashes; group 0 heals from it later. Nothing is lost, nothing disagrees."""
+    runs: dict[int, list[StepRecord]] = {g: [rec(g, s, float(s)) for s in range(1, 11)] for g in (0, 1, 2)}
+    runs[1] += [rec(1, 6, 20.0, q=7, attempt=1, healed="checkpoint:6", committed=False)]
+    runs[1] += [rec(1, s, 14.0 + s, q=9, attempt=1, h=f"alone{s}") for s in range(7, 13)]
+    runs[0] += [rec(0, 12, 26.0, q=9, attempt=1, h="alone12", healed="peer:1")]
+    rep = build_report(runs, [], target_steps=12, t_start=0.0, t_end=27.0)
+    assert rep["steps_redone_from_fallback"] == 4 and rep["steps_lost"] == 0
+    assert rep["weights_identical"] is True and rep["hash_mismatches"] == []
