@@ -168,7 +168,12 @@ class ComputeLoop:
         if self.policy.vm_faults != before:
             self.executor.state.set_policy(now, VM_FAULTS_KEY, self.policy.vm_faults_json())
         self.cycles += 1
-        self.settings.keep({t.job_id for t in self.trainers.values()} | set(self._exits) | set(self.policy.jobs))
+        self.settings.keep(
+            {t.job_id for t in self.trainers.values()}
+            | {t.job_id for t in self._by_pid.values()}  # exits not reported yet
+            | set(self._exits)
+            | set(self.policy.jobs)
+        )
         if self.metrics is not None:
             self.metrics.gpus(now, self.last_gpus)
             self.metrics.trainer_faults(now, events, {a.target for a in actions})
@@ -243,6 +248,9 @@ class ComputeLoop:
         t = self._by_pid.pop(obs.pid, None)
         if t is not None and t.job_id not in self._exits:
             self._exits[t.job_id] = (t, obs.t)
+            # Its settings may have been forgotten when the process left /proc a cycle before its exit was
+            # reported: the exit must be judged by the job's own restart policy, never the defaults.
+            self.settings.get(t.job_id, t.config, obs.t)
 
     def _resolve_exits(self, now: float) -> list[TrainerEvent]:
         out = []

@@ -51,6 +51,8 @@ def summary_text(report: dict[str, Any], report_dir: Path) -> str:
     for g, st in report.get("group_status", {}).items():
         if st["status"] == "given_up":
             lines.append(f"group {g} GIVEN UP: {st['reason']}")
+    for m in report.get("chaos_missed") or []:
+        lines.append(f"planned {m['kind']} at {m['planned_at_s']:g} s hit nothing: {m['why']}")
     if report.get("chaos_not_injected"):
         lines.append(f"{report['chaos_not_injected']} planned faults were not injected (the job ended first)")
     lines.append(f"report: {report_dir / 'report.json'}   timeline: {report.get('timeline') or '-'}")

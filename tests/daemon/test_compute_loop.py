@@ -199,3 +199,24 @@ def test_thermal_throttling_is_reported_and_nothing_else(node: FakeNode) -> None
     assert kinds(results) == ["report"] and results[0]["outcome"] == "reported"
     assert node.slurm.job(job).restarts == 0 and not node.slurm.node("n1").is_drained
     assert json.loads(node.lines[0])["reason"] == "GPU 2 thermal throttling: reported, not acted on"
+
+
+def test_an_exit_reported_after_its_process_left_proc_is_judged_by_the_jobs_own_policy(node: FakeNode) -> None:
+    """Found by the soak: the process was gone from /proc a cycle before its pidfd reported the exit, the
+    job's settings were forgotten meanwhile, and the exit was judged by the default budget (10, not 1000)."""
+    run_dir, config = node.job_dir(
+        JobConfig(name="strict", health={**HEALTH, "progress": "off"}, restart={"budget_per_group": 0})
+    )
+    job = node.submit("strict", 0)
+    pid = PID0 + 700
+    node.task(pid, job, "strict", 0, run_dir=run_dir, config=config)
+    assert node.run(2) == []
+    for f in (node.proc / str(pid)).iterdir():  # out of /proc, its exit not reported yet
+        f.unlink()
+    (node.proc / str(pid)).rmdir()
+    assert node.run(1) == []
+    node.slurm.finish(job, exit_code=1)
+    node.exits.exit(pid, 1, node.clock.t)
+    results = node.run(2)
+    # The job's own budget of 0: given up. The default budget would have requeued it.
+    assert kinds(results) == ["give_up"], results

@@ -40,6 +40,7 @@ def test_summary_names_faults_and_verdict() -> None:
         "fault_free_source": "given (--baseline)",
         "goodput": 0.89,
         "chaos_not_injected": 1,
+        "chaos_missed": [{"kind": "kill", "planned_at_s": 12.0, "why": "group 0 has no process"}],
         "faults": [
             {
                 "kind": "kill",
@@ -56,3 +57,4 @@ def test_summary_names_faults_and_verdict() -> None:
     assert "demo OK" in text and "steps lost 0" in text and "goodput 0.89" in text
     assert "kill" in text and "group 1" in text and "4.40s" in text
     assert "group 2 GIVEN UP: crash loop" in text and "1 planned faults were not injected" in text
+    assert "planned kill at 12 s hit nothing: group 0 has no process" in text
