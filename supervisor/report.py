@@ -65,17 +65,12 @@ def committed(records: Sequence[StepRecord]) -> list[StepRecord]:
 def fallback_redone(by_group: dict[int, list[StepRecord]]) -> set[int]:
     """Steps redone because a group loaded the fallback checkpoint (the trainer announces it as
     healed_from "checkpoint:N", and only does so when no live peer held the state): N+1 up to the
-    highest step the job had committed before that load."""
+    highest step the job had committed before that load. The load's own record may be uncommitted
+    (its first step after the load failed): it still announces it."""
     every = [r for recs in by_group.values() for r in committed(recs)]
-    loads = [r for recs in by_group.values() for r in recs if (r.healed_from or "").startswith("checkpoint:")]
     redone: set[int] = set()
-    # The load's own record may be uncommitted (its first step after the load failed): it still announces it.
-    for load in loads:
-        try:
-            ck_step = int(str(load.healed_from).split(":", 1)[1])
-        except ValueError:
-            continue
-        before = max((r.step for r in every if r.t < load.t), default=0)
+    for t_load, ck_step in fallback_loads(by_group):
+        before = max((r.step for r in every if r.t < t_load), default=0)
         redone.update(range(ck_step + 1, before + 1))
     return redone
 
@@ -100,14 +95,32 @@ def rolled_back(by_group: dict[int, list[StepRecord]]) -> set[int]:
     return lost
 
 
+def fallback_loads(by_group: dict[int, list[StepRecord]]) -> list[tuple[float, int]]:
+    """(time, checkpoint step) of each fallback-checkpoint load the trainers announced."""
+    out = []
+    for recs in by_group.values():
+        for r in recs:
+            if (r.healed_from or "").startswith("checkpoint:"):
+                try:
+                    out.append((r.t, int(str(r.healed_from).split(":", 1)[1])))
+                except ValueError:
+                    continue
+    return out
+
+
 def final_commits(by_group: dict[int, list[StepRecord]]) -> dict[int, list[StepRecord]]:
     """Each step's records of its last commit (the quorum that committed it last): the final timeline.
 
     A step committed twice was rolled back in between (redone from the fallback checkpoint, or lost):
-    its first commit's hashes describe a timeline that no longer exists."""
+    its first commit's hashes describe a timeline that no longer exists. A commit a later fallback load
+    went back past is superseded even when its redo got the same quorum id: a restarted Lighthouse
+    numbers its quorums from 1 again."""
+    loads = fallback_loads(by_group)
     by_commit: dict[tuple[int, int], list[StepRecord]] = {}
     for recs in by_group.values():
         for r in committed(recs):
+            if any(t > r.t and ck < r.step for t, ck in loads):
+                continue
             by_commit.setdefault((r.step, r.quorum_id), []).append(r)
     final: dict[int, list[StepRecord]] = {}
     for (step, _q), recs in by_commit.items():

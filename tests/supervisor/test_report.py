@@ -194,3 +194,15 @@ def test_a_redo_from_the_checkpoint_by_a_lone_group_is_neither_lost_nor_a_mismat
     rep = build_report(runs, [], target_steps=12, t_start=0.0, t_end=27.0)
     assert rep["steps_redone_from_fallback"] == 4 and rep["steps_lost"] == 0
     assert rep["weights_identical"] is True and rep["hash_mismatches"] == []
+
+
+def test_a_redo_under_a_reused_quorum_id_is_still_a_redo() -> None:
+    """Found by the soak: after a Lighthouse restart quorum ids start again at 1, so the redo of step 9
+    from the checkpoint of step 8 got the same quorum id as the rolled-back commit of step 9."""
+    runs: dict[int, list[StepRecord]] = {g: [rec(g, s, float(s), q=6) for s in range(1, 10)] for g in (0, 1)}
+    runs[1] += [rec(1, 9, 30.0, q=6, attempt=1, healed="checkpoint:8", h="redo9")]
+    runs[1] += [rec(1, 10, 31.0, q=7, attempt=1, h="redo10")]
+    runs[0] += [rec(0, 10, 31.0, q=7, attempt=1, h="redo10", healed="peer:1")]
+    rep = build_report(runs, [], target_steps=10, t_start=0.0, t_end=33.0)
+    assert rep["steps_lost"] == 0 and rep["steps_redone_from_fallback"] == 1
+    assert rep["weights_identical"] is True, rep["hash_mismatches"]
