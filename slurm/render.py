@@ -279,7 +279,7 @@ def render_group_script(job: JobConfig, replica_id: int, paths: RenderPaths, pyt
             launch,
             f"    {cmd} &",
             *WAIT_FOR_STEP,
-            *_completed_tail(completed, replica_id),
+            *_completed_tail(completed, replica_id, s.slurm_conf),
             "",
         ]
     )
@@ -296,14 +296,23 @@ def _completed_guard(completed: str) -> list[str]:
     ]
 
 
-def _completed_tail(completed: str, replica_id: int) -> list[str]:
+def _completed_tail(completed: str, replica_id: int, slurm_conf: str | None) -> list[str]:
+    conf = f"SLURM_CONF={shlex.quote(slurm_conf)} " if slurm_conf else ""
     return [
         "rc=0",
         'wait "$step" || rc=$?',
         "# A trainer that ends with 0 reached the target. One that fails after another group has (its",
         "# peers left mid-step or mid-heal) lost nothing: the job is complete, and so is this group.",
+        "# srun also ends with 0 when Slurm aborts the step for a node failure (this script may then be a",
+        "# stale attempt on a node cut off from Slurm): only the job's current attempt may say it is done.",
         "if (( rc == 0 )); then",
-        f"    printf 'group %s\\n' {replica_id} >> {completed}",
+        f"    current=$({conf}scontrol show job \"$SLURM_JOB_ID\" 2>/dev/null | grep -o 'Restarts=[0-9]*' || true)",
+        "    # Slurm not answering: nothing says this attempt is stale, and a real completion must count.",
+        '    if [[ -z "$current" || "$current" == "Restarts=${SLURM_RESTART_COUNT:-0}" ]]; then',
+        f"        printf 'group %s\\n' {replica_id} >> {completed}",
+        "    else",
+        '        echo "lamplighter: the step ended with 0, but this is a stale attempt (now $current): not done" >&2',
+        "    fi",
         f"elif [[ -e {completed} ]]; then",
         '    echo "lamplighter: the trainer ended with status $rc after the job reached its target: complete" >&2',
         "    rc=0",

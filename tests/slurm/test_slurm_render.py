@@ -556,6 +556,16 @@ def test_a_group_that_starts_or_fails_after_the_job_completed_ends_completed(
     proc = run(3)
     assert proc.returncode == 0 and not started.exists() and "nothing to do" in proc.stdout
     assert not (harness["tmp"] / "pwned").exists()
+    # srun ends with 0 when Slurm aborts a step for a node failure: a stale attempt (Slurm restarted the
+    # job since) must not mark the job complete (found on the test cluster: a node cut off from Slurm).
+    completed.unlink()
+    scontrol = harness["shim"] / "scontrol"
+    scontrol.write_text('#!/bin/bash\necho "JobId=4242 JobName=x Restarts=1 BatchFlag=1"\n')
+    scontrol.chmod(0o755)
+    proc = run(0)
+    assert proc.returncode == 0 and not completed.exists() and "stale attempt (now Restarts=1)" in proc.stderr
+    scontrol.write_text('#!/bin/bash\necho "JobId=4242 JobName=x Restarts=0 BatchFlag=1"\n')
+    assert run(0).returncode == 0 and completed.exists()
 
 
 def test_renewal_must_fit_in_the_time_limit() -> None:
