@@ -221,34 +221,23 @@ class Throughput:
         return self.samples / self.seconds if self.seconds > 0 else None
 
 
-def throughput(
-    by_group: dict[int, list[StepRecord]], t0: float | None = None, t1: float | None = None, min_step: int = 0
-) -> Throughput:
-    """Committed samples between the first and last commit in [t0, t1] with step > min_step."""
-    recs = [
-        r
-        for recs in by_group.values()
-        for r in committed(recs)
-        if r.step > min_step and (t0 is None or r.t >= t0) and (t1 is None or r.t <= t1)
-    ]
-    if len(recs) < 2:
-        return Throughput(0, 0.0)
-    first = min(r.t for r in recs)
-    # Samples of the first commit instant fall before the measured interval.
-    samples = sum(r.samples for r in recs if r.t > first)
-    return Throughput(samples, max(r.t for r in recs) - first)
+def throughput(by_group: dict[int, list[StepRecord]]) -> Throughput:
+    """Committed samples between the first and the last commit."""
+    return _over_the_run(by_group, [r for recs in by_group.values() for r in committed(recs)])
 
 
 def useful_throughput(by_group: dict[int, list[StepRecord]]) -> Throughput:
     """Samples of the final timeline between the first and the last commit (see useful_samples_per_s)."""
-    final = final_commits(by_group)
-    if not final:
-        return Throughput(0, 0.0)
+    return _over_the_run(by_group, [r for recs in final_commits(by_group).values() for r in recs])
+
+
+def _over_the_run(by_group: dict[int, list[StepRecord]], counted: list[StepRecord]) -> Throughput:
     times = [r.t for recs in by_group.values() for r in committed(recs)]
+    if len(times) < 2:
+        return Throughput(0, 0.0)
     first = min(times)
-    # Samples of the first commit instant fall before the measured interval (as in throughput()).
-    samples = sum(r.samples for recs in final.values() for r in recs if r.t > first)
-    return Throughput(samples, max(times) - first)
+    # Samples of the first commit instant fall before the measured interval.
+    return Throughput(sum(r.samples for r in counted if r.t > first), max(times) - first)
 
 
 def _span(a: float | None, b: float | None) -> float | None:
