@@ -58,6 +58,13 @@ class ModelConfig(Strict):
     lr: float = Field(3e-3, gt=0, le=10, description="AdamW learning rate.")
     seed: int = Field(0, ge=0, description="Seed for weights and the synthetic dataset.")
     dataset_size: int = Field(1_000_000, ge=1, description="Samples in the synthetic dataset before it wraps around.")
+    heal_pad_mb: int = Field(
+        0,
+        ge=0,
+        le=65536,
+        description="Extra state in MB sent with every heal, standing in for a large optimizer state "
+        "(not trained, not checkpointed): makes a heal take as long as a real one.",
+    )
 
     @model_validator(mode="after")
     def _heads_divide_dim(self) -> ModelConfig:
@@ -230,6 +237,16 @@ class LighthouseConfig(Strict):
     )
     heartbeat_timeout_ms: int = Field(
         500, ge=1, le=3_600_000, description="A group silent this long leaves the quorum."
+    )
+    restart_grace_ms: int = Field(
+        2000,
+        ge=0,
+        le=600_000,
+        description=(
+            "After a restart, the Lighthouse counts the groups it last saw alive as heartbeating for this long "
+            "(it remembers them in <run_dir>/lighthouse-memory.json), so the first group to reconnect cannot form "
+            "a quorum alone and commit a step no peer holds; 0 turns this off."
+        ),
     )
 
     @field_validator("host")
@@ -599,7 +616,19 @@ class RestartConfig(Strict):
 
 
 ChaosKind = Literal[
-    "kill", "hang", "hang-collective", "exception", "lighthouse-kill", "gpu", "node-crash", "supervisor-kill"
+    "kill",
+    "hang",
+    "hang-collective",
+    "exception",
+    "lighthouse-kill",
+    "gpu",
+    "gpu-hang",
+    "gpu-lost",
+    "node-crash",
+    "supervisor-kill",
+    "kill-healer",
+    "partition",
+    "slurmctld-restart",
 ]
 DEFAULT_CHAOS_KINDS: tuple[ChaosKind, ...] = ("kill", "hang", "exception")
 
@@ -732,6 +761,12 @@ def timeout_hierarchy_problems(job: JobConfig) -> list[str]:
             f"torchft.quorum_timeout_s ({ft.quorum_timeout_s} s) must exceed lighthouse.heartbeat_timeout_ms "
             f"({lh.heartbeat_timeout_ms} ms): survivors would time out waiting for a quorum before the "
             "Lighthouse drops the dead group, and crash"
+        )
+    if lh.restart_grace_ms and ft.quorum_timeout_s * 1000 <= lh.restart_grace_ms + lh.heartbeat_timeout_ms:
+        out.append(
+            f"torchft.quorum_timeout_s ({ft.quorum_timeout_s} s) must exceed lighthouse.restart_grace_ms "
+            f"({lh.restart_grace_ms} ms) plus heartbeat_timeout_ms ({lh.heartbeat_timeout_ms} ms): after a "
+            "Lighthouse restart, survivors of a group that died meanwhile would time out waiting for a quorum"
         )
     if ft.quorum_timeout_s * 1000 <= lh.join_timeout_ms:
         out.append(

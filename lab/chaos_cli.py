@@ -1,14 +1,14 @@
-"""`python -m lamplighter.lab chaos`: the product's `lamplighter chaos`, plus node-crash on the lab's test cluster.
+"""`python -m lamplighter.lab chaos`: the product's `lamplighter chaos`, plus the test cluster's own faults.
 
-A node crash needs the test cluster (each slurmd in its own PID namespace, so
-a node can really die), which the product never reaches: the lab hands its
-crash function to the product's chaos command instead.
+node-crash, partition and slurmctld-restart need the test cluster (each
+slurmd in its own PID namespace, so a node can really die or be cut off; a
+controller this lab started), which the product never reaches: the lab hands
+its cluster to the product's chaos command instead.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +29,8 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    def crasher(s: Submission) -> Callable[[str], None] | None:
+    def open_cluster(s: Submission) -> TestCluster | None:
         root = args.cluster_root or (Path(s.slurm_conf).parent if s.slurm_conf else None)
-        if root is None:
-            return None
-        # The cluster is opened when the fault fires, not before: most runs never crash a node.
-        return lambda node: TestCluster(root).crash_node(node)
+        return None if root is None else TestCluster(root)
 
-    return run_chaos(args, crasher)
+    return run_chaos(args, open_cluster)

@@ -74,9 +74,7 @@ class LabRun:
     @property
     def ctx(self) -> ChaosContext:
         assert self.sub is not None
-        return ChaosContext(
-            self.sub, self.api, gpusim_root=self.lab.gpusim_root, crash_node=self.lab.cluster.crash_node
-        )
+        return ChaosContext(self.sub, self.api, gpusim_root=self.lab.gpusim_root, cluster=self.lab.cluster)
 
     def submit(self) -> Submission:
         self.sub = submit_job(self.job, self.api, config_path=str(self.config_path))

@@ -26,6 +26,7 @@ from typing import Any
 from lamplighter.slurm.chaos_slurm import CHAOS_FILE, read_records
 from lamplighter.slurm.submission import Submission
 from lamplighter.supervisor.action_history import job_refs
+from lamplighter.supervisor.chaos import UNTARGETED_KINDS
 from lamplighter.supervisor.fault_journal import FaultRecord
 from lamplighter.supervisor.lighthouse_steplog import read_lighthouse_steps
 from lamplighter.supervisor.report import build_report
@@ -86,7 +87,7 @@ def faults_from_chaos(
     for inj, rec in pair_chaos(records):
         t_det, how = detection_time(inj, rec, actions)
         # Lighthouse and supervisor faults hit no one group: the report measures every group around them.
-        group = inj["group"] if inj["kind"] not in ("lighthouse-kill", "supervisor-kill") else None
+        group = inj["group"] if inj["kind"] not in (*UNTARGETED_KINDS, "supervisor-kill") else None
         faults.append(
             FaultRecord(
                 kind=inj["kind"],

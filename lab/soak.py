@@ -57,12 +57,20 @@ SOAK_KINDS = (
     "hang-collective",
     "exception",
     "gpu",
+    "gpu-hang",
+    "gpu-lost",
+    "kill-healer",
     "node-crash",
+    "partition",
     "lighthouse-kill",
     "supervisor-kill",
+    "slurmctld-restart",
 )
+GPU_KINDS = ("gpu", "gpu-hang", "gpu-lost")
 REPAIR_GPU_AFTER_S = 20.0  # the operator replaces the GPU, then resumes the node
 RESTART_NODE_AFTER_S = 10.0  # a crashed node reboots
+PARTITION_S = 20.0  # a cut-off node answers again after this (chaos restores it); the operator resumes it
+HEAL_PAD_MB = 128  # a heal carries this much extra state, so kill-healer can strike during the transfer
 GUESS_STEPS_PER_S = 12.0  # the lab's pace under faults on 2 cores: sizes the target to outlast the faults
 
 
@@ -81,10 +89,12 @@ class Operator:
         if rec.get("event") != "injected" or not rec.get("node"):
             return
         with self._lock:
-            if rec["kind"] == "gpu":
+            if rec["kind"] in GPU_KINDS:
                 self.due.append((time.monotonic() + REPAIR_GPU_AFTER_S, "repair-gpu", rec["node"]))
             elif rec["kind"] == "node-crash":
                 self.due.append((time.monotonic() + RESTART_NODE_AFTER_S, "reboot", rec["node"]))
+            elif rec["kind"] == "partition":
+                self.due.append((time.monotonic() + PARTITION_S + 10.0, "resume", rec["node"]))
 
     def start(self) -> None:
         """Repair on time, in the background: the chaos loop may be busy watching recoveries."""
@@ -118,6 +128,8 @@ class Operator:
         if what == "reboot":
             self.lab.restart_node(node)
             self.log(f"operator: {node} rebooted")
+        elif what == "resume":
+            pass  # the partition is over: only the node's state in Slurm needs a hand
         else:
             from lamplighter.gpusim.inject import clear
             from lamplighter.gpusim.state import StateDir
@@ -185,9 +197,9 @@ def by_kind(faults: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 def wrong_node_actions(
     actions: list[dict[str, Any]], injected: list[dict[str, Any]]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Drains of nodes with no GPU fault injected before, and down-marks of nodes that were not crashed."""
-    gpu_at = [(r["t"], r["node"]) for r in injected if r["kind"] == "gpu"]
-    crash_at = [(r["t"], r["node"]) for r in injected if r["kind"] == "node-crash"]
+    """Drains of nodes with no GPU fault injected before, and down-marks of nodes neither crashed nor cut off."""
+    gpu_at = [(r["t"], r["node"]) for r in injected if r["kind"] in GPU_KINDS]
+    crash_at = [(r["t"], r["node"]) for r in injected if r["kind"] in ("node-crash", "partition")]
     drains: list[dict[str, Any]] = []
     downs: list[dict[str, Any]] = []
     for a in actions:
@@ -263,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg = lab_job_config(lab, root / "soak", name="soak", steps=steps, groups=3, port=port)
         # The fallback checkpoint: when overlapping faults leave no live peer, the job goes back to it.
         cfg["trainer"]["checkpoint"] = {"enabled": True, "interval_s": 10}
+        cfg["trainer"].setdefault("model", {})["heal_pad_mb"] = HEAL_PAD_MB
         path = root / "soak.yaml"
         path.write_text(yaml.safe_dump(cfg, sort_keys=False))
         run = LabRun(lab, load_job(path), path)
@@ -282,12 +295,15 @@ def main(argv: list[str] | None = None) -> int:
             mode="exact",
         )
         n = 0
-        for rec in run_schedule(run.ctx, chaos, recovery_timeout=180.0, poll=0.2):
+        ctx = run.ctx
+        ctx.partition_s = PARTITION_S
+        for rec in run_schedule(ctx, chaos, recovery_timeout=180.0, poll=0.2):
             operator.saw(rec)
-            if rec["event"] != "recovered":
+            if rec["event"] in ("injected", "missed"):
                 n += 1
                 what = rec.get("why") or f"node {rec.get('node')}"
                 log(f"fault {n}/{planned}: {rec['event']} {rec['kind']} group {rec.get('group')} ({what})")
+        ctx.wait_restores()
         operator.stop()
         log("every fault injected and watched; waiting for the job to reach its target")
         states = run.wait_end(1800)

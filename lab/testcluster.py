@@ -194,6 +194,16 @@ class TestCluster:
         recs.pop("slurmctld", None)
         self._save_records(recs)
 
+    def kill_controller(self, timeout: float = 10.0) -> None:
+        """SIGKILL slurmctld, as a crash: it saves nothing on the way out; nodes and jobs go on."""
+        rec = self._record("slurmctld")
+        if is_alive(rec):
+            os.kill(rec.pid, signal.SIGKILL)
+        wait_until(lambda: self._reap(rec) or not is_alive(rec), timeout, f"slurmctld (pid {rec.pid}) to die")
+        recs = self._load_records()
+        recs.pop("slurmctld", None)
+        self._save_records(recs)
+
     def start_controller(self, timeout: float = 30.0) -> None:
         """Start slurmctld again on its saved state and wait until it answers."""
         recs = self._load_records()

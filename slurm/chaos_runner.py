@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from lamplighter.configs.schema import ChaosConfig
+from lamplighter.slurm.chaos_healer import drain
 from lamplighter.slurm.chaos_slurm import ChaosContext, ChaosError, Recovery, append_record, inject
 from lamplighter.slurm.run import SlurmError
 from lamplighter.supervisor.chaos import plan
@@ -60,10 +61,15 @@ def run_schedule(
     injector = ChaosInjector(plan(cfg, len(ctx.sub.groups)), cfg.seed, mode)
     t0 = time.monotonic()
     watching: list[Recovery] = []
-    while injector.remaining or watching:
+    while injector.remaining or watching or ctx.pending_healers:
         for r in [r for r in watching if r.poll()]:
             watching.remove(r)
             yield r.finish()
+        for rec in drain(ctx.fired):  # kill-healer: the healer killed (or the heal never seen)
+            ctx.pending_healers -= 1
+            yield rec
+            if rec["event"] == "injected":
+                watching.append(Recovery(ctx, rec, time.monotonic() + recovery_timeout))
         if mode == "gentle" and watching:
             time.sleep(poll)
             continue
@@ -94,7 +100,7 @@ def _shoot(ctx: ChaosContext, shot: Shot) -> dict[str, Any]:
     if why is None:
         try:
             return inject(ctx, kind, shot.group)
-        except ChaosError as e:
+        except (ChaosError, SlurmError) as e:  # SlurmError: the controller is down (slurmctld-restart)
             why = str(e)
     rec = {"event": "missed", "t": ctx.now(), "kind": kind, "group": shot.group, "why": why}
     append_record(ctx.journal, rec)

@@ -1,32 +1,42 @@
 """Fault injection on a real Slurm cluster, and watching each fault's recovery from the outside.
 
 Kinds (the group's node is the first node of its Slurm job):
-  kill             SIGKILL the group's trainer processes (found by LAMPLIGHTER_JOB/REPLICA_ID in /proc environ)
-  hang             SIGSTOP them (the node daemon's hang check must notice)
-  hang-collective  the trainer's main thread blocks inside its next step while torchft's heartbeats go on
-  exception        the trainer raises at its next step (the contract's inject file)
-  gpu              an uncorrectable ECC error on GPU 0 of the group's node (gpusim folder <gpusim_root>/<node>)
-  node-crash       the test cluster's crash_node on the group's node (test cluster only)
-  lighthouse-kill  SIGKILL the process listening on the Lighthouse's port
-  supervisor-kill  SIGKILL the node daemon of the group's node (found by LAMPLIGHTER_SUPERVISOR_NODE)
+  kill               SIGKILL the group's trainer processes (found by LAMPLIGHTER_JOB/REPLICA_ID in /proc environ)
+  hang               SIGSTOP them (the node daemon's hang check must notice)
+  hang-collective    the trainer's main thread blocks inside its next step while torchft's heartbeats go on
+  exception          the trainer raises at its next step (the contract's inject file)
+  gpu                an uncorrectable ECC error on GPU 0 of the group's node (gpusim folder <gpusim_root>/<node>)
+  gpu-hang           every amdsmi call on GPU 0 of the group's node blocks (a wedged driver)
+  gpu-lost           GPU 0 of the group's node falls off the bus
+  kill-healer        SIGKILL the group, then SIGKILL the peer that sends its restarted attempt the state,
+                     during the transfer (chaos_healer.py; needs a trainer that announces its sends)
+  node-crash         crash the group's node (test cluster only)
+  partition          stop the group's node's slurmd (SIGSTOP) for `partition_s` while its jobs live on,
+                     then let it answer again (test cluster only): the old trainers must be fenced
+  lighthouse-kill    SIGKILL the process listening on the Lighthouse's port
+  supervisor-kill    SIGKILL the node daemon of the group's node (found by LAMPLIGHTER_SUPERVISOR_NODE)
+  slurmctld-restart  SIGKILL the controller, start it again `controller_down_s` later (test cluster only)
 
 Every injection is appended to `<run_dir>/chaos.jsonl` (one JSON object a
 line, event "injected"), and what was then seen from outside (the group's
 Slurm job requeued, running again and where, its first commit) as event
 "recovered", so the report pairs injection, detection and recovery without
-trusting the component under test.
+trusting the component under test. A fault that ends by itself (a partition
+healing, the controller coming back) adds event "restored" when it does.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from lamplighter.slurm import proc_find
 from lamplighter.slurm.actions import SlurmApi
@@ -38,8 +48,35 @@ from lamplighter.trainer.contract import RunPaths
 from lamplighter.trainer.steplog import read_steps
 
 CHAOS_FILE = "chaos.jsonl"
-KINDS = ("kill", "hang", "hang-collective", "exception", "gpu", "node-crash", "lighthouse-kill", "supervisor-kill")
-GROUP_KINDS = ("kill", "hang", "hang-collective", "exception", "gpu", "node-crash")
+KINDS = (
+    "kill",
+    "hang",
+    "hang-collective",
+    "exception",
+    "gpu",
+    "gpu-hang",
+    "gpu-lost",
+    "kill-healer",
+    "node-crash",
+    "partition",
+    "lighthouse-kill",
+    "supervisor-kill",
+    "slurmctld-restart",
+)
+# Kinds after which the group's Slurm job is requeued and runs again (what Recovery watches).
+GROUP_KINDS = (
+    "kill",
+    "hang",
+    "hang-collective",
+    "exception",
+    "gpu",
+    "gpu-hang",
+    "gpu-lost",
+    "kill-healer",
+    "node-crash",
+    "partition",
+)
+GPU_FAULTS = {"gpu": "ecc-uncorrectable", "gpu-hang": "hang", "gpu-lost": "lost"}  # kind -> gpusim fault
 
 
 class ChaosError(RuntimeError):
@@ -56,14 +93,32 @@ class ChaosTarget:
     restarts_before: int
 
 
+class ClusterPowers(Protocol):
+    """What only a test cluster can do to Slurm itself (the lab's TestCluster has these)."""
+
+    def crash_node(self, name: str) -> None: ...
+
+    def silence_node(self, name: str, silent: bool = True) -> int: ...
+
+    def kill_controller(self) -> None: ...
+
+    def start_controller(self) -> None: ...
+
+
 @dataclass
 class ChaosContext:
     sub: Submission
     api: SlurmApi
     gpusim_root: Path | None = None
-    # Kills a node outright: only the lab's test cluster can, so its caller brings it (node-crash).
-    crash_node: Callable[[str], None] | None = None
+    # node-crash, partition, slurmctld-restart: only the lab's test cluster can, so its caller brings it.
+    cluster: ClusterPowers | None = None
     now: Callable[[], float] = time.time
+    partition_s: float = 20.0  # a partition lasts this long: beyond SlurmdTimeout, so the node is marked down
+    controller_down_s: float = 5.0
+    _restores: list[threading.Thread] = field(default_factory=list)
+    # kill-healer: armed watches still waiting, and the records they produced (chaos_healer.py).
+    pending_healers: int = 0
+    fired: queue.Queue[dict[str, Any]] = field(default_factory=queue.Queue)
 
     @property
     def journal(self) -> Path:
@@ -71,6 +126,33 @@ class ChaosContext:
 
     def lighthouse_port(self) -> int:
         return int(self.sub.lighthouse_address.rsplit(":", 1)[1])
+
+    def later(self, delay_s: float, action: Callable[[], object], rec: dict[str, Any]) -> None:
+        """Run `action` delay_s from now on its own thread, then journal `rec` (event "restored")."""
+
+        def run() -> None:
+            time.sleep(delay_s)
+            try:
+                action()
+                rec["ok"] = True
+            except Exception as e:  # journalled: the soak reports a restore that failed
+                rec["ok"], rec["error"] = False, str(e)
+            rec["t"] = self.now()
+            append_record(self.journal, {"event": "restored", **rec})
+
+        t = threading.Thread(target=run, name=f"restore-{rec.get('kind')}", daemon=True)
+        t.start()
+        self._restores.append(t)
+
+    def wait_restores(self, timeout: float = 120.0) -> None:
+        """Every partition healed and controller restarted that was due: before judging the end state."""
+        for t in self._restores:
+            t.join(timeout)
+
+    def powers(self, kind: str) -> ClusterPowers:
+        if self.cluster is None:
+            raise ChaosError(f"{kind}: works on the lab's test cluster only (python -m lamplighter.lab chaos ...)")
+        return self.cluster
 
 
 def append_record(path: Path, rec: dict[str, Any]) -> None:
@@ -102,6 +184,8 @@ def read_records(path: Path) -> list[dict[str, Any]]:
 def target_of(ctx: ChaosContext, kind: str, group: int | None) -> ChaosTarget:
     if kind == "lighthouse-kill":
         return ChaosTarget(None, None, ctx.sub.lighthouse_job_id, _restarts(ctx, ctx.sub.lighthouse_job_id))
+    if kind == "slurmctld-restart":
+        return ChaosTarget(None, None, None, 0)
     if group is None or group not in ctx.sub.groups:
         raise ChaosError(f"{kind}: give a replica group (the job has {sorted(ctx.sub.groups)})")
     jid = ctx.sub.groups[group]
@@ -132,6 +216,11 @@ def inject(ctx: ChaosContext, kind: str, group: int | None) -> dict[str, Any]:
     act = _prepare(ctx, kind, tgt, detail)
     t = ctx.now()
     act()
+    if kind == "kill-healer":
+        # Arming kills the group that will heal (a fault of its own, kind "kill"); the healer's
+        # death is journalled later by the watcher (chaos_healer.py) as kind "kill-healer".
+        detail["arms"] = kind
+        kind = "kill"
     rec = {
         "event": "injected",
         "t": t,
@@ -172,28 +261,51 @@ def _prepare(ctx: ChaosContext, kind: str, tgt: ChaosTarget, detail: dict[str, A
             path.write_text("chaos\n")  # the trainer raises, or blocks inside, at its next step
 
         return exception
-    if kind == "gpu":
+    if kind in GPU_FAULTS:
         if ctx.gpusim_root is None:
-            raise ChaosError("gpu: give --gpusim-root (the folder holding one gpusim state folder per node)")
+            raise ChaosError(f"{kind}: give --gpusim-root (the folder holding one gpusim state folder per node)")
         from lamplighter.gpusim.inject import inject as gpu_inject
         from lamplighter.gpusim.state import StateDir
 
         assert tgt.node is not None
         state = StateDir(ctx.gpusim_root / tgt.node)
+        fault = GPU_FAULTS[kind]
         detail["gpu"] = 0
-        detail["fault"] = "ecc-uncorrectable"
+        detail["fault"] = fault
 
         def gpu() -> None:
-            detail["what"] = gpu_inject(state, 0, "ecc-uncorrectable")
+            detail["what"] = gpu_inject(state, 0, fault)
 
         return gpu
+    if kind == "kill-healer":
+        from lamplighter.slurm.chaos_healer import arm
+
+        return arm(ctx, tgt, detail)
     if kind == "node-crash":
-        crash = ctx.crash_node
-        if crash is None:
-            raise ChaosError("node-crash: works on the lab's test cluster only (python -m lamplighter.lab chaos ...)")
+        powers = ctx.powers(kind)
         node = tgt.node
         assert node is not None
-        return lambda: crash(node)
+        return lambda: powers.crash_node(node)
+    if kind == "partition":
+        powers = ctx.powers(kind)
+        cut = tgt.node
+        assert cut is not None
+        detail["for_s"] = ctx.partition_s
+
+        def partition() -> None:
+            detail["slurmd_pid"] = powers.silence_node(cut, True)
+            ctx.later(ctx.partition_s, lambda: powers.silence_node(cut, False), {"kind": kind, "node": cut})
+
+        return partition
+    if kind == "slurmctld-restart":
+        powers = ctx.powers(kind)
+        detail["down_s"] = ctx.controller_down_s
+
+        def restart() -> None:
+            powers.kill_controller()
+            ctx.later(ctx.controller_down_s, powers.start_controller, {"kind": kind})
+
+        return restart
     if kind == "lighthouse-kill":
         procs = proc_find.listener_procs(ctx.lighthouse_port())
         if not procs:
@@ -223,7 +335,8 @@ class Recovery:
     Group faults: t_requeued (Slurm's Restarts went up), t_running (RUNNING
     again, on which node), t_first_commit (the group's first commit of the new
     attempt). Lighthouse: a new listener on its port, then any group's commit.
-    Supervisor: a new daemon process of the node. Missing times stay None.
+    Supervisor: a new daemon process of the node. Controller: it answers again,
+    then any group's commit. Missing times stay None.
     """
 
     def __init__(self, ctx: ChaosContext, rec: dict[str, Any], deadline: float) -> None:
@@ -266,6 +379,15 @@ class Recovery:
                 now_pids = {p.pid for p in proc_find.listener_procs(ctx.lighthouse_port())}
                 if now_pids and not now_pids & self._old_pids:
                     out["t_running"] = ctx.now()
+            if out["t_running"] is not None:
+                out["t_first_commit"] = first_commit_after(run_dir, list(ctx.sub.groups), out["t_running"])
+        elif kind == "slurmctld-restart":
+            if out["t_running"] is None:
+                try:
+                    ctx.api.jobs()
+                    out["t_running"] = ctx.now()  # the controller answers again
+                except SlurmError:
+                    pass
             if out["t_running"] is not None:
                 out["t_first_commit"] = first_commit_after(run_dir, list(ctx.sub.groups), out["t_running"])
         elif kind == "supervisor-kill":

@@ -14,13 +14,16 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lamplighter.configs.validate_cli import add_override_args, report_invalid
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.slurm.nodes_cli import add_cluster_status_arg, cluster_status_dir
 from lamplighter.slurm.run import SlurmCli, SlurmError
 from lamplighter.slurm.submission import Submission, SubmitError, cancel_job, find_run_dir, load, submit_job
+
+if TYPE_CHECKING:
+    from lamplighter.slurm.chaos_slurm import ClusterPowers
 
 EXIT_INVALID = 2
 EXIT_FAILED = 1
@@ -219,12 +222,13 @@ def add_chaos_parser(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
-# Given the job's submission, the function that crashes a node (or None: node-crash is refused).
-NodeCrasher = Callable[[Submission], Callable[[str], None] | None]
+# Given the job's submission, what can crash nodes, cut them off and restart the controller (or None:
+# node-crash, partition and slurmctld-restart are refused).
+ClusterOpener = Callable[[Submission], "ClusterPowers | None"]
 
 
-def run_chaos(args: argparse.Namespace, node_crasher: NodeCrasher | None = None) -> int:
-    """`chaos`: one fault (--once) or a schedule (--chaos); only a caller that can crash nodes passes node_crasher."""
+def run_chaos(args: argparse.Namespace, open_cluster: ClusterOpener | None = None) -> int:
+    """`chaos`: one fault (--once) or a schedule (--chaos); only the lab's test cluster passes open_cluster."""
     from lamplighter.slurm.chaos_runner import run_schedule
     from lamplighter.slurm.chaos_slurm import ChaosContext, ChaosError, inject, observe_recovery
     from lamplighter.supervisor.chaos import ChaosSpecError, parse_chaos
@@ -234,8 +238,8 @@ def run_chaos(args: argparse.Namespace, node_crasher: NodeCrasher | None = None)
     except (FileNotFoundError, ValueError) as e:
         print(f"lamplighter chaos: error: {e}", file=sys.stderr)
         return EXIT_INVALID
-    crash_node = node_crasher(s) if node_crasher is not None else None
-    ctx = ChaosContext(s, api_for(s.slurm_conf), gpusim_root=args.gpusim_root, crash_node=crash_node)
+    cluster = open_cluster(s) if open_cluster is not None else None
+    ctx = ChaosContext(s, api_for(s.slurm_conf), gpusim_root=args.gpusim_root, cluster=cluster)
     try:
         if args.once:
             rec = inject(ctx, args.once, args.group)

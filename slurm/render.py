@@ -343,7 +343,14 @@ def render_lighthouse_script(job: JobConfig, paths: RenderPaths, python: str) ->
     )
     if job.slurm.head_node:
         header.append(f"#SBATCH --nodelist={sbatch_value(job.slurm.head_node, 'slurm.head_node')}")
-    argv = lighthouse_argv(lh, lh.port, [python, "-m", "lamplighter.supervisor.lighthouse_main"], bind_host="[::]")
+    run_paths = contract.RunPaths(paths.run_dir)
+    argv = lighthouse_argv(
+        lh,
+        lh.port,
+        [python, "-m", "lamplighter.supervisor.lighthouse_main"],
+        bind_host="[::]",
+        remember=run_paths.lighthouse_memory(),
+    )
     argv += ["--publish", str(contract.RunPaths(paths.run_dir).lighthouse()), "--advertise", lh.host]
     argv += ["--record-steps", str(contract.RunPaths(paths.run_dir).lighthouse_steps())]
     # Restarted at once if it dies, on the port it published (the groups keep their address).

@@ -211,6 +211,7 @@ def submit_job(
     # A previous run's address must never be mistaken for this job's Lighthouse, nor its end for this one's.
     contract.RunPaths(paths.run_dir).lighthouse().unlink(missing_ok=True)
     contract.RunPaths(paths.run_dir).completed().unlink(missing_ok=True)
+    contract.RunPaths(paths.run_dir).lighthouse_memory().unlink(missing_ok=True)  # another job's replicas
     # The record is written as each job is submitted (marked incomplete until the end), so whatever
     # happens next, `lamplighter cancel` can find every job this submission started.
     sub = Submission(

@@ -24,6 +24,8 @@ from lamplighter.configs.schema import ChaosConfig, ChaosKind
 # Kinds local mode can inject today; gpu/node-crash/supervisor-kill need the GPU simulator or Slurm.
 LOCAL_KINDS: tuple[str, ...] = ("kill", "hang", "hang-collective", "exception", "lighthouse-kill")
 ALL_KINDS: tuple[str, ...] = get_args(ChaosKind)
+# Kinds that hit the job as a whole (the Lighthouse, the Slurm controller), not one group.
+UNTARGETED_KINDS: tuple[str, ...] = ("lighthouse-kill", "slurmctld-restart")
 # Upper bound on random faults drawn when max_faults is not set (a day of 1 s MTBF is far beyond any run).
 MAX_RANDOM_FAULTS = 10_000
 

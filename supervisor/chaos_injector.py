@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lamplighter.supervisor.chaos import PlannedFault, pick_group
+from lamplighter.supervisor.chaos import UNTARGETED_KINDS, PlannedFault, pick_group
 
 
 @dataclass(frozen=True)
 class Shot:
-    """A fault to inject now, at `group` (None: the Lighthouse); `missed` says why it can hit nothing."""
+    """A fault to inject now, at `group` (None: the Lighthouse or the controller); `missed` says why it can hit nothing."""
 
     fault: PlannedFault
     index: int
@@ -72,7 +72,7 @@ class ChaosInjector:
 
     def _exact(self, f: PlannedFault, seen: Targets) -> Shot:
         i = self._next
-        if f.kind == "lighthouse-kill":
+        if f.kind in UNTARGETED_KINDS:
             return Shot(f, i, None)
         if f.group is not None:
             missed = None if f.group in seen.present else f"group {f.group} has no process"
@@ -82,7 +82,7 @@ class ChaosInjector:
         return Shot(f, i, pick_group(seen.present, i, self._seed))
 
     def _gentle(self, f: PlannedFault, seen: Targets) -> Shot | None:
-        if f.kind == "lighthouse-kill":
+        if f.kind in UNTARGETED_KINDS:
             return Shot(f, self._next, None) if seen.lighthouse_healthy else None
         if len(seen.healthy) < 2:
             return None

@@ -33,8 +33,17 @@ def fast_command() -> list[str]:
     return [sys.executable, "-m", "lamplighter.supervisor.lighthouse_main"]
 
 
-def lighthouse_argv(cfg: LighthouseConfig, port: int, command: list[str], bind_host: str | None = None) -> list[str]:
-    """torchft_lighthouse's flags from the config; bind_host overrides cfg.host (e.g. "[::]" on a head node)."""
+def lighthouse_argv(
+    cfg: LighthouseConfig,
+    port: int,
+    command: list[str],
+    bind_host: str | None = None,
+    remember: Path | None = None,
+) -> list[str]:
+    """torchft_lighthouse's flags from the config; bind_host overrides cfg.host (e.g. "[::]" on a head node).
+
+    remember: lighthouse_main's memory file (lighthouse_memory.py); torchft's own script has no such flag."""
+    extra = [] if remember is None else ["--remember", str(remember), "--restart-grace-ms", str(cfg.restart_grace_ms)]
     return [
         *command,
         "--bind",
@@ -47,15 +56,20 @@ def lighthouse_argv(cfg: LighthouseConfig, port: int, command: list[str], bind_h
         str(cfg.quorum_tick_ms),
         "--heartbeat_timeout_ms",
         str(cfg.heartbeat_timeout_ms),
+        *extra,
     ]
 
 
 class Lighthouse:
     """One Lighthouse process at a time, on a port that does not change."""
 
-    def __init__(self, cfg: LighthouseConfig, log_path: Path, command: list[str] | None = None) -> None:
-        """command: how to run it (default: lighthouse_main; [str(lighthouse_binary())] for torchft's script)."""
+    def __init__(
+        self, cfg: LighthouseConfig, log_path: Path, command: list[str] | None = None, remember: Path | None = None
+    ) -> None:
+        """command: how to run it (default: lighthouse_main; [str(lighthouse_binary())] for torchft's script).
+        remember: lighthouse_main's memory file, so that a restart stands in for the replicas alive before."""
         self.cfg = cfg
+        self._remember = remember if command is None else None
         self.port = cfg.port or free_port(cfg.host)
         self._log_path = log_path
         self._command = command or fast_command()
@@ -69,7 +83,7 @@ class Lighthouse:
     def start(self, now: float) -> int:
         """Start it (not waiting for it to listen); returns its PID."""
         self._log_path.parent.mkdir(parents=True, exist_ok=True)
-        argv = lighthouse_argv(self.cfg, self.port, self._command)
+        argv = lighthouse_argv(self.cfg, self.port, self._command, remember=self._remember)
         with open(self._log_path, "ab") as log:
             try:
                 self.popen = subprocess.Popen(

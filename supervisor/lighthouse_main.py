@@ -23,6 +23,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 
 
@@ -66,19 +67,59 @@ def publish(path: Path, server_address: str, advertise: str | None) -> None:
     os.replace(tmp, path)
 
 
-def record_steps(address: str, path: Path, every_s: float = 0.5) -> None:
-    """Poll this Lighthouse's own /status and record step changes until the process ends."""
+def watch_status(
+    address: str,
+    steps: Path | None,
+    memory: Path | None,
+    remember_after: float,
+    every_s: float = 0.25,
+) -> None:
+    """Poll this Lighthouse's own /status until the process ends: record step changes, remember who is alive.
+
+    Nothing is remembered before `remember_after` (time.time()): while it stands in for the replicas of
+    its last life, its own heartbeats for them must not be taken for theirs."""
+    from lamplighter.supervisor.lighthouse_memory import Memory
     from lamplighter.supervisor.lighthouse_status import LighthouseStatusError, fetch_status
     from lamplighter.supervisor.lighthouse_steplog import LighthouseStepLog
 
     port = urllib.parse.urlsplit(address).port
-    log = LighthouseStepLog(path)
+    log = LighthouseStepLog(steps) if steps is not None else None
     while True:
         try:
-            log.record(time.time(), fetch_status(f"http://127.0.0.1:{port}", timeout=2.0))
+            now = time.time()
+            status = fetch_status(f"http://127.0.0.1:{port}", timeout=2.0)
+            if log is not None:
+                log.record(now, status)
+            if memory is not None and now >= remember_after:
+                alive = tuple(sorted(h.replica_id for h in status.heartbeats if not h.old))
+                if alive:
+                    Memory(now, alive).save(memory)
         except (LighthouseStatusError, OSError) as e:
-            print(f"lighthouse_main: recording steps: {e}", file=sys.stderr)
+            print(f"lighthouse_main: reading its own status: {e}", file=sys.stderr)
         time.sleep(every_s)
+
+
+def stand_in_for_last_life(module: object, address: str, memory: Path, grace_ms: int) -> float:
+    """Heartbeat for the replicas a recent memory names, for grace_ms; returns when remembering may resume."""
+    from lamplighter.supervisor.lighthouse_memory import Memory, start_stand_in, to_stand_in_for
+
+    replicas = to_stand_in_for(Memory.load(memory), time.time())
+    if not replicas or grace_ms <= 0:
+        return time.time()
+    port = urllib.parse.urlsplit(address).port
+    local = f"http://127.0.0.1:{port}"
+    print(
+        f"lighthouse_main: restarted; standing in for {len(replicas)} replicas seen alive before "
+        f"({', '.join(replicas)}) for {grace_ms} ms",
+        file=sys.stderr,
+        flush=True,
+    )
+    start_stand_in(
+        lambda: module.LighthouseClient(local, timedelta(seconds=2)),  # type: ignore[attr-defined]
+        replicas,
+        grace_ms / 1000,
+    )
+    return time.time() + grace_ms / 1000 + 1.0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -96,6 +137,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "the port published there before is tried first, so a restarted Lighthouse keeps its address",
     )
     ap.add_argument("--advertise", default=None, help="host name to publish (default: the one the server reports)")
+    ap.add_argument(
+        "--remember",
+        type=Path,
+        default=None,
+        help="keep the replicas seen alive in this file (a job's <run_dir>/lighthouse-memory.json); started on a "
+        "recent one, stand in for them for --restart-grace-ms (lighthouse_memory.py)",
+    )
+    ap.add_argument("--restart-grace-ms", type=int, default=2000)
     ap.add_argument(
         "--record-steps",
         type=Path,
@@ -136,8 +185,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     address = str(server.address())  # type: ignore[attr-defined]
     if args.publish is not None:
         publish(args.publish, address, args.advertise)
-    if args.record_steps is not None:
-        threading.Thread(target=record_steps, args=(address, args.record_steps), daemon=True, name="steps").start()
+    remember_after = time.time()
+    if args.remember is not None:
+        remember_after = stand_in_for_last_life(module, address, args.remember, args.restart_grace_ms)
+    if args.record_steps is not None or args.remember is not None:
+        threading.Thread(
+            target=watch_status,
+            args=(address, args.record_steps, args.remember, remember_after),
+            daemon=True,
+            name="status",
+        ).start()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     while server is not None:  # it serves on torchft's own threads while referenced, until this process is killed
         signal.pause()

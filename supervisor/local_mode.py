@@ -79,7 +79,9 @@ class LocalRun:
         self.groups: list[GroupProcesses | None] = [None] * n
         self.journal = FaultJournal()
         self.view = LiveView(opts.out, live=opts.live)
-        self.lh = Lighthouse(job.lighthouse, self.paths.logs() / "lighthouse.log")
+        self.lh = Lighthouse(
+            job.lighthouse, self.paths.logs() / "lighthouse.log", remember=self.paths.lighthouse_memory()
+        )
         self.watcher: ExitWatcher | None = None
         self.tail = StepTail(self.run_dir, n)
         self.t0 = clock()
@@ -264,6 +266,7 @@ class LocalRun:
         memory = MemoryCheck(self, h.memory_max_percent)
         interrupted = False
         try:
+            self.paths.lighthouse_memory().unlink(missing_ok=True)  # a run before this one's replicas
             self.watcher.watch_lighthouse(self.lh.start(self.clock()))
             self.lh.wait_ready(LIGHTHOUSE_READY_S)
             write_json_atomic(self.paths.lighthouse(), {"address": self.lh.address, "job": self.job.name})

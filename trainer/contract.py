@@ -33,6 +33,10 @@ Files, all under the run directory (RunPaths below), written atomically
                                          (local mode, the Slurm Lighthouse
                                          job); the supervisors read progress
                                          there.
+    lighthouse-memory.json               {"t", "replicas"}: the replica ids the
+                                         Lighthouse last saw heartbeating; a
+                                         restarted Lighthouse stands in for them
+                                         a moment (lighthouse_memory.py).
     lighthouse-steps.jsonl               each replica's step changes as the
                                          Lighthouse saw them, recorded by the
                                          supervisor (lighthouse_steplog.py).
@@ -46,6 +50,10 @@ Files, all under the run directory (RunPaths below), written atomically
                                          its next step, after joining the
                                          quorum (peers wait in the allreduce)
                                          while torchft's heartbeats go on.
+    heal/<replica_id>.sending            {"t", "attempt", "pid"}: rewritten when
+                                         the group starts sending its state to
+                                         a healing peer (optional; chaos's
+                                         kill-healer needs it).
     checkpoint/                          the durable fallback checkpoint.
 """
 
@@ -102,12 +110,20 @@ class RunPaths:
     def inject_hang_collective(self, replica_id: int) -> Path:
         return self.root / "inject" / f"{replica_id}.hang-collective"
 
+    def heal_sending(self, replica_id: int) -> Path:
+        """Rewritten when the group starts sending its state to a healing peer (chaos's kill-healer waits on it)."""
+        return self.root / "heal" / f"{replica_id}.sending"
+
     def lighthouse(self) -> Path:
         return self.root / "lighthouse.json"
 
     def lighthouse_steps(self) -> Path:
         """Steps the supervisor recorded from the Lighthouse (for trainers that log none)."""
         return self.root / "lighthouse-steps.jsonl"
+
+    def lighthouse_memory(self) -> Path:
+        """The replicas the Lighthouse last saw alive (lighthouse_memory.py), for its next start."""
+        return self.root / "lighthouse-memory.json"
 
     def checkpoint_dir(self) -> Path:
         return self.root / "checkpoint"

@@ -167,6 +167,13 @@ def build_run(
     device = choose_device(job, ident)
     model = build_model(cfg).to(device)
     state = TrainState(model=model, optim=torch.optim.AdamW(model.parameters(), lr=cfg.lr), replica_id=ident.replica_id)
+    if cfg.heal_pad_mb:
+        state.pad = torch.zeros(cfg.heal_pad_mb * 2**20, dtype=torch.uint8, device=device)
+    if ident.rank == 0:
+        sending = paths.heal_sending(ident.replica_id)
+        state.on_send = lambda: contract.write_json_atomic(
+            sending, {"t": clock(), "attempt": ident.attempt, "pid": os.getpid()}
+        )
     ft = build_manager(job, ident, state, device)
     ck = job.trainer.checkpoint
     ck_dir = Path(ck.dir) if ck.dir else paths.checkpoint_dir()
@@ -249,6 +256,7 @@ class StartGate:
             participants=run.manager.num_participants(),
             num_groups=run.ident.num_groups,
             checkpoint_step=None if self.fallback is None else self.fallback.step,
+            heal_error=heal_error(run.manager),
         )
         if d.action is StartAction.WAIT:
             if d.reason != self._last_wait_log:
@@ -259,6 +267,8 @@ class StartGate:
             return Verdict.WAIT
         if d.action is StartAction.REFUSE:
             raise Refused(d.reason)
+        if d.action is StartAction.RESTART:
+            raise RuntimeError(d.reason)  # a retryable exit: the supervisor restarts this group
         run.log(d.reason)
         if d.action is StartAction.LOAD_CHECKPOINT:
             assert self.fallback is not None
@@ -268,6 +278,12 @@ class StartGate:
             )
         self.decided = True
         return Verdict.GO
+
+
+def heal_error(manager: Manager) -> str | None:
+    """Why this quorum's heal failed, if it was asked for and failed (torchft reports it as the step's error)."""
+    err = manager.errored()
+    return None if err is None else f"{type(err.original_exception).__name__}: {err.original_exception}"
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ def write_progress(path: Path, step: int) -> None:
 class StartAction(Enum):
     TRAIN = "train"  # train on: from scratch (new job) or from healed weights
     WAIT = "wait"  # skip this step and ask for another quorum: a live peer may still join
+    RESTART = "restart"  # give up this process (a retryable exit): its heals keep failing
     LOAD_CHECKPOINT = "load_checkpoint"
     REFUSE = "refuse"
 
@@ -59,13 +60,23 @@ def decide_start(
     participants: int,
     num_groups: int,
     checkpoint_step: int | None,
+    heal_error: str | None = None,
 ) -> StartDecision:
     """What a group that has not yet committed a step in this process does after a quorum.
 
     `manager_step` is the group's step after the quorum (and any heal): above 0
     means a peer with progress gave us its state. When every group is in the
     quorum at step 0, no live peer has progress and waiting cannot help.
+    `heal_error`: the quorum asked for a heal and it failed (the peer sending
+    the state died mid-transfer): the step is still 0, but peers with progress
+    exist, so this is never "every group at step 0" (found by kill-healer).
     """
+    if heal_error is not None:
+        if now < deadline:
+            return StartDecision(
+                StartAction.WAIT, f"the heal failed ({heal_error}); asking for another quorum to heal from a live peer"
+            )
+        return StartDecision(StartAction.RESTART, f"every heal failed until the deadline; last: {heal_error}")
     if manager_step > 0:
         return StartDecision(StartAction.TRAIN, f"state at step {manager_step} received from a live peer")
     if job_progress == 0:

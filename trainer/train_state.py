@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,9 @@ class TrainState:
     cursor: int = 0  # global sample cursor (see data.py)
     # Set when a state arrives: "peer:<replica_id>" from torchft's heal, "checkpoint:<step>" from the fallback.
     healed_from: str | None = field(default=None)
+    # heal_pad_mb: sent with every heal, like a large optimizer state; not trained, hashed or checkpointed.
+    pad: torch.Tensor | None = None
+    on_send: Callable[[], None] | None = None  # told when a peer is about to receive this state
 
     def user_state(self) -> dict[str, Any]:
         """The state that defines training: what is hashed and checkpointed."""
@@ -26,9 +30,13 @@ class TrainState:
 
     def state_dict(self) -> dict[str, Any]:
         """torchft's state_dict callback: what a peer sends to a healing group (live tensors; torchft guards them)."""
+        if self.on_send is not None:
+            self.on_send()
         sd = self.user_state()
         # torchft does not tell the receiver which peer sent the weights; the sender names itself.
         sd["sender"] = {"replica_id": self.replica_id}
+        if self.pad is not None:
+            sd["pad"] = self.pad
         return sd
 
     def load_user_state(self, sd: dict[str, Any]) -> None:
@@ -39,6 +47,8 @@ class TrainState:
     def load_state_dict(self, sd: dict[str, Any]) -> None:
         """torchft's load_state_dict callback, called on the main thread when healing."""
         self.load_user_state(sd)
+        if self.pad is not None and "pad" in sd:
+            self.pad.copy_(sd["pad"])  # received in full, as a real optimizer state would be
         self.healed_from = f"peer:{sd['sender']['replica_id']}"
 
     def hash(self) -> str:

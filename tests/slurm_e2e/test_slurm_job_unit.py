@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,27 @@ def lab_job(tmp: Path, **over: object) -> JobConfig:
     }
     data.update(over)
     return JobConfig.model_validate(data)
+
+
+class Powers:
+    """The test cluster's powers (chaos_slurm.ClusterPowers), recording what was asked and when."""
+
+    def __init__(self, clock: Callable[[], object] = lambda: None) -> None:
+        self.clock = clock
+        self.done: list[tuple[object, str]] = []
+
+    def crash_node(self, name: str) -> None:
+        self.done.append((self.clock(), f"crash {name}"))
+
+    def silence_node(self, name: str, silent: bool = True) -> int:
+        self.done.append((self.clock(), f"{'silence' if silent else 'unsilence'} {name}"))
+        return 4242
+
+    def kill_controller(self) -> None:
+        self.done.append((self.clock(), "kill slurmctld"))
+
+    def start_controller(self) -> None:
+        self.done.append((self.clock(), "start slurmctld"))
 
 
 def ok_probe(_addr: str) -> object:
@@ -381,7 +403,42 @@ def test_injection_time_is_stamped_right_before_the_fault(tmp_path: Path) -> Non
     api = FakeSlurm(["n1", "n2", "n3", "n4"])
     sub = submit_job(lab_job(tmp_path), api, config_path="x.yaml", probe=ok_probe, read_address=published)
     ticks = iter(range(100))
-    crashed_at: list[int] = []
-    ctx = ChaosContext(sub, api, crash_node=lambda node: crashed_at.append(next(ticks)), now=lambda: next(ticks))
+    cluster = Powers(lambda: next(ticks))
+    ctx = ChaosContext(sub, api, cluster=cluster, now=lambda: next(ticks))
     rec = inject(ctx, "node-crash", 0)
-    assert rec["t"] == crashed_at[0] - 1  # the clock was read once, just before the crash
+    assert rec["t"] == cluster.done[0][0] - 1  # the clock was read once, just before the crash
+
+
+def test_a_partition_heals_itself_and_the_controller_comes_back(tmp_path: Path) -> None:
+    """partition and slurmctld-restart end by themselves, journalled as "restored", in that order per fault."""
+    from lamplighter.slurm.chaos_slurm import CHAOS_FILE, ChaosContext, inject, read_records
+
+    api = FakeSlurm(["n1", "n2", "n3", "n4"])
+    sub = submit_job(lab_job(tmp_path), api, config_path="x.yaml", probe=ok_probe, read_address=published)
+    cluster = Powers()
+    ctx = ChaosContext(sub, api, cluster=cluster, partition_s=0.0, controller_down_s=0.0)
+    cut = inject(ctx, "partition", 1)
+    ctx.wait_restores()
+    inject(ctx, "slurmctld-restart", None)
+    ctx.wait_restores()
+    node = expand_hostlist(api.job(sub.groups[1]).node_list or "")[0]
+    assert [what for _, what in cluster.done] == [
+        f"silence {node}",
+        f"unsilence {node}",
+        "kill slurmctld",
+        "start slurmctld",
+    ]
+    assert cut["node"] == node and cut["detail"]["slurmd_pid"] == 4242
+    restored = [r for r in read_records(Path(sub.run_dir) / CHAOS_FILE) if r["event"] == "restored"]
+    assert [(r["kind"], r["ok"]) for r in restored] == [("partition", True), ("slurmctld-restart", True)]
+
+
+def test_faults_of_the_test_cluster_are_refused_without_one(tmp_path: Path) -> None:
+    from lamplighter.slurm.chaos_slurm import ChaosContext, ChaosError, inject
+
+    api = FakeSlurm(["n1", "n2", "n3", "n4"])
+    sub = submit_job(lab_job(tmp_path), api, config_path="x.yaml", probe=ok_probe, read_address=published)
+    ctx = ChaosContext(sub, api)
+    for kind, group in (("partition", 0), ("slurmctld-restart", None), ("node-crash", 0)):
+        with pytest.raises(ChaosError, match="test cluster only"):
+            inject(ctx, kind, group)

@@ -54,3 +54,13 @@ def test_job_progress_is_the_max_and_tolerates_junk(tmp_path: Path) -> None:
 def test_progress_roundtrip(tmp_path: Path, step: int) -> None:
     write_progress(tmp_path / "p" / "3.json", step)
     assert read_job_progress(tmp_path / "p") == step
+
+
+def test_a_failed_heal_is_never_taken_for_every_group_at_step_zero() -> None:
+    """kill-healer finding: the peer sending the state died mid-transfer, the step stayed 0 with all 3 groups in
+    the quorum, and the group refused to train (exit 78, given up) although two peers held the state."""
+    failed = {"participants": 3, "heal_error": "RuntimeError: Trying to resize storage that is not resizable"}
+    assert decide(**failed) is StartAction.WAIT
+    assert decide(**failed, checkpoint_step=40) is StartAction.WAIT  # not back to the checkpoint either
+    d = decide_start(**{**BASE, **failed, "now": 20.0})  # type: ignore[arg-type]
+    assert d.action is StartAction.RESTART and "resize storage" in d.reason
