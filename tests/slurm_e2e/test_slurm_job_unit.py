@@ -442,3 +442,46 @@ def test_faults_of_the_test_cluster_are_refused_without_one(tmp_path: Path) -> N
     for kind, group in (("partition", 0), ("slurmctld-restart", None), ("node-crash", 0)):
         with pytest.raises(ChaosError, match="test cluster only"):
             inject(ctx, kind, group)
+
+
+def test_kill_healer_kills_the_group_then_the_peer_that_announces_a_send(tmp_path: Path) -> None:
+    """Real processes stand in for two groups' trainers (found in /proc by their environment, as trainers are)."""
+    import os
+    import subprocess
+
+    from lamplighter.configs.schema import ChaosConfig, ChaosEvent
+    from lamplighter.slurm.chaos_healer import drain
+    from lamplighter.slurm.chaos_runner import run_schedule
+    from lamplighter.slurm.chaos_slurm import ChaosContext
+
+    api = FakeSlurm(["n1", "n2", "n3", "n4"])
+    sub = submit_job(lab_job(tmp_path), api, config_path="x.yaml", probe=ok_probe, read_address=published)
+    procs = {
+        g: subprocess.Popen(
+            ["sleep", "120"],
+            env={**os.environ, "LAMPLIGHTER_JOB": sub.job, "LAMPLIGHTER_REPLICA_ID": str(g), "RANK": "0"},
+        )
+        for g in (0, 1)
+    }
+    try:
+        ctx = ChaosContext(sub, api)
+        chaos = ChaosConfig(enabled=True, schedule=[ChaosEvent(at_s=0, kind="kill-healer", group=1)], mode="exact")
+        out = run_schedule(ctx, chaos, recovery_timeout=0.0, poll=0.01)
+        armed = next(out)
+        assert (armed["event"], armed["kind"], armed["group"], armed["detail"]["arms"]) == (
+            "injected",
+            "kill",
+            1,
+            "kill-healer",
+        )
+        assert procs[1].wait(10) == -9 and procs[0].poll() is None
+        assert drain(ctx.fired) == []  # nobody sends yet: group 0 lives on
+        # Group 0 starts sending its state to group 1's new attempt, as torchft's state_dict callback announces.
+        contract.write_json_atomic(RunPaths(Path(sub.run_dir)).heal_sending(0), {"t": ctx.now(), "attempt": 0})
+        records = [r for r in out if r["event"] == "injected"]
+        assert procs[0].wait(10) == -9
+        assert [(r["kind"], r["group"], r["detail"]["healing_group"]) for r in records] == [("kill-healer", 0, 1)]
+    finally:
+        for p in procs.values():
+            p.kill()
+            p.wait()
