@@ -22,11 +22,12 @@ from typing import Any
 from lamplighter.configs.schema import NodeConfig
 from lamplighter.daemon.compute_loop import drain_history
 from lamplighter.daemon.executor import Executor
+from lamplighter.daemon.held_jobs import to_release
 from lamplighter.daemon.metrics import DaemonMetrics
 from lamplighter.daemon.node_policy import REASON_PREFIX, NodeAction
 from lamplighter.slurm.actions import SlurmApi
 from lamplighter.slurm.hostlist import expand_hostlist
-from lamplighter.slurm.parsers import NodeInfo
+from lamplighter.slurm.parsers import NodeInfo, QueueEntry
 from lamplighter.slurm.requeue import start_elsewhere
 from lamplighter.slurm.run import SlurmError
 from lamplighter.supervisor.ports import accepts_connections
@@ -79,6 +80,7 @@ class HeadLoop:
     silent_since: dict[str, float] = field(default_factory=dict)
     cycles: int = 0
     last_marked: list[str] = field(default_factory=list)
+    released: dict[int, float] = field(default_factory=dict)  # job id -> when a launch-failure hold was lifted
     metrics: DaemonMetrics | None = None
 
     def start(self, now: float) -> None:
@@ -87,11 +89,13 @@ class HeadLoop:
     def cycle(self) -> list[dict[str, Any]]:
         now = self.clock()
         try:
-            jobs = [j for j in self.api.jobs(self.cfg.job_prefix) if j.state == "RUNNING"]
+            queue = self.api.jobs(self.cfg.job_prefix)
+            jobs = [j for j in queue if j.state == "RUNNING"]
             nodes = {n.name: n for n in self.api.nodes()} if jobs else {}
         except SlurmError as e:
             log.error("head: cannot read the queue or nodes: %s", e)
             return []
+        self._release_held(now, queue)
         watched = {name for j in jobs for name in expand_hostlist(j.nodes)}
         probe_timeout = min(1.0, self.cfg.node_silence_s / 2)
         for name in list(self.silent_since):
@@ -118,6 +122,15 @@ class HeadLoop:
                 self.last_marked.append(a.target)
                 self._restart_jobs_of(a.target, jobs)
         return results
+
+    def _release_held(self, now: float, queue: list[QueueEntry]) -> None:
+        for job_id in to_release(now, queue, self.released):
+            self.released[job_id] = now
+            try:
+                self.api.release(job_id)
+                log.warning("head: job %s was held by Slurm after a failed launch: released", job_id)
+            except SlurmError as e:
+                log.warning("head: could not release job %s held after a failed launch: %s", job_id, e)
 
     def _restart_jobs_of(self, node: str, jobs: list[Any]) -> None:
         """Slurm requeued them when the node went down; start them now, elsewhere."""

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lamplighter.slurm.actions import check_job_id, check_node_name, check_reason
-from lamplighter.slurm.parsers import JobInfo, NodeInfo, QueueEntry
+from lamplighter.slurm.parsers import LAUNCH_FAILED_HELD, JobInfo, NodeInfo, QueueEntry
 from lamplighter.slurm.run import SlurmError
 
 _SBATCH = re.compile(r"^#SBATCH\s+(--[a-z-]+)(?:=\"?([^\"]*)\"?)?\s*$")
@@ -46,6 +46,7 @@ class _Job:
     begin: float = 0.0
     completing_until: float = 0.0
     exit_code: str = "0:0"
+    held: bool = False
 
 
 @dataclass
@@ -120,6 +121,20 @@ class FakeSlurm:
             )
         job.begin = self._clock()
         self._schedule()
+
+    def release(self, job_id: int) -> None:
+        self._controller()
+        job = self._job(job_id)
+        if job.state == "PENDING" and job.held:
+            job.held, job.reason = False, None
+            self._schedule()
+
+    def fail_launch(self, job_id: int) -> None:
+        """The world outside: the job's batch launch failed on its node (real: a revoked credential, a
+        controller restarted mid-launch); Slurm requeues it and holds it until someone releases it."""
+        job = self._job(job_id)
+        job.state, job.on, job.held, job.reason = "PENDING", [], True, LAUNCH_FAILED_HELD
+        job.restarts += 1
 
     def cancel(self, job_id: int) -> None:
         self._controller()
@@ -281,7 +296,7 @@ class FakeSlurm:
     def _schedule(self) -> None:
         now = self._clock()
         for j in sorted(self._jobs.values(), key=lambda x: x.job_id):
-            if j.state != "PENDING" or now < j.begin:
+            if j.state != "PENDING" or now < j.begin or j.held:
                 continue
             free = self._free()
             if j.nodelist is not None:

@@ -28,6 +28,7 @@ import argparse
 import json
 import math
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -247,6 +248,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
     t_start = time.monotonic()
+    # Stopped (Ctrl-C, SIGTERM, or started in the background, where a shell ignores SIGINT): the lab is
+    # still torn down by the `finally` below, leaving no daemon, slurmd or trainer behind.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     def log(text: str) -> None:
         print(f"[soak {time.monotonic() - t_start:6.1f}s] {text}", flush=True)

@@ -35,6 +35,9 @@ _LINE_KEYS = (
 )
 # squeue field separator: ASCII unit separator, which no job name or reason contains.
 SQUEUE_SEP = "\x1f"
+# squeue's reason for a job whose batch launch failed: Slurm requeued it and holds it until released
+# (scontrol writes it with underscores).
+LAUNCH_FAILED_HELD = "launch failed requeued held"
 SQUEUE_FORMAT = SQUEUE_SEP.join(["%i", "%j", "%T", "%r", "%N", "%u"])
 
 

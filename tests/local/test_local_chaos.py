@@ -94,6 +94,42 @@ def test_every_fault_kind_heals_with_nothing_lost(tmp_path: Path) -> None:
     assert (tmp_path / "report" / "timeline.png").stat().st_size > 10_000
 
 
+@pytest.mark.integration
+def test_a_survivor_trains_alone_while_most_groups_restart(tmp_path: Path) -> None:
+    """Two of three groups killed at the same instant (#16): the survivor must not wait for their restarts.
+
+    torchft forms a quorum from more than half of the replicas that heartbeat; a restarted Manager
+    heartbeats from its construction. If restarted groups heartbeated long before asking for a quorum,
+    the survivor would stall until they joined. Asserted without timing: the survivor committed a step
+    alone (a quorum of 1) after the kills and before either restarted group's first commit."""
+    from lamplighter.trainer.contract import RunPaths
+    from lamplighter.trainer.steplog import read_steps
+
+    (tmp_path / "job.yaml").write_text(JOB.format(steps=500))
+    (tmp_path / "chaos.yaml").write_text("- {at_s: 3, kind: kill, group: 1}\n- {at_s: 3, kind: kill, group: 2}\n")
+    run_dir = tmp_path / "run"
+    rc = run_local(
+        _args(
+            str(tmp_path / "job.yaml"),
+            "--chaos",
+            f"@{tmp_path / 'chaos.yaml'}",
+            "--run-dir",
+            str(run_dir),
+            "--report",
+            str(tmp_path / "report"),
+            "--no-live",
+        )
+    )
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert rc == 0 and report["steps_lost"] == 0 and report["weights_identical"]
+    kills = [f["t_injected"] for f in report["faults"] if f["kind"] == "kill"]
+    assert len(kills) == 2
+    paths = RunPaths(run_dir)
+    back = min(r.t for g in (1, 2) for r in read_steps(paths.steps(g)) if r.committed and r.attempt == 1)
+    alone = [r for r in read_steps(paths.steps(0)) if r.committed and max(kills) < r.t < back]
+    assert alone and all(r.participants == 1 for r in alone), [(r.step, r.participants) for r in alone]
+
+
 def test_bad_chaos_spec_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "job.yaml").write_text(JOB.format(steps=5))
     rc = run_local(_args(str(tmp_path / "job.yaml"), "--chaos", "mtbf=soon", "--run-dir", str(tmp_path / "run")))
