@@ -183,11 +183,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if server is None:
         server = serve(args.bind)
     address = str(server.address())  # type: ignore[attr-defined]
+    remember_after = time.time()
+    if args.remember is not None:  # before publishing: the groups reconnect as soon as they can
+        remember_after = stand_in_for_last_life(module, address, args.remember, args.restart_grace_ms)
     if args.publish is not None:
         publish(args.publish, address, args.advertise)
-    remember_after = time.time()
-    if args.remember is not None:
-        remember_after = stand_in_for_last_life(module, address, args.remember, args.restart_grace_ms)
     if args.record_steps is not None or args.remember is not None:
         threading.Thread(
             target=watch_status,

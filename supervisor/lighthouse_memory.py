@@ -54,6 +54,18 @@ def to_stand_in_for(memory: Memory | None, now: float, max_age_s: float = MAX_AG
     return memory.replicas
 
 
+def beat_once(heartbeat: Callable[[str], None], replicas: tuple[str, ...]) -> int:
+    """One heartbeat for each replica; returns how many went through."""
+    sent = 0
+    for r in replicas:
+        try:
+            heartbeat(r)
+            sent += 1
+        except Exception:  # the server is still starting: the next round will do
+            pass
+    return sent
+
+
 def stand_in(
     heartbeat: Callable[[str], None],
     replicas: tuple[str, ...],
@@ -66,12 +78,7 @@ def stand_in(
     sent = 0
     end = clock() + grace_s
     while replicas and clock() < end:
-        for r in replicas:
-            try:
-                heartbeat(r)
-                sent += 1
-            except Exception:  # the server is still starting: the next round will do
-                pass
+        sent += beat_once(heartbeat, replicas)
         sleep(every_s)
     return sent
 
@@ -79,12 +86,19 @@ def stand_in(
 def start_stand_in(
     client_factory: Callable[[], object], replicas: tuple[str, ...], grace_s: float, every_s: float = 0.1
 ) -> threading.Thread:
-    """stand_in on its own thread, through torchft's LighthouseClient (made by client_factory)."""
+    """stand_in through torchft's LighthouseClient (made by client_factory). The first round is sent before
+    this returns: the managers reconnect the moment the port listens. The rest goes on its own thread."""
+    client = client_factory()
 
-    def run() -> None:
-        client = client_factory()
-        stand_in(lambda r: client.heartbeat(r, timedelta(seconds=1)), replicas, grace_s, every_s)  # type: ignore[attr-defined]
+    def beat(r: str) -> None:
+        client.heartbeat(r, timedelta(seconds=1))  # type: ignore[attr-defined]
 
-    t = threading.Thread(target=run, name="stand-in", daemon=True)
+    end = time.monotonic() + grace_s
+    beat_once(beat, replicas)
+    t = threading.Thread(
+        target=lambda: stand_in(beat, replicas, max(0.0, end - time.monotonic()), every_s),
+        name="stand-in",
+        daemon=True,
+    )
     t.start()
     return t

@@ -91,6 +91,12 @@ def test_after_a_restart_the_first_group_back_waits_for_a_majority(tmp_path: Pat
         lh.kill()
         lh.start(time.time())
         lh.wait_ready(60)
+        # Its first round of stand-in heartbeats goes out right after it binds (a few ms): wait for it here.
+        wait_for(
+            lambda: {h.replica_id for h in fetch_status(lh.address).heartbeats} >= set(replicas),
+            30,
+            "the restarted Lighthouse to stand in for the replicas it remembers",
+        )
         got: dict[str, list[str]] = {}
 
         def ask(rid: str) -> None:
