@@ -23,7 +23,7 @@ def add_parser(subparsers: Any) -> None:
         "--cluster-root",
         type=Path,
         default=None,
-        help="the test cluster's folder (for node-crash; default: the folder of SLURM_CONF)",
+        help="the test cluster's folder (for node-crash, partition, slurmctld-restart; default: the folder of SLURM_CONF)",
     )
     p.set_defaults(func=run)
 

@@ -185,10 +185,10 @@ def run_cancel(args: argparse.Namespace) -> int:
 
 
 def add_chaos_parser(sub: Any) -> argparse.ArgumentParser:
-    """`chaos`; the lab's entry (python -m lamplighter.lab chaos) adds node-crash on its test cluster."""
+    """`chaos`; the lab's entry (python -m lamplighter.lab chaos) adds its test cluster's own faults."""
     p = sub.add_parser(
         "chaos",
-        help="inject faults into a running Slurm job (kill, hang, gpu, node-crash, lighthouse-kill, ...)",
+        help="inject faults into a running Slurm job (kill, hang, gpu, kill-healer, partition, lighthouse-kill, ...)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
             "Inject faults and watch each recover. A schedule (@file) is exact: each fault fires at its time,\n"
@@ -197,11 +197,14 @@ def add_chaos_parser(sub: Any) -> argparse.ArgumentParser:
             "with a live peer left, and for the last fault's recovery. mode=exact|gentle in the spec overrides.\n\n"
             "kinds: kill (SIGKILL a group's trainers), hang (SIGSTOP them), hang-collective (the reference\n"
             "trainer's main thread blocks inside its next step while torchft heartbeats go on), exception (it\n"
-            "raises at its next step), gpu (uncorrectable ECC on GPU 0 of\n"
-            "the group's node, through its gpusim folder), node-crash (crash the group's node: ONLY on the\n"
-            "lab's test cluster, through `python -m lamplighter.lab chaos`), lighthouse-kill (SIGKILL what listens on the\n"
-            "Lighthouse port), supervisor-kill (SIGKILL the node daemon started with\n"
-            "LAMPLIGHTER_SUPERVISOR_NODE=<node>).\n"
+            "raises at its next step), gpu / gpu-hang / gpu-lost (uncorrectable ECC, amdsmi calls that block, a\n"
+            "GPU off the bus: GPU 0 of the group's node, through its gpusim folder), kill-healer (kill the group,\n"
+            "then the peer that sends its new attempt the state, during the transfer; the trainer must announce\n"
+            "its sends in <run_dir>/heal/<group>.sending, as the reference trainer does), lighthouse-kill\n"
+            "(SIGKILL what listens on the Lighthouse port), supervisor-kill (SIGKILL the node daemon started with\n"
+            "LAMPLIGHTER_SUPERVISOR_NODE=<node>); ONLY on the lab's test cluster, through\n"
+            "`python -m lamplighter.lab chaos`: node-crash (crash the group's node), partition (stop its slurmd\n"
+            "for 20 s while its trainers live on), slurmctld-restart (kill the controller, start it 5 s later).\n"
             "Every injection, miss and recovery goes to <run_dir>/chaos.jsonl."
         ),
         epilog="examples:\n  lamplighter chaos lab --once kill --group 1\n"
