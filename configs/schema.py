@@ -238,14 +238,15 @@ class LighthouseConfig(Strict):
     heartbeat_timeout_ms: int = Field(
         500, ge=1, le=3_600_000, description="A group silent this long leaves the quorum."
     )
-    restart_grace_ms: int = Field(
-        2000,
+    restart_grace_ms: int | None = Field(
+        None,
         ge=0,
         le=600_000,
         description=(
             "After a restart, the Lighthouse counts the groups it last saw alive as heartbeating for this long "
             "(it remembers them in <run_dir>/lighthouse-memory.json), so the first group to reconnect cannot form "
-            "a quorum alone and commit a step no peer holds; 0 turns this off."
+            "a quorum alone and commit a step no peer holds; 0 turns this off. Default: 2000, shortened to "
+            "torchft.quorum_timeout_s minus heartbeat_timeout_ms minus 500 ms when that is less."
         ),
     )
 
@@ -706,7 +707,14 @@ class JobConfig(Strict):
         if problems:
             # One line per violated rule: the loader turns each into its own error with a line number.
             raise ValueError("\n".join(problems))
+        if self.lighthouse.restart_grace_ms is None:
+            self.lighthouse.restart_grace_ms = default_restart_grace_ms(self.lighthouse, self.torchft)
         return self
+
+
+def default_restart_grace_ms(lh: LighthouseConfig, ft: TorchftConfig) -> int:
+    """2 s, or less when survivors' quorum timeout would not outlast the grace and a heartbeat timeout."""
+    return max(0, min(2000, ft.quorum_timeout_s * 1000 - lh.heartbeat_timeout_ms - 500))
 
 
 def cross_section_problems(job: JobConfig) -> list[str]:

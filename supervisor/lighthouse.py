@@ -43,7 +43,8 @@ def lighthouse_argv(
     """torchft_lighthouse's flags from the config; bind_host overrides cfg.host (e.g. "[::]" on a head node).
 
     remember: lighthouse_main's memory file (lighthouse_memory.py); torchft's own script has no such flag."""
-    extra = [] if remember is None else ["--remember", str(remember), "--restart-grace-ms", str(cfg.restart_grace_ms)]
+    grace = 2000 if cfg.restart_grace_ms is None else cfg.restart_grace_ms  # None: outside a job's config
+    extra = [] if remember is None else ["--remember", str(remember), "--restart-grace-ms", str(grace)]
     return [
         *command,
         "--bind",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from lamplighter.configs.schema import JobConfig, NodeConfig, node_job_problems
 
 HEAD = NodeConfig(role="head", gpus=False)
@@ -26,3 +28,18 @@ def test_node_pace_against_the_jobs_hang_timeout() -> None:
         NodeConfig(health={"poll_interval_s": 3}), job(health={"hang_timeout_s": 5.5}, torchft={"quorum_timeout_s": 5})
     )
     assert len(problems) == 1 and "poll_interval_s (3 s) must be at most half" in problems[0]
+
+
+def test_restart_grace_fits_under_a_short_quorum_timeout() -> None:
+    """CI finding: a fixed 2 s grace made every config with quorum_timeout_s 2 invalid."""
+    from lamplighter.configs.schema import JobConfig
+
+    assert JobConfig.model_validate({"name": "j"}).lighthouse.restart_grace_ms == 2000
+    short = JobConfig.model_validate({"name": "j", "torchft": {"quorum_timeout_s": 2}})
+    assert short.lighthouse.restart_grace_ms == 1000  # 2000 - 500 (heartbeat timeout) - 500
+    again = JobConfig.model_validate(short.model_dump())  # job.json round trip: the value is explicit now
+    assert again.lighthouse.restart_grace_ms == 1000
+    with pytest.raises(ValueError, match="restart_grace_ms"):
+        JobConfig.model_validate(
+            {"name": "j", "torchft": {"quorum_timeout_s": 2}, "lighthouse": {"restart_grace_ms": 1600}}
+        )
