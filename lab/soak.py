@@ -48,26 +48,12 @@ from lamplighter.lab.run_report import read_action_logs
 from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, leftover_job_processes
 from lamplighter.lab.testcluster import pick_port_range, slurm_installed
 from lamplighter.slurm.chaos_runner import run_schedule
-from lamplighter.slurm.chaos_slurm import CHAOS_FILE, read_records
+from lamplighter.slurm.chaos_slurm import CHAOS_FILE, GPU_FAULTS, KINDS, read_records
 from lamplighter.slurm.proc_find import listener_procs
 from lamplighter.slurm.run import SlurmError
 
-SOAK_KINDS = (
-    "kill",
-    "hang",
-    "hang-collective",
-    "exception",
-    "gpu",
-    "gpu-hang",
-    "gpu-lost",
-    "kill-healer",
-    "node-crash",
-    "partition",
-    "lighthouse-kill",
-    "supervisor-kill",
-    "slurmctld-restart",
-)
-GPU_KINDS = ("gpu", "gpu-hang", "gpu-lost")
+SOAK_KINDS = KINDS  # every kind lamplighter chaos can inject on the lab
+GPU_KINDS = tuple(GPU_FAULTS)
 REPAIR_GPU_AFTER_S = 20.0  # the operator replaces the GPU, then resumes the node
 RESTART_NODE_AFTER_S = 10.0  # a crashed node reboots
 PARTITION_S = 20.0  # a cut-off node answers again after this (chaos restores it); the operator resumes it

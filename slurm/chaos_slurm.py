@@ -48,21 +48,6 @@ from lamplighter.trainer.contract import RunPaths
 from lamplighter.trainer.steplog import read_steps
 
 CHAOS_FILE = "chaos.jsonl"
-KINDS = (
-    "kill",
-    "hang",
-    "hang-collective",
-    "exception",
-    "gpu",
-    "gpu-hang",
-    "gpu-lost",
-    "kill-healer",
-    "node-crash",
-    "partition",
-    "lighthouse-kill",
-    "supervisor-kill",
-    "slurmctld-restart",
-)
 # Kinds after which the group's Slurm job is requeued and runs again (what Recovery watches).
 GROUP_KINDS = (
     "kill",
@@ -76,6 +61,7 @@ GROUP_KINDS = (
     "node-crash",
     "partition",
 )
+KINDS = (*GROUP_KINDS, "lighthouse-kill", "supervisor-kill", "slurmctld-restart")
 GPU_FAULTS = {"gpu": "ecc-uncorrectable", "gpu-hang": "hang", "gpu-lost": "lost"}  # kind -> gpusim fault
 
 
