@@ -19,21 +19,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lamplighter.configs.loader import ConfigError
 from lamplighter.configs.schema import NodeConfig
 from lamplighter.daemon.compute_loop import drain_history
 from lamplighter.daemon.executor import Executor
+from lamplighter.daemon.failed_jobs import group_of, judge, read_attempt, run_dir_of
 from lamplighter.daemon.held_jobs import to_release
 from lamplighter.daemon.metrics import DaemonMetrics
 from lamplighter.daemon.node_policy import REASON_PREFIX, NodeAction
-from lamplighter.slurm.actions import SlurmApi
+from lamplighter.slurm.actions import FAILED_STATES, SlurmApi
 from lamplighter.slurm.hostlist import expand_hostlist
 from lamplighter.slurm.parsers import NodeInfo, QueueEntry
-from lamplighter.slurm.requeue import start_elsewhere
+from lamplighter.slurm.requeue import requeue_elsewhere, start_elsewhere
 from lamplighter.slurm.run import SlurmError
 from lamplighter.supervisor.ports import accepts_connections
 from lamplighter.supervisor.ratelimit import may_drain
 
 log = logging.getLogger(__name__)
+
+RETRY_S = 10.0  # a failed job whose config could not be read, or whose requeue failed: tried again after this
 
 
 def decide_nodes(
@@ -81,6 +85,7 @@ class HeadLoop:
     cycles: int = 0
     last_marked: list[str] = field(default_factory=list)
     released: dict[int, float] = field(default_factory=dict)  # job id -> when a launch-failure hold was lifted
+    not_before: dict[tuple[int, int], float] = field(default_factory=dict)  # failed (job id, attempt) -> judge again at
     metrics: DaemonMetrics | None = None
 
     def start(self, now: float) -> None:
@@ -96,6 +101,7 @@ class HeadLoop:
             log.error("head: cannot read the queue or nodes: %s", e)
             return []
         self._release_held(now, queue)
+        self._requeue_failed(now)
         watched = {name for j in jobs for name in expand_hostlist(j.nodes)}
         probe_timeout = min(1.0, self.cfg.node_silence_s / 2)
         for name in list(self.silent_since):
@@ -131,6 +137,57 @@ class HeadLoop:
                 log.warning("head: job %s was held by Slurm after a failed launch: released", job_id)
             except SlurmError as e:
                 log.warning("head: could not release job %s held after a failed launch: %s", job_id, e)
+
+    def _requeue_failed(self, now: float) -> None:
+        """Group jobs FAILED with nobody to requeue them (daemon/failed_jobs.py): each failed attempt judged once."""
+        try:
+            failed = self.api.failed_jobs(self.cfg.job_prefix)
+        except SlurmError as e:
+            log.warning("head: cannot list the failed jobs: %s", e)
+            return
+        for entry in failed:
+            group = group_of(entry.name)
+            if group is None:
+                continue  # the job's Lighthouse: its own script restarts it
+            try:
+                info = self.api.job(entry.job_id)
+            except SlurmError as e:
+                log.warning("head: cannot read failed job %s: %s", entry.job_id, e)
+                continue
+            key = (info.job_id, info.restarts)
+            if info.state not in FAILED_STATES or self.not_before.get(key, float("-inf")) > now:
+                continue
+            self.not_before[key] = float("inf")
+            run_dir = run_dir_of(info)
+            if run_dir is None:
+                log.warning(
+                    "head: failed job %s (%s) has no lamplighter run directory: left alone", info.job_id, info.name
+                )
+                continue
+            try:
+                attempt = read_attempt(info, group, run_dir)
+            except ConfigError as e:
+                log.error("head: failed job %s: cannot read its config (again in %g s): %s", info.job_id, RETRY_S, e)
+                self.not_before[key] = now + RETRY_S
+                continue
+            verdict = judge(now, attempt)
+            log.warning("head: %s: %s", verdict.reason, "requeueing it" if verdict.requeue else "left FAILED")
+            if not verdict.requeue:
+                continue
+            try:
+                res = requeue_elsewhere(
+                    self.api,
+                    self.executor.updater,
+                    info.job_id,
+                    attempt.node,
+                    now + verdict.delay_s,
+                    now,
+                    attempt.attempt,
+                )
+                log.info("head: failed job %s: %s", info.job_id, res)
+            except (SlurmError, TimeoutError) as e:
+                log.warning("head: could not requeue failed job %s (again in %g s): %s", info.job_id, RETRY_S, e)
+                self.not_before[key] = now + RETRY_S
 
     def _restart_jobs_of(self, node: str, jobs: list[Any]) -> None:
         """Slurm requeued them when the node went down; start them now, elsewhere."""

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lamplighter.slurm.actions import check_job_id, check_node_name, check_reason
+from lamplighter.slurm.actions import FAILED_STATES, check_job_id, check_node_name, check_reason
 from lamplighter.slurm.parsers import LAUNCH_FAILED_HELD, JobInfo, NodeInfo, QueueEntry
 from lamplighter.slurm.run import SlurmError
 
@@ -47,6 +47,7 @@ class _Job:
     completing_until: float = 0.0
     exit_code: str = "0:0"
     held: bool = False
+    command: str = ""  # the script submitted (scontrol's Command=)
 
 
 @dataclass
@@ -94,6 +95,7 @@ class FakeSlurm:
             nodes=int(opts.get("--nodes", "1")),
             requeue="--no-requeue" not in opts,
             nodelist=opts.get("--nodelist"),
+            command=str(script),
         )
         self._next_id += 1
         self._jobs[job.job_id] = job
@@ -103,7 +105,8 @@ class FakeSlurm:
     def requeue(self, job_id: int) -> None:
         self._controller()
         job = self._job(job_id)
-        if job.state not in ("RUNNING", "PENDING") or not job.requeue:
+        # A FAILED batch job is requeued too, while Slurm still remembers it (MinJobAge; measured on 22.05).
+        if job.state not in ("RUNNING", "PENDING", "FAILED") or not job.requeue:
             raise SlurmError(["scontrol", "requeue", str(job_id)], 1, f"Job is not requeueable for job {job_id}")
         self._requeue(job)
 
@@ -177,6 +180,7 @@ class FakeSlurm:
             start_time=None,
             requeue=j.requeue,
             exit_code=j.exit_code,
+            fields={"Command": j.command} if j.command else {},
         )
 
     def node(self, name: str) -> NodeInfo:
@@ -205,6 +209,15 @@ class FakeSlurm:
             for j in self._jobs.values()
             if j.state in ("PENDING", "RUNNING", "COMPLETING")
             and (name_prefix is None or j.name.startswith(name_prefix))
+        ]
+
+    def failed_jobs(self, name_prefix: str | None = None) -> list[QueueEntry]:
+        self._controller()
+        self._advance()
+        return [
+            QueueEntry(j.job_id, j.name, j.state, "NonZeroExitCode", None, "root")
+            for j in self._jobs.values()
+            if j.state in FAILED_STATES and (name_prefix is None or j.name.startswith(name_prefix))
         ]
 
     # -- the world outside Slurm --------------------------------------------

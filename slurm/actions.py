@@ -29,6 +29,8 @@ from lamplighter.slurm.run import SlurmCli, SlurmError
 
 _NODE_NAME = re.compile(r"[A-Za-z0-9_.\-\[\],]{1,128}")
 MAX_REASON = 1000
+# How a batch job that ended badly shows in squeue --states (FAILED: the script's status was not 0).
+FAILED_STATES = ("FAILED", "OUT_OF_MEMORY")
 
 
 def check_node_name(name: str) -> str:
@@ -69,6 +71,7 @@ class SlurmApi(Protocol):
     def node(self, name: str) -> NodeInfo: ...
     def nodes(self) -> list[NodeInfo]: ...
     def jobs(self, name_prefix: str | None = None) -> list[QueueEntry]: ...
+    def failed_jobs(self, name_prefix: str | None = None) -> list[QueueEntry]: ...
 
 
 def poll_job(
@@ -153,6 +156,12 @@ class SlurmActions:
         if name_prefix is None:
             return entries
         return [e for e in entries if e.name.startswith(name_prefix)]
+
+    def failed_jobs(self, name_prefix: str | None = None) -> list[QueueEntry]:
+        """Jobs that ended FAILED or OUT_OF_MEMORY and that Slurm still remembers (for MinJobAge)."""
+        states = ",".join(FAILED_STATES)
+        entries = parse_squeue(self.cli.run("squeue", "--noheader", f"--states={states}", "-o", SQUEUE_FORMAT))
+        return [e for e in entries if name_prefix is None or e.name.startswith(name_prefix)]
 
     def _update_node(self, node: str, *settings: str) -> None:
         self.cli.run("scontrol", "update", f"nodename={check_node_name(node)}", *settings)

@@ -1,0 +1,144 @@
+"""Group jobs that ended FAILED with nobody to requeue them: the head requeues them under the job's own policy.
+
+A group's node daemon requeues its job when it sees the trainer fail. A trainer
+that dies before that daemon first saw it (the soak: a kill 0.2 s into a new
+attempt), or while that daemon is down, ends the batch script with its status:
+Slurm records the job FAILED and the job trains on with one group fewer. Slurm
+keeps a finished job for MinJobAge (300 s by default) and `scontrol requeue`
+brings a FAILED batch job back within it (measured on 22.05), so the head,
+which lists the jobs of its prefix anyway, does it.
+
+It judges the failed attempt as a node daemon would (policy.judge_failure),
+with what the job's run directory says: never for an exit status in the job's
+`restart.no_restart_exit_codes`, nor when the job is complete
+(`<run_dir>/completed`) or a daemon gave that attempt up (its give_up line in
+`<run_dir>/actions.jsonl`), nor past `restart.budget_per_group` (renewals do
+not count). The crash-loop window is the node daemons' own: the head sees only
+failures that nobody handled. Each failed attempt is judged once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from lamplighter.configs.loader import load_job
+from lamplighter.configs.schema import RestartConfig
+from lamplighter.slurm.parsers import JobInfo
+from lamplighter.slurm.render import CONFIG_FILE
+from lamplighter.slurm.renew import RENEWAL_DIR, renewals_file
+from lamplighter.slurm.submission import SCRIPTS_DIR
+from lamplighter.supervisor.policy import judge_failure
+from lamplighter.supervisor.run_dir_actions import ACTIONS_FILE
+from lamplighter.trainer.contract import RunPaths
+
+_GROUP_NAME = re.compile(r"-g(\d+)$")
+
+
+@dataclass(frozen=True)
+class FailedAttempt:
+    """A group job's failed attempt as Slurm reports it, and what its run directory says of it."""
+
+    job_id: int
+    group: int
+    attempt: int  # Slurm's restart count: the attempt that failed
+    status: int | None  # the batch script's exit status
+    node: str | None  # where it failed (kept off it on the next start)
+    restart: RestartConfig
+    renewals: int = 0
+    completed: bool = False
+    given_up: bool = False
+
+
+@dataclass(frozen=True)
+class Verdict:
+    requeue: bool
+    reason: str
+    delay_s: float = 0.0
+
+
+def judge(now: float, f: FailedAttempt) -> Verdict:
+    """Pure: requeue the failed attempt, or leave it FAILED; and why."""
+    what = f"Slurm job {f.job_id} (group {f.group}) ended FAILED with status {f.status} on {f.node}"
+    if f.completed:
+        return Verdict(False, f"{what}: the job already reached its target")
+    if f.given_up:
+        return Verdict(False, f"{what}: a node daemon gave this attempt up")
+    if f.status is not None and f.status in f.restart.no_restart_exit_codes:
+        return Verdict(False, f"{what}: status in restart.no_restart_exit_codes {f.restart.no_restart_exit_codes}")
+    restarts = max(0, f.attempt - f.renewals)
+    verdict = judge_failure(now, (), restarts, f.restart)
+    if verdict.give_up:
+        return Verdict(False, f"GIVING UP on {what}: {verdict.give_up}")
+    return Verdict(
+        True,
+        f"{what} before any daemon handled it; restart {restarts + 1}/{f.restart.budget_per_group} "
+        f"in {verdict.delay_s:.1f} s",
+        verdict.delay_s,
+    )
+
+
+def group_of(name: str) -> int | None:
+    m = _GROUP_NAME.search(name)
+    return int(m.group(1)) if m else None
+
+
+def run_dir_of(info: JobInfo) -> Path | None:
+    """The run directory of a rendered group job: its script is `<run_dir>/sbatch/group-N.sbatch`."""
+    command = info.fields.get("Command")
+    if not command:
+        return None
+    script = Path(command)
+    if script.parent.name != SCRIPTS_DIR:
+        return None
+    run_dir = script.parent.parent
+    return run_dir if (run_dir / CONFIG_FILE).is_file() else None
+
+
+def exit_status(info: JobInfo) -> int | None:
+    """`ExitCode=137:0` -> 137 (the script's status; the part after the colon is a signal)."""
+    head = (info.exit_code or "").split(":", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def read_attempt(info: JobInfo, group: int, run_dir: Path) -> FailedAttempt:
+    """Raises ConfigError when the job's config cannot be used (the caller logs it and tries later)."""
+    job = load_job(run_dir / CONFIG_FILE)
+    renewals = renewals_file(run_dir / RENEWAL_DIR, group, info.job_id)
+    try:
+        n_renewals = int(renewals.read_text().strip() or 0)
+    except (OSError, ValueError):
+        n_renewals = 0
+    return FailedAttempt(
+        job_id=info.job_id,
+        group=group,
+        attempt=info.restarts,
+        status=exit_status(info),
+        node=info.batch_host,
+        restart=job.restart,
+        renewals=n_renewals,
+        completed=RunPaths(run_dir).completed().exists(),
+        given_up=gave_up(run_dir / ACTIONS_FILE, info.job_id, info.restarts),
+    )
+
+
+def gave_up(actions: Path, job_id: int, attempt: int) -> bool:
+    try:
+        lines = actions.read_text().splitlines()
+    except OSError:
+        return False
+    for line in lines:
+        if '"give_up"' not in line:
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        jobs = rec.get("jobs") or []
+        if rec.get("action") == "give_up" and any(
+            str(j.get("job_id")) == str(job_id) and j.get("attempt") in (attempt, None) for j in jobs
+        ):
+            return True
+    return False
