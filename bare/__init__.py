@@ -1,0 +1,12 @@
+"""bare: the bare-metal adapter (no Slurm): etcd holds which host is alive and which group runs where.
+
+Public modules (the package re-exports nothing: import them):
+    etcd_store   Store: the one way lamplighter talks to etcd (every call bounded, endpoints tried in turn)
+    keys         the key layout of one cluster in etcd
+    placement    the pure placement decision: which group goes to which host, and why
+    placer       the placer role: won by election, its writes fenced by its leadership
+    host_lease   a host's liveness: a lease kept alive, and when the host must fence itself
+
+Layer: an adapter beside slurm (configs, gpusim -> trainer -> supervisor -> slurm, bare -> daemon; lab -> bench).
+May import: configs, gpusim, trainer, supervisor
+"""

@@ -1,0 +1,191 @@
+"""Store: the one way lamplighter talks to etcd, through its gRPC gateway (JSON over HTTP, etcd3gw).
+
+Why etcd3gw: it is maintained (OpenStack), typed, pure Python over `requests`
+(no gRPC build on the nodes), and speaks TLS with client certificates. It talks
+to one endpoint; Store keeps one client per member and tries them in turn, so
+losing a member (or being cut off from it) costs one timeout, not the role.
+
+Every call is bounded by `timeout_s`; a member that cannot be reached is
+skipped for the rest of the call, and only when none answered does the call
+raise EtcdError, naming what was asked and what each member said. A request
+etcd refuses (a bad key, an unknown lease) is not retried elsewhere: it would
+be refused there too. `requests_made` counts every HTTP request, for etcd's
+load per host.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from etcd3gw.client import Etcd3Client
+from etcd3gw.exceptions import ConnectionFailedError, ConnectionTimeoutError, Etcd3Exception
+
+
+class EtcdError(RuntimeError):
+    def __init__(self, what: str, problems: Sequence[str]) -> None:
+        super().__init__(f"etcd: {what}: " + "; ".join(problems))
+        self.what = what
+        self.problems = list(problems)
+
+
+@dataclass(frozen=True)
+class Tls:
+    """Client certificates: etcd with --client-cert-auth admits only clients its CA signed."""
+
+    ca: str
+    cert: str
+    key: str
+
+
+@dataclass(frozen=True)
+class Entry:
+    key: str
+    value: str
+    mod_revision: int
+    create_revision: int
+    lease: int = 0
+
+
+def _b64(s: str) -> str:
+    return base64.b64encode(s.encode()).decode()
+
+
+def _unb64(s: str) -> str:
+    return base64.b64decode(s).decode()
+
+
+def prefix_end(prefix: str) -> str:
+    """etcd's range end for every key under `prefix` (the prefix with its last byte plus one)."""
+    raw = prefix.encode()
+    return (raw[:-1] + bytes([raw[-1] + 1])).decode()
+
+
+# Conditions and operations of a transaction, as the gateway takes them.
+def absent(key: str) -> dict[str, Any]:
+    return {"key": _b64(key), "target": "CREATE", "result": "EQUAL", "create_revision": "0"}
+
+
+def value_is(key: str, value: str) -> dict[str, Any]:
+    return {"key": _b64(key), "target": "VALUE", "result": "EQUAL", "value": _b64(value)}
+
+
+def mod_revision_is(key: str, revision: int) -> dict[str, Any]:
+    """`revision` 0: the key must not exist (its mod revision reads 0)."""
+    return {"key": _b64(key), "target": "MOD", "result": "EQUAL", "mod_revision": str(revision)}
+
+
+def put(key: str, value: str, lease: int = 0) -> dict[str, Any]:
+    req: dict[str, Any] = {"key": _b64(key), "value": _b64(value)}
+    if lease:
+        req["lease"] = str(lease)
+    return {"request_put": req}
+
+
+def delete(key: str) -> dict[str, Any]:
+    return {"request_delete_range": {"key": _b64(key)}}
+
+
+@dataclass
+class Store:
+    endpoints: Sequence[str]  # http(s)://host:port of each etcd member
+    timeout_s: float = 2.0
+    tls: Tls | None = None
+    requests_made: int = 0
+    _clients: list[Etcd3Client] = field(default_factory=list, repr=False)
+    _first: int = 0  # the member that answered last: asked first next time
+
+    def __post_init__(self) -> None:
+        if not self.endpoints:
+            raise ValueError("etcd: no endpoints")
+        for url in self.endpoints:
+            u = urlsplit(url)
+            if u.scheme not in ("http", "https") or not u.hostname or not u.port:
+                raise ValueError(f"etcd endpoint {url!r}: expected http(s)://host:port")
+            if u.scheme == "https" and self.tls is None:
+                raise ValueError(f"etcd endpoint {url!r} is https: give the client certificate (tls)")
+            t = self.tls
+            self._clients.append(
+                Etcd3Client(
+                    host=u.hostname,
+                    port=u.port,
+                    protocol=u.scheme,
+                    ca_cert=t.ca if t else None,
+                    cert_cert=t.cert if t else None,
+                    cert_key=t.key if t else None,
+                    timeout=self.timeout_s,
+                    api_path="/v3/",
+                )
+            )
+
+    def call(self, what: str, path: str, payload: dict[str, Any]) -> dict[str, Any]:
+        problems: list[str] = []
+        n = len(self._clients)
+        for i in range(n):
+            k = (self._first + i) % n
+            client = self._clients[k]
+            self.requests_made += 1
+            try:
+                out: dict[str, Any] = client.post(client.get_url(path), json=payload)
+            except (ConnectionFailedError, ConnectionTimeoutError) as e:
+                problems.append(f"{self.endpoints[k]}: {type(e).__name__}")
+                continue
+            except Etcd3Exception as e:
+                raise EtcdError(what, [f"{self.endpoints[k]} refused it: {e.detail_text or e}"]) from None
+            self._first = k
+            return out
+        raise EtcdError(what, problems)
+
+    def close(self) -> None:
+        for c in self._clients:
+            c.session.close()
+
+    # -- keys ------------------------------------------------------------------
+
+    def get(self, key: str) -> Entry | None:
+        kvs = self.call(f"read {key}", "/kv/range", {"key": _b64(key)}).get("kvs") or []
+        return _entry(kvs[0]) if kvs else None
+
+    def prefix(self, prefix: str) -> tuple[int, list[Entry]]:
+        """Every key under `prefix`, and the store's revision they were read at."""
+        out = self.call(f"read {prefix}*", "/kv/range", {"key": _b64(prefix), "range_end": _b64(prefix_end(prefix))})
+        return int(out["header"]["revision"]), [_entry(kv) for kv in out.get("kvs") or []]
+
+    def put(self, key: str, value: str, lease: int = 0) -> int:
+        """The store's revision after the write."""
+        return int(self.call(f"write {key}", "/kv/put", put(key, value, lease)["request_put"])["header"]["revision"])
+
+    def txn(self, what: str, compare: list[dict[str, Any]], success: list[dict[str, Any]]) -> bool:
+        """All of `success` if every condition of `compare` holds, else nothing: whether it did."""
+        out = self.call(what, "/kv/txn", {"compare": compare, "success": success, "failure": []})
+        return bool(out.get("succeeded", False))
+
+    # -- leases ----------------------------------------------------------------
+
+    def grant(self, ttl_s: int) -> int:
+        return int(self.call(f"grant a {ttl_s} s lease", "/lease/grant", {"TTL": str(ttl_s), "ID": "0"})["ID"])
+
+    def keepalive(self, lease: int) -> int:
+        """The lease's TTL again after renewing it; 0 or less: it had expired (its keys are gone)."""
+        out = self.call(f"keep lease {lease:x} alive", "/lease/keepalive", {"ID": str(lease)})
+        return int((out.get("result") or {}).get("TTL", -1))
+
+    def revoke(self, lease: int) -> None:
+        try:
+            self.call(f"revoke lease {lease:x}", "/kv/lease/revoke", {"ID": str(lease)})
+        except EtcdError as e:
+            if not any("not found" in p for p in e.problems):
+                raise
+
+
+def _entry(kv: dict[str, Any]) -> Entry:
+    return Entry(
+        key=_unb64(kv["key"]),
+        value=_unb64(kv.get("value", "")),
+        mod_revision=int(kv.get("mod_revision", 0)),
+        create_revision=int(kv.get("create_revision", 0)),
+        lease=int(kv.get("lease", 0)),
+    )

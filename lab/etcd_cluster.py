@@ -1,0 +1,139 @@
+"""A real etcd cluster of 1-3 members on loopback, started and stopped by the project (Debian's etcd-server).
+
+Each member gets its own data directory under the folder, and free client and
+peer ports. `up` waits until every member answers /health; `stop` ends only
+the processes it started, by PID; `kill(i)` SIGKILLs one member (a crashed
+etcd host) and `restart(i)` brings it back on its data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lamplighter.supervisor.ports import free_port
+
+ETCD = "etcd"
+
+
+class EtcdClusterError(RuntimeError):
+    pass
+
+
+@dataclass
+class Member:
+    name: str
+    client_port: int
+    peer_port: int
+    data_dir: Path
+    log: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def client_url(self) -> str:
+        return f"http://127.0.0.1:{self.client_port}"
+
+    @property
+    def peer_url(self) -> str:
+        return f"http://127.0.0.1:{self.peer_port}"
+
+
+@dataclass
+class EtcdCluster:
+    folder: Path
+    size: int = 1
+    members: list[Member] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.size <= 5:
+            raise ValueError(f"etcd cluster size {self.size}: 1 to 5 members")
+        if shutil.which(ETCD) is None:
+            raise EtcdClusterError("etcd is not installed: apt-get install etcd-server (make install does it)")
+
+    @property
+    def endpoints(self) -> list[str]:
+        return [m.client_url for m in self.members]
+
+    def up(self, timeout_s: float = 30.0) -> EtcdCluster:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.members = [
+            Member(f"m{i}", free_port(), free_port(), self.folder / f"m{i}.etcd", self.folder / f"m{i}.log")
+            for i in range(self.size)
+        ]
+        for m in self.members:
+            self._start(m, new=True)
+        self.wait_healthy(timeout_s)
+        return self
+
+    def _start(self, m: Member, new: bool) -> None:
+        initial = ",".join(f"{x.name}={x.peer_url}" for x in self.members)
+        argv = [
+            ETCD,
+            "--name", m.name,
+            "--data-dir", str(m.data_dir),
+            "--listen-client-urls", m.client_url,
+            "--advertise-client-urls", m.client_url,
+            "--listen-peer-urls", m.peer_url,
+            "--initial-advertise-peer-urls", m.peer_url,
+            "--initial-cluster", initial,
+            "--initial-cluster-state", "new" if new else "existing",
+            "--initial-cluster-token", f"lamplighter-lab-{os.getpid()}",
+            "--log-outputs", "stderr",
+        ]  # fmt: skip
+        with m.log.open("ab") as log:
+            m.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def healthy(self, m: Member) -> bool:
+        try:
+            with urllib.request.urlopen(m.client_url + "/health", timeout=1.0) as r:
+                return bool(json.loads(r.read()).get("health") == "true")
+        except (OSError, ValueError):
+            return False
+
+    def wait_healthy(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            dead = [m for m in self.members if m.proc is not None and m.proc.poll() is not None]
+            if dead:
+                raise EtcdClusterError(f"etcd member {dead[0].name} exited; see {dead[0].log}")
+            if all(self.healthy(m) for m in self.members if m.proc is not None):
+                return
+            if time.monotonic() > deadline:
+                raise EtcdClusterError(f"etcd not healthy after {timeout_s:g} s; logs in {self.folder}")
+            time.sleep(0.1)
+
+    def kill(self, i: int) -> None:
+        m = self.members[i]
+        if m.proc is not None and m.proc.poll() is None:
+            os.kill(m.proc.pid, signal.SIGKILL)
+            m.proc.wait()
+        m.proc = None
+
+    def restart(self, i: int, timeout_s: float = 30.0) -> None:
+        self.kill(i)
+        self._start(self.members[i], new=False)
+        self.wait_healthy(timeout_s)
+
+    def stop(self) -> None:
+        for m in self.members:
+            if m.proc is not None and m.proc.poll() is None:
+                m.proc.terminate()
+                try:
+                    m.proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    m.proc.kill()
+                    m.proc.wait()
+            m.proc = None
+
+    def __enter__(self) -> EtcdCluster:
+        return self.up()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

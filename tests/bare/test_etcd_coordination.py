@@ -1,0 +1,115 @@
+"""Election, placement and host liveness against a real etcd (Debian's etcd-server) on loopback."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from lamplighter.bare.etcd_store import EtcdError, Store
+from lamplighter.bare.host_lease import HostLease
+from lamplighter.bare.keys import Keys
+from lamplighter.bare.placement import Assignment
+from lamplighter.bare.placer import HostEntry, Placer
+from lamplighter.lab.etcd_cluster import EtcdCluster
+
+pytestmark = pytest.mark.integration
+
+HOSTS = [HostEntry("h1"), HostEntry("h2"), HostEntry("s1", spare=True)]
+
+
+def until(cond: Callable[[], object], timeout_s: float, what: str) -> None:
+    """Poll a condition that etcd's own clock makes true (a lease's TTL); fail with what was awaited."""
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s} s: {what}")
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdCluster]:
+    with EtcdCluster(tmp_path_factory.mktemp("etcd"), size=3) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def store(etcd: EtcdCluster) -> Iterator[Store]:
+    s = Store(etcd.endpoints, timeout_s=1.0)
+    yield s
+    s.close()
+
+
+def register(store: Store, keys: Keys, *names: str) -> dict[str, HostLease]:
+    leases = {n: HostLease(store, keys, n, ttl_s=2, info={"host": n}) for n in names}
+    for lease in leases.values():
+        assert lease.renew(time.monotonic())
+    return leases
+
+
+def test_one_placer_is_elected_and_a_deposed_one_cannot_write(store: Store, request: pytest.FixtureRequest) -> None:
+    keys = Keys(f"c-{request.node.name[:40]}")
+    register(store, keys, "h1", "h2", "s1")
+    a, b = Placer(store, keys, "h1", ttl_s=2), Placer(store, keys, "h2", ttl_s=2)
+    assert a.campaign() == "h1" and b.campaign() == "h1"
+    assert a.leading and not b.leading
+    assert b.step("job", 2, HOSTS) == []  # a follower moves nothing
+    moves = a.step("job", 2, HOSTS)
+    assert [(m.group, m.new.host, m.new.epoch) for m in moves] == [(0, "h1", 1), (1, "h2", 1)]
+    # h1 stops renewing (dead): its placer key goes with its lease, and h2 takes the role.
+    until(lambda: b.campaign() == "h2", 10, "h2 becomes the placer after h1's lease expired")
+    assert b.leading
+    # h1 still believes it leads (it has not campaigned since): its write is refused, nothing changes.
+    before = store.get(keys.group("job", 0))
+    assert a.leading
+    assert a.step("job", 2, [HostEntry("s1", spare=True), HostEntry("h2")]) == []
+    assert [m.group for m in a.refused] == [0, 1]
+    assert store.get(keys.group("job", 0)) == before
+
+
+def test_a_group_moves_to_the_spare_when_its_hosts_lease_expires(store: Store, request: pytest.FixtureRequest) -> None:
+    keys = Keys(f"c-{request.node.name[:40]}")
+    leases = register(store, keys, "h1", "h2", "s1")
+    placer = Placer(store, keys, "h1", ttl_s=2)
+    placer.campaign()
+    placer.step("job", 2, HOSTS)
+
+    def h2_dead() -> bool:
+        leases["h1"].renew(time.monotonic())
+        leases["s1"].renew(time.monotonic())
+        placer.campaign()
+        return not next(h for h in placer.read("job", HOSTS).hosts if h.name == "h2").alive
+
+    until(h2_dead, 10, "h2's lease expires while the others renew")
+    [m] = placer.step("job", 2, HOSTS)
+    assert (m.group, m.new.host, m.new.epoch) == (1, "s1", 2)
+    got = store.get(keys.group("job", 1))
+    assert got is not None and Assignment.from_json(got.value) == m.new
+
+
+def test_the_store_rides_through_a_dead_etcd_member(etcd: EtcdCluster, request: pytest.FixtureRequest) -> None:
+    keys = Keys(f"c-{request.node.name[:40]}")
+    store = Store(etcd.endpoints, timeout_s=1.0)
+    store.put(keys.root + "x", "1")
+    etcd.kill(0)  # the member the store asked first
+    try:
+        assert store.put(keys.root + "x", "2") > 0
+        entry = store.get(keys.root + "x")
+        assert entry is not None and entry.value == "2"
+    finally:
+        etcd.restart(0)
+        store.close()
+
+
+def test_an_unreachable_etcd_is_an_error_that_names_every_endpoint(tmp_path: Path) -> None:
+    from lamplighter.supervisor.ports import free_port
+
+    ends = [f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"]
+    store = Store(ends, timeout_s=0.5)
+    with pytest.raises(EtcdError) as e:
+        store.get("/lamplighter/x")
+    assert all(end in str(e.value) for end in ends) and "read /lamplighter/x" in str(e.value)
+    with pytest.raises(ValueError, match="expected http"):
+        Store(["127.0.0.1:2379"])
