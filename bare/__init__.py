@@ -6,6 +6,7 @@ Public modules (the package re-exports nothing: import them):
     placement    the pure placement decision: which group goes to which host, and why
     placer       the placer role: won by election, its writes fenced by its leadership
     host_lease   a host's liveness: a lease kept alive, and when the host must fence itself
+    host_agent   the pure decision of a host daemon: fence, kill stale epochs, start, restart or give up
 
 Layer: an adapter beside slurm (configs, gpusim -> trainer -> supervisor -> slurm, bare -> daemon; lab -> bench).
 May import: configs, gpusim, trainer, supervisor

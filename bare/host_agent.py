@@ -1,0 +1,125 @@
+"""What a host daemon does with its trainers: a pure decision over its assignments, its processes and its lease.
+
+- Lease about to expire (host_lease.fence_due): kill every trainer here and
+  start none; the placer may give the groups away once the lease is gone.
+- A trainer whose group is no longer assigned here, or is assigned under
+  another epoch, is stale: killed (a trainer of an old epoch never runs beside
+  the new one).
+- A group assigned here with no trainer of its epoch: started.
+- A trainer that ended: 0 means the job reached its target (nothing more);
+  otherwise the job's restart policy (policy.judge_failure, the same as local
+  mode and Slurm) restarts it here after its backoff, or gives up on this host:
+  the host reports the group failed for this epoch and the placer moves it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from lamplighter.bare.placement import Assignment
+from lamplighter.configs.schema import RestartConfig
+from lamplighter.supervisor.policy import judge_failure
+
+GroupRef = tuple[str, int]  # (job, group)
+
+
+@dataclass(frozen=True)
+class Trainer:
+    job: str
+    group: int
+    epoch: int
+    pid: int
+    exit_code: int | None = None  # None: still running
+
+
+@dataclass(frozen=True)
+class GroupHistory:
+    """This host's restarts of one group under one epoch (a new epoch starts a new history)."""
+
+    epoch: int
+    restarts: int = 0
+    failures: tuple[float, ...] = ()
+    restart_at: float | None = None  # a restart is due at this time
+    given_up: bool = False
+    done: bool = False
+
+
+@dataclass(frozen=True)
+class HostAction:
+    kind: Literal["kill", "start", "report_failed", "done"]
+    job: str
+    group: int
+    epoch: int
+    reason: str
+    pid: int | None = None
+
+
+@dataclass
+class Decision:
+    actions: list[HostAction] = field(default_factory=list)
+    history: dict[GroupRef, GroupHistory] = field(default_factory=dict)
+
+
+def decide(
+    now: float,
+    me: str,
+    assigned: Mapping[GroupRef, Assignment],
+    trainers: Sequence[Trainer],
+    history: Mapping[GroupRef, GroupHistory],
+    restart: Mapping[str, RestartConfig],
+    fence: tuple[bool, str],
+) -> Decision:
+    """`trainers`: the live ones, and those that ended since the last decision (each reported once)."""
+    out = Decision(history=dict(history))
+    fence_now, why = fence
+    live = [t for t in trainers if t.exit_code is None]
+    if fence_now:
+        out.actions += [HostAction("kill", t.job, t.group, t.epoch, f"fencing: {why}", t.pid) for t in live]
+        return out
+    mine = {ref: a for ref, a in assigned.items() if a.host == me}
+    for t in live:
+        a = assigned.get((t.job, t.group))
+        if a is None or a.host != me or a.epoch != t.epoch:
+            where = "nowhere" if a is None or a.host is None else a.host
+            now_at = f"epoch {a.epoch} on {where}" if a else "no longer assigned"
+            out.actions.append(HostAction("kill", t.job, t.group, t.epoch, f"stale: the group is now {now_at}", t.pid))
+    for ref, a in sorted(mine.items()):
+        job, g = ref
+        h = out.history.get(ref)
+        if h is None or h.epoch != a.epoch:
+            h = GroupHistory(a.epoch)
+        ended = [t for t in trainers if (t.job, t.group, t.epoch) == (job, g, a.epoch) and t.exit_code is not None]
+        running = any((t.job, t.group, t.epoch) == (job, g, a.epoch) for t in live)
+        if h.done or h.given_up or running:
+            out.history[ref] = h
+            continue
+        if ended and h.restart_at is None:
+            code = ended[-1].exit_code
+            if code == 0:
+                out.actions.append(HostAction("done", job, g, a.epoch, "the trainer ended with 0: target reached"))
+                out.history[ref] = GroupHistory(a.epoch, h.restarts, h.failures, None, False, True)
+                continue
+            rc = restart.get(job, RestartConfig())
+            if code is not None and code in rc.no_restart_exit_codes:
+                verdict_give_up = f"exit {code} is in restart.no_restart_exit_codes"
+                failures = h.failures
+            else:
+                v = judge_failure(now, h.failures, h.restarts, rc)
+                verdict_give_up, failures = v.give_up, v.failures
+                if not v.give_up:
+                    out.history[ref] = GroupHistory(a.epoch, h.restarts + 1, failures, now + v.delay_s)
+                    continue
+            out.actions.append(
+                HostAction("report_failed", job, g, a.epoch, f"trainer exited {code}; {verdict_give_up}: move it")
+            )
+            out.history[ref] = GroupHistory(a.epoch, h.restarts, failures, None, True)
+            continue
+        if h.restart_at is not None and now < h.restart_at:
+            out.history[ref] = h
+            continue
+        reason = f"assigned here under epoch {a.epoch}" + (f" (restart {h.restarts})" if h.restarts else "")
+        out.actions.append(HostAction("start", job, g, a.epoch, reason))
+        out.history[ref] = GroupHistory(a.epoch, h.restarts, h.failures, None)
+    return out
