@@ -51,6 +51,9 @@ class Keys:
     def placer(self) -> str:
         return self.root + "placer"
 
+    def spec(self, job: str) -> str:
+        return f"{self.root}jobs/{check_name(job, 'job')}/spec"
+
     def groups(self, job: str) -> str:
         return f"{self.root}jobs/{check_name(job, 'job')}/groups/"
 

@@ -1,0 +1,182 @@
+"""One host daemon of a bare-metal cluster: its lease, the placer role when it wins it, and its trainers.
+
+Each cycle: renew the lease (host_lease), campaign for the placer role and,
+as placer, place every job's groups (placer); read this cluster's assignments
+and run host_agent.decide on them, then carry its actions out. Trainers are
+started with the same process handling as local mode (process_tree: a
+session per rank, the whole tree killed), under `setpriv --pdeathsig KILL`,
+so a daemon that dies takes its trainers with it instead of leaving them
+running unfenced. When etcd cannot be read, the last assignments read are
+kept: only the lease decides to fence, never a failed read.
+
+Jobs are in etcd (`<root>/jobs/<job>/spec`: the validated config, as JSON);
+each host writes it to `<state_dir>/<job>/job.json` for its trainers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lamplighter.bare.etcd_store import EtcdError, Store
+from lamplighter.bare.host_agent import GroupHistory, GroupRef, HostAction, Trainer, decide
+from lamplighter.bare.host_lease import HostLease
+from lamplighter.bare.keys import Keys
+from lamplighter.bare.placement import Assignment
+from lamplighter.bare.placer import HostEntry, Placer
+from lamplighter.configs.schema import JobConfig
+from lamplighter.supervisor.local_launch import group_launch
+from lamplighter.supervisor.process_tree import GroupProcesses, StartError
+
+log = logging.getLogger(__name__)
+
+
+def lighthouse_address(job: JobConfig) -> str:
+    host = job.lighthouse.host
+    return f"http://[{host}]:{job.lighthouse.port}" if ":" in host else f"http://{host}:{job.lighthouse.port}"
+
+
+def die_with_daemon(argv: Sequence[str]) -> list[str]:
+    """The trainer gets SIGKILL when the daemon that started it dies (prctl PR_SET_PDEATHSIG, via util-linux)."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        raise StartError("setpriv (util-linux) is missing: trainers would outlive a dead host daemon unfenced")
+    return [setpriv, "--pdeathsig", "KILL", "--", *argv]
+
+
+@dataclass
+class HostDaemon:
+    store: Store
+    keys: Keys
+    me: str
+    hosts: list[HostEntry]
+    state_dir: Path
+    clock: Callable[[], float]
+    ttl_s: int = 3
+    margin_s: float = 1.0
+    python: str = sys.executable
+    lease: HostLease = field(init=False)
+    placer: Placer = field(init=False)
+    jobs: dict[str, JobConfig] = field(default_factory=dict)
+    assigned: dict[GroupRef, Assignment] = field(default_factory=dict)
+    running: dict[GroupRef, tuple[int, GroupProcesses]] = field(default_factory=dict)  # -> (epoch, processes)
+    history: dict[GroupRef, GroupHistory] = field(default_factory=dict)
+    done: list[HostAction] = field(default_factory=list)  # every action taken, for status and tests
+    unstarted: list[Trainer] = field(default_factory=list)  # starts that failed: reported as exits (127)
+
+    def __post_init__(self) -> None:
+        self.lease = HostLease(self.store, self.keys, self.me, self.ttl_s, {"host": self.me})
+        self.placer = Placer(self.store, self.keys, self.me, self.ttl_s)
+
+    def cycle(self) -> list[HostAction]:
+        self.lease.renew(self.clock())
+        fence = self.lease.fence_due(self.clock(), self.margin_s)
+        if not fence[0]:
+            self._place()
+            self._read()
+        ended = self._reap()
+        trainers = [Trainer(j, g, e, gp.popens[0].pid) for (j, g), (e, gp) in self.running.items()] + ended
+        restart = {name: job.restart for name, job in self.jobs.items()}
+        d = decide(self.clock(), self.me, self.assigned, trainers, self.history, restart, fence)
+        self.history = d.history
+        for a in d.actions:
+            self._do(a)
+        self.done += d.actions
+        return d.actions
+
+    def _place(self) -> None:
+        try:
+            if self.placer.campaign() == self.me:
+                for name, job in self.jobs.items():
+                    self.placer.step(name, job.groups.count, self.hosts)
+        except EtcdError as e:
+            log.warning("%s: placement skipped: %s", self.me, e)
+
+    def _read(self) -> None:
+        try:
+            _, entries = self.store.prefix(self.keys.root + "jobs/")
+        except EtcdError as e:
+            log.warning("%s: cannot read the assignments (keeping the last ones): %s", self.me, e)
+            return
+        assigned: dict[GroupRef, Assignment] = {}
+        for entry in entries:
+            parts = entry.key[len(self.keys.root) :].split("/")  # jobs/<job>/spec | jobs/<job>/groups/<g>
+            if len(parts) == 3 and parts[2] == "spec" and parts[1] not in self.jobs:
+                # A job's spec is read once: a job is changed by submitting it again under a new name.
+                self.jobs[parts[1]] = JobConfig.model_validate(json.loads(entry.value))
+            elif len(parts) == 4 and parts[2] == "groups":
+                assigned[(parts[1], int(parts[3]))] = Assignment.from_json(entry.value)
+        self.assigned = assigned
+
+    def _reap(self) -> list[Trainer]:
+        ended, self.unstarted = self.unstarted, []
+        for ref, (epoch, gp) in list(self.running.items()):
+            if not gp.running():
+                codes = [p.wait() for p in gp.popens]
+                code = next((c for c in codes if c != 0), 0)
+                ended.append(Trainer(ref[0], ref[1], epoch, gp.popens[0].pid, exit_code=code))
+                del self.running[ref]
+        return ended
+
+    def _do(self, a: HostAction) -> None:
+        ref = (a.job, a.group)
+        log.warning("%s: %s %s group %s epoch %s: %s", self.me, a.kind, a.job, a.group, a.epoch, a.reason)
+        if a.kind == "kill":
+            have = self.running.get(ref)
+            if have is not None and have[0] == a.epoch:
+                have[1].kill()
+                del self.running[ref]
+        elif a.kind == "start":
+            self._start(a)
+        elif a.kind == "report_failed":
+            doc = json.dumps({"host": self.me, "epoch": a.epoch, "reason": a.reason})
+            try:
+                self.store.put(self.keys.failed(a.job, a.group), doc)
+            except EtcdError as e:
+                log.error("%s: cannot report group %s of %s failed: %s", self.me, a.group, a.job, e)
+
+    def _start(self, a: HostAction) -> None:
+        job = self.jobs[a.job]
+        run_dir = Path(job.run_dir) if job.run_dir else self.state_dir / a.job
+        config = self.state_dir / a.job / "job.json"
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(job.model_dump_json(indent=2))
+        argv, envs = group_launch(
+            job,
+            group=a.group,
+            attempt=a.epoch,
+            lighthouse=lighthouse_address(job),
+            config_path=config,
+            run_dir=run_dir,
+            python=self.python,
+        )
+        try:
+            gp = GroupProcesses.start(
+                group=a.group,
+                attempt=a.epoch,
+                argv=[die_with_daemon(x) for x in argv],
+                envs=envs,
+                log_path=run_dir / "logs" / f"g{a.group}-{self.me}.log",
+                started_at=self.clock(),
+            )
+        except StartError as e:
+            log.error("%s: %s", self.me, e)
+            self.unstarted.append(Trainer(a.job, a.group, a.epoch, 0, exit_code=127))
+            return
+        self.running[(a.job, a.group)] = (a.epoch, gp)
+
+    def stop(self) -> None:
+        for _, gp in self.running.values():
+            gp.kill()
+        self.running.clear()
+        try:
+            if self.placer.leading:
+                self.placer.resign()
+            self.lease.leave()
+        except EtcdError as e:
+            log.warning("%s: leaving etcd: %s (its keys expire with their leases)", self.me, e)

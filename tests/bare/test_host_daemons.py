@@ -1,0 +1,150 @@
+"""Host daemons on a real etcd, with real trainer processes: a cut link fences, a spare takes over, a failing
+group moves. The hosts share this machine; each host's way to etcd can be cut for real (lab/tcp_link.py)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from lamplighter.bare.etcd_store import Store
+from lamplighter.bare.host_daemon import HostDaemon
+from lamplighter.bare.keys import Keys
+from lamplighter.bare.placement import Assignment
+from lamplighter.bare.placer import HostEntry
+from lamplighter.configs.schema import JobConfig
+from lamplighter.lab.etcd_cluster import EtcdCluster
+from lamplighter.lab.tcp_link import TcpLink
+
+pytestmark = pytest.mark.integration
+
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(600)"]
+
+
+@pytest.fixture(scope="module")
+def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdCluster]:
+    with EtcdCluster(tmp_path_factory.mktemp("etcd"), size=1) as cluster:
+        yield cluster
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+class Hosts:
+    def __init__(self, etcd: EtcdCluster, tmp: Path, cluster: str, names: list[HostEntry]) -> None:
+        self.keys = Keys(cluster)
+        self.links = {h.name: TcpLink(("127.0.0.1", etcd.members[0].client_port)) for h in names}
+        self.daemons = {
+            h.name: HostDaemon(
+                Store([self.links[h.name].url], timeout_s=0.5),
+                self.keys,
+                h.name,
+                names,
+                tmp / h.name,
+                time.monotonic,
+                ttl_s=2,
+                margin_s=0.7,
+            )
+            for h in names
+        }
+        self.admin = Store(etcd.endpoints)
+
+    def submit(self, job: JobConfig) -> None:
+        self.admin.put(self.keys.spec(job.name), job.model_dump_json())
+
+    def cycle_until(
+        self, cond: Callable[[], bool], timeout_s: float, what: str, each: Callable[[], None] = lambda: None
+    ) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            for d in self.daemons.values():
+                d.cycle()
+            each()
+            if cond():
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not within {timeout_s} s: {what}")
+            time.sleep(0.1)
+
+    def runs(self, host: str, job: str, group: int, epoch: int | None = None) -> bool:
+        have = self.daemons[host].running.get((job, group))
+        return have is not None and (epoch is None or have[0] == epoch) and alive(have[1].popens[0].pid)
+
+    def assignment(self, job: str, group: int) -> Assignment:
+        e = self.admin.get(self.keys.group(job, group))
+        assert e is not None
+        return Assignment.from_json(e.value)
+
+    def close(self) -> None:
+        for d in self.daemons.values():
+            d.stop()
+        for link in self.links.values():
+            link.close()
+
+
+def job(tmp: Path, name: str, groups: int, command: list[str], **extra: object) -> JobConfig:
+    return JobConfig.model_validate(
+        {
+            "name": name,
+            "run_dir": str(tmp / "runs" / name),
+            "groups": {"count": groups},
+            "lighthouse": {"port": 29510},
+            "trainer": {"command": command},
+            **extra,
+        }
+    )
+
+
+def test_a_cut_host_fences_its_trainer_before_the_spare_starts_the_group(etcd: EtcdCluster, tmp_path: Path) -> None:
+    hosts = Hosts(etcd, tmp_path, "cut", [HostEntry("h1"), HostEntry("h2"), HostEntry("s1", spare=True)])
+    try:
+        hosts.submit(job(tmp_path, "bt", 2, SLEEPER))
+        hosts.cycle_until(lambda: hosts.runs("h1", "bt", 0) and hosts.runs("h2", "bt", 1), 20, "both groups run")
+        old_pid = hosts.daemons["h2"].running[("bt", 1)][1].popens[0].pid
+        hosts.links["h2"].cut()
+        overlap: list[float] = []
+
+        def no_split_brain() -> None:
+            if alive(old_pid) and hosts.runs("s1", "bt", 1):
+                overlap.append(time.monotonic())
+
+        hosts.cycle_until(lambda: hosts.runs("s1", "bt", 1, epoch=2), 20, "the spare runs group 1", no_split_brain)
+        assert overlap == [], "the cut host's trainer and the spare's ran at once"
+        assert not alive(old_pid)
+        fenced = [a for a in hosts.daemons["h2"].done if a.kind == "kill"]
+        assert fenced and "fencing: lease not renewed" in fenced[0].reason
+        a = hosts.assignment("bt", 1)
+        assert (a.host, a.epoch) == ("s1", 2) and "h2's lease expired" in a.reason
+        hosts.links["h2"].mend()
+        hosts.cycle_until(lambda: hosts.daemons["h2"].lease.error is None, 10, "h2 back in etcd")
+        hosts.cycle_until(lambda: True, 5, "one more round")
+        assert not hosts.runs("h2", "bt", 1) and hosts.runs("s1", "bt", 1, epoch=2) and hosts.runs("h1", "bt", 0)
+    finally:
+        hosts.close()
+
+
+def test_a_group_that_cannot_restart_on_its_host_moves(etcd: EtcdCluster, tmp_path: Path) -> None:
+    hosts = Hosts(etcd, tmp_path, "fail", [HostEntry("h1"), HostEntry("s1", spare=True)])
+    # Fails under epoch 1 (on h1, twice: the budget allows one restart there), runs under epoch 2.
+    flaky = [
+        sys.executable,
+        "-c",
+        "import os, sys, time; os.environ['LAMPLIGHTER_ATTEMPT'] == '1' and sys.exit(3); time.sleep(600)",
+    ]
+    try:
+        hosts.submit(job(tmp_path, "fl", 1, flaky, restart={"budget_per_group": 1, "backoff_initial_s": 0}))
+        hosts.cycle_until(lambda: hosts.runs("s1", "fl", 0, epoch=2), 30, "group 0 moved to the spare")
+        h1 = [(a.kind, a.epoch) for a in hosts.daemons["h1"].done]
+        assert h1 == [("start", 1), ("start", 1), ("report_failed", 1)]
+        a = hosts.assignment("fl", 0)
+        assert (a.host, a.epoch) == ("s1", 2) and "cannot be restarted on h1" in a.reason
+    finally:
+        hosts.close()
