@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+import requests
 from etcd3gw.client import Etcd3Client
 from etcd3gw.exceptions import ConnectionFailedError, ConnectionTimeoutError, Etcd3Exception
 
@@ -107,17 +108,21 @@ class Store:
                 raise ValueError(f"etcd endpoint {url!r}: expected http(s)://host:port")
             if u.scheme == "https" and self.tls is None:
                 raise ValueError(f"etcd endpoint {url!r} is https: give the client certificate (tls)")
-            t = self.tls
+            # trust_env off: REQUESTS_CA_BUNDLE would replace the cluster's CA (requests lets the environment
+            # override a session's verify), and an HTTP(S)_PROXY must never sit between a host and etcd.
+            session = requests.Session()
+            session.trust_env = False
+            if self.tls is not None:
+                session.verify = self.tls.ca
+                session.cert = (self.tls.cert, self.tls.key)
             self._clients.append(
                 Etcd3Client(
                     host=u.hostname,
                     port=u.port,
                     protocol=u.scheme,
-                    ca_cert=t.ca if t else None,
-                    cert_cert=t.cert if t else None,
-                    cert_key=t.key if t else None,
                     timeout=self.timeout_s,
                     api_path="/v3/",
+                    session=session,
                 )
             )
 

@@ -12,12 +12,15 @@ import json
 import os
 import shutil
 import signal
+import ssl
 import subprocess
 import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lamplighter.bare.etcd_store import Tls
+from lamplighter.lab.etcd_tls import Pki, make_pki
 from lamplighter.supervisor.ports import free_port
 
 ETCD = "etcd"
@@ -34,11 +37,12 @@ class Member:
     peer_port: int
     data_dir: Path
     log: Path
+    scheme: str = "http"
     proc: subprocess.Popen[bytes] | None = None
 
     @property
     def client_url(self) -> str:
-        return f"http://127.0.0.1:{self.client_port}"
+        return f"{self.scheme}://127.0.0.1:{self.client_port}"
 
     @property
     def peer_url(self) -> str:
@@ -49,7 +53,10 @@ class Member:
 class EtcdCluster:
     folder: Path
     size: int = 1
+    tls: bool = False  # clients need a certificate of the cluster's CA (etcd --client-cert-auth)
     members: list[Member] = field(default_factory=list)
+    pki: Pki | None = None
+    admin: Tls | None = None  # the lab's own client certificate (health checks, tests)
 
     def __post_init__(self) -> None:
         if not 1 <= self.size <= 5:
@@ -63,8 +70,12 @@ class EtcdCluster:
 
     def up(self, timeout_s: float = 30.0) -> EtcdCluster:
         self.folder.mkdir(parents=True, exist_ok=True)
+        if self.tls:
+            self.pki = make_pki(self.folder / "pki")
+            self.admin = self.pki.client("lab-admin")
+        scheme = "https" if self.tls else "http"
         self.members = [
-            Member(f"m{i}", free_port(), free_port(), self.folder / f"m{i}.etcd", self.folder / f"m{i}.log")
+            Member(f"m{i}", free_port(), free_port(), self.folder / f"m{i}.etcd", self.folder / f"m{i}.log", scheme)
             for i in range(self.size)
         ]
         for m in self.members:
@@ -87,12 +98,19 @@ class EtcdCluster:
             "--initial-cluster-token", f"lamplighter-lab-{os.getpid()}",
             "--log-outputs", "stderr",
         ]  # fmt: skip
+        if self.pki is not None:
+            argv += ["--cert-file", str(self.pki.server_cert), "--key-file", str(self.pki.server_key),
+                     "--trusted-ca-file", str(self.pki.ca), "--client-cert-auth"]  # fmt: skip
         with m.log.open("ab") as log:
             m.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def healthy(self, m: Member) -> bool:
+        ctx = None
+        if self.admin is not None:
+            ctx = ssl.create_default_context(cafile=self.admin.ca)
+            ctx.load_cert_chain(self.admin.cert, self.admin.key)
         try:
-            with urllib.request.urlopen(m.client_url + "/health", timeout=1.0) as r:
+            with urllib.request.urlopen(m.client_url + "/health", timeout=1.0, context=ctx) as r:
                 return bool(json.loads(r.read()).get("health") == "true")
         except (OSError, ValueError):
             return False
