@@ -6,7 +6,9 @@ attempt), or while that daemon is down, ends the batch script with its status:
 Slurm records the job FAILED and the job trains on with one group fewer. Slurm
 keeps a finished job for MinJobAge (300 s by default) and `scontrol requeue`
 brings a FAILED batch job back within it (measured on 22.05), so the head,
-which lists the jobs of its prefix anyway, does it.
+which lists the jobs of its prefix anyway, does it when no node daemon has
+within FAILED_GRACE_S (head_loop.py): the node daemon, when it saw the trainer,
+requeues under the job's whole policy (backoff, crash loop) and goes first.
 
 It judges the failed attempt as a node daemon would (policy.judge_failure),
 with what the job's run directory says: never for an exit status in the job's
@@ -74,7 +76,7 @@ def judge(now: float, f: FailedAttempt) -> Verdict:
         return Verdict(False, f"GIVING UP on {what}: {verdict.give_up}")
     return Verdict(
         True,
-        f"{what} before any daemon handled it; restart {restarts + 1}/{f.restart.budget_per_group} "
+        f"{what} and no daemon requeued it; restart {restarts + 1}/{f.restart.budget_per_group} "
         f"in {verdict.delay_s:.1f} s",
         verdict.delay_s,
     )

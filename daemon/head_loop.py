@@ -38,6 +38,9 @@ from lamplighter.supervisor.ratelimit import may_drain
 log = logging.getLogger(__name__)
 
 RETRY_S = 10.0  # a failed job whose config could not be read, or whose requeue failed: tried again after this
+# A group job seen FAILED is left this long to its node's daemon, which requeues it under the job's whole policy
+# (backoff, crash loop) within a poll or two; the head only steps in when nobody did.
+FAILED_GRACE_S = 3.0
 
 
 def decide_nodes(
@@ -85,7 +88,7 @@ class HeadLoop:
     cycles: int = 0
     last_marked: list[str] = field(default_factory=list)
     released: dict[int, float] = field(default_factory=dict)  # job id -> when a launch-failure hold was lifted
-    not_before: dict[tuple[int, int], float] = field(default_factory=dict)  # failed (job id, attempt) -> judge again at
+    not_before: dict[tuple[int, int], float] = field(default_factory=dict)  # failed (job id, attempt) -> judge at
     metrics: DaemonMetrics | None = None
 
     def start(self, now: float) -> None:
@@ -155,7 +158,10 @@ class HeadLoop:
                 log.warning("head: cannot read failed job %s: %s", entry.job_id, e)
                 continue
             key = (info.job_id, info.restarts)
-            if info.state not in FAILED_STATES or self.not_before.get(key, float("-inf")) > now:
+            if info.state not in FAILED_STATES:
+                continue
+            self.not_before.setdefault(key, now + FAILED_GRACE_S)
+            if self.not_before[key] > now:
                 continue
             self.not_before[key] = float("inf")
             run_dir = run_dir_of(info)

@@ -16,7 +16,7 @@ from lamplighter.configs.schema import JobConfig, NodeConfig, RestartConfig
 from lamplighter.daemon.actionlog import ActionLog
 from lamplighter.daemon.executor import Executor
 from lamplighter.daemon.failed_jobs import FailedAttempt, exit_status, gave_up, group_of, judge, run_dir_of
-from lamplighter.daemon.head_loop import HeadLoop
+from lamplighter.daemon.head_loop import FAILED_GRACE_S, HeadLoop
 from lamplighter.daemon.state_store import DaemonState
 from lamplighter.lab.fake_slurm import FakeSlurm
 from lamplighter.slurm.parsers import parse_scontrol_job, parse_squeue
@@ -105,31 +105,52 @@ def lab(tmp_path: Path, **job: object) -> tuple[FakeSlurm, HeadLoop, Clock, dict
     return slurm, HeadLoop(node, slurm, executor, clock, tmp_path / "logs"), clock, sub.groups, tmp_path / "run"
 
 
+def past_the_grace(head: HeadLoop, clock: Clock) -> None:
+    head.cycle()
+    clock.t += FAILED_GRACE_S
+    head.cycle()
+
+
 def test_the_head_requeues_a_group_job_that_failed_unseen(tmp_path: Path) -> None:
     slurm, head, clock, groups, _ = lab(tmp_path)
     job = groups[1]
     slurm.finish(job, exit_code=137)
     head.cycle()
+    assert slurm.job(job).state == "FAILED"  # its node's daemon may still requeue it: it goes first
+    clock.t += FAILED_GRACE_S
+    head.cycle()
     info = slurm.job(job)
     assert (info.state, info.restarts) == ("RUNNING", 1)
     slurm.finish(job, exit_code=137)  # its next attempt fails the same way: judged as a new attempt
-    clock.t += 1
+    head.cycle()
+    clock.t += FAILED_GRACE_S
     head.cycle()
     assert (slurm.job(job).state, slurm.job(job).restarts) == ("RUNNING", 2)
     head.cycle()  # nothing failed since: nothing requeued twice
     assert slurm.job(job).restarts == 2
 
 
-def test_the_head_leaves_failed_what_the_policy_leaves(tmp_path: Path) -> None:
-    slurm, head, _, groups, run_dir = lab(tmp_path, restart={"no_restart_exit_codes": [78]})
-    slurm.finish(groups[0], exit_code=78)
+def test_a_failed_job_its_daemon_requeued_is_left_to_it(tmp_path: Path) -> None:
+    slurm, head, clock, groups, _ = lab(tmp_path)
+    slurm.finish(groups[0], exit_code=137)
     head.cycle()
+    slurm.requeue(groups[0])  # the node daemon, within the grace
+    slurm.start_now(groups[0])
+    clock.t += FAILED_GRACE_S
+    head.cycle()
+    assert slurm.job(groups[0]).restarts == 1
+
+
+def test_the_head_leaves_failed_what_the_policy_leaves(tmp_path: Path) -> None:
+    slurm, head, clock, groups, run_dir = lab(tmp_path, restart={"no_restart_exit_codes": [78]})
+    slurm.finish(groups[0], exit_code=78)
+    past_the_grace(head, clock)
     assert slurm.job(groups[0]).state == "FAILED"
     RunPaths(run_dir).completed().write_text("group 0\n")
     slurm.finish(groups[1], exit_code=1)  # failed after the job reached its target
-    head.cycle()
+    past_the_grace(head, clock)
     assert slurm.job(groups[1]).state == "FAILED"
-    lighthouse = next(j for j in slurm._jobs.values() if j.name.endswith("-lighthouse")).job_id
+    lighthouse = next(j.job_id for j in slurm.jobs() if j.name.endswith("-lighthouse"))
     slurm.finish(lighthouse, exit_code=1)  # not a group: its own script restarts it
-    head.cycle()
+    past_the_grace(head, clock)
     assert slurm.job(lighthouse).state == "FAILED"
