@@ -6,7 +6,8 @@ import the same names instead of agreeing on strings.
 
 Exit codes
     EXIT_DONE (0)           the target step was reached; do not restart.
-    EXIT_RETRYABLE (75)     a failure worth a restart (EX_TEMPFAIL). Any other
+    EXIT_RETRYABLE (75)     a failure worth a restart (EX_TEMPFAIL); also a stale
+                            process leaving because it was fenced. Any other
                             non-zero code, or death by a signal, is treated
                             the same way.
     EXIT_NO_RESTART (78)    restarting cannot help (EX_CONFIG): the job has

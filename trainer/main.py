@@ -404,7 +404,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return contract.EXIT_NO_RESTART
     except Fenced as e:
         log(f"fenced: {e}")
-        return contract.EXIT_NO_RESTART
+        # Not "no restart": Slurm ends the job's current attempt when a stale attempt's batch script exits
+        # (same job id), whatever its status, and takes that status as the job's. 78 there made the node
+        # daemon give the group up (soak); 75 has it requeued, which is what the current attempt needs.
+        return contract.EXIT_RETRYABLE
     except Exception:
         log("failed, a restart may help:\n" + traceback.format_exc())
         return contract.EXIT_RETRYABLE

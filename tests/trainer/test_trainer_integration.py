@@ -147,6 +147,18 @@ def test_no_live_peer_and_no_checkpoint_refuses(make_trainers: MakeTrainers) -> 
     assert not [r for r in steps_of(t, 0) if r.attempt == 1]  # it never trained
 
 
+def test_a_fenced_trainer_leaves_retryable_not_no_restart(make_trainers: MakeTrainers) -> None:
+    """Soak finding: a stale attempt's exit status became the Slurm job's, and 78 made its group be given up."""
+    t = make_trainers(tiny_job(steps=1_000_000))
+    fence = contract.RunPaths(t.run_dir).fence(0)
+    fence.parent.mkdir(parents=True, exist_ok=True)
+    fence.write_text('{"job_id": "", "attempt": 5}')  # a newer attempt of group 0 holds the fence
+    p = t.start(0, attempt=1)
+    assert p.wait(EXIT_DEADLINE_S) == contract.EXIT_RETRYABLE
+    assert "fenced: attempt 5 of this group" in t.log_text(0, attempt=1)
+    assert not steps_of(t, 0)
+
+
 def test_no_live_peer_loads_fallback_checkpoint_in_all_groups(make_trainers: MakeTrainers) -> None:
     t = make_trainers(tiny_job(steps=1_000_000, checkpoint={"enabled": True, "interval_s": 0.2}))
     ck_dir = contract.RunPaths(t.run_dir).checkpoint_dir()
