@@ -68,6 +68,7 @@ class HostDaemon:
     history: dict[GroupRef, GroupHistory] = field(default_factory=dict)
     done: list[HostAction] = field(default_factory=list)  # every action taken, for status and tests
     unstarted: list[Trainer] = field(default_factory=list)  # starts that failed: reported as exits (127)
+    _specs: dict[str, tuple[int, JobConfig]] = field(default_factory=dict)  # job -> (spec create revision, config)
 
     def __post_init__(self) -> None:
         self.lease = HostLease(self.store, self.keys, self.me, self.ttl_s, {"host": self.me})
@@ -77,8 +78,8 @@ class HostDaemon:
         self.lease.renew(self.clock())
         fence = self.lease.fence_due(self.clock(), self.margin_s)
         if not fence[0]:
-            self._place()
             self._read()
+            self._place()
         ended = self._reap()
         trainers = [Trainer(j, g, e, gp.popens[0].pid) for (j, g), (e, gp) in self.running.items()] + ended
         restart = {name: job.restart for name, job in self.jobs.items()}
@@ -104,14 +105,22 @@ class HostDaemon:
             log.warning("%s: cannot read the assignments (keeping the last ones): %s", self.me, e)
             return
         assigned: dict[GroupRef, Assignment] = {}
+        jobs: dict[str, JobConfig] = {}
         for entry in entries:
             parts = entry.key[len(self.keys.root) :].split("/")  # jobs/<job>/spec | jobs/<job>/groups/<g>
-            if len(parts) == 3 and parts[2] == "spec" and parts[1] not in self.jobs:
-                # A job's spec is read once: a job is changed by submitting it again under a new name.
-                self.jobs[parts[1]] = JobConfig.model_validate(json.loads(entry.value))
+            if len(parts) == 3 and parts[2] == "spec":
+                # Parsed once per submission (its create revision): a job is changed by submitting it again.
+                jobs[parts[1]] = self._spec(parts[1], entry.create_revision, entry.value)
             elif len(parts) == 4 and parts[2] == "groups":
                 assigned[(parts[1], int(parts[3]))] = Assignment.from_json(entry.value)
-        self.assigned = assigned
+        self.jobs, self.assigned = jobs, assigned  # a cancelled job is gone from both: its trainers are stale
+
+    def _spec(self, name: str, created: int, text: str) -> JobConfig:
+        have = self._specs.get(name)
+        if have is None or have[0] != created:
+            have = (created, JobConfig.model_validate(json.loads(text)))
+            self._specs[name] = have
+        return have[1]
 
     def _reap(self) -> list[Trainer]:
         ended, self.unstarted = self.unstarted, []
@@ -170,13 +179,28 @@ class HostDaemon:
             return
         self.running[(a.job, a.group)] = (a.epoch, gp)
 
+    def status(self) -> dict[str, object]:
+        return {
+            "host": self.me,
+            "placer": self.placer.leading,
+            "lease_error": self.lease.error,
+            "running": {
+                f"{j}/g{g}": {"epoch": e, "pids": [p.pid for p in gp.popens]}
+                for (j, g), (e, gp) in self.running.items()
+            },
+            "jobs": sorted(self.jobs),
+        }
+
     def stop(self) -> None:
+        """Kill this host's trainers (they would die with the daemon anyway) and hand the placer role on.
+
+        The host's lease is left to expire: a daemon restarted within its TTL finds its groups still
+        assigned here and starts them again, instead of having them moved to a spare."""
         for _, gp in self.running.values():
             gp.kill()
         self.running.clear()
         try:
             if self.placer.leading:
                 self.placer.resign()
-            self.lease.leave()
         except EtcdError as e:
-            log.warning("%s: leaving etcd: %s (its keys expire with their leases)", self.me, e)
+            log.warning("%s: handing the placer role on: %s (it expires with its lease)", self.me, e)
