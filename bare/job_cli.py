@@ -208,11 +208,13 @@ def run_hosts(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
     for h in every:
         out = by.get(keys.out(h))
+        alive = by.get(keys.host(h))
         rows.append(
             {
                 "host": h,
                 "spare": h in bm.spares,
-                "alive": keys.host(h) in by,
+                "alive": alive is not None,
+                "gpus": json.loads(alive.value).get("gpus") if alive else None,
                 "out": json.loads(out.value).get("reason") if out else None,
                 "groups": sorted(runs.get(h, [])),
             }
@@ -226,5 +228,6 @@ def run_hosts(args: argparse.Namespace) -> int:
         state = "alive" if r["alive"] else "DEAD (no lease)"
         role = "spare" if r["spare"] else "host"
         taken = f"  OUT: {r['out']}" if r["out"] else ""
-        print(f"{r['host']:<16}{role:<7}{state:<17}{', '.join(r['groups']) or '-'}{taken}")
+        gpus = f"GPUs {r['gpus']}" if r["gpus"] else "GPUs not checked"
+        print(f"{r['host']:<16}{role:<7}{state:<17}{gpus:<18}{', '.join(r['groups']) or '-'}{taken}")
     return 0

@@ -166,7 +166,7 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
 
 def run_bare_metal(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> int:
     """role bare-metal: a host of a cluster without Slurm (bare/host_daemon.py), cycling until stopped."""
-    host = bare_host(cfg, cfg.node_name or socket.gethostname().split(".")[0], time.monotonic)
+    host = bare_host(cfg, cfg.node_name or socket.gethostname().split(".")[0], time.monotonic, env)
     notifier = Notifier.from_env(env)
     stop = threading.Event()
     if not once:

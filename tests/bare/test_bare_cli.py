@@ -4,7 +4,6 @@ real etcd, and `lamplighter submit|status|cancel|hosts` from the command line.""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -17,6 +16,9 @@ import psutil
 import pytest
 import yaml
 
+from lamplighter.gpusim.build import sim_env
+from lamplighter.gpusim.inject import inject
+from lamplighter.gpusim.state import StateDir
 from lamplighter.lab.etcd_cluster import EtcdCluster
 
 pytestmark = pytest.mark.integration
@@ -50,15 +52,16 @@ def trainers() -> list[psutil.Process]:
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[tuple[Path, dict[str, subprocess.Popen[bytes]], Path]]:
+def cluster(tmp_path: Path, gpusim_root: Path) -> Iterator[tuple[Path, dict[str, subprocess.Popen[bytes]], Path]]:
     with EtcdCluster(tmp_path / "etcd", size=1) as etcd:
         daemons: dict[str, subprocess.Popen[bytes]] = {}
         for host in ("h1", "s1"):
+            gpus = StateDir(tmp_path / host / "gpus")
+            gpus.init(2)  # each host its own simulated GPUs, seen through the real amdsmi
             node = {
                 "role": "bare-metal",
                 "node_name": host,
                 "state_dir": str(tmp_path / host),
-                "gpus": False,
                 "health": {"poll_interval_s": 0.2},
                 "bare_metal": {
                     "cluster": "cli",
@@ -75,7 +78,7 @@ def cluster(tmp_path: Path) -> Iterator[tuple[Path, dict[str, subprocess.Popen[b
                 [sys.executable, "-m", "lamplighter", "supervise", "--config", str(tmp_path / f"{host}.yaml")],
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                env={**sim_env(gpusim_root, gpus.root), "PYTHONUNBUFFERED": "1"},
             )
         job = {
             "name": "cli-job",
@@ -87,7 +90,15 @@ def cluster(tmp_path: Path) -> Iterator[tuple[Path, dict[str, subprocess.Popen[b
             "trainer": {"command": [sys.executable, "-c", "import time; time.sleep(600)", MARK]},
         }
         (tmp_path / "job.yaml").write_text(yaml.safe_dump(job))
+
+        def every_host_alive() -> bool:
+            rows = json.loads(cli("hosts", "--config", str(tmp_path / "h1.yaml"), "--json").stdout)
+            return all(r["alive"] for r in rows)
+
         try:
+            # A job submitted before its hosts registered would be placed on the spare (correctly, but not
+            # what these tests follow).
+            until(every_host_alive, 30, "both host daemons registered in etcd")
             yield tmp_path / "job.yaml", daemons, tmp_path
         finally:
             for p in daemons.values():
@@ -124,6 +135,25 @@ def test_submit_place_take_out_cancel_from_the_command_line(cluster: Any) -> Non
     until(lambda: trainers() == [], 20, "every trainer of the cancelled job is gone")
     cli("hosts", "--config", str(tmp / "h1.yaml"), "resume", "h1")
     assert json.loads(cli("hosts", "--config", str(tmp / "h1.yaml"), "--json").stdout)[0]["out"] is None
+
+
+def test_a_gpu_fault_takes_the_host_out_and_its_group_moves(cluster: Any) -> None:
+    job, _, tmp = cluster
+    cli("submit", str(job))
+    [first] = until(trainers, 30, "the trainer runs on h1")
+
+    def h1_gpus() -> str | None:
+        rows = json.loads(cli("hosts", "--config", str(tmp / "h1.yaml"), "--json").stdout)
+        return next(r["gpus"] for r in rows if r["host"] == "h1")
+
+    # A fault counts from the GPU check's first reading (its baseline): wait until it has one.
+    until(lambda: h1_gpus() == "2/2 ok", 30, "h1's GPU check reads both GPUs healthy")
+    inject(StateDir(tmp / "h1" / "gpus"), 1, "ecc-uncorrectable")
+    g = until(lambda: (s := status(job)["groups"]["0"])["host"] == "s1" and s, 30, "group 0 moved to the spare")
+    assert "h1 was taken out: GPU 1" in g["reason"] and "uncorrectable ECC" in g["reason"]
+    until(lambda: not first.is_running() or first.status() == psutil.STATUS_ZOMBIE, 10, "h1 killed its trainer")
+    rows = {r["host"]: r for r in json.loads(cli("hosts", "--config", str(tmp / "h1.yaml"), "--json").stdout)}
+    assert "uncorrectable ECC" in rows["h1"]["out"]
 
 
 def test_a_killed_host_daemon_takes_its_trainer_with_it_and_the_group_moves(cluster: Any) -> None:
