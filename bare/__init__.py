@@ -7,6 +7,7 @@ Public modules (the package re-exports nothing: import them):
     placer       the placer role: won by election, its writes fenced by its leadership
     host_lease   a host's liveness: a lease kept alive, and when the host must fence itself
     host_agent   the pure decision of a host daemon: fence, kill stale epochs, start, restart or give up
+    job_cli      `lamplighter submit|status|cancel` of a bare-metal job (etcd), and `lamplighter hosts`
     host_daemon  one host daemon: lease, placer role, trainers (die with the daemon: setpriv --pdeathsig)
 
 Layer: an adapter beside slurm (configs, gpusim -> trainer -> supervisor -> slurm, bare -> daemon; lab -> bench).

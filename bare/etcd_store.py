@@ -74,6 +74,11 @@ def value_is(key: str, value: str) -> dict[str, Any]:
     return {"key": _b64(key), "target": "VALUE", "result": "EQUAL", "value": _b64(value)}
 
 
+def created_at(key: str, revision: int) -> dict[str, Any]:
+    """The key exists and is the one created at `revision` (not deleted and written again since)."""
+    return {"key": _b64(key), "target": "CREATE", "result": "EQUAL", "create_revision": str(revision)}
+
+
 def mod_revision_is(key: str, revision: int) -> dict[str, Any]:
     """`revision` 0: the key must not exist (its mod revision reads 0)."""
     return {"key": _b64(key), "target": "MOD", "result": "EQUAL", "mod_revision": str(revision)}
@@ -88,6 +93,10 @@ def put(key: str, value: str, lease: int = 0) -> dict[str, Any]:
 
 def delete(key: str) -> dict[str, Any]:
     return {"request_delete_range": {"key": _b64(key)}}
+
+
+def delete_prefix(prefix: str) -> dict[str, Any]:
+    return {"request_delete_range": {"key": _b64(prefix), "range_end": _b64(prefix_end(prefix))}}
 
 
 @dataclass

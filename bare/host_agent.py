@@ -2,6 +2,8 @@
 
 - Lease about to expire (host_lease.fence_due): kill every trainer here and
   start none; the placer may give the groups away once the lease is gone.
+- Host taken out (its GPU check found a fault, or `lamplighter hosts out`):
+  kill every trainer here and start none, until `lamplighter hosts resume`.
 - A trainer whose group is no longer assigned here, or is assigned under
   another epoch, is stale: killed (a trainer of an old epoch never runs beside
   the new one).
@@ -70,6 +72,7 @@ def decide(
     history: Mapping[GroupRef, GroupHistory],
     restart: Mapping[str, RestartConfig],
     fence: tuple[bool, str],
+    taken_out: str | None = None,
 ) -> Decision:
     """`trainers`: the live ones, and those that ended since the last decision (each reported once)."""
     out = Decision(history=dict(history))
@@ -77,6 +80,10 @@ def decide(
     live = [t for t in trainers if t.exit_code is None]
     if fence_now:
         out.actions += [HostAction("kill", t.job, t.group, t.epoch, f"fencing: {why}", t.pid) for t in live]
+        return out
+    if taken_out is not None:
+        reason = f"this host was taken out ({taken_out}): its groups go elsewhere"
+        out.actions += [HostAction("kill", t.job, t.group, t.epoch, reason, t.pid) for t in live]
         return out
     mine = {ref: a for ref, a in assigned.items() if a.host == me}
     for t in live:

@@ -22,6 +22,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from lamplighter.bare.etcd_store import EtcdError, Store
 from lamplighter.bare.host_agent import GroupHistory, GroupRef, HostAction, Trainer, decide
@@ -30,10 +31,21 @@ from lamplighter.bare.keys import Keys
 from lamplighter.bare.placement import Assignment
 from lamplighter.bare.placer import HostEntry, Placer
 from lamplighter.configs.schema import JobConfig
+from lamplighter.supervisor.gpu.faults import gpu_response
+from lamplighter.supervisor.gpu.observation import GpuObservation
 from lamplighter.supervisor.local_launch import group_launch
 from lamplighter.supervisor.process_tree import GroupProcesses, StartError
 
 log = logging.getLogger(__name__)
+
+# GPU faults that take the host out: the hardware is at fault, so the group goes to another host (the same
+# faults drain a Slurm node, supervisor/gpu/faults.py). A VM fault restarts the group here, a throttle is reported.
+OUT_RESPONSE = "drain"
+
+
+class GpuObserver(Protocol):
+    def observe(self, now: float) -> list[GpuObservation]: ...
+    def close(self) -> None: ...
 
 
 def lighthouse_address(job: JobConfig) -> str:
@@ -60,6 +72,8 @@ class HostDaemon:
     ttl_s: int = 3
     margin_s: float = 1.0
     python: str = sys.executable
+    gpus: GpuObserver | None = None
+    taken_out: str | None = None  # why this host is out (its key under out/), as last read
     lease: HostLease = field(init=False)
     placer: Placer = field(init=False)
     jobs: dict[str, JobConfig] = field(default_factory=dict)
@@ -68,6 +82,7 @@ class HostDaemon:
     history: dict[GroupRef, GroupHistory] = field(default_factory=dict)
     done: list[HostAction] = field(default_factory=list)  # every action taken, for status and tests
     unstarted: list[Trainer] = field(default_factory=list)  # starts that failed: reported as exits (127)
+    _specs: dict[str, tuple[int, JobConfig]] = field(default_factory=dict)  # job -> (spec create revision, config)
 
     def __post_init__(self) -> None:
         self.lease = HostLease(self.store, self.keys, self.me, self.ttl_s, {"host": self.me})
@@ -77,12 +92,13 @@ class HostDaemon:
         self.lease.renew(self.clock())
         fence = self.lease.fence_due(self.clock(), self.margin_s)
         if not fence[0]:
-            self._place()
             self._read()
+            self._check_gpus()
+            self._place()
         ended = self._reap()
         trainers = [Trainer(j, g, e, gp.popens[0].pid) for (j, g), (e, gp) in self.running.items()] + ended
         restart = {name: job.restart for name, job in self.jobs.items()}
-        d = decide(self.clock(), self.me, self.assigned, trainers, self.history, restart, fence)
+        d = decide(self.clock(), self.me, self.assigned, trainers, self.history, restart, fence, self.taken_out)
         self.history = d.history
         for a in d.actions:
             self._do(a)
@@ -97,21 +113,51 @@ class HostDaemon:
         except EtcdError as e:
             log.warning("%s: placement skipped: %s", self.me, e)
 
+    def _check_gpus(self) -> None:
+        """A GPU fault of the kinds that drain a Slurm node takes this host out (said in etcd, with the reason)."""
+        if self.gpus is None:
+            return
+        seen = self.gpus.observe(self.clock())
+        health = f"{sum(o.healthy for o in seen)}/{len(seen)} ok"
+        if self.lease.info.get("gpus") != health:
+            self.lease.publish(gpus=health)
+        if self.taken_out is not None:
+            return
+        bad = [o for o in seen if gpu_response(o.status, o.kind, o.values.get("problems", ())) == OUT_RESPONSE]
+        if not bad:
+            return
+        reason = "; ".join(o.reason for o in bad)
+        try:
+            self.store.put(self.keys.out(self.me), json.dumps({"reason": reason, "by": self.me}))
+        except EtcdError as e:
+            log.error("%s: GPU fault (%s) but cannot take this host out in etcd: %s", self.me, reason, e)
+        self.taken_out = reason  # its trainers are killed now, whether or not etcd heard it
+
     def _read(self) -> None:
         try:
-            _, entries = self.store.prefix(self.keys.root + "jobs/")
+            _, entries = self.store.prefix(self.keys.root)
         except EtcdError as e:
             log.warning("%s: cannot read the assignments (keeping the last ones): %s", self.me, e)
             return
+        out = next((x for x in entries if x.key == self.keys.out(self.me)), None)
+        self.taken_out = json.loads(out.value).get("reason", "taken out") if out else None
         assigned: dict[GroupRef, Assignment] = {}
+        jobs: dict[str, JobConfig] = {}
         for entry in entries:
-            parts = entry.key[len(self.keys.root) :].split("/")  # jobs/<job>/spec | jobs/<job>/groups/<g>
-            if len(parts) == 3 and parts[2] == "spec" and parts[1] not in self.jobs:
-                # A job's spec is read once: a job is changed by submitting it again under a new name.
-                self.jobs[parts[1]] = JobConfig.model_validate(json.loads(entry.value))
+            parts = entry.key[len(self.keys.root) :].split("/")  # jobs/<job>/spec | jobs/<job>/groups/<g> | ...
+            if len(parts) == 3 and parts[2] == "spec":
+                # Parsed once per submission (its create revision): a job is changed by submitting it again.
+                jobs[parts[1]] = self._spec(parts[1], entry.create_revision, entry.value)
             elif len(parts) == 4 and parts[2] == "groups":
                 assigned[(parts[1], int(parts[3]))] = Assignment.from_json(entry.value)
-        self.assigned = assigned
+        self.jobs, self.assigned = jobs, assigned  # a cancelled job is gone from both: its trainers are stale
+
+    def _spec(self, name: str, created: int, text: str) -> JobConfig:
+        have = self._specs.get(name)
+        if have is None or have[0] != created:
+            have = (created, JobConfig.model_validate(json.loads(text)))
+            self._specs[name] = have
+        return have[1]
 
     def _reap(self) -> list[Trainer]:
         ended, self.unstarted = self.unstarted, []
@@ -170,13 +216,30 @@ class HostDaemon:
             return
         self.running[(a.job, a.group)] = (a.epoch, gp)
 
+    def status(self) -> dict[str, object]:
+        return {
+            "host": self.me,
+            "placer": self.placer.leading,
+            "lease_error": self.lease.error,
+            "running": {
+                f"{j}/g{g}": {"epoch": e, "pids": [p.pid for p in gp.popens]}
+                for (j, g), (e, gp) in self.running.items()
+            },
+            "jobs": sorted(self.jobs),
+        }
+
     def stop(self) -> None:
+        """Kill this host's trainers (they would die with the daemon anyway) and hand the placer role on.
+
+        The host's lease is left to expire: a daemon restarted within its TTL finds its groups still
+        assigned here and starts them again, instead of having them moved to a spare."""
         for _, gp in self.running.values():
             gp.kill()
         self.running.clear()
+        if self.gpus is not None:
+            self.gpus.close()
         try:
             if self.placer.leading:
                 self.placer.resign()
-            self.lease.leave()
         except EtcdError as e:
-            log.warning("%s: leaving etcd: %s (its keys expire with their leases)", self.me, e)
+            log.warning("%s: handing the placer role on: %s (it expires with its lease)", self.me, e)

@@ -63,6 +63,15 @@ class HostLease:
             self.error = str(e)
             return False
 
+    def publish(self, **info: Any) -> None:
+        """Change what the host's key says (its GPUs' health, for `lamplighter hosts`), under the same lease."""
+        self.info.update(info)
+        if self.lease:
+            try:
+                self.store.put(self.keys.host(self.host), json.dumps(self.info, sort_keys=True), self.lease)
+            except EtcdError as e:
+                log.warning("%s: cannot publish %s: %s", self.host, info, e)
+
     def fence_due(self, now: float, margin_s: float) -> tuple[bool, str]:
         return fence_due(now, self.renewed_at, self.ttl_s, margin_s)
 

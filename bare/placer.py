@@ -16,7 +16,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from lamplighter.bare.etcd_store import Store, absent, mod_revision_is, put, value_is
+from lamplighter.bare.etcd_store import Store, absent, created_at, mod_revision_is, put, value_is
 from lamplighter.bare.keys import Keys
 from lamplighter.bare.placement import Assignment, HostView, Move, place
 
@@ -38,6 +38,7 @@ class ClusterView:
     assigned: dict[int, Assignment]
     key_revisions: dict[int, int]  # group -> its key's mod revision (0: no key yet)
     failed_on: dict[int, str]
+    spec_created: int  # the job's spec key's create revision (0: the job is not there, or was cancelled)
 
 
 @dataclass
@@ -94,19 +95,27 @@ class Placer:
             for g, d in reports.items()
             if g in assigned and d.get("epoch") == assigned[g].epoch and d.get("host") == assigned[g].host
         }
-        return ClusterView(rev, views, assigned, revisions, failed)
+        spec = by_key.get(self.keys.spec(job))
+        return ClusterView(rev, views, assigned, revisions, failed, spec.create_revision if spec else 0)
 
     def step(self, job: str, groups: int, hosts: Sequence[HostEntry]) -> list[Move]:
         """One placement round, if we are the placer: the moves written (refused ones are kept in `refused`)."""
         if not self.leading:
             return []
         view = self.read(job, hosts)
+        if not view.spec_created:
+            return []  # cancelled (or never submitted): nothing to place
         done = []
         for m in place(groups, view.assigned, view.hosts, view.failed_on):
             key = self.keys.group(job, m.group)
             ok = self.store.txn(
                 f"{self.me} moves group {m.group} of {job}",
-                [value_is(self.keys.placer, self.me), mod_revision_is(key, view.key_revisions.get(m.group, 0))],
+                # Still the placer, the group unchanged since read, and the job not cancelled meanwhile.
+                [
+                    value_is(self.keys.placer, self.me),
+                    mod_revision_is(key, view.key_revisions.get(m.group, 0)),
+                    created_at(self.keys.spec(job), view.spec_created),
+                ],
                 [put(key, m.new.to_json())],
             )
             if ok:

@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from lamplighter.configs import torchtitan_flags
+from lamplighter.configs.bare_metal import BareMetalJobConfig, BareMetalNodeConfig
 from lamplighter.configs.slurm_names import JOB_PREFIX
 
 # torchft's Manager sends a heartbeat to the Lighthouse every 100 ms (fixed in
@@ -691,6 +692,13 @@ class JobConfig(Strict):
         default_factory=RestartConfig, description="Restart policy (on Slurm too: the node daemons apply it)."
     )
     chaos: ChaosConfig = Field(default_factory=ChaosConfig, description="Fault injection.")
+    placement: Literal["slurm", "bare-metal"] = Field(
+        "slurm",
+        description="Where `lamplighter submit` sends the job: Slurm (sbatch), or a bare-metal cluster's hosts (etcd).",
+    )
+    bare_metal: BareMetalJobConfig | None = Field(
+        None, description="The bare-metal cluster (placement: bare-metal): its name and etcd."
+    )
 
     @field_validator("name")
     @classmethod
@@ -720,6 +728,12 @@ def default_restart_grace_ms(lh: LighthouseConfig, ft: TorchftConfig) -> int:
 def cross_section_problems(job: JobConfig) -> list[str]:
     """Rules across sections other than the timeout hierarchy, one sentence each."""
     out: list[str] = []
+    if job.placement == "bare-metal" and job.bare_metal is None:
+        out.append("placement bare-metal needs bare_metal: the cluster's name and its etcd endpoints")
+    if job.placement == "bare-metal" and job.lighthouse.port == 0:
+        out.append(
+            "placement bare-metal needs a fixed lighthouse.host and lighthouse.port: the hosts' trainers join it there"
+        )
     command = job.trainer.command or []
     if job.groups.gpus_per_node == 0 and any("{gpus_per_node}" in arg for arg in command):
         out.append(
@@ -825,8 +839,13 @@ class NodeConfig(Strict):
     policy travel with the job (its job.json) and are applied per job.
     """
 
-    role: Literal["compute", "head"] = Field(
-        "compute", description="compute: watch GPUs and trainers; head: also the Lighthouse and the nodes."
+    role: Literal["compute", "head", "bare-metal"] = Field(
+        "compute",
+        description="compute: watch GPUs and trainers; head: also the Lighthouse and the nodes; "
+        "bare-metal: a host of a cluster without Slurm (etcd; see bare_metal).",
+    )
+    bare_metal: BareMetalNodeConfig | None = Field(
+        None, description="role bare-metal: etcd, the cluster's hosts and spares, the lease timing."
     )
     node_name: str | None = Field(None, description="This node's Slurm name; default the host name.")
     state_dir: str = Field("/var/lib/lamplighter", description="Persistent state (restart counts, baselines, journal).")
@@ -855,6 +874,25 @@ class NodeConfig(Strict):
     node_silence_s: float = Field(
         5.0, gt=0, description="Head role: a node supervisor silent this long is marked down."
     )
+
+    @model_validator(mode="after")
+    def _bare_metal(self) -> NodeConfig:
+        bm = self.bare_metal
+        if self.role != "bare-metal":
+            if bm is not None:
+                raise ValueError(f"bare_metal is given but role is {self.role}: set role: bare-metal, or drop it")
+            return self
+        if bm is None:
+            raise ValueError("role bare-metal needs bare_metal: etcd, the hosts and the spares")
+        if self.node_name is not None and self.node_name not in bm.hosts + bm.spares:
+            raise ValueError(f"node_name {self.node_name!r} is in neither bare_metal.hosts nor bare_metal.spares")
+        if bm.fence_margin_s <= self.health.poll_interval_s:
+            raise ValueError(
+                f"bare_metal.fence_margin_s ({bm.fence_margin_s:g} s) must exceed health.poll_interval_s "
+                f"({self.health.poll_interval_s:g} s): the host checks its lease once per poll, and must kill its "
+                "trainers before the lease can expire"
+            )
+        return self
 
 
 def node_job_problems(node: NodeConfig, job: JobConfig) -> list[str]:

@@ -14,5 +14,5 @@ Public modules (the package re-exports nothing: import them):
     metrics         the Prometheus metrics
 
 Layer: above the Slurm adapter (configs, gpusim -> trainer -> supervisor -> slurm -> daemon; lab -> bench).
-May import: configs, gpusim, trainer, supervisor, slurm
+May import: configs, gpusim, trainer, supervisor, slurm, bare
 """

@@ -4,7 +4,7 @@ Nothing here reads a clock, Slurm or /proc: the compute loop gathers the
 observations and the context, and the executor carries the actions out.
 
 Rules (per Slurm job of a lamplighter replica group on this node):
-- A GPU fault is answered by its kind, as the table in gpu_faults.py says:
+- A GPU fault is answered by its kind, as the table in supervisor/gpu/faults.py says:
   - hardware (lost, unresponsive, RAS reset, uncorrectable ECC, bad pages,
     ...): every lamplighter job here is killed locally and requeued (the node
     is at fault, so this does not count against the group's restart budget),
@@ -45,7 +45,7 @@ from typing import Any, Literal
 
 from lamplighter.configs.schema import NodeConfig, RestartConfig
 from lamplighter.configs.slurm_names import REASON_PREFIX
-from lamplighter.daemon.gpu_faults import (
+from lamplighter.supervisor.gpu.faults import (
     UNATTRIBUTED,
     gpu_response,
     recent_vm_faults,

@@ -35,6 +35,7 @@ from lamplighter.configs.loader import ConfigError, load_node
 from lamplighter.configs.schema import NodeConfig
 from lamplighter.configs.validate_cli import add_override_args, report_invalid
 from lamplighter.daemon.actionlog import ActionLog, FileSink, logging_sink
+from lamplighter.daemon.bare_host import bare_host
 from lamplighter.daemon.compute_loop import ComputeLoop
 from lamplighter.daemon.executor import Executor
 from lamplighter.daemon.head_loop import HeadLoop
@@ -106,6 +107,8 @@ class _Stop:
 
 def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> int:
     """Recover, build the role's loop, serve metrics and status, cycle until stopped; trainers are left running."""
+    if cfg.role == "bare-metal":
+        return run_bare_metal(cfg, env, once)
     node = cfg.node_name or socket.gethostname().split(".")[0]
     state_dir = Path(cfg.state_dir)
     state = DaemonState.load(state_dir)
@@ -158,6 +161,31 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
         state.save()
         state.close()
         sink.close()
+    return 0
+
+
+def run_bare_metal(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> int:
+    """role bare-metal: a host of a cluster without Slurm (bare/host_daemon.py), cycling until stopped."""
+    host = bare_host(cfg, cfg.node_name or socket.gethostname().split(".")[0], time.monotonic, env)
+    notifier = Notifier.from_env(env)
+    stop = threading.Event()
+    if not once:
+        signal.signal(signal.SIGTERM, _Stop(stop))
+        signal.signal(signal.SIGINT, _Stop(stop))
+    warn_if_watchdog_short(env, cfg.health.poll_interval_s)
+
+    def ready() -> None:
+        notifier.ready(status=f"bare-metal host {host.me} of cluster {host.keys.cluster}")
+        log.info("ready: bare-metal host %s of cluster %s (etcd %s)", host.me, host.keys.cluster, host.store.endpoints)
+
+    try:
+        run_cycles(
+            host.cycle, cfg.health.poll_interval_s, stop, ready, notifier.watchdog, host.status if once else None
+        )
+        notifier.stopping(status="stopping: this host's trainers are killed")
+    finally:
+        if not once:
+            host.stop()
     return 0
 
 
@@ -226,7 +254,7 @@ def status_document(
 
 
 def run_cycles(
-    one_cycle: Callable[[], None],
+    one_cycle: Callable[[], object],
     interval: float,
     stop: threading.Event,
     ready: Callable[[], None],

@@ -8,5 +8,5 @@ Public modules (the package re-exports nothing: import them):
     __main__        `python -m lamplighter.lab cluster|chaos` (cluster_cli, chaos_cli)
 
 Layer: on top of the product (configs, gpusim -> trainer -> supervisor -> slurm -> daemon; lab -> bench).
-May import: configs, gpusim, trainer, supervisor, slurm, daemon
+May import: configs, gpusim, trainer, supervisor, slurm, bare, daemon
 """

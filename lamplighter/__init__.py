@@ -5,7 +5,7 @@ lamplighter.<folder> through committed links; this package itself is the
 `lamplighter` command (cli.py), which names its subcommands' modules.
 
 Layer: on top of the product, never the lab (configs, gpusim -> trainer -> supervisor -> slurm -> daemon; lab -> bench).
-May import: configs, gpusim, trainer, supervisor, slurm, daemon
+May import: configs, gpusim, trainer, supervisor, slurm, bare, daemon
 """
 
 __version__ = "0.1.0"

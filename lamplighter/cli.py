@@ -9,6 +9,9 @@ import sys
 from lamplighter import __version__
 
 # Each module defines add_parser(subparsers); kept as names so `lamplighter --help` imports no torch.
+# submit/status/cancel of a job whose config says `placement: bare-metal` go to etcd instead of Slurm.
+BARE_ROUTER = "lamplighter.bare.job_cli"
+ROUTED = ("submit", "status", "cancel")
 # The lab's commands (test cluster, node-crash) are its own: python -m lamplighter.lab.
 COMMAND_MODULES = [
     "lamplighter.configs.validate_cli",
@@ -19,6 +22,7 @@ COMMAND_MODULES = [
     "lamplighter.slurm.why_cli",
     "lamplighter.slurm.healthcheck_cli",
     "lamplighter.slurm.nodes_cli",
+    "lamplighter.bare.job_cli",
     "lamplighter.gpusim.cli",
 ]
 
@@ -56,8 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
+    func = args.func
+    if args.command in ROUTED:
+        func = importlib.import_module(BARE_ROUTER).route(args) or func
     try:
-        return int(args.func(args))
+        return int(func(args))
     except KeyboardInterrupt:
         print("lamplighter: interrupted", file=sys.stderr)
         return 130

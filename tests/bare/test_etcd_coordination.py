@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from lamplighter.bare.etcd_store import EtcdError, Store
+from lamplighter.bare.etcd_store import EtcdError, Store, created_at, delete_prefix, mod_revision_is, put, value_is
 from lamplighter.bare.host_lease import HostLease
 from lamplighter.bare.keys import Keys
-from lamplighter.bare.placement import Assignment
+from lamplighter.bare.placement import Assignment, place
 from lamplighter.bare.placer import HostEntry, Placer
 from lamplighter.lab.etcd_cluster import EtcdCluster
 
@@ -52,6 +52,7 @@ def register(store: Store, keys: Keys, *names: str) -> dict[str, HostLease]:
 def test_one_placer_is_elected_and_a_deposed_one_cannot_write(store: Store, request: pytest.FixtureRequest) -> None:
     keys = Keys(f"c-{request.node.name[:40]}")
     register(store, keys, "h1", "h2", "s1")
+    store.put(keys.spec("job"), "{}")  # submitted (the placer places only submitted jobs)
     a, b = Placer(store, keys, "h1", ttl_s=2), Placer(store, keys, "h2", ttl_s=2)
     assert a.campaign() == "h1" and b.campaign() == "h1"
     assert a.leading and not b.leading
@@ -72,6 +73,7 @@ def test_one_placer_is_elected_and_a_deposed_one_cannot_write(store: Store, requ
 def test_a_group_moves_to_the_spare_when_its_hosts_lease_expires(store: Store, request: pytest.FixtureRequest) -> None:
     keys = Keys(f"c-{request.node.name[:40]}")
     leases = register(store, keys, "h1", "h2", "s1")
+    store.put(keys.spec("job"), "{}")
     placer = Placer(store, keys, "h1", ttl_s=2)
     placer.campaign()
     placer.step("job", 2, HOSTS)
@@ -87,6 +89,29 @@ def test_a_group_moves_to_the_spare_when_its_hosts_lease_expires(store: Store, r
     assert (m.group, m.new.host, m.new.epoch) == (1, "s1", 2)
     got = store.get(keys.group("job", 1))
     assert got is not None and Assignment.from_json(got.value) == m.new
+
+
+def test_the_placer_never_places_a_cancelled_job(store: Store, request: pytest.FixtureRequest) -> None:
+    keys = Keys(f"c-{request.node.name[:40]}")
+    register(store, keys, "h1", "h2", "s1")
+    placer = Placer(store, keys, "h1", ttl_s=2)
+    placer.campaign()
+    assert placer.step("job", 1, HOSTS) == []  # not submitted
+    store.put(keys.spec("job"), "{}")
+    view = placer.read("job", HOSTS)
+    store.txn("cancel", [], [delete_prefix(keys.spec("job").rsplit("/", 1)[0] + "/")])  # between read and write
+    store.put(keys.spec("job"), "{}")  # and submitted again: a new submission, not the one read
+    [move] = place(1, view.assigned, view.hosts)
+    ok = store.txn(
+        "a placement from before the cancel",
+        [
+            value_is(keys.placer, "h1"),
+            mod_revision_is(keys.group("job", 0), 0),
+            created_at(keys.spec("job"), view.spec_created),
+        ],
+        [put(keys.group("job", 0), move.new.to_json())],
+    )
+    assert not ok and store.get(keys.group("job", 0)) is None
 
 
 def test_the_store_rides_through_a_dead_etcd_member(etcd: EtcdCluster, request: pytest.FixtureRequest) -> None:

@@ -58,6 +58,8 @@ class Hosts:
         self.admin = Store(etcd.endpoints)
 
     def submit(self, job: JobConfig) -> None:
+        for d in self.daemons.values():  # every host registered first: placement sees them all
+            d.cycle()
         self.admin.put(self.keys.spec(job.name), job.model_dump_json())
 
     def cycle_until(
