@@ -8,6 +8,8 @@
   another epoch, is stale: killed (a trainer of an old epoch never runs beside
   the new one).
 - A group assigned here with no trainer of its epoch: started.
+- A trainer that hangs (no progress for the job's health.hang_timeout_s,
+  seen by the job's own progress sources): killed, and counted as a failure.
 - A trainer that ended: 0 means the job reached its target (nothing more);
   otherwise the job's restart policy (policy.judge_failure, the same as local
   mode and Slurm) restarts it here after its backoff, or gives up on this host:
@@ -56,6 +58,7 @@ class HostAction:
     epoch: int
     reason: str
     pid: int | None = None
+    failure: bool = False  # a kill that counts as the group's failure (a hang), not a move or a fence
 
 
 @dataclass
@@ -73,6 +76,7 @@ def decide(
     restart: Mapping[str, RestartConfig],
     fence: tuple[bool, str],
     taken_out: str | None = None,
+    hung: Mapping[GroupRef, str] | None = None,
 ) -> Decision:
     """`trainers`: the live ones, and those that ended since the last decision (each reported once)."""
     out = Decision(history=dict(history))
@@ -86,12 +90,16 @@ def decide(
         out.actions += [HostAction("kill", t.job, t.group, t.epoch, reason, t.pid) for t in live]
         return out
     mine = {ref: a for ref, a in assigned.items() if a.host == me}
+    hung = hung or {}
     for t in live:
         a = assigned.get((t.job, t.group))
         if a is None or a.host != me or a.epoch != t.epoch:
             where = "nowhere" if a is None or a.host is None else a.host
             now_at = f"epoch {a.epoch} on {where}" if a else "no longer assigned"
             out.actions.append(HostAction("kill", t.job, t.group, t.epoch, f"stale: the group is now {now_at}", t.pid))
+        elif (t.job, t.group) in hung:
+            why = hung[(t.job, t.group)]
+            out.actions.append(HostAction("kill", t.job, t.group, t.epoch, f"hung: {why}", t.pid, failure=True))
     for ref, a in sorted(mine.items()):
         job, g = ref
         h = out.history.get(ref)

@@ -19,12 +19,14 @@ import json
 import logging
 import shutil
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from lamplighter.bare.etcd_store import EtcdError, Store
+from lamplighter.bare.hang_watch import JobHangWatch
 from lamplighter.bare.host_agent import GroupHistory, GroupRef, HostAction, Trainer, decide
 from lamplighter.bare.host_lease import HostLease
 from lamplighter.bare.keys import Keys
@@ -35,6 +37,7 @@ from lamplighter.supervisor.gpu.faults import gpu_response
 from lamplighter.supervisor.gpu.observation import GpuObservation
 from lamplighter.supervisor.local_launch import group_launch
 from lamplighter.supervisor.process_tree import GroupProcesses, StartError
+from lamplighter.supervisor.trainer_proc import TrainerProc
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +76,8 @@ class HostDaemon:
     margin_s: float = 1.0
     python: str = sys.executable
     gpus: GpuObserver | None = None
+    wall: Callable[[], float] = time.time  # progress (heartbeats, the Lighthouse) is in wall-clock time
+    watches: dict[str, JobHangWatch] = field(default_factory=dict)  # job -> its hang check
     taken_out: str | None = None  # why this host is out (its key under out/), as last read
     lease: HostLease = field(init=False)
     placer: Placer = field(init=False)
@@ -81,7 +86,7 @@ class HostDaemon:
     running: dict[GroupRef, tuple[int, GroupProcesses]] = field(default_factory=dict)  # -> (epoch, processes)
     history: dict[GroupRef, GroupHistory] = field(default_factory=dict)
     done: list[HostAction] = field(default_factory=list)  # every action taken, for status and tests
-    unstarted: list[Trainer] = field(default_factory=list)  # starts that failed: reported as exits (127)
+    unstarted: list[Trainer] = field(default_factory=list)  # failed starts (127) and hang kills (-9): exits
     _specs: dict[str, tuple[int, JobConfig]] = field(default_factory=dict)  # job -> (spec create revision, config)
 
     def __post_init__(self) -> None:
@@ -98,7 +103,8 @@ class HostDaemon:
         ended = self._reap()
         trainers = [Trainer(j, g, e, gp.popens[0].pid) for (j, g), (e, gp) in self.running.items()] + ended
         restart = {name: job.restart for name, job in self.jobs.items()}
-        d = decide(self.clock(), self.me, self.assigned, trainers, self.history, restart, fence, self.taken_out)
+        hung = {} if fence[0] else self._hung()
+        d = decide(self.clock(), self.me, self.assigned, trainers, self.history, restart, fence, self.taken_out, hung)
         self.history = d.history
         for a in d.actions:
             self._do(a)
@@ -112,6 +118,27 @@ class HostDaemon:
                     self.placer.step(name, job.groups.count, self.hosts)
         except EtcdError as e:
             log.warning("%s: placement skipped: %s", self.me, e)
+
+    def _hung(self) -> dict[GroupRef, str]:
+        """Each job's hang check over this host's trainers of it (its health thresholds, its progress sources)."""
+        for name in [n for n in self.watches if n not in self.jobs]:
+            del self.watches[name]
+        out: dict[GroupRef, str] = {}
+        for name, job in self.jobs.items():
+            procs = [
+                TrainerProc(g, rank, e, p.pid, gp.started_at)
+                for (j, g), (e, gp) in self.running.items()
+                if j == name
+                for rank, p in enumerate(gp.popens)
+            ]
+            if not procs:
+                continue
+            watch = self.watches.setdefault(name, JobHangWatch(job))
+            for h in watch.observe(self.wall(), procs):
+                out[(name, h.group)] = (
+                    f"no progress for {h.silent_s:.1f} s (limit {h.timeout_s:g} s, last step {h.last_step}, from {h.source})"
+                )
+        return out
 
     def _check_gpus(self) -> None:
         """A GPU fault of the kinds that drain a Slurm node takes this host out (said in etcd, with the reason)."""
@@ -177,6 +204,8 @@ class HostDaemon:
             if have is not None and have[0] == a.epoch:
                 have[1].kill()
                 del self.running[ref]
+                if a.failure:  # seen next cycle as the trainer's failure: the restart policy applies
+                    self.unstarted.append(Trainer(a.job, a.group, a.epoch, a.pid or 0, exit_code=-9))
         elif a.kind == "start":
             self._start(a)
         elif a.kind == "report_failed":
@@ -208,7 +237,7 @@ class HostDaemon:
                 argv=[die_with_daemon(x) for x in argv],
                 envs=envs,
                 log_path=run_dir / "logs" / f"g{a.group}-{self.me}.log",
-                started_at=self.clock(),
+                started_at=self.wall(),
             )
         except StartError as e:
             log.error("%s: %s", self.me, e)

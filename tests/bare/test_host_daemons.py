@@ -93,16 +93,14 @@ class Hosts:
 
 
 def job(tmp: Path, name: str, groups: int, command: list[str], **extra: object) -> JobConfig:
-    return JobConfig.model_validate(
-        {
-            "name": name,
-            "run_dir": str(tmp / "runs" / name),
-            "groups": {"count": groups},
-            "lighthouse": {"port": 29510},
-            "trainer": {"command": command},
-            **extra,
-        }
-    )
+    doc: dict[str, object] = {
+        "name": name,
+        "run_dir": str(tmp / "runs" / name),
+        "groups": {"count": groups},
+        "lighthouse": {"port": 29510},
+        "trainer": {"command": command},
+    }
+    return JobConfig.model_validate({**doc, **extra})
 
 
 def test_a_cut_host_fences_its_trainer_before_the_spare_starts_the_group(etcd: EtcdCluster, tmp_path: Path) -> None:
@@ -148,5 +146,51 @@ def test_a_group_that_cannot_restart_on_its_host_moves(etcd: EtcdCluster, tmp_pa
         assert h1 == [("start", 1), ("start", 1), ("report_failed", 1)]
         a = hosts.assignment("fl", 0)
         assert (a.host, a.epoch) == ("s1", 2) and "cannot be restarted on h1" in a.reason
+    finally:
+        hosts.close()
+
+
+BEATS_THEN_HANGS = """
+import json, os, sys, time
+from pathlib import Path
+run = Path(os.environ["LAMPLIGHTER_RUN_DIR"])
+group, attempt = os.environ["LAMPLIGHTER_REPLICA_ID"], int(os.environ["LAMPLIGHTER_ATTEMPT"])
+beat = run / "heartbeat" / (group + ".0.json")
+beat.parent.mkdir(parents=True, exist_ok=True)
+for step in range(1, 4):
+    tmp = beat.with_suffix(".tmp")
+    tmp.write_text(json.dumps(dict(step=step, time=time.time(), pid=os.getpid(), attempt=attempt)))
+    tmp.replace(beat)
+    time.sleep(0.2)
+time.sleep(600)  # stuck: alive, no progress
+"""
+
+
+def test_a_hung_trainer_is_killed_and_restarted_under_its_budget(etcd: EtcdCluster, tmp_path: Path) -> None:
+    hosts = Hosts(etcd, tmp_path, "hang", [HostEntry("h1"), HostEntry("s1", spare=True)])
+    script = tmp_path / "beats_then_hangs.py"
+    script.write_text(BEATS_THEN_HANGS)
+    quick = {
+        "health": {"hang_timeout_s": 3, "startup_timeout_s": 10, "progress": "heartbeat"},
+        "torchft": {"pg_timeout_s": 1, "timeout_s": 1, "quorum_timeout_s": 2},
+        "lighthouse": {"port": 29510, "join_timeout_ms": 100},
+        "restart": {"budget_per_group": 5, "backoff_initial_s": 0},
+    }
+    try:
+        hosts.submit(job(tmp_path, "hg", 1, [sys.executable, str(script)], **quick))
+
+        def starts() -> list[str]:
+            return [a.reason for a in hosts.daemons["h1"].done if a.kind == "start"]
+
+        hosts.cycle_until(lambda: len(starts()) >= 2, 30, "the hung trainer killed and started again")
+        kills = [a for a in hosts.daemons["h1"].done if a.kind == "kill"]
+        assert (
+            kills
+            and kills[0].failure
+            and "hung: no progress for" in kills[0].reason
+            and "last step 3" in kills[0].reason
+        )
+        assert "(restart 1)" in starts()[1]
+        assert hosts.assignment("hg", 0).host == "h1"  # a hang restarts the group where it is
     finally:
         hosts.close()

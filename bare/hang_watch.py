@@ -1,0 +1,53 @@
+"""One job's hang check on a bare-metal host: its trainers here, judged by the job's own thresholds.
+
+The same check as local mode and the Slurm node daemon (supervisor/checks/hang.py):
+progress from the sources the job's `health.progress` names (heartbeat files in
+its run directory, its Lighthouse), kept across cycles so a group that stops is
+seen stopping. A Lighthouse that cannot be read excuses the silence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from lamplighter.configs.schema import JobConfig
+from lamplighter.supervisor.checks.hang import HangCheck, progress_sources
+from lamplighter.supervisor.checks.lighthouse_progress import LighthouseProgress
+from lamplighter.supervisor.lighthouse_status import LighthouseStatus, fetch_status
+from lamplighter.supervisor.observations import Hung
+from lamplighter.supervisor.trainer_proc import TrainerProc
+
+FETCH_TIMEOUT_S = 0.5  # a dead Lighthouse must not stall the host's cycle
+
+
+class _Table:
+    def __init__(self) -> None:
+        self.procs: list[TrainerProc] = []
+
+    def trainers(self) -> list[TrainerProc]:
+        return self.procs
+
+
+class JobHangWatch:
+    def __init__(self, job: JobConfig) -> None:
+        host = job.lighthouse.host
+        address = f"http://[{host}]:{job.lighthouse.port}" if ":" in host else f"http://{host}:{job.lighthouse.port}"
+
+        def fetch() -> LighthouseStatus:
+            return fetch_status(address, FETCH_TIMEOUT_S)
+
+        run_dir = Path(job.run_dir or f"runs/{job.name}")
+        sources, _ = progress_sources(job.health.progress, run_dir, LighthouseProgress(fetch))
+        self._table = _Table()
+        self._check = HangCheck(
+            self._table,
+            sources,
+            job.health.hang_timeout_s,
+            job.health.startup_timeout_s,
+            target_step=job.trainer.steps,
+        )
+
+    def observe(self, now: float, procs: Sequence[TrainerProc]) -> list[Hung]:
+        self._table.procs = list(procs)
+        return self._check.observe(now)
