@@ -12,7 +12,7 @@ from lamplighter.configs.loader import load_job, load_node
 from lamplighter.configs.schema import node_job_problems
 
 REPO = Path(__file__).resolve().parents[2]
-NODE_CONFIGS = ("node.yaml", "head.yaml")  # the node daemons' configs; every other example is a job
+NODE_CONFIGS = ("node.yaml", "head.yaml", "bare-host.yaml")  # the node daemons' configs; every other example is a job
 EXAMPLES = sorted(p for p in (REPO / "configs").glob("*.yaml") if p.name not in NODE_CONFIGS)
 
 
@@ -34,6 +34,15 @@ def test_shipped_node_configs_are_valid_and_hold_only_the_node() -> None:
     # The realistic job runs against them as shipped: no rule between them is broken.
     job = load_job(REPO / "configs" / "llama3-8b-mi325x.yaml")
     assert node_job_problems(node, job) == [] and node_job_problems(head, job) == []
+
+
+def test_shipped_bare_metal_configs_agree() -> None:
+    host = load_node(REPO / "configs" / "bare-host.yaml")
+    job = load_job(REPO / "configs" / "bare-job.yaml")
+    assert host.role == "bare-metal" and host.bare_metal is not None and job.bare_metal is not None
+    assert job.placement == "bare-metal" and job.bare_metal.cluster == host.bare_metal.cluster
+    assert job.bare_metal.etcd.endpoints == host.bare_metal.etcd.endpoints
+    assert node_job_problems(host, job) == []
 
 
 def test_demo_has_three_groups_and_faults_of_several_kinds() -> None:
