@@ -21,6 +21,12 @@ from lamplighter.supervisor.trainer_proc import TrainerProc
 FETCH_TIMEOUT_S = 0.5  # a dead Lighthouse must not stall the host's cycle
 
 
+def lighthouse_address(job: JobConfig) -> str:
+    """Where the job's trainers and this check reach its Lighthouse (lighthouse.host, an IPv6 one bracketed)."""
+    host = job.lighthouse.host
+    return f"http://[{host}]:{job.lighthouse.port}" if ":" in host else f"http://{host}:{job.lighthouse.port}"
+
+
 class _Table:
     def __init__(self) -> None:
         self.procs: list[TrainerProc] = []
@@ -31,8 +37,7 @@ class _Table:
 
 class JobHangWatch:
     def __init__(self, job: JobConfig) -> None:
-        host = job.lighthouse.host
-        address = f"http://[{host}]:{job.lighthouse.port}" if ":" in host else f"http://{host}:{job.lighthouse.port}"
+        address = lighthouse_address(job)
 
         def fetch() -> LighthouseStatus:
             return fetch_status(address, FETCH_TIMEOUT_S)

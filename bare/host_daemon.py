@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Protocol
 
 from lamplighter.bare.etcd_store import EtcdError, Store
-from lamplighter.bare.hang_watch import JobHangWatch
+from lamplighter.bare.hang_watch import JobHangWatch, lighthouse_address
 from lamplighter.bare.host_agent import GroupHistory, GroupRef, HostAction, Trainer, decide
 from lamplighter.bare.host_lease import HostLease
 from lamplighter.bare.keys import Keys
@@ -49,11 +49,6 @@ OUT_RESPONSE = "drain"
 class GpuObserver(Protocol):
     def observe(self, now: float) -> list[GpuObservation]: ...
     def close(self) -> None: ...
-
-
-def lighthouse_address(job: JobConfig) -> str:
-    host = job.lighthouse.host
-    return f"http://[{host}]:{job.lighthouse.port}" if ":" in host else f"http://{host}:{job.lighthouse.port}"
 
 
 def die_with_daemon(argv: Sequence[str]) -> list[str]:

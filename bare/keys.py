@@ -9,17 +9,9 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}")
-
-
-def check_name(value: str, what: str) -> str:
-    """Host, job and cluster names become key segments: no '/', nothing that could reach another key."""
-    if not _NAME.fullmatch(value):
-        raise ValueError(f"{what} {value!r}: letters, digits, '_', '.', '-' (at most 128, not starting with a symbol)")
-    return value
+from lamplighter.configs.bare_metal import check_name
 
 
 @dataclass(frozen=True)

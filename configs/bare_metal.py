@@ -12,15 +12,16 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}")
+# Host, job and cluster names become etcd key segments (bare/keys.py): no '/', nothing that reaches another key.
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}")
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
 
 
-def _name(v: str, what: str) -> str:
-    if not _NAME.fullmatch(v):
+def check_name(v: str, what: str) -> str:
+    if not NAME.fullmatch(v):
         raise ValueError(f"{what} {v!r}: 1-128 letters, digits, '_', '.' or '-', starting with a letter or digit")
     return v
 
@@ -70,7 +71,7 @@ class BareMetalJobConfig(_Strict):
     @field_validator("cluster")
     @classmethod
     def _cluster(cls, v: str) -> str:
-        return _name(v, "cluster name")
+        return check_name(v, "cluster name")
 
 
 class BareMetalNodeConfig(BareMetalJobConfig):
@@ -91,7 +92,7 @@ class BareMetalNodeConfig(BareMetalJobConfig):
     @field_validator("hosts", "spares")
     @classmethod
     def _hosts(cls, v: list[str]) -> list[str]:
-        return [_name(h, "host") for h in v]
+        return [check_name(h, "host") for h in v]
 
     @model_validator(mode="after")
     def _consistent(self) -> BareMetalNodeConfig:
