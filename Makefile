@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.lamplighter-installed
 GPUSIM  := build/gpusim/lib/libamd_smi.so
 PYTEST_ARGS ?=
 
-.PHONY: install test test-fast lint typecheck demo demo-slurm soak bench cluster-up cluster-down gpusim readme clean
+.PHONY: install test test-fast lint typecheck demo demo-slurm demo-bare soak bench cluster-up cluster-down gpusim readme clean
 
 install: $(STAMP)
 
@@ -43,6 +43,11 @@ demo: $(STAMP)
 # The whole Slurm path on a real local cluster: daemons, submit, one fault of each kind, report.
 demo-slurm: $(STAMP)
 	$(BIN)/python -m lamplighter.lab.demo --dir build/demo-slurm
+
+# Bare metal without Slurm: 4 hosts + 1 spare in network namespaces, etcd (3 members, TLS), a kill, a hang,
+# a GPU fault, a crash of the placer's host and a cut link: build/demo-bare/report.json (needs root).
+demo-bare: $(STAMP) gpusim
+	$(BIN)/python -m lamplighter.lab.demo_bare --dir build/demo-bare
 
 # At least 100 overlapping faults of every kind on the Slurm lab (about 20 minutes): build/soak/report.json.
 soak: $(STAMP) gpusim

@@ -11,6 +11,11 @@ kept: only the lease decides to fence, never a failed read.
 
 Jobs are in etcd (`<root>/jobs/<job>/spec`: the validated config, as JSON);
 each host writes it to `<state_dir>/<job>/job.json` for its trainers.
+
+Every action (a trainer ended, killed or started, a failure reported, the host
+taken out, a group moved by the placer, the placer role won) is one JSON line
+in `<state_dir>/actions.jsonl` and in the job's `<run_dir>/actions.jsonl`, as
+a Slurm node daemon writes them: `lamplighter why` and the demo's report read them.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from lamplighter.supervisor.gpu.faults import gpu_response
 from lamplighter.supervisor.gpu.observation import GpuObservation
 from lamplighter.supervisor.local_launch import group_launch
 from lamplighter.supervisor.process_tree import GroupProcesses, StartError
+from lamplighter.supervisor.run_dir_actions import ACTIONS_FILE, append_line
 from lamplighter.supervisor.trainer_proc import TrainerProc
 
 log = logging.getLogger(__name__)
@@ -74,6 +80,7 @@ class HostDaemon:
     wall: Callable[[], float] = time.time  # progress (heartbeats, the Lighthouse) is in wall-clock time
     watches: dict[str, JobHangWatch] = field(default_factory=dict)  # job -> its hang check
     taken_out: str | None = None  # why this host is out (its key under out/), as last read
+    placer_seen: str | None = None  # who held the placer role, as last read
     lease: HostLease = field(init=False)
     placer: Placer = field(init=False)
     jobs: dict[str, JobConfig] = field(default_factory=dict)
@@ -83,6 +90,7 @@ class HostDaemon:
     done: list[HostAction] = field(default_factory=list)  # every action taken, for status and tests
     unstarted: list[Trainer] = field(default_factory=list)  # failed starts (127) and hang kills (-9): exits
     _specs: dict[str, tuple[int, JobConfig]] = field(default_factory=dict)  # job -> (spec create revision, config)
+    _journal_failed: set[Path] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.lease = HostLease(self.store, self.keys, self.me, self.ttl_s, {"host": self.me})
@@ -107,10 +115,18 @@ class HostDaemon:
         return d.actions
 
     def _place(self) -> None:
+        if self.placer_seen not in (None, self.me) and not self.placer.leading:
+            # Another daemon holds the role: a campaign would cost 3 requests a cycle for nothing. Its key
+            # going (its lease expired) shows in the next read, and this daemon campaigns in that cycle.
+            return
         try:
+            was = self.placer.leading
             if self.placer.campaign() == self.me:
+                if not was:
+                    self._journal("placer", None, None, None, "won the placer role")
                 for name, job in self.jobs.items():
-                    self.placer.step(name, job.groups.count, self.hosts)
+                    for m in self.placer.step(name, job.groups.count, self.hosts):
+                        self._journal("move", name, m.group, m.new.epoch, m.new.reason, to=m.new.host)
         except EtcdError as e:
             log.warning("%s: placement skipped: %s", self.me, e)
 
@@ -154,6 +170,7 @@ class HostDaemon:
         except EtcdError as e:
             log.error("%s: GPU fault (%s) but cannot take this host out in etcd: %s", self.me, reason, e)
         self.taken_out = reason  # its trainers are killed now, whether or not etcd heard it
+        self._journal("out", None, None, None, reason)
 
     def _read(self) -> None:
         try:
@@ -161,6 +178,8 @@ class HostDaemon:
         except EtcdError as e:
             log.warning("%s: cannot read the assignments (keeping the last ones): %s", self.me, e)
             return
+        placer = next((x for x in entries if x.key == self.keys.placer), None)
+        self.placer_seen = placer.value if placer else None
         out = next((x for x in entries if x.key == self.keys.out(self.me)), None)
         self.taken_out = json.loads(out.value).get("reason", "taken out") if out else None
         assigned: dict[GroupRef, Assignment] = {}
@@ -189,11 +208,13 @@ class HostDaemon:
                 code = next((c for c in codes if c != 0), 0)
                 ended.append(Trainer(ref[0], ref[1], epoch, gp.popens[0].pid, exit_code=code))
                 del self.running[ref]
+                self._journal("ended", ref[0], ref[1], epoch, f"trainer exited {code}")
         return ended
 
     def _do(self, a: HostAction) -> None:
         ref = (a.job, a.group)
         log.warning("%s: %s %s group %s epoch %s: %s", self.me, a.kind, a.job, a.group, a.epoch, a.reason)
+        self._journal(a.kind, a.job, a.group, a.epoch, a.reason)
         if a.kind == "kill":
             have = self.running.get(ref)
             if have is not None and have[0] == a.epoch:
@@ -212,7 +233,7 @@ class HostDaemon:
 
     def _start(self, a: HostAction) -> None:
         job = self.jobs[a.job]
-        run_dir = Path(job.run_dir) if job.run_dir else self.state_dir / a.job
+        run_dir = self._run_dir(a.job)
         config = self.state_dir / a.job / "job.json"
         config.parent.mkdir(parents=True, exist_ok=True)
         config.write_text(job.model_dump_json(indent=2))
@@ -239,6 +260,32 @@ class HostDaemon:
             self.unstarted.append(Trainer(a.job, a.group, a.epoch, 0, exit_code=127))
             return
         self.running[(a.job, a.group)] = (a.epoch, gp)
+
+    def _journal(
+        self, action: str, job: str | None, group: int | None, epoch: int | None, reason: str, **extra: object
+    ) -> None:
+        """One action line in this host's log and in its job's run directory; a log that cannot be written is
+        said once and skipped (the action itself never fails for it)."""
+        rec = {"ts": round(self.wall(), 3), "node": self.me, "action": action, "reason": reason}
+        if job is not None:
+            rec.update(job=job, group=group, epoch=epoch, target=f"{job}/g{group}")
+        line = json.dumps({**rec, **extra})
+        paths = [self.state_dir / ACTIONS_FILE]
+        if job is not None and job in self.jobs:
+            paths.append(self._run_dir(job) / ACTIONS_FILE)
+        for path in paths:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                append_line(path, line)
+                self._journal_failed.discard(path)
+            except OSError as e:
+                if path not in self._journal_failed:
+                    log.warning("%s: cannot append the action to %s: %s", self.me, path, e)
+                    self._journal_failed.add(path)
+
+    def _run_dir(self, job: str) -> Path:
+        run_dir = self.jobs[job].run_dir
+        return Path(run_dir) if run_dir else self.state_dir / job
 
     def status(self) -> dict[str, object]:
         return {

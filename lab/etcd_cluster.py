@@ -38,11 +38,12 @@ class Member:
     data_dir: Path
     log: Path
     scheme: str = "http"
+    host: str = "127.0.0.1"  # where clients reach it (peers talk on loopback)
     proc: subprocess.Popen[bytes] | None = None
 
     @property
     def client_url(self) -> str:
-        return f"{self.scheme}://127.0.0.1:{self.client_port}"
+        return f"{self.scheme}://{self.host}:{self.client_port}"
 
     @property
     def peer_url(self) -> str:
@@ -54,6 +55,7 @@ class EtcdCluster:
     folder: Path
     size: int = 1
     tls: bool = False  # clients need a certificate of the cluster's CA (etcd --client-cert-auth)
+    host: str = "127.0.0.1"  # the client address (e.g. a host lab's gateway, reached from its namespaces)
     members: list[Member] = field(default_factory=list)
     pki: Pki | None = None
     admin: Tls | None = None  # the lab's own client certificate (health checks, tests)
@@ -71,11 +73,19 @@ class EtcdCluster:
     def up(self, timeout_s: float = 30.0) -> EtcdCluster:
         self.folder.mkdir(parents=True, exist_ok=True)
         if self.tls:
-            self.pki = make_pki(self.folder / "pki")
+            self.pki = make_pki(self.folder / "pki", ips=tuple(dict.fromkeys(("127.0.0.1", self.host))))
             self.admin = self.pki.client("lab-admin")
         scheme = "https" if self.tls else "http"
         self.members = [
-            Member(f"m{i}", free_port(), free_port(), self.folder / f"m{i}.etcd", self.folder / f"m{i}.log", scheme)
+            Member(
+                f"m{i}",
+                free_port(self.host),
+                free_port(),
+                self.folder / f"m{i}.etcd",
+                self.folder / f"m{i}.log",
+                scheme,
+                self.host,
+            )
             for i in range(self.size)
         ]
         for m in self.members:
@@ -104,11 +114,20 @@ class EtcdCluster:
         with m.log.open("ab") as log:
             m.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
+    def _ssl(self) -> ssl.SSLContext | None:
+        if self.admin is None:
+            return None
+        ctx = ssl.create_default_context(cafile=self.admin.ca)
+        ctx.load_cert_chain(self.admin.cert, self.admin.key)
+        return ctx
+
+    def metrics(self, m: Member) -> str:
+        """The member's Prometheus metrics (its own count of requests served, for one)."""
+        with urllib.request.urlopen(m.client_url + "/metrics", timeout=5.0, context=self._ssl()) as r:
+            return str(r.read().decode())
+
     def healthy(self, m: Member) -> bool:
-        ctx = None
-        if self.admin is not None:
-            ctx = ssl.create_default_context(cafile=self.admin.ca)
-            ctx.load_cert_chain(self.admin.cert, self.admin.key)
+        ctx = self._ssl()
         try:
             with urllib.request.urlopen(m.client_url + "/health", timeout=1.0, context=ctx) as r:
                 return bool(json.loads(r.read()).get("health") == "true")

@@ -50,12 +50,13 @@ def _signed(folder: Path, name: str, ca: Path, ca_key: Path, usage: str, san: st
     return cert, key
 
 
-def make_pki(folder: Path, ca_name: str = "lamplighter-lab-ca") -> Pki:
+def make_pki(folder: Path, ca_name: str = "lamplighter-lab-ca", ips: tuple[str, ...] = ("127.0.0.1",)) -> Pki:
+    """A CA, and etcd's server certificate for `ips` (the addresses clients dial)."""
     folder.mkdir(parents=True, exist_ok=True)
     ca, ca_key = folder / f"{ca_name}.crt", folder / f"{ca_name}.key"
     _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
              "-keyout", str(ca_key), "-out", str(ca), "-subj", f"/CN={ca_name}", "-days", "2")  # fmt: skip
     os.chmod(ca_key, 0o600)
     # clientAuth too: etcd's own gateway dials its gRPC server with this certificate.
-    cert, key = _signed(folder, "etcd-server", ca, ca_key, "serverAuth,clientAuth", "IP:127.0.0.1")
+    cert, key = _signed(folder, "etcd-server", ca, ca_key, "serverAuth,clientAuth", ",".join(f"IP:{ip}" for ip in ips))
     return Pki(folder, ca, ca_key, cert, key)

@@ -17,8 +17,10 @@ from lamplighter.bare.keys import Keys
 from lamplighter.bare.placement import Assignment
 from lamplighter.bare.placer import HostEntry
 from lamplighter.configs.schema import JobConfig
+from lamplighter.lab.bare_report import fencing
 from lamplighter.lab.etcd_cluster import EtcdCluster
 from lamplighter.lab.tcp_link import TcpLink
+from lamplighter.slurm.chaos_slurm import read_records
 
 pytestmark = pytest.mark.integration
 
@@ -109,6 +111,7 @@ def test_a_cut_host_fences_its_trainer_before_the_spare_starts_the_group(etcd: E
         hosts.submit(job(tmp_path, "bt", 2, SLEEPER))
         hosts.cycle_until(lambda: hosts.runs("h1", "bt", 0) and hosts.runs("h2", "bt", 1), 20, "both groups run")
         old_pid = hosts.daemons["h2"].running[("bt", 1)][1].popens[0].pid
+        t_cut = time.time()
         hosts.links["h2"].cut()
         overlap: list[float] = []
 
@@ -123,6 +126,12 @@ def test_a_cut_host_fences_its_trainer_before_the_spare_starts_the_group(etcd: E
         assert fenced and "fencing: lease not renewed" in fenced[0].reason
         a = hosts.assignment("bt", 1)
         assert (a.host, a.epoch) == ("s1", 2) and "h2's lease expired" in a.reason
+        # The same, as every host wrote it in the job's action log (what `make demo-bare` reports from).
+        lines = sorted(read_records(tmp_path / "runs" / "bt" / "actions.jsonl"), key=lambda r: r["ts"])
+        moved = [r for r in lines if r["action"] == "move" and r["group"] == 1 and r["ts"] > t_cut]
+        assert [(r["to"], r["epoch"]) for r in moved] == [("s1", 2)]
+        f = fencing({"t": t_cut, "host": "h2", "group": 1, "epoch": 1, "epoch_after": 2}, lines, [])
+        assert f["fenced"] and f["fence_before_start_s"] > 0, f
         hosts.links["h2"].mend()
         hosts.cycle_until(lambda: hosts.daemons["h2"].lease.error is None, 10, "h2 back in etcd")
         hosts.cycle_until(lambda: True, 5, "one more round")
@@ -192,5 +201,36 @@ def test_a_hung_trainer_is_killed_and_restarted_under_its_budget(etcd: EtcdClust
         )
         assert "(restart 1)" in starts()[1]
         assert hosts.assignment("hg", 0).host == "h1"  # a hang restarts the group where it is
+    finally:
+        hosts.close()
+
+
+def test_the_placer_dies_and_another_host_takes_the_role_within_its_lease(etcd: EtcdCluster, tmp_path: Path) -> None:
+    hosts = Hosts(etcd, tmp_path, "elect", [HostEntry("h1"), HostEntry("h2"), HostEntry("s1", spare=True)])
+    try:
+        hosts.submit(job(tmp_path, "el", 1, SLEEPER))
+        hosts.cycle_until(lambda: hosts.runs("h1", "el", 0), 20, "group 0 runs on h1")
+        assert [d.me for d in hosts.daemons.values() if d.placer.leading] == ["h1"]
+        # A host that is not the placer reads once and renews its lease once per cycle: 2 etcd requests.
+        h2 = hosts.daemons["h2"]
+        before = h2.store.requests_made
+        h2.cycle()
+        assert h2.store.requests_made - before == 2
+        # h1 dies (power loss: its daemon stops cycling, its trainer goes with it): its keys outlive it
+        # only for their lease, which etcd ends.
+        dead = hosts.daemons.pop("h1")
+        for _, gp in dead.running.values():
+            gp.kill()
+        vacant_rounds: list[int] = []
+
+        def vacant() -> None:  # after each round of the living daemons: is the role unheld?
+            if hosts.admin.get(hosts.keys.placer) is None:
+                vacant_rounds.append(1)
+
+        hosts.cycle_until(lambda: h2.placer.leading or hosts.daemons["s1"].placer.leading, 15, "a new placer", vacant)
+        # The role is taken in the round that first reads the dead placer's key gone (its lease expired), or
+        # the next one when it expired after both living daemons had read it: never left vacant longer.
+        assert len(vacant_rounds) <= 1, vacant_rounds
+        hosts.cycle_until(lambda: hosts.runs("h2", "el", 0, epoch=2), 15, "group 0 moved to h2 by the new placer")
     finally:
         hosts.close()
