@@ -95,7 +95,11 @@ class BareDemo:
         self.admin = Store(self.etcd.endpoints, timeout_s=2.0, tls=self.etcd.admin)
         port = free_port(self.lab.gateway)
         job = self._job(port)
-        self.lighthouse = Lighthouse(job.lighthouse, self.root / "lighthouse.log")
+        # As a head host runs it under systemd: torchft's Lighthouse with its memory (a restart stands in
+        # for the replicas alive before).
+        self.lighthouse = Lighthouse(
+            job.lighthouse, self.root / "lighthouse.log", remember=self.root / "lighthouse-memory.json"
+        )
         self.lighthouse.start(time.time())
         self.lighthouse.wait_ready(30)
         for host in HOSTS + SPARES:
