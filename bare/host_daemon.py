@@ -271,8 +271,9 @@ class HostDaemon:
             rec.update(job=job, group=group, epoch=epoch, target=f"{job}/g{group}")
         line = json.dumps({**rec, **extra})
         paths = [self.state_dir / ACTIONS_FILE]
-        if job is not None and job in self.jobs:
-            paths.append(self._run_dir(job) / ACTIONS_FILE)
+        # A host-wide action (taken out, the placer role) concerns every job running here.
+        concerned = {job} if job is not None else {j for j, _ in self.running}
+        paths += sorted({self._run_dir(j) / ACTIONS_FILE for j in concerned if j in self.jobs})
         for path in paths:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)

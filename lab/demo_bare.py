@@ -49,6 +49,7 @@ from lamplighter.gpusim.state import StateDir
 from lamplighter.lab.bare_hosts import HostLab
 from lamplighter.lab.bare_report import build_bare_report, fenced_in_time, per_fault_lines
 from lamplighter.lab.etcd_cluster import EtcdCluster
+from lamplighter.slurm.chaos_slurm import read_records
 from lamplighter.supervisor.lighthouse import Lighthouse
 from lamplighter.supervisor.ports import free_port
 from lamplighter.supervisor.run_dir_actions import ACTIONS_FILE
@@ -204,6 +205,15 @@ class BareDemo:
     def committed(self, group: int) -> list[Any]:
         return [r for r in read_steps(RunPaths(self.run_dir).steps(group)) if r.committed]
 
+    def started_after(self, group: int, t: float) -> float | None:
+        """When a host started the group's trainer after t, from the hosts' action lines."""
+        starts = [
+            r["ts"]
+            for r in read_records(self.run_dir / ACTIONS_FILE)
+            if r.get("action") == "start" and r.get("group") == group and r.get("ts", 0) > t
+        ]
+        return min(starts, default=None)
+
     def commits_after(self, group: int, t: float) -> bool:
         return any(r.t > t for r in self.committed(group))
 
@@ -234,9 +244,10 @@ class BareDemo:
         else:
             raise ValueError(f"unknown kind {kind!r}")
         t0 = rec["t"]
-        # Back: the group's first commit after the fault, under any attempt (in place or elsewhere).
-        wait_until(lambda: self.commits_after(group, t0 + 0.001), 120, f"group {group} commits again after {kind}")
-        rec["t_first_commit"] = min(r.t for r in self.committed(group) if r.t > t0)
+        # Back: the first commit of the group's next trainer (restarted in place or started elsewhere).
+        t_start = wait_until(lambda: self.started_after(group, t0), 120, f"group {group} started again after {kind}")
+        wait_until(lambda: self.commits_after(group, t_start), 120, f"group {group} commits again after {kind}")
+        rec["t_first_commit"] = min(r.t for r in self.committed(group) if r.t > t_start)
         after = self.assignment(group)
         rec["host_after"], rec["epoch_after"] = (after.host, after.epoch) if after else (None, None)
         if kind == "host-crash":
@@ -290,6 +301,20 @@ class BareDemo:
             self.lighthouse.kill()
         if self.etcd is not None:
             self.etcd.stop()
+
+
+def source_stamp() -> dict[str, Any]:
+    """The commit the demo ran at, and whether the tree had changes (a result from a dirty tree says so)."""
+    here = Path(__file__).resolve().parent
+
+    def git(*args: str) -> str:
+        try:
+            out = subprocess.run(["git", *args], capture_output=True, text=True, timeout=10, cwd=here)
+        except OSError:
+            return ""
+        return out.stdout.strip() if out.returncode == 0 else ""
+
+    return {"commit": git("rev-parse", "--short", "HEAD") or None, "dirty": bool(git("status", "--porcelain"))}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -360,7 +385,12 @@ def main(argv: list[str] | None = None) -> int:
             t_start=t_submitted,
             t_end=t_end,
             out_dir=root,
-            extra={"etcd_load": load, "lease_ttl_s": LEASE_TTL_S, "fence_margin_s": FENCE_MARGIN_S},
+            extra={
+                "etcd_load": load,
+                "lease_ttl_s": LEASE_TTL_S,
+                "fence_margin_s": FENCE_MARGIN_S,
+                "source": source_stamp(),
+            },
         )
         print("\n".join(per_fault_lines(report)))
         fenced = fenced_in_time(report)
