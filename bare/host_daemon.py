@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 # GPU faults that take the host out: the hardware is at fault, so the group goes to another host (the same
 # faults drain a Slurm node, supervisor/gpu/faults.py). A VM fault restarts the group here, a throttle is reported.
 OUT_RESPONSE = "drain"
+BARE_METAL = "bare metal"  # what an action line names in place of a Slurm job id
 
 
 class GpuObserver(Protocol):
@@ -266,9 +267,17 @@ class HostDaemon:
     ) -> None:
         """One action line in this host's log and in its job's run directory; a log that cannot be written is
         said once and skipped (the action itself never fails for it)."""
-        rec = {"ts": round(self.wall(), 3), "node": self.me, "action": action, "reason": reason}
+        rec: dict[str, object] = {"ts": round(self.wall(), 3), "node": self.me, "action": action}
+        # As a Slurm daemon names the groups a line concerns (`lamplighter why` reads it), with no Slurm job;
+        # a host-wide line concerns every group running here.
         if job is not None:
-            rec.update(job=job, group=group, epoch=epoch, target=f"{job}/g{group}")
+            rec.update(target=f"{job}/g{group}", job=job, group=group, epoch=epoch)
+            refs = [(job, group, epoch)]
+        else:
+            rec["target"] = self.me
+            refs = [(j, g, e) for (j, g), (e, _) in self.running.items()]
+        rec["reason"] = reason
+        rec["jobs"] = [{"job_id": BARE_METAL, "group": f"{j}/g{g}", "attempt": e} for j, g, e in refs]
         line = json.dumps({**rec, **extra})
         paths = [self.state_dir / ACTIONS_FILE]
         # A host-wide action (taken out, the placer role) concerns every job running here.

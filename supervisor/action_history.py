@@ -125,7 +125,9 @@ def render(h: History, title: str) -> str:
         )
     lines = [title]
     for g in sorted(h.groups.values(), key=lambda g: g.group):
-        lines.append(f"group {g.group} (Slurm job {', '.join(sorted(g.job_ids))})")
+        ids = sorted(g.job_ids)
+        slurm = all(i.replace("_", "").isdigit() for i in ids)  # a bare-metal line names no Slurm job
+        lines.append(f"group {g.group} ({'Slurm job ' if slurm else ''}{', '.join(ids)})")
         for n, acts in sorted(g.attempts.items()):
             lines.append("  attempt ?" if n == NO_ATTEMPT else f"  attempt {n}")
             for a in acts:

@@ -3,6 +3,7 @@ group moves. The hosts share this machine; each host's way to etcd can be cut fo
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -132,6 +133,14 @@ def test_a_cut_host_fences_its_trainer_before_the_spare_starts_the_group(etcd: E
         assert [(r["to"], r["epoch"]) for r in moved] == [("s1", 2)]
         f = fencing({"t": t_cut, "host": "h2", "group": 1, "epoch": 1, "epoch_after": 2}, lines, [])
         assert f["fenced"] and f["fence_before_start_s"] > 0, f
+        why = subprocess.run(
+            [sys.executable, "-m", "lamplighter", "why", "bt", "--run-dir", str(tmp_path / "runs" / "bt")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert why.returncode == 0, why.stderr
+        assert "group bt/g1 (bare metal)" in why.stdout and "fencing: lease not renewed" in why.stdout, why.stdout
         hosts.links["h2"].mend()
         hosts.cycle_until(lambda: hosts.daemons["h2"].lease.error is None, 10, "h2 back in etcd")
         hosts.cycle_until(lambda: True, 5, "one more round")
