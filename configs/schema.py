@@ -268,6 +268,18 @@ class TorchftConfig(Strict):
     pg_timeout_s: int = Field(
         3, ge=1, le=86_400, description="Process-group (gloo/NCCL) operation timeout: bounds a hung peer's stall."
     )
+    rendezvous_timeout_ms: int | None = Field(
+        None,
+        ge=50,
+        le=86_400_000,
+        description=(
+            "Bound on setting up the process group after each quorum (store, peers' addresses, connections); "
+            "collectives keep pg_timeout_s. A member that died just before or after a quorum formed holds the "
+            "survivors this long (up to 5 times as long when it died mid-setup) instead of pg_timeout_s. "
+            "Too short for a loaded machine fails a step with live peers (retried, nothing lost). "
+            "Reference trainer, Gloo; default: pg_timeout_s."
+        ),
+    )
     heartbeat_interval_ms: int = Field(
         TORCHFT_HEARTBEAT_INTERVAL_MS, ge=10, le=60_000, description="Manager heartbeat to the Lighthouse."
     )

@@ -59,7 +59,15 @@ def build_manager(job: JobConfig, ident: Identity, state: TrainState, device: to
             timeout=timedelta(seconds=ft.connect_timeout_s),
         )
         port = store.port  # MASTER_PORT=0: the port the OS picked
-    pg = ProcessGroupNCCL(timeout=pg_timeout) if device.type == "cuda" else ProcessGroupGloo(timeout=pg_timeout)
+    pg: ProcessGroupGloo | ProcessGroupNCCL
+    if device.type == "cuda":
+        pg = ProcessGroupNCCL(timeout=pg_timeout)
+    elif ft.rendezvous_timeout_ms is not None:
+        from lamplighter.trainer.quick_rendezvous import QuickRendezvousGloo
+
+        pg = QuickRendezvousGloo(timedelta(milliseconds=ft.rendezvous_timeout_ms), pg_timeout)
+    else:
+        pg = ProcessGroupGloo(timeout=pg_timeout)
     transport = None  # None: torchft's HTTP transport
     if job.trainer.checkpoint_transport == "pg":
         from torchft.checkpointing.pg_transport import PGTransport

@@ -1,0 +1,54 @@
+"""The reference trainer's Gloo group with its own rendezvous bound (#16: survivors' stall): a member that never
+comes fails the rendezvous at that bound, not at the collectives' one, and the group, once up, runs its
+collectives under the collectives' bound. Real gloo, a real TCPStore; one client per member."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from lamplighter.trainer.quick_rendezvous import QuickRendezvousGloo
+
+
+@pytest.fixture
+def store() -> Any:
+    return dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=20))
+
+
+def client(store: Any, prefix: str) -> Any:
+    own = dist.TCPStore("127.0.0.1", store.port, is_master=False, timeout=timedelta(seconds=20))
+    return dist.PrefixStore(prefix, own)
+
+
+def test_a_member_that_never_comes_fails_the_rendezvous_at_its_own_bound(store: Any) -> None:
+    pg = QuickRendezvousGloo(rendezvous=timedelta(milliseconds=150), collectives=timedelta(seconds=30))
+    with pytest.raises(dist.DistStoreError, match="wait timeout after 150ms"):
+        pg._create_pg(client(store, "alone"), 0, 2)
+
+
+def test_once_up_the_group_runs_collectives_under_the_collectives_bound(store: Any) -> None:
+    results: dict[int, tuple[list[float], timedelta]] = {}
+    errors: list[BaseException] = []
+
+    def member(rank: int) -> None:
+        try:
+            pg = QuickRendezvousGloo(rendezvous=timedelta(seconds=10), collectives=timedelta(seconds=7))
+            group = pg._create_pg(client(store, "both"), rank, 2)
+            t = torch.ones(3) * (rank + 1)
+            group.allreduce([t]).wait()
+            results[rank] = (t.tolist(), group._get_backend(torch.device("cpu")).options._timeout)
+        except BaseException as e:  # reported below, not lost in the thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=member, args=(r,)) for r in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    assert results == {r: ([3.0, 3.0, 3.0], timedelta(seconds=7)) for r in (0, 1)}
