@@ -807,6 +807,11 @@ def timeout_hierarchy_problems(job: JobConfig) -> list[str]:
             f"torchft.quorum_timeout_s ({ft.quorum_timeout_s} s) must exceed lighthouse.join_timeout_ms "
             f"({lh.join_timeout_ms} ms): a group would give up on the quorum while the Lighthouse still waits for joiners"
         )
+    if ft.rendezvous_timeout_ms is not None and ft.rendezvous_timeout_ms > ft.pg_timeout_s * 1000:
+        out.append(
+            f"torchft.rendezvous_timeout_ms ({ft.rendezvous_timeout_ms} ms) is above torchft.pg_timeout_s "
+            f"({ft.pg_timeout_s} s), which already bounds the process group's setup: set it lower, or leave it unset"
+        )
     if ft.timeout_s < ft.pg_timeout_s:
         out.append(
             f"torchft.timeout_s ({ft.timeout_s} s) must be at least torchft.pg_timeout_s ({ft.pg_timeout_s} s): "
