@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 from pathlib import Path
@@ -41,7 +42,8 @@ restart: {{budget_per_group: 100, backoff_initial_s: 0, crash_loop_max: 100}}
 
 
 def run_arm(folder: Path, rendezvous_ms: int | None, pairs: int) -> dict[str, Any]:
-    folder.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(folder, ignore_errors=True)  # this tool's own output: never read a report of an earlier run
+    folder.mkdir(parents=True)
     extra = "" if rendezvous_ms is None else f", rendezvous_timeout_ms: {rendezvous_ms}"
     # Enough steps to outlast the schedule (about 25 steps/s here between faults).
     (folder / "job.yaml").write_text(JOB.format(steps=25 * (15 * pairs + 10), rendezvous=extra))
