@@ -63,9 +63,9 @@ def build_manager(job: JobConfig, ident: Identity, state: TrainState, device: to
     if device.type == "cuda":
         pg = ProcessGroupNCCL(timeout=pg_timeout)
     elif ft.rendezvous_timeout_ms is not None:
-        from lamplighter.trainer.quick_rendezvous import QuickRendezvousGloo
+        from lamplighter.trainer.quick_rendezvous import quick_rendezvous_gloo
 
-        pg = QuickRendezvousGloo(timedelta(milliseconds=ft.rendezvous_timeout_ms), pg_timeout)
+        pg = quick_rendezvous_gloo(timedelta(milliseconds=ft.rendezvous_timeout_ms), pg_timeout)
     else:
         pg = ProcessGroupGloo(timeout=pg_timeout)
     transport = None  # None: torchft's HTTP transport

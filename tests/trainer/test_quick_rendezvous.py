@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from lamplighter.trainer.quick_rendezvous import QuickRendezvousGloo
+from lamplighter.trainer.quick_rendezvous import quick_rendezvous_gloo
 
 
 @pytest.fixture
@@ -26,7 +26,7 @@ def client(store: Any, prefix: str) -> Any:
 
 
 def test_a_member_that_never_comes_fails_the_rendezvous_at_its_own_bound(store: Any) -> None:
-    pg = QuickRendezvousGloo(rendezvous=timedelta(milliseconds=150), collectives=timedelta(seconds=30))
+    pg = quick_rendezvous_gloo(rendezvous=timedelta(milliseconds=150), collectives=timedelta(seconds=30))
     with pytest.raises(dist.DistStoreError, match="wait timeout after 150ms"):
         pg._create_pg(client(store, "alone"), 0, 2)
 
@@ -37,7 +37,7 @@ def test_once_up_the_group_runs_collectives_under_the_collectives_bound(store: A
 
     def member(rank: int) -> None:
         try:
-            pg = QuickRendezvousGloo(rendezvous=timedelta(seconds=10), collectives=timedelta(seconds=7))
+            pg = quick_rendezvous_gloo(rendezvous=timedelta(seconds=10), collectives=timedelta(seconds=7))
             group = pg._create_pg(client(store, "both"), rank, 2)
             t = torch.ones(3) * (rank + 1)
             group.allreduce([t]).wait()
