@@ -279,10 +279,8 @@ class HostDaemon:
         rec["reason"] = reason
         rec["jobs"] = [{"job_id": BARE_METAL, "group": f"{j}/g{g}", "attempt": e} for j, g, e in refs]
         line = json.dumps({**rec, **extra})
-        paths = [self.state_dir / ACTIONS_FILE]
-        # A host-wide action (taken out, the placer role) concerns every job running here.
-        concerned = {job} if job is not None else {j for j, _ in self.running}
-        paths += sorted({self._run_dir(j) / ACTIONS_FILE for j in concerned if j in self.jobs})
+        run_dirs = {self._run_dir(j) / ACTIONS_FILE for j, _, _ in refs if j in self.jobs}
+        paths = [self.state_dir / ACTIONS_FILE, *sorted(run_dirs)]
         for path in paths:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)

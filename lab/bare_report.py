@@ -152,11 +152,6 @@ def build_bare_report(
     return report
 
 
-def fenced_in_time(report: dict[str, Any]) -> bool | None:
-    rows = [r for r in report["faults"] if r["kind"] == "partition"]
-    return all(r["fenced"] for r in rows) if rows else None
-
-
 def per_fault_lines(report: dict[str, Any]) -> list[str]:
     out = []
     for r in report["faults"]:

@@ -32,7 +32,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +46,9 @@ from lamplighter.gpusim.build import ensure_built, sim_env
 from lamplighter.gpusim.inject import inject
 from lamplighter.gpusim.state import StateDir
 from lamplighter.lab.bare_hosts import HostLab
-from lamplighter.lab.bare_report import build_bare_report, fenced_in_time, per_fault_lines
+from lamplighter.lab.bare_report import build_bare_report, per_fault_lines
 from lamplighter.lab.etcd_cluster import EtcdCluster
+from lamplighter.lab.testcluster import wait_until
 from lamplighter.slurm.chaos_slurm import read_records
 from lamplighter.supervisor.lighthouse import Lighthouse
 from lamplighter.supervisor.ports import free_port
@@ -64,15 +64,6 @@ JOB = "bare-demo"
 POLL_S = 0.5
 LEASE_TTL_S = 4
 FENCE_MARGIN_S = 2.0
-
-
-def wait_until(cond: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while not (got := cond()):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"not within {timeout_s:g} s: {what}")
-        time.sleep(0.05)
-    return got
 
 
 class BareDemo:
@@ -397,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
             },
         )
         print("\n".join(per_fault_lines(report)))
-        fenced = fenced_in_time(report)
+        fenced = report["checks"]["partition_fenced"] if "partition" in kinds else None
         ok = report["ok"]
         print(
             f"{'OK' if ok else 'FAILED'}: steps {report['steps_committed']}/{report['target_steps']}, lost "

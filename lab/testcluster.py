@@ -26,11 +26,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from lamplighter.lab.testcluster_conf import render_slurm_conf
 from lamplighter.slurm.parsers import NodeInfo, parse_scontrol_nodes
 from lamplighter.slurm.run import SlurmCli, SlurmError
 from lamplighter.supervisor.procfs import PROC, children, read_stat
+
+T = TypeVar("T")
 
 PROCS_FILE = "procs.json"
 
@@ -54,12 +57,13 @@ def is_alive(rec: ProcRecord) -> bool:
     return st is not None and st.start_time == rec.start_ticks and st.state not in ("Z", "X")
 
 
-def wait_until(cond: Callable[[], bool], timeout: float, what: str, interval: float = 0.05) -> None:
-    """Poll `cond` until it holds; raise ClusterError naming `what` after `timeout` seconds."""
+def wait_until(cond: Callable[[], T | None], timeout: float, what: str, interval: float = 0.05) -> T:
+    """Poll `cond` until it gives a true value, and return that value; raise ClusterError naming `what` after
+    `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while True:
-        if cond():
-            return
+        if got := cond():
+            return got
         if time.monotonic() > deadline:
             raise ClusterError(f"timed out after {timeout:.1f} s waiting for {what}")
         time.sleep(interval)
