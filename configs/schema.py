@@ -746,6 +746,11 @@ def cross_section_problems(job: JobConfig) -> list[str]:
         out.append(
             "placement bare-metal needs a fixed lighthouse.host and lighthouse.port: the hosts' trainers join it there"
         )
+    if job.placement == "bare-metal" and job.groups.nodes > 1:
+        out.append(
+            f"placement bare-metal runs each replica group on one host, but groups.nodes is {job.groups.nodes}: "
+            "set groups.nodes: 1 (groups of several nodes run on Slurm)"
+        )
     command = job.trainer.command or []
     if job.groups.gpus_per_node == 0 and any("{gpus_per_node}" in arg for arg in command):
         out.append(

@@ -83,6 +83,11 @@ def test_all_hierarchy_violations_reported_each_on_its_line(tmp_path: Path) -> N
             "torchft: {pg_timeout_s: 2, rendezvous_timeout_ms: 2500}",
             "torchft.rendezvous_timeout_ms (2500 ms) is above torchft.pg_timeout_s (2 s)",
         ),
+        (
+            "placement: bare-metal\nbare_metal: {cluster: c, etcd: {endpoints: ['http://127.0.0.1:2379']}}\n"
+            "lighthouse: {port: 29510}\ngroups: {nodes: 2}",
+            "placement bare-metal runs each replica group on one host, but groups.nodes is 2",
+        ),
         ("health: {probe_deadline_s: 40, hang_timeout_s: 30}", "health.probe_deadline_s (40.0 s) must be below"),
         ("groups: {gpus_per_node: 2, procs_per_node: 4}", "groups.procs_per_node (4) exceeds groups.gpus_per_node (2)"),
         ("trainer: {model: {dim: 100, heads: 3}}", "model.heads (3) must divide model.dim (100)"),
