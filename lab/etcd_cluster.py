@@ -126,6 +126,18 @@ class EtcdCluster:
         with urllib.request.urlopen(m.client_url + "/metrics", timeout=5.0, context=self._ssl()) as r:
             return str(r.read().decode())
 
+    def leader(self) -> int:
+        """The index of the member that leads the cluster now (from each member's own status)."""
+        ids: dict[str, int] = {}
+        lead = ""
+        for i, m in enumerate(self.members):
+            req = urllib.request.Request(m.client_url + "/v3/maintenance/status", data=b"{}", method="POST")
+            with urllib.request.urlopen(req, timeout=5.0, context=self._ssl()) as r:
+                st = json.loads(r.read())
+            ids[str(st["header"]["member_id"])] = i
+            lead = str(st["leader"])
+        return ids[lead]
+
     def healthy(self, m: Member) -> bool:
         ctx = self._ssl()
         try:
