@@ -17,6 +17,7 @@ class FaultRecord:
     t_restarted: float | None = None
     detected_as: str = ""  # the observation's reason
     t_planned: float | None = None  # when the schedule said it fires (epoch s): late_s = t_injected - t_planned
+    warm: bool | None = None  # the restart turned a warm standby into the group (None: not restarted)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -50,7 +51,8 @@ class FaultJournal:
             f.detected_as = reason
         return hit[0]
 
-    def restarted(self, group: int | None, t: float) -> None:
+    def restarted(self, group: int | None, t: float, warm: bool = False) -> None:
         for f in self.faults:
             if f.group == group and f.t_detected is not None and f.t_restarted is None:
                 f.t_restarted = t
+                f.warm = warm

@@ -8,6 +8,7 @@ at the end the report and the timeline are written from the step logs.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -34,6 +35,7 @@ from lamplighter.supervisor.local_launch import group_launch
 from lamplighter.supervisor.observations import LighthouseDown, Observation, ProcessExited, StartFailed
 from lamplighter.supervisor.policy import Decision, PolicyState, decide
 from lamplighter.supervisor.process_tree import GroupProcesses, StartError
+from lamplighter.supervisor.standby import StandbyPool
 from lamplighter.supervisor.step_tail import StepTail
 from lamplighter.supervisor.trainer_proc import TrainerProc
 from lamplighter.trainer.contract import RunPaths, write_json_atomic
@@ -93,6 +95,27 @@ class LocalRun:
         self.lh_progress = LighthouseProgress(self._fetch_lighthouse)
         self.lh_steps = LighthouseStepLog(self.paths.lighthouse_steps())
         self._progress_error: str | None = None
+        self.standbys: StandbyPool | None = None
+        self.warm: dict[tuple[int, int], bool] = {}  # (group, attempt) -> started from a standby
+
+    def _standby_pool(self) -> StandbyPool | None:
+        r = self.job.restart
+        if r.standby == 0:
+            return None
+        env = dict(os.environ)
+        env.update({"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"})  # as trainer_env sets before any import
+        env.update(self.job.trainer.env)
+        preload = list(r.standby_preload)
+        if self.job.trainer.command is None:
+            preload.append("lamplighter.trainer.main")  # the reference trainer: its own imports too
+        return StandbyPool(
+            size=r.standby * self.job.groups.nproc_per_node * self.job.groups.nodes,
+            python=self.job.trainer.python or self.opts.python,
+            preload=preload,
+            env=env,
+            log_dir=self.paths.logs(),
+            say=self._say,
+        )
 
     def _fetch_lighthouse(self) -> LighthouseStatus:
         # Bounded well below a poll interval: the loop must not stall on a slow Lighthouse.
@@ -127,9 +150,15 @@ class LocalRun:
             run_dir=self.run_dir,
             python=self.opts.python,
         )
-        gp = GroupProcesses.start(
-            group=g, attempt=attempt, argv=argv, envs=envs, log_path=self.paths.logs() / f"group{g}.log", started_at=now
-        )
+        log_path = self.paths.logs() / f"group{g}.log"
+        popens = None
+        if self.standbys is not None and attempt > 0:
+            popens = self.standbys.take(argv, envs, cwd=Path.cwd(), log_path=log_path)
+        if popens is not None:
+            gp = GroupProcesses.adopt(group=g, attempt=attempt, popens=popens, log_path=log_path, started_at=now)
+        else:
+            gp = GroupProcesses.start(group=g, attempt=attempt, argv=argv, envs=envs, log_path=log_path, started_at=now)
+        self.warm[(g, attempt)] = popens is not None
         self.groups[g] = gp
         assert self.watcher is not None
         for t in gp.trainers():
@@ -152,8 +181,10 @@ class LocalRun:
                 self._start_group(d.group, attempt, now)
             except StartError as e:
                 return [StartFailed(group=d.group, attempt=attempt, message=str(e))]
-            self.journal.restarted(d.group, now)
-            self._say(f"restarted group {d.group} (attempt {attempt})")
+            warm = self.warm.get((d.group, attempt), False)
+            self.journal.restarted(d.group, now, warm)
+            self.decisions[-1]["warm"] = warm
+            self._say(f"restarted group {d.group} (attempt {attempt}{', from a warm standby' if warm else ''})")
         elif d.action == "restart_lighthouse":
             self.lh.kill()
             pid = self.lh.start(now)
@@ -276,6 +307,7 @@ class LocalRun:
             )
             for g in range(self.job.groups.count):
                 self._start_group(g, 0, self.clock())
+            self.standbys = self._standby_pool()
             next_check = 0.0
             while not self.state.finished:
                 now = self.clock()
@@ -304,6 +336,8 @@ class LocalRun:
                 for d in verdict.decisions:
                     failed = self._apply(d, now)
                     self._pending += failed  # a failed start is a failure like any other, decided next turn
+                if self.standbys is not None:
+                    self.standbys.refill(quiet=self._quiet())
                 self._draw(now)
                 self.watcher.wait(
                     max(0.0, min(next_check, self._next_fault_at(), self.clock() + MAX_WAIT_S) - self.clock())
@@ -316,7 +350,16 @@ class LocalRun:
                 self._kill_group(g)
             self.lh.kill()
             self.watcher.close()
+            if self.standbys is not None:
+                self.standbys.close()
         return self._finish(interrupted)
+
+    def _quiet(self) -> bool:
+        """No group is starting: every running group has committed since it started (a standby's imports
+        would take the CPU from a trainer on its way back)."""
+        t = self._targets()
+        running = [g for g, gs in enumerate(self.state.groups) if gs.status == "running"]
+        return bool(t.present) and set(t.healthy) == set(t.present) == set(running)
 
     def _next_fault_at(self) -> float:
         """When the next planned fault is due (a loop turn wakes for it: exact schedules fire on time)."""
@@ -388,6 +431,14 @@ class LocalRun:
                 "chaos_mode": self.injector.mode,
                 "chaos_missed": self.chaos_missed,
                 "decisions": self.decisions,
+                "standby": None
+                if self.standbys is None
+                else {
+                    "size": self.standbys.size,
+                    "started": self.standbys.started,
+                    "used": self.standbys.used,
+                    "cold_reasons": sorted(self.standbys.cold_reasons),
+                },
             },
         )
         if by_group is not None and steps_source.startswith("the Lighthouse"):

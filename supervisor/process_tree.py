@@ -132,6 +132,14 @@ class GroupProcesses:
                 gp.popens.append(p)
         return gp
 
+    @classmethod
+    def adopt(
+        cls, *, group: int, attempt: int, popens: list[subprocess.Popen[bytes]], log_path: Path, started_at: float
+    ) -> GroupProcesses:
+        """Processes already running this attempt's ranks (warm standbys, standby.py), each leading a session
+        as start() would have made it."""
+        return cls(group=group, attempt=attempt, started_at=started_at, popens=list(popens), log_path=log_path)
+
     def trainers(self) -> list[TrainerProc]:
         return [
             TrainerProc(group=self.group, rank=r, attempt=self.attempt, pid=p.pid, started_at=self.started_at)

@@ -31,7 +31,7 @@ groups: {{count: 2}}
 lighthouse: {{min_replicas: 1, quorum_tick_ms: 20, join_timeout_ms: 1000, heartbeat_timeout_ms: 500}}
 torchft: {{pg_timeout_s: 2, timeout_s: 3, quorum_timeout_s: 4, connect_timeout_s: 10}}
 health: {{progress: {progress}, hang_timeout_s: 10, startup_timeout_s: 90, poll_interval_s: 0.5}}
-restart: {{budget_per_group: 3, backoff_initial_s: 0}}
+restart: {{budget_per_group: 3, backoff_initial_s: 0, standby: {standby}}}
 """
 
 SCHEDULE = """
@@ -52,9 +52,14 @@ def own_hashes(run_dir: Path) -> dict[int, dict[int, str]]:
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize(("progress", "extra"), [("lighthouse", ""), ("heartbeat", ', "--lamplighter-heartbeat"')])
-def test_a_foreign_torchft_trainer_is_supervised_by_its_progress(tmp_path: Path, progress: str, extra: str) -> None:
-    (tmp_path / "job.yaml").write_text(JOB.format(trainer=FT_TRAINER, progress=progress, extra=extra))
+@pytest.mark.parametrize(
+    ("progress", "extra", "standby"), [("lighthouse", "", 0), ("heartbeat", ', "--lamplighter-heartbeat"', 1)]
+)
+def test_a_foreign_torchft_trainer_is_supervised_by_its_progress(
+    tmp_path: Path, progress: str, extra: str, standby: int
+) -> None:
+    # With a standby, its process becomes the restarted group's torchrun (`python -m torch.distributed.run`).
+    (tmp_path / "job.yaml").write_text(JOB.format(trainer=FT_TRAINER, progress=progress, extra=extra, standby=standby))
     (tmp_path / "chaos.yaml").write_text(SCHEDULE)
     run_dir = tmp_path / "run"
     ap = argparse.ArgumentParser()
@@ -76,6 +81,7 @@ def test_a_foreign_torchft_trainer_is_supervised_by_its_progress(tmp_path: Path,
     assert 10.0 - 0.5 <= hang["detection_latency_s"] < 14.0, summary
     for f in faults:
         assert f["t_first_commit_after"] and f["t_first_commit_after"] > f["t_restarted"], summary
+    assert [f["warm"] for f in faults] == [bool(standby)] * 2, summary
     # The report reads progress from the Lighthouse and does not claim what it could not check.
     assert report["steps_source"].startswith("the Lighthouse")
     assert report["weights_identical"] is None and report["weights_check"].startswith("not checked")
