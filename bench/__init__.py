@@ -3,5 +3,5 @@
 Entry: `python -m bench` (bench/__main__.py); results in bench/results/.
 
 Layer: the top (configs, gpusim -> trainer -> supervisor -> slurm -> daemon; lab -> bench).
-May import: configs, gpusim, trainer, supervisor, slurm, daemon, lab
+May import: configs, gpusim, trainer, supervisor, slurm, daemon, lab, plan
 """

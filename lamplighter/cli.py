@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "lamplighter.slurm.nodes_cli",
     "lamplighter.bare.job_cli",
     "lamplighter.gpusim.cli",
+    "lamplighter.plan.plan_cli",
 ]
 
 EPILOG = """\
@@ -31,6 +32,7 @@ a job, end to end:
   lamplighter validate configs/demo.yaml        check a config (file:line: key: problem)
   lamplighter local configs/demo.yaml           run it on this machine with faults injected
   lamplighter render configs/slurm-lab.yaml --out build/sbatch   the sbatch scripts, to read or edit
+  lamplighter plan --gpus 4096 --model 8b       what faults would cost it, by strategy (a model)
 
 environment:
   LAMPLIGHTER_SET="key.path=value;..."          config overrides applied before --set

@@ -1,0 +1,286 @@
+"""A first-order goodput model: lamplighter, checkpoint-restart and a 10 s poll runner on N GPUs.
+
+Pure functions of frozen dataclasses: no I/O, no torch. Every time is in seconds, every size in
+bytes, every bandwidth in bytes per second, every rate per second.
+
+Notation (all per job):
+    N      GPUs in the job;  g = GPUs per replica group;  R = N / g groups
+    u      GPUs a fault takes out = max(g, GPUs per node): faults hit a node, and a node's
+           groups all restart elsewhere (lamplighter drains the node); one group when g spans nodes
+    lam    failures per GPU per second;  L = N * lam failures of the job per second;  M = 1 / L (job MTBF)
+    h      share of faults that are hangs (the process lives, the step never ends); the rest are exits
+    S      state bytes of one model replica = params * bytes_per_param
+
+Goodput is the fraction of the fault-free throughput that is kept, 1 - (GPU-seconds lost per second) / N,
+floored at 0. "Fault-free" means no faults and no checkpoints. Lost GPU-hours per day = (1 - goodput) * N * 24.
+
+Assumptions shared by all three (why the model is first order):
+- Faults are a Poisson process, rare against recovery: a fault during a recovery costs nothing extra
+  (valid while M is much longer than every recovery time below; the CLI prints M).
+- A free node takes a failed node's place at once (a spare, or the scheduler's idle pool); waiting for
+  a repair is not modelled.
+- Throughput is proportional to the GPUs training: a group out of R costs 1/R of the samples (torchft
+  commits with the groups in the quorum), and the step time of the others does not change.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+GB = 1e9
+HOUR = 3600.0
+DAY = 86_400.0
+
+# Llama 3 (Meta, "The Llama 3 Herd of Models", 2024, section 3.3.4): 419 unexpected interruptions
+# in a 54-day snapshot of pre-training on 16,384 H100 GPUs.
+LLAMA3_INTERRUPTIONS = 419
+LLAMA3_DAYS = 54.0
+LLAMA3_GPUS = 16_384
+LLAMA3_FAILURES_PER_GPU_S = LLAMA3_INTERRUPTIONS / (LLAMA3_DAYS * DAY * LLAMA3_GPUS)
+
+# State per parameter that a checkpoint holds and a heal sends (mixed precision with Adam):
+# bf16 weights 2 B + fp32 master weights 4 B + fp32 Adam first and second moments 4 + 4 B = 14 B.
+# Gradients are not state (recomputed every step). An fp32-only model would be 16 B (4 + 4 + 4 + 4
+# with fp32 weights and no separate master), bf16 moments 10 B: hence a parameter.
+BYTES_PER_PARAM = 14.0
+
+# lamplighter's own defaults (configs/schema.py; tests/plan checks they still match).
+LAMPLIGHTER_HANG_TIMEOUT_S = 30.0  # health.hang_timeout_s: no progress this long is a hang
+TORCHFT_PG_TIMEOUT_S = 3.0  # torchft.pg_timeout_s: bounds how long survivors wait on a hung peer
+# torch.distributed's default collective timeout (10 min): how long plain DDP/FSDP hangs before it fails.
+TORCH_DEFAULT_PG_TIMEOUT_S = 600.0
+
+
+@dataclass(frozen=True)
+class ModelSize:
+    name: str
+    params: float
+    group_gpus: int  # a replica group that holds it comfortably (assumption; --group-gpus overrides)
+
+
+# Llama 3 8B and 70B parameter counts (Meta's model cards). Group sizes: 8B in one 8-GPU node;
+# 70B's 0.99 TB of state over 4 nodes (31 GB per GPU with 14 B/param) leaves room for activations.
+MODELS = {
+    "8b": ModelSize("8b", 8.03e9, 8),
+    "70b": ModelSize("70b", 70.6e9, 32),
+}
+
+
+@dataclass(frozen=True)
+class Cluster:
+    gpus: int = LLAMA3_GPUS
+    gpus_per_node: int = 8
+    group_gpus: int = 8  # GPUs of one torchft replica group: a fault takes out one group
+    failures_per_gpu_s: float = LLAMA3_FAILURES_PER_GPU_S
+    hang_share: float = 0.1  # assumption: Llama 3 published causes, not symptoms (hang vs exit)
+
+
+@dataclass(frozen=True)
+class Workload:
+    params: float = MODELS["70b"].params
+    bytes_per_param: float = BYTES_PER_PARAM
+
+    @property
+    def state_bytes(self) -> float:
+        return self.params * self.bytes_per_param
+
+
+@dataclass(frozen=True)
+class Costs:
+    """The component times. Defaults marked 'assumed' are not measured anywhere: change them."""
+
+    # checkpoint-restart
+    ckpt_write_bps: float = 50 * GB  # assumed aggregate write bandwidth of the job to its filesystem
+    ckpt_read_bps: float = 50 * GB  # assumed, same
+    ckpt_interval_s: float | None = None  # None: Young/Daly; a number: a fixed interval of compute
+    job_restart_s: float = 300.0  # assumed: requeue, allocate N GPUs, start, init NCCL ("minutes")
+    ckpt_detect_s: float = 1.0  # srun --kill-on-bad-exit: an exit ends the job at once
+    ckpt_hang_detect_s: float = TORCH_DEFAULT_PG_TIMEOUT_S  # a hang ends when the collective times out
+    # lamplighter (and the poll runner: the same group restart and heal)
+    detect_s: float = 1.0  # the node daemon's 1 s poll sees an exit (0.4 s measured in bench/)
+    hang_detect_s: float = LAMPLIGHTER_HANG_TIMEOUT_S
+    group_restart_s: float = 60.0  # assumed: requeue one group, start, join the quorum (3-4 s on bench/)
+    heal_bps_per_gpu: float = 25 * GB  # assumed: half a 400 Gb/s NIC per GPU, each GPU pulls its shard
+    stall_s: float = 0.5  # survivors' stall at an exit (bench/results/survivor_stall.json: 0.52 s median)
+    hang_stall_s: float = TORCHFT_PG_TIMEOUT_S  # survivors wait on a hung peer until the PG timeout
+    # poll runner
+    poll_s: float = 10.0  # torchft's Slurm example polls squeue every 10 s
+    time_limit_s: float = 24 * HOUR  # assumed Slurm time limit of a group's job: a hang holds it till then
+
+
+@dataclass(frozen=True)
+class Result:
+    strategy: str
+    goodput: float  # fraction of fault-free throughput
+    lost_gpu_h_per_day: float
+    job_mtbf_h: float  # mean time between faults anywhere in the job (the same for every strategy)
+    cost_per_fault_gpu_s: float  # GPU-seconds one average fault costs (excl. checkpoint overhead)
+    detail: dict[str, float]
+
+
+NON_NEGATIVE_COSTS = (
+    "job_restart_s",
+    "ckpt_detect_s",
+    "ckpt_hang_detect_s",
+    "detect_s",
+    "hang_detect_s",
+    "group_restart_s",
+    "stall_s",
+    "hang_stall_s",
+)
+
+
+def check(cluster: Cluster, work: Workload, costs: Costs) -> list[str]:
+    """Each input that makes the model meaningless, as a sentence; empty when all are fine."""
+    bad: list[str] = []
+    for name, value in [("gpus", cluster.gpus), ("gpus_per_node", cluster.gpus_per_node)]:
+        if value <= 0:
+            bad.append(f"{name} must be positive, not {value}")
+    if cluster.group_gpus <= 0:
+        bad.append(f"group_gpus must be positive, not {cluster.group_gpus}")
+    elif cluster.gpus > 0 and cluster.gpus % cluster.group_gpus:
+        bad.append(f"gpus ({cluster.gpus}) must be a multiple of group_gpus ({cluster.group_gpus})")
+    elif cluster.gpus > 0 and cluster.gpus_per_node > 0 and cluster.gpus < 2 * gpus_per_fault(cluster):
+        bad.append(
+            f"{cluster.gpus} GPUs leave no live replica group to heal from after a fault takes out "
+            f"{gpus_per_fault(cluster)} GPUs: give at least {2 * gpus_per_fault(cluster)} GPUs or smaller groups"
+        )
+    if cluster.failures_per_gpu_s < 0:
+        bad.append("the failure rate must not be negative")
+    if not 0.0 <= cluster.hang_share <= 1.0:
+        bad.append(f"hang_share must be within 0..1, not {cluster.hang_share}")
+    if work.params <= 0 or work.bytes_per_param <= 0:
+        bad.append("params and bytes_per_param must be positive")
+    for name in ("ckpt_write_bps", "ckpt_read_bps", "heal_bps_per_gpu", "poll_s", "time_limit_s"):
+        if getattr(costs, name) <= 0:
+            bad.append(f"{name} must be positive, not {getattr(costs, name)}")
+    for name in NON_NEGATIVE_COSTS:
+        if getattr(costs, name) < 0:
+            bad.append(f"{name} must not be negative, not {getattr(costs, name)}")
+    if costs.ckpt_interval_s is not None and costs.ckpt_interval_s <= 0:
+        bad.append(f"ckpt_interval_s must be positive, not {costs.ckpt_interval_s}")
+    return bad
+
+
+def gpus_per_fault(cluster: Cluster) -> int:
+    """u = max(g, GPUs per node): a node fault restarts every group on the node, or the one group spanning it."""
+    return max(cluster.group_gpus, cluster.gpus_per_node)
+
+
+def job_failure_rate(cluster: Cluster) -> float:
+    """L = N * lam, faults of the whole job per second."""
+    return cluster.gpus * cluster.failures_per_gpu_s
+
+
+def heal_s(cluster: Cluster, work: Workload, costs: Costs) -> float:
+    """S / (g * heal bandwidth per GPU): the group's state is sharded over its GPUs, each pulls its shard in parallel."""
+    return work.state_bytes / (cluster.group_gpus * costs.heal_bps_per_gpu)
+
+
+def checkpoint_write_s(work: Workload, costs: Costs) -> float:
+    """C = S / write bandwidth: the job blocks while one copy of the state is written."""
+    return work.state_bytes / costs.ckpt_write_bps
+
+
+def young_daly_interval_s(write_s: float, mtbf_s: float) -> float:
+    """tau = sqrt(2 * C * M) (Young 1974; Daly 2006 to first order): compute between checkpoints
+    that minimises C / tau + (tau / 2) / M. Infinite when nothing fails."""
+    return math.sqrt(2.0 * write_s * mtbf_s) if math.isfinite(mtbf_s) else math.inf
+
+
+def _result(
+    strategy: str, cluster: Cluster, lost_fraction: float, per_fault: float, detail: dict[str, float]
+) -> Result:
+    goodput = min(1.0, max(0.0, 1.0 - lost_fraction))
+    rate = job_failure_rate(cluster)
+    mtbf_h = 1.0 / rate / HOUR if rate > 0 else math.inf
+    lost = (1.0 - goodput) * cluster.gpus * 24.0
+    return Result(strategy, goodput, lost, mtbf_h, per_fault, detail)
+
+
+def lamplighter(cluster: Cluster, work: Workload, costs: Costs) -> Result:
+    """A fault costs the u GPUs it takes out for detect + restart + heal, and every survivor a stall.
+
+    per fault = u * (d + r_g + S / (g * b_heal)) + (N - u) * s, with d = (1-h) d_exit + h d_hang and
+    s = (1-h) s_exit + h s_hang; goodput = 1 - L * per fault / N.
+    The stall covers the quorum change at the fault; the heal's sender and the rejoin are taken as free
+    (torchft sends from a live peer while it trains). No periodic checkpoint is counted.
+    """
+    h = cluster.hang_share
+    detect = (1 - h) * costs.detect_s + h * costs.hang_detect_s
+    stall = (1 - h) * costs.stall_s + h * costs.hang_stall_s
+    out_s = detect + costs.group_restart_s + heal_s(cluster, work, costs)
+    u = gpus_per_fault(cluster)
+    per_fault = u * out_s + (cluster.gpus - u) * stall  # the failed GPUs' stall is inside their out time
+    lost = job_failure_rate(cluster) * per_fault / cluster.gpus
+    detail = {"group_out_s": out_s, "heal_s": heal_s(cluster, work, costs), "stall_s": stall}
+    return _result("lamplighter", cluster, lost, per_fault, detail)
+
+
+def checkpoint_restart(cluster: Cluster, work: Workload, costs: Costs) -> Result:
+    """Every fault stops all N GPUs; the job checkpoints every tau seconds of compute.
+
+    C = S / b_write, tau = sqrt(2 C M) (or the fixed interval), per fault = N * (d + r_job + S / b_read + tau / 2)
+    with d = (1-h) d_exit + h d_hang (a hang holds the job until the collective times out);
+    goodput = 1 - C / tau - L * (d + r_job + S / b_read + tau / 2).
+    tau / 2 is the expected work since the last checkpoint (faults uniform within an interval); the
+    sum (rather than a product) of the two losses is Young's first-order form, fine while C << tau << M.
+    """
+    rate = job_failure_rate(cluster)
+    write = checkpoint_write_s(work, costs)
+    read = work.state_bytes / costs.ckpt_read_bps
+    mtbf = 1.0 / rate if rate > 0 else math.inf
+    tau = costs.ckpt_interval_s if costs.ckpt_interval_s is not None else young_daly_interval_s(write, mtbf)
+    h = cluster.hang_share
+    detect = (1 - h) * costs.ckpt_detect_s + h * costs.ckpt_hang_detect_s
+    down_s = detect + costs.job_restart_s + read + (tau / 2 if math.isfinite(tau) else 0.0)
+    overhead = write / tau if math.isfinite(tau) else 0.0
+    lost = overhead + rate * down_s
+    detail = {"checkpoint_s": write, "interval_s": tau, "read_s": read, "job_down_s": down_s, "overhead": overhead}
+    return _result("ckpt-restart", cluster, lost, cluster.gpus * down_s, detail)
+
+
+def poll_runner(cluster: Cluster, work: Workload, costs: Costs) -> Result:
+    """lamplighter's costs with a poll's detection, and hangs never detected.
+
+    An exit: the group's Slurm job ends, the next poll (on average p / 2 later) resubmits it:
+    u * (p/2 + r_g + heal) + (N - u) * s_exit. A hang: the job stays RUNNING, holding its GPUs until its
+    time limit T (on average T / 2 away, faults uniform in a job's life), then as an exit:
+    u * (T/2 + p/2 + r_g + heal) + (N - u) * s_hang. per fault = (1-h) exit + h hang; goodput = 1 - L * per fault / N.
+    """
+    h = cluster.hang_share
+    heal = heal_s(cluster, work, costs)
+    back_s = costs.poll_s / 2 + costs.group_restart_s + heal
+    u, n = gpus_per_fault(cluster), cluster.gpus
+    exit_cost = u * back_s + (n - u) * costs.stall_s
+    hang_cost = u * (costs.time_limit_s / 2 + back_s) + (n - u) * costs.hang_stall_s
+    per_fault = (1 - h) * exit_cost + h * hang_cost
+    lost = job_failure_rate(cluster) * per_fault / n
+    stall = (1 - h) * costs.stall_s + h * costs.hang_stall_s
+    detail = {"exit_out_s": back_s, "hang_out_s": costs.time_limit_s / 2 + back_s, "heal_s": heal, "stall_s": stall}
+    return _result(f"poll-{costs.poll_s:g}s", cluster, lost, per_fault, detail)
+
+
+STRATEGIES = (lamplighter, checkpoint_restart, poll_runner)
+
+
+def compare(cluster: Cluster, work: Workload, costs: Costs) -> list[Result]:
+    """The three strategies on the same inputs; raises ValueError naming every bad input."""
+    bad = check(cluster, work, costs)
+    if bad:
+        raise ValueError("; ".join(bad))
+    return [strategy(cluster, work, costs) for strategy in STRATEGIES]
+
+
+def sweep(cluster: Cluster, work: Workload, costs: Costs, sizes: list[int]) -> dict[int, list[Result]]:
+    """compare() at each cluster size that leaves two groups and is a multiple of the group size."""
+    out: dict[int, list[Result]] = {}
+    for n in sizes:
+        sized = replace(cluster, gpus=n)
+        if not check(sized, work, costs):
+            out[n] = compare(sized, work, costs)
+    return out
+
+
+SWEEP_SIZES = [64 * 2**k for k in range(9)]  # 64 .. 16384 GPUs
