@@ -437,6 +437,7 @@ class LocalRun:
                     "size": self.standbys.size,
                     "started": self.standbys.started,
                     "used": self.standbys.used,
+                    "used_before_ready": self.standbys.used_before_ready,
                     "cold_reasons": sorted(self.standbys.cold_reasons),
                 },
             },

@@ -83,6 +83,7 @@ class StandbyPool:
         self.started = 0
         self.deaths_in_a_row = 0
         self.used = 0
+        self.used_before_ready = 0  # taken while still importing: warm, but not by the whole preload
         self.cold_reasons: set[str] = set()
 
     @property
@@ -151,6 +152,7 @@ class StandbyPool:
             return None
         self.idle.sort(key=lambda s: not s.ready())  # those past their imports first
         mine, self.idle = self.idle[: len(argvs)], self.idle[len(argvs) :]
+        self.used_before_ready += sum(1 for s in mine if not s.ready())
         popens = []
         for s, argv, env in zip(mine, argvs, envs, strict=True):
             act = Activation(argv=list(argv), env=dict(env), cwd=str(cwd), log=str(log_path))

@@ -43,6 +43,7 @@ def summary_text(report: dict[str, Any], report_dir: Path) -> str:
             lines.append(
                 f"{f['kind']:<16}{target:<12}{_s(f['detection_latency_s']):>10}{_s(f['restart_after_detection_s']):>11}"
                 f"{_s(f['first_commit_after_restart_s']):>12}{_s(f['survivor_stall_s']):>9}"
+                + ("  (warm standby)" if f.get("warm") else "")
             )
         lines.append(
             "  (detected: after injection; restarted: after detection; 1st commit: after restart; "
