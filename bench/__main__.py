@@ -25,7 +25,7 @@ from pathlib import Path
 from bench.jobspec import BUILD, REPO, Workload
 from bench.results_io import RESULTS, write_result
 
-PARTS = ("goodput", "overhead", "quorum", "gpu-probe", "daemon")
+PARTS = ("goodput", "overhead", "quorum", "gpu-probe", "daemon", "heal")
 
 
 def log(msg: str) -> None:
@@ -153,6 +153,14 @@ def main(argv: list[str] | None = None) -> int:
             subprocess.run([sys.executable, "-m", "bench.daemon_cost"], cwd=REPO, timeout=240, check=False)
         except subprocess.TimeoutExpired:
             log("[daemon] timed out after 240 s")
+    if "heal" not in skip:
+        # Heal bandwidth per checkpoint transport, 10 MB..4 GB (bench/heal_bandwidth.py, ~6 min; progress on stderr).
+        heal = ["--sizes", "10MB,100MB,1GB", "--reps", "1"] if args.quick else []
+        try:
+            subprocess.run([sys.executable, "-m", "bench.heal_bandwidth", *heal], cwd=REPO, timeout=1800, check=False)
+        except subprocess.TimeoutExpired:
+            log("[heal] timed out after 1800 s")
+        log(f"[bench] heal bandwidth done at {time.monotonic() - t0:.0f} s")
     log(f"[bench] all done in {time.monotonic() - t0:.0f} s; results in {RESULTS}")
     return 0
 
