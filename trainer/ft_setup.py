@@ -72,7 +72,7 @@ def build_manager(job: JobConfig, ident: Identity, state: TrainState, device: to
     if job.trainer.checkpoint_transport == "pg":
         from torchft.checkpointing.pg_transport import PGTransport
 
-        transport = PGTransport(pg, timeout=timeout, device=device)
+        transport = PGTransport(pg, timeout=timeout, device=device, state_dict=state.receive_into)
     manager = Manager(
         pg=pg,
         load_state_dict=state.load_state_dict,

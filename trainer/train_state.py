@@ -39,6 +39,17 @@ class TrainState:
             sd["pad"] = self.pad
         return sd
 
+    def receive_into(self) -> dict[str, Any]:
+        """Where a heal over the PG transport may write each tensor in place, laid out as torchft's Manager
+        sends it ({"user": {"default": ...}}): no allocation per tensor, and all receives are posted at once
+        (2.4x faster at 1-4 GB here, bench/heal_bandwidth.py). Tensors missing here (no optimizer state
+        before the first step) are received into new ones; a heal that fails part-way leaves these written
+        but is never committed, and the next quorum heals again."""
+        sd = self.user_state()
+        if self.pad is not None:
+            sd["pad"] = self.pad
+        return {"user": {"default": sd}}
+
     def load_user_state(self, sd: dict[str, Any]) -> None:
         self.model.load_state_dict(sd["model"])
         self.optim.load_state_dict(sd["optim"])
