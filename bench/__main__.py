@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from bench.jobspec import BUILD, REPO, Workload
-from bench.results_io import RESULTS, write_result
+from bench.results_io import RESULTS, uncommitted_changes, write_result
 
 PARTS = ("goodput", "overhead", "quorum", "gpu-probe", "daemon", "heal")
 
@@ -118,7 +118,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--no-scenarios", action="store_true", help="skip the node-crash and Lighthouse-loss runs")
     ap.add_argument("--skip", default="", help=f"comma-separated parts to skip: {', '.join(PARTS)}")
+    ap.add_argument(
+        "--allow-dirty", action="store_true", help="run with uncommitted changes (the results then say which)"
+    )
     args = ap.parse_args(argv)
+    dirty = uncommitted_changes()
+    if dirty and not args.allow_dirty:
+        # Every result file is stamped with the commit: numbers from other code would carry its name.
+        log(f"[bench] refusing: uncommitted changes in {', '.join(dirty)} (commit them, or --allow-dirty)")
+        return 2
     if args.quick:
         args.train_s, args.mtbf, args.reps = 12.0, "10", 1
     skip = set(filter(None, args.skip.split(",")))

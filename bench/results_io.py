@@ -36,7 +36,23 @@ def environment() -> dict[str, Any]:
         "torch": version("torch"),
         "torchft": version("torchft-nightly"),
         "commit": commit,
+        "uncommitted_changes": uncommitted_changes(),  # [] when the numbers are the commit's
     }
+
+
+def uncommitted_changes() -> list[str]:
+    """Tracked files that differ from HEAD (`git status --porcelain`, untracked files aside: results land there)."""
+    try:
+        out = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=RESULTS.parent,
+        ).stdout
+    except OSError:
+        return ["(git not available)"]
+    return [line[3:] for line in out.splitlines() if line.strip()]
 
 
 def spread(values: list[float]) -> dict[str, float]:
