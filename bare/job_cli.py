@@ -22,7 +22,7 @@ from lamplighter.bare.keys import Keys
 from lamplighter.bare.placement import Assignment
 from lamplighter.configs.bare_metal import BareMetalJobConfig, EtcdConfig
 from lamplighter.configs.loader import ConfigError, load_job, load_node
-from lamplighter.configs.schema import JobConfig
+from lamplighter.configs.schema import JobConfig, ignored_off_local
 
 EXIT_FAILED, EXIT_INVALID = 1, 2
 
@@ -62,6 +62,8 @@ def _where(job: JobConfig) -> tuple[BareMetalJobConfig, Keys]:
 
 def submit(job: JobConfig, args: argparse.Namespace) -> int:
     bm, keys = _where(job)
+    for note in ignored_off_local(job):
+        print(f"lamplighter submit: note: {note}", file=sys.stderr)
     store = store_for(bm.etcd)
     try:
         ok = store.txn(

@@ -958,3 +958,15 @@ def node_job_problems(node: NodeConfig, job: JobConfig) -> list[str]:
             "would be judged on one or two samples and seen up to a poll late"
         )
     return out
+
+
+def ignored_off_local(job: JobConfig) -> list[str]:
+    """Settings this job sets that only `lamplighter local` honours: what `submit` (Slurm or bare metal) says
+    it will not do, rather than ignore them silently."""
+    notes = []
+    if job.restart.standby:
+        notes.append(
+            f"restart.standby ({job.restart.standby}) applies to `lamplighter local` only: "
+            "restarts on Slurm and bare metal start cold"
+        )
+    return notes

@@ -69,6 +69,7 @@ def _add_submit(sub: Any) -> None:
 
 def run_submit(args: argparse.Namespace) -> int:
     from lamplighter.configs.loader import ConfigError, load_job
+    from lamplighter.configs.schema import ignored_off_local
 
     try:
         job = load_job(args.config, args.overrides, os.environ)
@@ -76,6 +77,8 @@ def run_submit(args: argparse.Namespace) -> int:
         return report_invalid(e)
     if args.slurm_conf:
         job = job.model_copy(update={"slurm": job.slurm.model_copy(update={"slurm_conf": args.slurm_conf})})
+    for note in ignored_off_local(job):
+        print(f"lamplighter submit: note: {note}", file=sys.stderr)
     try:
         s = submit_job(
             job, api_for(job.slurm.slurm_conf), config_path=args.config, lighthouse_timeout=args.lighthouse_timeout

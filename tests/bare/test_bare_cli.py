@@ -115,8 +115,9 @@ def test_submit_place_take_out_cancel_from_the_command_line(cluster: Any) -> Non
     job, _, tmp = cluster
     out = cli("submit", str(job))
     assert "submitted cli-job to bare-metal cluster cli" in out.stdout
-    again = cli("submit", str(job), check=False)
+    again = cli("submit", str(job), "--set", "restart.standby=1", check=False)
     assert again.returncode == 1 and "already on cluster cli" in again.stderr
+    assert "note: restart.standby (1) applies to `lamplighter local` only" in again.stderr
     until(lambda: status(job)["groups"]["0"]["host"] == "h1", 20, "group 0 placed on h1")
     [first] = until(trainers, 20, "the trainer runs")
     assert first.environ()["LAMPLIGHTER_ATTEMPT"] == "1"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lamplighter.configs.schema import JobConfig, NodeConfig, node_job_problems
+from lamplighter.configs.schema import JobConfig, NodeConfig, ignored_off_local, node_job_problems
 
 HEAD = NodeConfig(role="head", gpus=False)
 
@@ -43,3 +43,10 @@ def test_restart_grace_fits_under_a_short_quorum_timeout() -> None:
         JobConfig.model_validate(
             {"name": "j", "torchft": {"quorum_timeout_s": 2}, "lighthouse": {"restart_grace_ms": 1600}}
         )
+
+
+def test_submit_names_the_local_only_settings_it_will_not_honour() -> None:
+    assert ignored_off_local(job()) == []
+    [note] = ignored_off_local(job(restart={"standby": 2}))
+    assert note.startswith("restart.standby (2) applies to `lamplighter local` only")
+
