@@ -49,4 +49,3 @@ def test_submit_names_the_local_only_settings_it_will_not_honour() -> None:
     assert ignored_off_local(job()) == []
     [note] = ignored_off_local(job(restart={"standby": 2}))
     assert note.startswith("restart.standby (2) applies to `lamplighter local` only")
-
