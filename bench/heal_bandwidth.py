@@ -113,6 +113,15 @@ class Peer:
     def send(self, msg: dict[str, Any]) -> None:
         self.conn.send(msg)
 
+    @classmethod
+    def ask_once(cls, ctx: Any, target: Callable[..., None], *args: Any, timeout_s: float) -> dict[str, Any]:
+        """Start a peer, take its one answer, let it go."""
+        p = cls(ctx, target, *args)
+        try:
+            return p.recv(timeout_s)
+        finally:
+            p.close()
+
     def close(self) -> None:
         self.proc.join(timeout=30)
         if self.proc.is_alive():  # our own child only
@@ -122,11 +131,7 @@ class Peer:
 
 
 def run_memcpy(ctx: Any, nbytes: int, chunk: int, reps: int, timeout_s: float) -> dict[str, Any]:
-    p = Peer(ctx, heal_peers.memcpy_main, nbytes, chunk, max(3, reps))
-    try:
-        r = p.recv(timeout_s)
-    finally:
-        p.close()
+    r = Peer.ask_once(ctx, heal_peers.memcpy_main, nbytes, chunk, max(3, reps), timeout_s=timeout_s)
     gb = r["bytes"] / 1e9
     return {
         "bytes": r["bytes"],
@@ -137,11 +142,7 @@ def run_memcpy(ctx: Any, nbytes: int, chunk: int, reps: int, timeout_s: float) -
 
 
 def run_profile(ctx: Any, nbytes: int, chunk: int, timeout_s: float) -> dict[str, Any]:
-    p = Peer(ctx, heal_peers.profile_main, nbytes, chunk)
-    try:
-        r = p.recv(timeout_s)
-    finally:
-        p.close()
+    r = Peer.ask_once(ctx, heal_peers.profile_main, nbytes, chunk, timeout_s=timeout_s)
     gb = r["bytes"] / 1e9
     return {
         **r,

@@ -96,7 +96,6 @@ class LocalRun:
         self.lh_steps = LighthouseStepLog(self.paths.lighthouse_steps())
         self._progress_error: str | None = None
         self.standbys: StandbyPool | None = None
-        self.warm: dict[tuple[int, int], bool] = {}  # (group, attempt) -> started from a standby
 
     def _standby_pool(self) -> StandbyPool | None:
         r = self.job.restart
@@ -137,7 +136,8 @@ class LocalRun:
     def _say(self, text: str) -> None:
         self.view.event(self.clock(), self.t0, text)
 
-    def _start_group(self, g: int, attempt: int, now: float) -> None:
+    def _start_group(self, g: int, attempt: int, now: float) -> bool:
+        """Start one attempt of a group; True when its ranks came from warm standbys."""
         # A fault that never fired must not hit the new attempt.
         self.paths.inject_exception(g).unlink(missing_ok=True)
         self.paths.inject_hang_collective(g).unlink(missing_ok=True)
@@ -158,11 +158,11 @@ class LocalRun:
             gp = GroupProcesses.adopt(group=g, attempt=attempt, popens=popens, log_path=log_path, started_at=now)
         else:
             gp = GroupProcesses.start(group=g, attempt=attempt, argv=argv, envs=envs, log_path=log_path, started_at=now)
-        self.warm[(g, attempt)] = popens is not None
         self.groups[g] = gp
         assert self.watcher is not None
         for t in gp.trainers():
             self.watcher.watch_trainer(t)
+        return popens is not None
 
     def _kill_group(self, g: int) -> None:
         gp = self.groups[g]
@@ -178,10 +178,9 @@ class LocalRun:
         elif d.action == "restart" and d.group is not None:
             attempt = self.state.groups[d.group].attempt
             try:
-                self._start_group(d.group, attempt, now)
+                warm = self._start_group(d.group, attempt, now)
             except StartError as e:
                 return [StartFailed(group=d.group, attempt=attempt, message=str(e))]
-            warm = self.warm.get((d.group, attempt), False)
             self.journal.restarted(d.group, now, warm)
             self.decisions[-1]["warm"] = warm
             self._say(f"restarted group {d.group} (attempt {attempt}{', from a warm standby' if warm else ''})")

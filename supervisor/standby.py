@@ -29,7 +29,6 @@ STANDBY_MODULE = "lamplighter.supervisor.standby_main"
 class Standby:
     popen: subprocess.Popen[bytes]
     log_path: Path
-    python: str
 
     def alive(self) -> bool:
         return self.popen.poll() is None
@@ -106,7 +105,7 @@ class StandbyPool:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # as a cold-started trainer: GroupProcesses kills by session
             )
-        return Standby(popen=popen, log_path=log_path, python=self.python)
+        return Standby(popen=popen, log_path=log_path)
 
     def _reap_dead(self) -> None:
         for s in [s for s in self.idle if not s.alive()]:
