@@ -1,16 +1,21 @@
-"""`make bench`: every benchmark in one run, sized to finish in under 20 minutes on a 2-core machine.
+"""`make bench`: the benchmark that decides; `make bench-costs`: what lamplighter costs.
 
-    python -m bench [--quick] [--steps N | --train-s 30] [--mtbf 10,20] [--reps 2] [--skip goodput,overhead,...]
+    python -m bench [--quick] [--reps 5] [--mtbf 4] [--train-s 55] [--free-s 15]   # make bench
+    python -m bench --costs                                                        # make bench-costs
 
-1. goodput + recovery: lamplighter vs. checkpoint-restart vs. the 10-s poll
-   runner, fault-free and under fault schedules (bench.goodput), plus one
-   node-crash and one Lighthouse-loss run per applicable strategy
-   (bench.recovery). One Slurm test cluster for all of it.
-2. overhead: torchft vs. plain DDP per-step time for three model sizes.
-3. Lighthouse quorum time for 2..64 groups (bench.lighthouse_quorum).
-4. GPU probe cost for 8 simulated GPUs (bench/gpu_probe_cost.py) and the
-   node daemon's cost (bench/daemon_cost.py) when that benchmark exists.
-Results: bench/results/*.json and *.png; the ratio table: bench/results/ratios.md.
+The deciding part (about 30 minutes on 2 cores): lamplighter against
+checkpoint-restart and the 10-s poll runner, fault-free and under one fault
+schedule per repetition (bench.goodput), one node-crash and one
+Lighthouse-loss run per applicable strategy (bench.recovery), and the goodput
+model's check against those runs (bench.model_check). One Slurm test cluster
+for the baselines, a fresh lab with lamplighter's node daemons per lamplighter run.
+
+The costs (`--costs`, about 12 minutes): torchft against plain DDP per step,
+Lighthouse quorum time for 2..64 groups, the GPU check's and the node
+daemon's cost, heal bandwidth per transport for 10 MB..4 GB.
+
+Results: bench/results/*.json and *.png, each stamped with the commit; the
+ratio table: bench/results/ratios.md.
 """
 
 from __future__ import annotations
@@ -25,7 +30,9 @@ from pathlib import Path
 from bench.jobspec import BUILD, REPO, Workload
 from bench.results_io import RESULTS, uncommitted_changes, write_result
 
-PARTS = ("goodput", "overhead", "quorum", "gpu-probe", "daemon", "heal")
+DECIDING = ("goodput",)
+COSTS = ("overhead", "quorum", "gpu-probe", "daemon", "heal")
+PARTS = DECIDING + COSTS
 
 
 def log(msg: str) -> None:
@@ -63,6 +70,8 @@ def run_goodput(args: argparse.Namespace) -> None:
             log,
             mode,
             calibrate_s=None if args.steps else args.train_s,
+            free_share=args.free_s / args.train_s,
+            time_limit=args.time_limit,
         )
         steps = max(r["run"]["target_steps"] for r in rows)
         if not args.no_scenarios:
@@ -81,11 +90,20 @@ def run_goodput(args: argparse.Namespace) -> None:
             "mtbf_s": mtbfs,
             "reps": args.reps,
             "kinds": args.kinds,
+            "fault_free_share_of_target": round(args.free_s / args.train_s, 3),
+            "faulted_time_limit_x_fault_free": args.time_limit,
             "fault_start_after_s": 3.0,
         },
     )
     (RESULTS / "ratios.md").write_text("\n".join(lines) + "\n")
     log("\n".join(lines))
+    from bench.model_check import main as model_check
+
+    try:
+        model_check()
+    except (KeyError, ValueError, ZeroDivisionError) as e:
+        # The runs' results are written already; the check is a reading of them.
+        log(f"[model-check] failed: {type(e).__name__}: {e}")
 
 
 def run_script(name: str, argv: list[str], timeout_s: float) -> dict[str, object] | None:
@@ -106,9 +124,30 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="one repetition, one MTBF, short runs (a smoke test)")
     ap.add_argument("--steps", type=int, default=0, help="target step of every run (default: calibrated)")
-    ap.add_argument("--train-s", type=float, default=20.0, help="fault-free training time the calibration aims at")
-    ap.add_argument("--mtbf", default="8,16", help="MTBFs in seconds (runs take ~20 s of fault-free training)")
-    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument(
+        "--train-s",
+        type=float,
+        default=55.0,
+        help="fault-free training time of the faulted runs' target (calibrated per repetition; the faulted runs take longer)",
+    )
+    ap.add_argument(
+        "--free-s",
+        type=float,
+        default=15.0,
+        help="fault-free training time of the fault-free runs (they measure a rate)",
+    )
+    ap.add_argument(
+        "--mtbf",
+        default="4",
+        help="MTBFs in seconds, comma-separated (default 4: about one recovery, so the runs see 10 or more faults)",
+    )
+    ap.add_argument(
+        "--time-limit",
+        type=float,
+        default=1.4,
+        help="a faulted run stops at its target or at this multiple of its fault-free time, whichever is first",
+    )
+    ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--kinds", default="kill,hang", help="fault kinds of the goodput schedules")
     ap.add_argument(
         "--lamplighter",
@@ -117,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         help="lamplighter's arm: on Slurm with its node daemons (auto: when installed), or local mode",
     )
     ap.add_argument("--no-scenarios", action="store_true", help="skip the node-crash and Lighthouse-loss runs")
+    ap.add_argument("--costs", action="store_true", help=f"run the cost benchmarks ({', '.join(COSTS)}) instead")
     ap.add_argument("--skip", default="", help=f"comma-separated parts to skip: {', '.join(PARTS)}")
     ap.add_argument(
         "--allow-dirty", action="store_true", help="run with uncommitted changes (the results then say which)"
@@ -128,8 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         log(f"[bench] refusing: uncommitted changes in {', '.join(dirty)} (commit them, or --allow-dirty)")
         return 2
     if args.quick:
-        args.train_s, args.mtbf, args.reps = 12.0, "10", 1
-    skip = set(filter(None, args.skip.split(",")))
+        args.train_s, args.free_s, args.mtbf, args.reps = 12.0, 12.0, "4", 1
+    skip = set(filter(None, args.skip.split(","))) | set(DECIDING if args.costs else COSTS)
     t0 = time.monotonic()
     if "goodput" not in skip:
         run_goodput(args)

@@ -190,7 +190,15 @@ def run_all(
     log: Any = print,
     lamplighter_mode: str = "local",
     calibrate_s: float | None = None,
+    free_share: float = 1.0,
+    time_limit: float = 2.5,
 ) -> list[dict[str, Any]]:
+    """Every repetition: each strategy's fault-free run, then its runs under each MTBF, strategies interleaved.
+
+    `free_share` shortens the fault-free runs to that share of the target: they only measure a rate
+    (samples per second of training), and long faulted runs are what it takes to see many faults.
+    `time_limit` caps a faulted run at that multiple of its strategy's fault-free time to the target.
+    """
     root = BUILD / "runs"
     root.mkdir(parents=True, exist_ok=True)
     b = Bench(w, cluster, root, python, lamplighter_mode)
@@ -201,17 +209,30 @@ def run_all(
             b.w = w = Workload(**{**w.__dict__, "steps": calibrate_steps(cluster, python, w, calibrate_s, log)})
         order = list(STRATEGIES[rep % 3 :] + STRATEGIES[: rep % 3])
         free_wall: dict[str, float] = {}
+        free_steps = max(40, round(w.steps * free_share))
         for level, mtbf in enumerate([None, *mtbfs]):
             seed = 1000 * (rep + 1) + level
             for strategy in order:
                 base = free_wall.get(strategy, 120.0)
-                timeout = 60.0 + 2.5 * base if mtbf is not None else 300.0
+                # A faulted run stops at its target or at this limit, whichever comes first: goodput is a rate,
+                # and a strategy that cannot keep up with the faults would otherwise take all the time there is.
+                timeout = time_limit * base if mtbf is not None else 300.0
                 planned = schedule(mtbf, seed, kinds, horizon_s=timeout)
                 t0 = time.monotonic()
-                run = b.one(strategy, mtbf, rep, seed, planned, timeout, ckpt_mtbf_s=mtbf or max(mtbfs))
+                run = b.one(
+                    strategy,
+                    mtbf,
+                    rep,
+                    seed,
+                    planned,
+                    timeout,
+                    ckpt_mtbf_s=mtbf or max(mtbfs),
+                    steps=None if mtbf is not None else free_steps,
+                )
                 m = run_metrics(run)
                 if mtbf is None and m["train_s"]:
-                    free_wall[strategy] = m["train_s"] + (m["startup_s"] or 0.0)
+                    # Scaled to the faulted runs' target: the base of their time limit.
+                    free_wall[strategy] = m["train_s"] * w.steps / free_steps + (m["startup_s"] or 0.0)
                 row = {"run": run.summary(), "metrics": m}
                 out.append(row)
                 log(

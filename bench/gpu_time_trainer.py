@@ -26,9 +26,9 @@ def add_gpu_time(step_s: float) -> None:
 
     compute = model.lm_loss
 
-    def lm_loss(m: Any, tokens: Any) -> Any:
+    def lm_loss(model: Any, tokens: Any) -> Any:
         time.sleep(step_s)
-        return compute(m, tokens)
+        return compute(model, tokens)
 
     model.lm_loss = lm_loss
 

@@ -135,8 +135,15 @@ def read_detections(logs: list[Path], sub: Submission | None) -> list[tuple[floa
                 continue
             target = str(rec.get("target", ""))
             obs = rec.get("observation") if isinstance(rec.get("observation"), dict) else {}
-            group = rec.get("group", obs.get("group"))
+            group = group_index(rec.get("group", obs.get("group")))
             if group is None:
                 group = next((g for jid, g in groups.items() if jid in target), None)
-            out.append((float(rec["ts"]), None if group is None else int(group)))
+            out.append((float(rec["ts"]), group))
     return sorted(out)
+
+
+def group_index(label: object) -> int | None:
+    """The replica index in an action's group label: the daemons write "JOB/gN" (older logs: N)."""
+    text = str(label) if isinstance(label, int | str) else ""
+    tail = text.rsplit("/g", 1)[-1]
+    return int(tail) if tail.isdigit() else None

@@ -87,9 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for n in [int(x) for x in args.groups.split(",")]:
         times = [one_round(n) for _ in range(args.repeat)]
-        rows.append({"groups": n, "quorum_s": spread(times)})
+        quorum = spread(times)
+        rows.append({"groups": n, "quorum_s": quorum})
         print(
-            f"{n:3d} groups: quorum {rows[-1]['quorum_s']['median'] * 1000:7.1f} ms median "
+            f"{n:3d} groups: quorum {quorum['median'] * 1000:7.1f} ms median "
             f"({min(times) * 1000:.1f}-{max(times) * 1000:.1f}, n={len(times)})",
             flush=True,
         )

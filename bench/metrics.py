@@ -4,7 +4,7 @@ Definitions:
 - committed samples: every (replica, step) that ended committed counts its
   samples once (a step recomputed after a restart counts once, at its last commit).
 - training time: from the run's first committed step to the first commit of
-  the target step. Startup is left out (it differs by substrate, not by
+  the target step (or to the run's time limit, for a run that stopped there). Startup is left out (it differs by substrate, not by
   strategy) but reported as `startup_s`.
 - goodput: committed samples per second of training time; `goodput_rel`
   divides it by the same strategy's fault-free run of the same repetition.
@@ -67,6 +67,8 @@ def run_metrics(run: RunRecord) -> dict[str, Any]:
         "train_s": train_s,
         "wall_to_target_s": None if end is None else end - run.t_start,
         "committed_samples": samples,
+        # The target, or less for a run stopped at its time limit.
+        "high_step": max((r.step for recs in run.steps.values() for r in committed(recs) if r.t <= stop), default=0),
         "goodput_samples_per_s": samples / train_s if train_s else None,
         "faults": len(run.faults),
         "steps_lost": len(lost),

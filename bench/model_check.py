@@ -161,7 +161,8 @@ def predict_run(
         min(a["progress_s"] if a["progress_s"] is not None else math.inf, max(0.0, end - f["t_injected"]))
         for a, f in zip(metrics["anatomy"], faults, strict=True)
     )
-    normal_step = (train_s - recovering) / (run["target_steps"] + metrics["steps_lost"])
+    # Steps done: the target, or fewer for a run stopped at its time limit (older results lack high_step).
+    normal_step = (train_s - recovering) / (metrics.get("high_step", run["target_steps"]) + metrics["steps_lost"])
     ratio = ff_step_s / normal_step
     return {
         "mtbf_s": run["mtbf_s"],
@@ -186,11 +187,15 @@ def check(goodput: dict[str, Any], recovery: dict[str, Any]) -> dict[str, Any]:
     for strategy in STRATEGIES:
         ff_steps = fault_free_steps(goodput, strategy)
         comp = components(recovery, strategy, statistics.median(ff_steps.values()))
-        runs = [
-            predict_run(r["run"], r["metrics"], comp, c_s, mtbfs, ff_steps[r["run"]["rep"]])
+        faulted = [
+            r
             for r in goodput["runs"]
             if r["run"]["strategy"] == strategy and r["run"]["faults"] and r["metrics"].get("goodput_rel") is not None
         ]
+        runs = [predict_run(r["run"], r["metrics"], comp, c_s, mtbfs, ff_steps[r["run"]["rep"]]) for r in faulted]
+        if not runs:
+            out[strategy] = {"components_s": comp, "median": None, "runs": [], "unreached": 0}
+            continue
         summary: dict[str, Any] = {}
         for key in ("measured", "steady", "cut", "reference_slowdown", "measured_own_reference"):
             summary[key] = statistics.median(r[key] for r in runs)
@@ -198,7 +203,12 @@ def check(goodput: dict[str, Any], recovery: dict[str, Any]) -> dict[str, Any]:
             summary[f"{key}_error"] = summary[key] / summary["measured"] - 1
             summary[f"{key}_within_10pct"] = abs(summary[f"{key}_error"]) <= TOLERANCE
         summary["cut_error_own_reference"] = summary["cut"] / summary["measured_own_reference"] - 1
-        out[strategy] = {"components_s": comp, "median": summary, "runs": runs}
+        out[strategy] = {
+            "components_s": comp,
+            "median": summary,
+            "runs": runs,
+            "unreached": sum(not r["metrics"]["reached"] for r in faulted),
+        }
     return out
 
 
@@ -211,6 +221,9 @@ def table(result: dict[str, Any]) -> str:
     ]
     for strategy, r in result.items():
         m = r["median"]
+        if m is None:
+            lines.append(f"{strategy:<13} no faulted run")
+            continue
         lines.append(
             f"{strategy:<13} {len(r['runs']):>4} {m['measured']:>9.3f} {m['steady']:>7.3f} {m['steady_error']:>+7.1%} "
             f"{m['cut']:>6.3f} {m['cut_error']:>+7.1%} {m['reference_slowdown']:>9.3f} "

@@ -2,7 +2,8 @@
 
 Every strategy sees the same faults at the same times after its first
 committed step. As in lamplighter's chaos injector, a fault hits a replica
-that has committed since it last started while another healthy replica is
+that has committed since it last started and since it was last hurt (a hung
+replica keeps its process until the strategy notices) while another healthy replica is
 left (the target is picked by the same rule, lamplighter.supervisor.chaos.
 pick_group), and waits while there is none; but at most one fault waits: one
 that falls due while the job is still recovering and the next is due too is
@@ -61,6 +62,7 @@ def drive(
     starts: dict[int, list[float]] = {i: [] for i in range(strategy.replicas)}
     current: dict[int, int] = {}  # replica -> host pid of its live trainer
     started_at: dict[int, float] = {}
+    hurt_at: dict[int, float] = {}
     t_start = time.time()
     strategy.start()
     t_train: float | None = None
@@ -96,7 +98,7 @@ def drive(
             if t_train is None:
                 t_train = steps.first_commit()
             if t_train is not None:
-                healthy = [i for i, pid in current.items() if (steps.last_commit(i) or 0.0) > started_at.get(i, now)]
+                healthy = healthy_replicas(list(current), steps.last_commit, started_at, hurt_at, now)
                 kill_lh = getattr(strategy, "kill_lighthouse", None)
                 shot = injector.due(now - t_train, sorted(healthy), kill_lh is not None and bool(healthy))
                 if shot is not None:
@@ -113,6 +115,8 @@ def drive(
                     else:
                         hurt(current[shot.group], shot.fault.kind)
                     index = None if shot.fault.kind == "lighthouse-kill" else shot.group
+                    if index is not None:
+                        hurt_at[index] = t_hit
                     faults.append(Fault(kind=shot.fault.kind, index=index, t_injected=t_hit))
                     highs.append(steps.max_step())
             time.sleep(TICK_S)
@@ -143,6 +147,23 @@ def drive(
         starts=starts,
         steps=steps.records,
         extra={"faults_not_injected": injector.remaining, "faults_dropped": injector.dropped},
+    )
+
+
+def healthy_replicas(
+    live: list[int],
+    last_commit: Callable[[int], float | None],
+    started_at: dict[int, float],
+    hurt_at: dict[int, float],
+    now: float,
+) -> list[int]:
+    """Replicas that committed since they last started and since they were last hurt.
+
+    A hung trainer keeps its process and its old commits until the strategy notices: without the
+    second condition the next fault could take the one replica still training, and no live peer is left.
+    """
+    return sorted(
+        i for i in live if (last_commit(i) or 0.0) > max(started_at.get(i, now), hurt_at.get(i, float("-inf")))
     )
 
 

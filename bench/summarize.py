@@ -38,6 +38,18 @@ def maybe_spread(values: list[float | None]) -> dict[str, Any] | None:
     return out
 
 
+def lost_per_fault(metrics: dict[str, Any], rel: float | None) -> float | None:
+    """Seconds of the whole job's fault-free training that each fault cost: (1 - goodput_rel) x training time / faults.
+
+    Faults per run differ by strategy (a fault needs a healthy target with a live peer, and the poll runner's
+    hung replica is never healthy again), so goodput at one MTBF compares unequal exposure; this does not.
+    """
+    faults, train_s = metrics["faults"], metrics["train_s"]
+    if not faults or rel is None or not train_s:
+        return None
+    return float(train_s * (1.0 - rel) / faults)
+
+
 def mkey(m: float | None) -> str:
     return "fault-free" if m is None else f"{m:g}"
 
@@ -53,7 +65,8 @@ def goodput_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
     for (s, _m, rep), r in by.items():
         free = by.get((s, "fault-free", rep))
         g, g0 = r["metrics"]["goodput_samples_per_s"], free and free["metrics"]["goodput_samples_per_s"]
-        r["metrics"]["goodput_rel"] = g / g0 if g and g0 else None
+        r["metrics"]["goodput_rel"] = rel = g / g0 if g and g0 else None
+        r["metrics"]["lost_s_per_fault"] = lost_per_fault(r["metrics"], rel)
     strategies = sorted({k[0] for k in by})
     levels = sorted({k[1] for k in by}, key=lambda x: float("inf") if x == "fault-free" else float(x))
     table: dict[str, Any] = {}
@@ -74,13 +87,14 @@ def goodput_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
                         "train_s",
                         "faults",
                         "steps_lost_per_fault",
+                        "lost_s_per_fault",
                     )
                 },
             }
     ratios: dict[str, Any] = {}
     for b in BASELINES:
         for m in levels:
-            for metric in ("goodput_samples_per_s", "goodput_rel"):
+            for metric in ("goodput_samples_per_s", "goodput_rel", "lost_s_per_fault"):
                 vals = []
                 for (s, m2, rep), r in by.items():
                     other = by.get((b, m, rep))
@@ -135,18 +149,18 @@ def ratio_lines(good: dict[str, Any], rec: dict[str, Any], reps: int) -> list[st
     """The short Markdown table of ratios for the README."""
     lines = [
         "| lamplighter over | MTBF / fault | goodput (relative to own fault-free), median [range] | "
-        "goodput (absolute samples/s), median [range] |",
-        "|---|---|---|---|",
+        "goodput (absolute samples/s), median [range] | job-seconds lost per fault (below 1: lamplighter loses less) |",
+        "|---|---|---|---|---|",
     ]
     for pair, per in good["ratios"].items():
         for m, d in per.items():
             if m == "fault-free":
                 continue
-            rel, ab = d.get("goodput_rel"), d.get("goodput_samples_per_s")
-            lines.append(f"| {pair.split('/')[1]} | MTBF {m} s | {fmt(rel)} | {fmt(ab)} |")
+            rel, ab, lost = d.get("goodput_rel"), d.get("goodput_samples_per_s"), d.get("lost_s_per_fault")
+            lines.append(f"| {pair.split('/')[1]} | MTBF {m} s | {fmt(rel)} | {fmt(ab)} | {fmt(lost)} |")
         free = per.get("fault-free", {}).get("goodput_samples_per_s")
         if free:
-            lines.append(f"| {pair.split('/')[1]} | fault-free | 1 (by definition) | {fmt(free)} |")
+            lines.append(f"| {pair.split('/')[1]} | fault-free | 1 (by definition) | {fmt(free)} | - |")
     lines += [
         "",
         "| lamplighter over | fault kind | time until the job commits new steps | "
@@ -168,15 +182,16 @@ def ratio_lines(good: dict[str, Any], rec: dict[str, Any], reps: int) -> list[st
 def tables_md(good: dict[str, Any], rec: dict[str, Any], k_choice: dict[str, Any]) -> list[str]:
     """Per-strategy goodput and recovery medians, for the README."""
     lines = [
-        "| strategy | MTBF s | runs | faults/run | goodput, samples/s | goodput / own fault-free | "
-        "training time to target, s | steps lost per fault |",
-        "|---|---|---|---|---|---|---|---|",
+        "| strategy | MTBF s | runs (reached target) | faults/run | goodput, samples/s | goodput / own fault-free | "
+        "training time, s | job-seconds lost per fault | steps lost per fault |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for s, per in good["table"].items():
         for m, d in per.items():
             lines.append(
-                f"| {s} | {m} | {d['runs']} | {fmt(d['faults'], 0)} | {fmt(d['goodput_samples_per_s'], 0)} | "
-                f"{fmt(d['goodput_rel'])} | {fmt(d['train_s'], 1)} | {fmt(d['steps_lost_per_fault'], 1)} |"
+                f"| {s} | {m} | {d['runs']} ({d['reached']}) | {fmt(d['faults'], 0)} | "
+                f"{fmt(d['goodput_samples_per_s'], 0)} | {fmt(d['goodput_rel'])} | {fmt(d['train_s'], 1)} | "
+                f"{fmt(d.get('lost_s_per_fault'), 1)} | {fmt(d['steps_lost_per_fault'], 1)} |"
             )
     k = k_choice.get("k_steps")
     if k and k.get("n"):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from lamplighter.configs.schema import JobConfig
 from lamplighter.slurm.actions import SlurmActions
-from lamplighter.slurm.render import lighthouse_bin, render_job
+from lamplighter.slurm.render import render_job
 from lamplighter.slurm.run import SlurmError
 from lamplighter.supervisor.lighthouse import lighthouse_argv
 
@@ -46,7 +46,7 @@ class PollRunner:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.run_dir / "lighthouse.log", "ab")  # noqa: SIM115 - handed to the child
         self.lighthouse = subprocess.Popen(
-            lighthouse_argv(lh, lh.port, [lighthouse_bin(self.python)], bind_host="127.0.0.1"),
+            lighthouse_argv(lh, lh.port, [str(Path(self.python).parent / "torchft_lighthouse")], bind_host="127.0.0.1"),
             stdout=log,
             stderr=log,
             stdin=subprocess.DEVNULL,
@@ -54,7 +54,8 @@ class PollRunner:
         )
         log.close()
         wait_http(f"http://127.0.0.1:{lh.port}/", 60.0)
-        self.scripts = render_job(self.job, self.run_dir / "sbatch", python=self.python)
+        # Its group scripts only: here the Lighthouse is the plain process above, not a Slurm job.
+        self.scripts = group_scripts(render_job(self.job, self.run_dir / "sbatch", python=self.python), self.replicas)
         for g in range(self.replicas):
             self._submit(g, time.time())
         self.next_poll = time.time() + POLL_S
@@ -91,6 +92,15 @@ class PollRunner:
         if self.lighthouse is not None:
             self.lighthouse.kill()
             self.lighthouse.wait(10)
+
+
+def group_scripts(rendered: list[Path], groups: int) -> list[Path]:
+    """The sbatch script of each group, in group order, from everything render_job wrote."""
+    by_name = {p.name: p for p in rendered}
+    missing = [f"group-{g}.sbatch" for g in range(groups) if f"group-{g}.sbatch" not in by_name]
+    if missing:
+        raise RuntimeError(f"render_job wrote {sorted(by_name)}, not {missing}")
+    return [by_name[f"group-{g}.sbatch"] for g in range(groups)]
 
 
 def wait_http(url: str, timeout_s: float) -> None:
