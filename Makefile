@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.lamplighter-installed
 GPUSIM  := build/gpusim/lib/libamd_smi.so
 PYTEST_ARGS ?=
 
-.PHONY: install test test-fast lint typecheck demo demo-slurm demo-bare soak bench bench-costs cluster-up cluster-down gpusim readme clean
+.PHONY: install test test-fast lint typecheck demo demo-slurm demo-bare soak bench bench-costs bench-big cluster-up cluster-down gpusim readme clean
 
 install: $(STAMP)
 
@@ -60,6 +60,10 @@ bench: $(STAMP) gpusim
 
 bench-costs: $(STAMP) gpusim
 	$(BIN)/python -m bench --costs
+
+# lamplighter against checkpoint-restart when every replica holds 1 GB more state (heals and checkpoints carry it).
+bench-big: $(STAMP) gpusim
+	$(BIN)/python -m bench --big-state 1024
 
 cluster-up: $(STAMP)
 	$(BIN)/python -m lamplighter.lab cluster up --dir build/cluster

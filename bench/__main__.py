@@ -2,6 +2,7 @@
 
     python -m bench [--quick] [--reps 5] [--mtbf 4] [--train-s 55] [--free-s 15]   # make bench
     python -m bench --costs                                                        # make bench-costs
+    python -m bench --big-state 1024                                               # make bench-big
 
 The deciding part (about 30 minutes on 2 cores): lamplighter against
 checkpoint-restart and the 10-s poll runner, fault-free and under one fault
@@ -9,6 +10,10 @@ schedule per repetition (bench.goodput), one node-crash and one
 Lighthouse-loss run per applicable strategy (bench.recovery), and the goodput
 model's check against those runs (bench.model_check). One Slurm test cluster
 for the baselines, a fresh lab with lamplighter's node daemons per lamplighter run.
+
+The big-state arm (`--big-state MB`): the same runs of lamplighter and
+checkpoint-restart only, every replica holding MB more state (heals send it,
+checkpoints write and read it): goodput_big.json, ratios_big.md.
 
 The costs (`--costs`, about 12 minutes): torchft against plain DDP per step,
 Lighthouse quorum time for 2..64 groups, the GPU check's and the node
@@ -40,12 +45,13 @@ def log(msg: str) -> None:
 
 
 def run_goodput(args: argparse.Namespace) -> None:
-    from bench.goodput import Bench, run_all
+    from bench.goodput import STRATEGIES, Bench, run_all
     from bench.lamplighter_slurm import available as lamplighter_slurm_available
     from bench.recovery import SCENARIOS, run_scenarios
     from bench.summarize import write_all
     from lamplighter.lab.testcluster import TestCluster, slurm_installed
 
+    suffix = "_big" if args.big_state else ""
     missing = slurm_installed()
     if missing:
         raise SystemExit(f"bench: Slurm is needed for the baselines: {missing}")
@@ -59,7 +65,7 @@ def run_goodput(args: argparse.Namespace) -> None:
     cluster.up()
     try:
         steps = args.steps or 100
-        w = Workload(steps=steps)
+        w = Workload(steps=steps, state_pad_mb=args.big_state)
         rows = run_all(
             w,
             mtbfs,
@@ -72,9 +78,11 @@ def run_goodput(args: argparse.Namespace) -> None:
             calibrate_s=None if args.steps else args.train_s,
             free_share=args.free_s / args.train_s,
             time_limit=args.time_limit,
+            # The big-state arm asks one question: lamplighter against checkpoints of that size.
+            strategies=("lamplighter", "ckpt-restart") if args.big_state else STRATEGIES,
         )
         steps = max(r["run"]["target_steps"] for r in rows)
-        if not args.no_scenarios:
+        if not args.no_scenarios and not args.big_state:
             # Long enough that every recovery fits; the Slurm runs stop once the failed replica commits again.
             scen = Bench(Workload(steps=steps), cluster, BUILD / "runs", sys.executable, mode)
             rows += run_scenarios(scen, list(SCENARIOS), timeout_s=40.0, log=log)
@@ -93,10 +101,14 @@ def run_goodput(args: argparse.Namespace) -> None:
             "fault_free_share_of_target": round(args.free_s / args.train_s, 3),
             "faulted_time_limit_x_fault_free": args.time_limit,
             "fault_start_after_s": 3.0,
+            "state_pad_mb": args.big_state,
         },
+        suffix=suffix,
     )
-    (RESULTS / "ratios.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / f"ratios{suffix}.md").write_text("\n".join(lines) + "\n")
     log("\n".join(lines))
+    if args.big_state:
+        return  # the model check reads the small-state runs
     from bench.model_check import main as model_check
 
     try:
@@ -156,6 +168,15 @@ def main(argv: list[str] | None = None) -> int:
         help="lamplighter's arm: on Slurm with its node daemons (auto: when installed), or local mode",
     )
     ap.add_argument("--no-scenarios", action="store_true", help="skip the node-crash and Lighthouse-loss runs")
+    ap.add_argument(
+        "--big-state",
+        type=int,
+        default=0,
+        metavar="MB",
+        help="the big-state arm (make bench-big: 1024): every replica holds MB more state, which lamplighter's heals "
+        "send and checkpoint-restart writes into every checkpoint; lamplighter and ckpt-restart only; "
+        "results in goodput_big.json",
+    )
     ap.add_argument("--costs", action="store_true", help=f"run the cost benchmarks ({', '.join(COSTS)}) instead")
     ap.add_argument("--skip", default="", help=f"comma-separated parts to skip: {', '.join(PARTS)}")
     ap.add_argument(

@@ -192,6 +192,7 @@ def run_all(
     calibrate_s: float | None = None,
     free_share: float = 1.0,
     time_limit: float = 2.5,
+    strategies: tuple[str, ...] = STRATEGIES,
 ) -> list[dict[str, Any]]:
     """Every repetition: each strategy's fault-free run, then its runs under each MTBF, strategies interleaved.
 
@@ -207,7 +208,8 @@ def run_all(
         if calibrate_s:
             # The machine's load drifts: every repetition gets a target that takes calibrate_s now.
             b.w = w = Workload(**{**w.__dict__, "steps": calibrate_steps(cluster, python, w, calibrate_s, log)})
-        order = list(STRATEGIES[rep % 3 :] + STRATEGIES[: rep % 3])
+        k = rep % len(strategies)
+        order = list(strategies[k:] + strategies[:k])
         free_wall: dict[str, float] = {}
         free_steps = max(40, round(w.steps * free_share))
         for level, mtbf in enumerate([None, *mtbfs]):

@@ -23,6 +23,10 @@ class Workload:
     seq_len: int = 64
     batch_size: int = 16
     gpu_step_s: float = 0.15  # simulated accelerator time per step (bench.gpu_time_trainer)
+    # State every replica holds besides the model, standing in for a large optimizer state: lamplighter's
+    # groups send it with every heal (trainer.model.heal_pad_mb), the checkpoint-restart trainer writes it into
+    # every checkpoint and reads it back on every restart.
+    state_pad_mb: int = 0
 
     def model(self) -> dict[str, Any]:
         return {
@@ -31,6 +35,7 @@ class Workload:
             "heads": self.heads,
             "seq_len": self.seq_len,
             "batch_size": self.batch_size,
+            "heal_pad_mb": self.state_pad_mb,
         }
 
 

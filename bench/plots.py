@@ -25,7 +25,7 @@ def _plt() -> Any:
     return plt
 
 
-def plot_goodput(good: dict[str, Any]) -> None:
+def plot_goodput(good: dict[str, Any], name: str = "goodput") -> None:
     plt = _plt()
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     mtbfs = sorted({float(m) for per in good["table"].values() for m in per if m != "fault-free"})
@@ -70,11 +70,11 @@ def plot_goodput(good: dict[str, Any]) -> None:
     axes[0].legend()
     fig.suptitle("Goodput under faults (median and range over repetitions)")
     fig.tight_layout()
-    fig.savefig(RESULTS / "goodput.png", dpi=110)
+    fig.savefig(RESULTS / f"{name}.png", dpi=110)
     plt.close(fig)
 
 
-def plot_recovery(rec: dict[str, Any]) -> None:
+def plot_recovery(rec: dict[str, Any], name: str = "recovery") -> None:
     plt = _plt()
     from matplotlib.patches import Patch
 
@@ -115,5 +115,5 @@ def plot_recovery(rec: dict[str, Any]) -> None:
         ax.legend(handles=[Patch(color=COLORS[s], label=s) for s in strategies], fontsize=8)
     fig.suptitle("Recovery anatomy (median and range over faults)")
     fig.tight_layout()
-    fig.savefig(RESULTS / "recovery.png", dpi=110)
+    fig.savefig(RESULTS / f"{name}.png", dpi=110)
     plt.close(fig)

@@ -234,7 +234,8 @@ def fmt(s: dict[str, Any] | None, digits: int = 2) -> str:
     return f"{s['median']:.{digits}f} [{s['min']:.{digits}f}-{s['max']:.{digits}f}] (n={s['n']})"
 
 
-def write_all(rows: list[dict[str, Any]], config: dict[str, Any]) -> list[str]:
+def write_all(rows: list[dict[str, Any]], config: dict[str, Any], suffix: str = "") -> list[str]:
+    """goodput{suffix}.json and recovery{suffix}.json with their plots; the Markdown tables, returned."""
     from bench.plots import plot_goodput, plot_recovery
 
     good = goodput_table(rows)
@@ -249,7 +250,7 @@ def write_all(rows: list[dict[str, Any]], config: dict[str, Any]) -> list[str]:
     lines = ratio_lines(good, rec, int(config.get("reps", 0))) + [""] + tables_md(good, rec, k_choice)
     note = SUBSTRATE_NOTE if config.get("lamplighter_mode", "local") == "local" else SLURM_NOTE
     write_result(
-        "goodput",
+        f"goodput{suffix}",
         {
             "config": config,
             "substrate": note,
@@ -259,7 +260,7 @@ def write_all(rows: list[dict[str, Any]], config: dict[str, Any]) -> list[str]:
             "runs": rows,
         },
     )
-    write_result("recovery", {"config": config, "substrate": note, **rec})
-    plot_goodput(good)
-    plot_recovery(rec)
+    write_result(f"recovery{suffix}", {"config": config, "substrate": note, **rec})
+    plot_goodput(good, f"goodput{suffix}")
+    plot_recovery(rec, f"recovery{suffix}")
     return lines

@@ -11,6 +11,9 @@ The checkpoint interval follows the Young/Daly rule, tau = sqrt(2 * C * MTBF),
 with C this process's own measured cost of its first checkpoint: what a
 careful user who knows the cluster's MTBF would choose. Rank 0 writes it
 (torch.save to a temporary file, fsync, rename); every rank resumes from it.
+With `trainer.model.heal_pad_mb` (the benchmark's big-state arm) every
+checkpoint carries that much more state, written and read back in full, as
+the optimizer state of a large model would be.
 The log's `quorum_id` is the restart count, so a step committed again after a
 restart shows up as lost work in lamplighter.supervisor.report.lost_steps.
 """
@@ -76,12 +79,18 @@ def train(job: JobConfig, run_dir: Path, mtbf_s: float | None) -> int:
     target = job.trainer.steps
     model = build_model(cfg)
     state = TrainState(model=model, optim=torch.optim.AdamW(model.parameters(), lr=cfg.lr), replica_id=rank)
+    # The big-state arm's extra state: what lamplighter's groups send with a heal, this trainer checkpoints.
+    pad = torch.zeros(cfg.heal_pad_mb * 2**20, dtype=torch.uint8) if cfg.heal_pad_mb else None
     ckpt = run_dir / CKPT_FILE
     step = 0
     if ckpt.exists():
+        t_load = time.monotonic()
         saved = torch.load(ckpt, weights_only=False)
         state.load_user_state(saved["user"])
+        if pad is not None:
+            pad.copy_(saved["pad"])
         step = int(saved["step"])
+        log_event(run_dir, event="load", t=time.time(), rank=rank, step=step, cost_s=time.monotonic() - t_load)
     # Rendezvous waits long (ranks start seconds apart); collectives use the same timeout torchft's process group has.
     store = dist.TCPStore(
         os.environ["MASTER_ADDR"],
@@ -129,7 +138,10 @@ def train(job: JobConfig, run_dir: Path, mtbf_s: float | None) -> int:
         )
         if rank == 0 and tau is not None and time.monotonic() - last_ckpt >= tau and step < target:
             t0 = time.monotonic()
-            save_checkpoint(ckpt, {"step": step, "user": state.user_state()})
+            saved_state: dict[str, Any] = {"step": step, "user": state.user_state()}
+            if pad is not None:
+                saved_state["pad"] = pad
+            save_checkpoint(ckpt, saved_state)
             cost = time.monotonic() - t0
             if tau == 0.0:
                 assert mtbf_s is not None
