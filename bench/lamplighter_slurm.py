@@ -1,8 +1,8 @@
 """lamplighter's arm on Slurm: `submit` onto a lab with a node daemon per node, faults from the same driver.
 
 Each run gets a fresh lamplighter.lab.slurm_lab.SlurmLab (head node + compute
-nodes, one simulated GPU each, `lamplighter supervise` on every node, the
-Lighthouse as the head node's service), so drains and exclusions of one run
+nodes, one simulated GPU each, `lamplighter supervise` on every node; the job
+runs its own Lighthouse as a Slurm job), so drains and exclusions of one run
 never reach the next. The job is the same as the baselines' (bench.jobspec)
 with the Slurm settings the lab needs. Recovery is entirely the daemons'
 work; the driver only injects. Detection times come from the daemons'
@@ -12,11 +12,14 @@ action logs (the first kill, requeue or mark-down that names the group).
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 
 import yaml
 
 from bench.jobspec import Workload, job_config
+from bench.procs import find_lighthouse
 from lamplighter.configs.loader import load_job
 from lamplighter.configs.schema import HealthConfig, JobConfig, RestartConfig
 from lamplighter.lab.slurm_lab import LabSettings, SlurmLab
@@ -45,7 +48,9 @@ class LamplighterSlurm:
         self.lab_root, self.run_dir, self.w, self.run_id, self.tag = lab_root, run_dir, w, run_id, tag
         self.replicas = w.replicas
         self.detections: list[tuple[float, int | None]] = []
-        self.lighthouse_starts: list[float] = []  # the head node's service runner (systemd) restarts it
+        # The job's own Lighthouse (a Slurm job whose script restarts it): when it ran again after a kill.
+        self.lighthouse_starts: list[float] = []
+        self.killed_lighthouse: int | None = None
         self.lab: SlurmLab | None = None
         self.sub: Submission | None = None
         self.job: JobConfig | None = None
@@ -93,7 +98,12 @@ class LamplighterSlurm:
         self.lab.cluster.crash_node(node)
 
     def tick(self, now: float) -> None:
-        pass  # the node daemons recover; nothing to do here
+        # The node daemons recover; this only watches for the Lighthouse's restart after a kill.
+        if self.killed_lighthouse is not None:
+            pid = find_lighthouse(str(self.run_dir / "lighthouse.json"))
+            if pid is not None and pid != self.killed_lighthouse:
+                self.lighthouse_starts.append(now)
+                self.killed_lighthouse = None
 
     def stop(self) -> None:
         if self.lab is None:
@@ -105,20 +115,16 @@ class LamplighterSlurm:
                 except SlurmError:
                     pass
             self.detections = read_detections(self.lab.action_logs(), self.sub)
-            svc = self.lab.services.services.get("lighthouse")
-            self.lighthouse_starts = list(svc.starts) if svc is not None else []
         finally:
             self.lab.down()
 
     def kill_lighthouse(self) -> None:
-        """Chaos: SIGKILL the head node's Lighthouse service (its runner restarts it, like systemd)."""
-        assert self.lab is not None
-        pid = self.lab.services.pid("lighthouse")
-        if pid is not None:
-            import os
-            import signal
-
-            os.kill(pid, signal.SIGKILL)
+        """Chaos: SIGKILL the job's own Lighthouse (its Slurm job's script starts it again, like systemd would)."""
+        pid = find_lighthouse(str(self.run_dir / "lighthouse.json"))
+        if pid is None:
+            raise RuntimeError(f"no Lighthouse of {self.run_dir} is running: nothing to kill")
+        os.kill(pid, signal.SIGKILL)
+        self.killed_lighthouse = pid
 
 
 def read_detections(logs: list[Path], sub: Submission | None) -> list[tuple[float, int | None]]:

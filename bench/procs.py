@@ -8,6 +8,7 @@ environment, where the run's marker (BENCH_RUN) and the replica's index are.
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 
@@ -48,6 +49,20 @@ def find_trainers(run_id: str) -> dict[int, int]:
         if index is not None and index.isdigit():
             out[int(index)] = pid
     return out
+
+
+LIGHTHOUSE_MODULE = b"lamplighter.supervisor.lighthouse_main"
+
+
+def find_lighthouse(publish: str) -> int | None:
+    """Host PID of the live Lighthouse that publishes its address to `publish` (each job's own file)."""
+    for pid in procfs.pids(PROC):
+        argv = procfs.read_cmdline(PROC, pid)
+        if argv is None or LIGHTHOUSE_MODULE not in argv or _state(pid) in ("Z", "X"):
+            continue
+        if any(a == b"--publish" and b == publish.encode() for a, b in itertools.pairwise(argv)):
+            return pid
+    return None
 
 
 def node_of(pid: int) -> str | None:

@@ -84,3 +84,31 @@ def test_a_hurt_replica_is_not_a_target_until_it_has_restarted_and_committed(ben
     assert healthy_replicas([0, 1], commits.get, started, {1: 11.0}, 20.5) == [0]
     commits[1] = 21.0
     assert healthy_replicas([0, 1], commits.get, started, {1: 11.0}, 21.5) == [0, 1]
+
+
+def test_the_lighthouse_kill_finds_the_jobs_own_lighthouse(tmp_path: Path, bench: ModuleType) -> None:
+    """The Slurm arm's Lighthouse fault once killed the lab's head-node service, which jobs no longer use:
+    the fault did nothing and the scenario measured nothing. It must find the job's Lighthouse by its file."""
+    import subprocess
+    import sys
+
+    from bench.procs import find_lighthouse
+
+    mine, other = str(tmp_path / "a" / "lighthouse.json"), str(tmp_path / "b" / "lighthouse.json")
+    # Stand-ins with a Lighthouse's command line (python -c ignores the arguments after the code).
+    wait = "import sys; sys.stdin.read()"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", wait, "-m", "lamplighter.supervisor.lighthouse_main", "--publish", path],
+            stdin=subprocess.PIPE,
+        )
+        for path in (other, mine)
+    ]
+    try:
+        assert find_lighthouse(mine) == procs[1].pid
+        assert find_lighthouse(other) == procs[0].pid
+        assert find_lighthouse(str(tmp_path / "c" / "lighthouse.json")) is None
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
