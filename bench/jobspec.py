@@ -79,6 +79,9 @@ def job_config(
                 # The run's marker lets the benchmark find (and hurt) exactly its own trainers.
                 "env": {"BENCH_RUN": run_id, ENV_STEP_S: str(w.gpu_step_s), "PYTHONPATH": str(REPO)},
                 "command": SLURM_TRAINER if under_slurm else LOCAL_TRAINER,
+                # A large state heals over the process group, into the trainer's own tensors: over HTTP a 1 GB heal
+                # takes about the 3-s torchft.timeout_s of this tuning here, and fails when it takes longer.
+                "checkpoint_transport": "pg" if w.state_pad_mb else "http",
                 # Only used when no live peer exists; the schedule always leaves one.
                 "checkpoint": {"enabled": False},
             },

@@ -1,4 +1,4 @@
-"""The checkpoint-restart baseline's trainer: plain gloo DDP, no torchft, a checkpoint every tau seconds.
+"""The checkpoint-restart baseline's trainer: plain gloo DDP, no torchft, a checkpoint every K steps.
 
     python -m bench.baselines.ckpt_trainer --config RUN_DIR/job.json --mtbf-s 30 [--no-checkpoint]
 
@@ -8,9 +8,14 @@ data slices, AdamW, per-step state hash, step log and heartbeat
 (lamplighter.trainer), so only the fault-tolerance mechanism differs.
 
 The checkpoint interval follows the Young/Daly rule, tau = sqrt(2 * C * MTBF),
-with C this process's own measured cost of its first checkpoint: what a
-careful user who knows the cluster's MTBF would choose. Rank 0 writes it
-(torch.save to a temporary file, fsync, rename); every rank resumes from it.
+with C the measured cost of the job's first checkpoint (taken after a few
+steps, which also give the step time): what a careful user who knows the
+cluster's MTBF would choose. It is kept as K = tau / step time steps, the
+same on every rank, and measured once per job: a restart reads it from the
+log. Rank 0 writes each checkpoint (torch.save to a temporary file, fsync,
+rename) while the other ranks wait at a barrier with a longer timeout than
+the collectives' (a checkpoint of a large state outlasts it); every rank
+resumes from it.
 With `trainer.model.heal_pad_mb` (the benchmark's big-state arm) every
 checkpoint carries that much more state, written and read back in full, as
 the optimizer state of a large model would be.
@@ -54,6 +59,20 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+MEASURE_AFTER = 5  # steps before the measuring checkpoint: the first ones include warm-up
+CKPT_BARRIER_S = 30.0  # how long the ranks wait for rank 0's checkpoint
+
+
+def chosen_interval(run_dir: Path) -> int | None:
+    """K in steps, as an earlier run of this job measured it (None: measure it now)."""
+    try:
+        lines = (run_dir / CKPT_LOG).read_text().splitlines()
+    except FileNotFoundError:
+        return None
+    ks = [json.loads(line).get("k_steps") for line in lines if '"interval"' in line]
+    return int(ks[-1]) if ks and ks[-1] else None
 
 
 def log_event(run_dir: Path, **fields: Any) -> None:
@@ -103,9 +122,13 @@ def train(job: JobConfig, run_dir: Path, mtbf_s: float | None) -> int:
         "gloo", store=store, rank=rank, world_size=world, timeout=timedelta(seconds=job.torchft.pg_timeout_s)
     )
     ddp = DistributedDataParallel(model)
+    ckpt_group = dist.new_group(
+        backend="gloo", timeout=timedelta(seconds=max(CKPT_BARRIER_S, job.torchft.pg_timeout_s))
+    )
     table = transition_table(cfg.vocab_size, cfg.seed)
-    tau: float | None = None if mtbf_s is None else 0.0  # 0: checkpoint at once, to measure the cost
-    last_ckpt = time.monotonic()
+    # K: checkpoint every K steps; 0: measure the cost at MEASURE_AFTER steps from here, then choose K.
+    every: int | None = None if mtbf_s is None else (chosen_interval(run_dir) or 0)
+    first_step, step_times = step, []
     print(f"rank {rank}/{world} attempt {attempt}: resuming at step {step}, target {target}", flush=True)
     while step < target:
         sl = step_slice(state.cursor, rank, world, cfg.batch_size)
@@ -136,19 +159,40 @@ def train(job: JobConfig, run_dir: Path, mtbf_s: float | None) -> int:
                 first_sample=sl.first,
             ),
         )
-        if rank == 0 and tau is not None and time.monotonic() - last_ckpt >= tau and step < target:
-            t0 = time.monotonic()
-            saved_state: dict[str, Any] = {"step": step, "user": state.user_state()}
-            if pad is not None:
-                saved_state["pad"] = pad
-            save_checkpoint(ckpt, saved_state)
-            cost = time.monotonic() - t0
-            if tau == 0.0:
-                assert mtbf_s is not None
-                tau = young_daly_interval_s(cost, mtbf_s)
-                log_event(run_dir, event="interval", t=time.time(), cost_s=cost, mtbf_s=mtbf_s, tau_s=tau)
-            last_ckpt = time.monotonic()
-            log_event(run_dir, event="checkpoint", t=time.time(), step=step, cost_s=cost)
+        step_times.append(time.monotonic())
+        due = every is not None and (step - first_step == MEASURE_AFTER if every == 0 else step % every == 0)
+        if due and step < target:
+            assert mtbf_s is not None and every is not None
+            cost = 0.0
+            if rank == 0:
+                t0 = time.monotonic()
+                saved_state: dict[str, Any] = {"step": step, "user": state.user_state()}
+                if pad is not None:
+                    saved_state["pad"] = pad
+                save_checkpoint(ckpt, saved_state)
+                cost = time.monotonic() - t0
+                log_event(run_dir, event="checkpoint", t=time.time(), step=step, cost_s=cost)
+            if every == 0:
+                # Rank 0 chooses K and tells the others, so that every rank checkpoints at the same steps.
+                k = torch.zeros(1, dtype=torch.int64)
+                if rank == 0:
+                    tau = young_daly_interval_s(cost, mtbf_s)
+                    step_s = (step_times[-1] - step_times[1]) / (len(step_times) - 2)
+                    k[0] = max(1, round(tau / step_s))
+                    log_event(
+                        run_dir,
+                        event="interval",
+                        t=time.time(),
+                        cost_s=cost,
+                        mtbf_s=mtbf_s,
+                        tau_s=tau,
+                        step_s=step_s,
+                        k_steps=int(k[0]),
+                    )
+                dist.broadcast(k, 0, group=ckpt_group)
+                every = int(k[0])
+            else:
+                dist.barrier(group=ckpt_group)
         write_heartbeat(heartbeat, step=step, now=time.time(), pid=os.getpid())
     dist.destroy_process_group()
     return contract.EXIT_DONE
