@@ -1,6 +1,6 @@
 """`make bench`: the benchmark that decides; `make bench-costs`: what lamplighter costs.
 
-    python -m bench [--quick] [--reps 5] [--mtbf 4] [--train-s 55] [--free-s 15]   # make bench
+    python -m bench [--quick] [--reps 5] [--mtbf 4] [--train-s 60] [--free-s 15]   # make bench
     python -m bench --costs                                                        # make bench-costs
     python -m bench --big-state 1024                                               # make bench-big
 
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--train-s",
         type=float,
-        default=55.0,
+        default=60.0,
         help="fault-free training time of the faulted runs' target (calibrated per repetition; the faulted runs take longer)",
     )
     ap.add_argument(

@@ -168,16 +168,19 @@ class Bench:
         return run
 
 
-def calibrate_steps(cluster: TestCluster, python: str, w: Workload, train_s: float, log: Any = print) -> int:
-    """The target step that takes about `train_s` of fault-free training with torchft on this machine now."""
+def calibrate_step_s(cluster: TestCluster, python: str, w: Workload, log: Any = print) -> float:
+    """Seconds per fault-free torchft step on this machine now (a short lamplighter run in local mode)."""
     probe = Workload(**{**w.__dict__, "steps": 60})
     b = Bench(probe, cluster, BUILD / "runs", python)
     run = b.one("lamplighter", None, 0, 0, [], 180.0, ckpt_mtbf_s=30.0, tag="calibration")
     ts = sorted(r.t for r in run.steps.get(0, []) if r.committed)[5:]
     per_step = (ts[-1] - ts[0]) / (len(ts) - 1) if len(ts) > 1 else 0.25
-    steps = int(min(2000, max(80, train_s / per_step)))
-    log(f"[goodput] calibration: {per_step * 1000:.0f} ms per torchft step -> target {steps} steps (~{train_s:.0f} s)")
-    return steps
+    log(f"[goodput] calibration: {per_step * 1000:.0f} ms per torchft step")
+    return per_step
+
+
+def steps_for(train_s: float, step_s: float) -> int:
+    return int(min(2000, max(40, round(train_s / step_s))))
 
 
 def run_all(
@@ -204,18 +207,26 @@ def run_all(
     root.mkdir(parents=True, exist_ok=True)
     b = Bench(w, cluster, root, python, lamplighter_mode)
     out: list[dict[str, Any]] = []
+    # The machine's load drifts: each repetition's target comes from its own fault-free lamplighter run
+    # (one calibration run starts the estimate), so that the faulted runs train about calibrate_s fault-free.
+    step_s = calibrate_step_s(cluster, python, w, log) if calibrate_s else 0.0
     for rep in range(reps):
-        if calibrate_s:
-            # The machine's load drifts: every repetition gets a target that takes calibrate_s now.
-            b.w = w = Workload(**{**w.__dict__, "steps": calibrate_steps(cluster, python, w, calibrate_s, log)})
         k = rep % len(strategies)
         order = list(strategies[k:] + strategies[:k])
-        free_wall: dict[str, float] = {}
-        free_steps = max(40, round(w.steps * free_share))
+        free_pace: dict[str, tuple[float, float]] = {}  # strategy -> (s per fault-free step, startup s)
+        if calibrate_s:
+            free_steps = steps_for(calibrate_s * free_share, step_s)
+        else:
+            free_steps = max(40, round(w.steps * free_share))
         for level, mtbf in enumerate([None, *mtbfs]):
             seed = 1000 * (rep + 1) + level
+            if mtbf is not None and calibrate_s and "lamplighter" in free_pace:
+                step_s = free_pace["lamplighter"][0]
+                b.w = w = Workload(**{**w.__dict__, "steps": steps_for(calibrate_s, step_s)})
+                log(f"[goodput] rep {rep}: {step_s * 1000:.0f} ms per fault-free step -> target {w.steps} steps")
             for strategy in order:
-                base = free_wall.get(strategy, 120.0)
+                pace, startup = free_pace.get(strategy, (0.5, 60.0))
+                base = pace * w.steps + startup
                 # A faulted run stops at its target or at this limit, whichever comes first: goodput is a rate,
                 # and a strategy that cannot keep up with the faults would otherwise take all the time there is.
                 timeout = time_limit * base if mtbf is not None else 300.0
@@ -233,8 +244,8 @@ def run_all(
                 )
                 m = run_metrics(run)
                 if mtbf is None and m["train_s"]:
-                    # Scaled to the faulted runs' target: the base of their time limit.
-                    free_wall[strategy] = m["train_s"] * w.steps / free_steps + (m["startup_s"] or 0.0)
+                    # train_s runs from the first committed step to the target: free_steps - 1 steps.
+                    free_pace[strategy] = (m["train_s"] / max(1, free_steps - 1), m["startup_s"] or 0.0)
                 row = {"run": run.summary(), "metrics": m}
                 out.append(row)
                 log(
