@@ -95,15 +95,19 @@ def test_the_lighthouse_kill_finds_the_jobs_own_lighthouse(tmp_path: Path, bench
     from bench.procs import find_lighthouse
 
     mine, other = str(tmp_path / "a" / "lighthouse.json"), str(tmp_path / "b" / "lighthouse.json")
-    # Stand-ins with a Lighthouse's command line (python -c ignores the arguments after the code).
-    wait = "import sys; sys.stdin.read()"
+    # Stand-ins with a Lighthouse's command line (python -c ignores the arguments after the code). Each says
+    # "up" once running: Popen returns when the child execs, which can be before /proc shows its new argv.
+    wait = "import sys; print('up', flush=True); sys.stdin.read()"
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", wait, "-m", "lamplighter.supervisor.lighthouse_main", "--publish", path],
             stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
         )
         for path in (other, mine)
     ]
+    for p in procs:
+        assert p.stdout is not None and p.stdout.readline() == b"up\n"
     try:
         assert find_lighthouse(mine) == procs[1].pid
         assert find_lighthouse(other) == procs[0].pid
@@ -111,4 +115,4 @@ def test_the_lighthouse_kill_finds_the_jobs_own_lighthouse(tmp_path: Path, bench
     finally:
         for p in procs:
             p.kill()
-            p.wait()
+            p.communicate()
