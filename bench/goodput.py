@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import random
 import shutil
 import sys
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.baselines.ckpt_restart import CheckpointRestart
-from bench.baselines.ckpt_trainer import CKPT_LOG
+from bench.baselines.ckpt_trainer import read_events
 from bench.baselines.poll_runner import PollRunner
 from bench.jobspec import BUILD, Workload, job_config
 from bench.lamplighter_arm import run_local
@@ -61,10 +60,7 @@ def schedule(mtbf_s: float | None, seed: int, kinds: list[str], horizon_s: float
 
 def checkpoint_choice(run_dir: Path, run: RunRecord) -> dict[str, Any] | None:
     """The Young/Daly interval the checkpoint-restart trainer chose, as seconds and as steps."""
-    try:
-        events = [json.loads(line) for line in (run_dir / CKPT_LOG).read_text().splitlines() if line.strip()]
-    except FileNotFoundError:
-        return None
+    events = read_events(run_dir)
     interval = next((e for e in events if e["event"] == "interval"), None)
     costs = [e["cost_s"] for e in events if e["event"] == "checkpoint"]
     ts = sorted(r.t for r in run.steps.get(0, []) if r.committed)

@@ -65,13 +65,18 @@ MEASURE_AFTER = 5  # steps before the measuring checkpoint: the first ones inclu
 CKPT_BARRIER_S = 30.0  # how long the ranks wait for rank 0's checkpoint
 
 
-def chosen_interval(run_dir: Path) -> int | None:
-    """K in steps, as an earlier run of this job measured it (None: measure it now)."""
+def read_events(run_dir: Path) -> list[dict[str, Any]]:
+    """The job's checkpoint log (log_event's records), oldest first; empty before the first one."""
     try:
         lines = (run_dir / CKPT_LOG).read_text().splitlines()
     except FileNotFoundError:
-        return None
-    ks = [json.loads(line).get("k_steps") for line in lines if '"interval"' in line]
+        return []
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def chosen_interval(run_dir: Path) -> int | None:
+    """K in steps, as an earlier run of this job measured it (None: measure it now)."""
+    ks = [e.get("k_steps") for e in read_events(run_dir) if e["event"] == "interval"]
     return int(ks[-1]) if ks and ks[-1] else None
 
 
