@@ -268,18 +268,30 @@ class TorchftConfig(Strict):
     pg_timeout_s: int = Field(
         3, ge=1, le=86_400, description="Process-group (gloo/NCCL) operation timeout: bounds a hung peer's stall."
     )
-    rendezvous_timeout_ms: int | None = Field(
-        None,
-        ge=50,
-        le=86_400_000,
+    rendezvous_timeout_ms: int | Literal["adaptive"] | None = Field(
+        "adaptive",
         description=(
             "Bound on setting up the process group after each quorum (store, peers' addresses, connections); "
             "collectives keep pg_timeout_s. A member that died just before or after a quorum formed holds the "
-            "survivors this long (up to 5 times as long when it died mid-setup) instead of pg_timeout_s. "
-            "Too short for a loaded machine fails a step with live peers (retried, nothing lost). "
-            "Reference trainer, Gloo; default: pg_timeout_s."
+            "survivors this long (up to 5 times as long when it died mid-setup). 'adaptive': 4 times the group's "
+            "slowest recent setup, at least 300 ms, doubled after each setup that timed out, at most pg_timeout_s. "
+            "A number (50 ms or more): fixed. null: pg_timeout_s, torchft's own. A bound too short for the "
+            "machine fails a step with live peers (retried, nothing lost). Reference trainer, Gloo (NCCL keeps "
+            "pg_timeout_s)."
         ),
     )
+
+    @field_validator("rendezvous_timeout_ms", mode="before")
+    @classmethod
+    def _rendezvous_setting(cls, v: object) -> object:
+        # One message for every wrong form (pydantic's union would give one per member, and take true as 1).
+        ok = v is None or v == "adaptive" or (type(v) is int and 50 <= v <= 86_400_000)
+        if not ok:
+            raise ValueError(
+                f"expected 'adaptive', a whole number of milliseconds from 50 to 86400000, or null; got {v!r}"
+            )
+        return v
+
     heartbeat_interval_ms: int = Field(
         TORCHFT_HEARTBEAT_INTERVAL_MS, ge=10, le=60_000, description="Manager heartbeat to the Lighthouse."
     )
@@ -833,10 +845,10 @@ def timeout_hierarchy_problems(job: JobConfig) -> list[str]:
             f"torchft.quorum_timeout_s ({ft.quorum_timeout_s} s) must exceed lighthouse.join_timeout_ms "
             f"({lh.join_timeout_ms} ms): a group would give up on the quorum while the Lighthouse still waits for joiners"
         )
-    if ft.rendezvous_timeout_ms is not None and ft.rendezvous_timeout_ms > ft.pg_timeout_s * 1000:
+    if isinstance(ft.rendezvous_timeout_ms, int) and ft.rendezvous_timeout_ms > ft.pg_timeout_s * 1000:
         out.append(
             f"torchft.rendezvous_timeout_ms ({ft.rendezvous_timeout_ms} ms) is above torchft.pg_timeout_s "
-            f"({ft.pg_timeout_s} s), which already bounds the process group's setup: set it lower, or leave it unset"
+            f"({ft.pg_timeout_s} s), which already bounds the process group's setup: set it lower, 'adaptive', or null"
         )
     if ft.timeout_s < ft.pg_timeout_s:
         out.append(

@@ -226,10 +226,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mtbf", type=float, default=7.0, help="mean seconds between faults (default 7)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument(
-        "--rendezvous-ms",
-        type=int,
+        "--rendezvous",
         default=None,
-        help="torchft.rendezvous_timeout_ms for the job (default: unset, pg_timeout_s bounds the rendezvous)",
+        metavar="adaptive|MS|null",
+        help="torchft.rendezvous_timeout_ms for the job (default: the schema's, 'adaptive'; null: pg_timeout_s)",
     )
     ap.add_argument("--kinds", default=",".join(SOAK_KINDS), help="fault kinds to draw from")
     ap.add_argument("--steps", type=int, default=None, help="target steps (default: sized to outlast the faults)")
@@ -273,11 +273,13 @@ def main(argv: list[str] | None = None) -> int:
         # The fallback checkpoint: when overlapping faults leave no live peer, the job goes back to it.
         cfg["trainer"]["checkpoint"] = {"enabled": True, "interval_s": 10}
         cfg["trainer"].setdefault("model", {})["heal_pad_mb"] = HEAL_PAD_MB
-        if args.rendezvous_ms is not None:
-            cfg["torchft"]["rendezvous_timeout_ms"] = args.rendezvous_ms
+        if args.rendezvous is not None:
+            # Read as YAML, like the config file would: 300 is a number, null is None; the schema judges it.
+            cfg["torchft"]["rendezvous_timeout_ms"] = yaml.safe_load(args.rendezvous)
         path = root / "soak.yaml"
         path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-        run = LabRun(lab, load_job(path), path)
+        job = load_job(path)
+        run = LabRun(lab, job, path)
         sub = run.submit()
         log(f"submitted {steps} steps: groups {sub.groups}; waiting for every group to commit")
         run.wait_all_committing()
@@ -337,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
             "wall_s": round(time.monotonic() - t_start, 1),
             "seed": args.seed,
             "mtbf_s": args.mtbf,
-            "rendezvous_timeout_ms": args.rendezvous_ms,
+            "rendezvous_timeout_ms": job.torchft.rendezvous_timeout_ms,
         }
         (root / "report.json").write_text(json.dumps(soak, indent=2))
         if report.get("timeline"):

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from lamplighter.configs.schema import JobConfig
 from lamplighter.trainer.identity import Identity
+from lamplighter.trainer.quick_rendezvous import quick_rendezvous_gloo
+from lamplighter.trainer.rendezvous_bound import FLOOR, RendezvousBound
 
 if TYPE_CHECKING:
     import torch
@@ -39,7 +42,17 @@ class FtParts:
     store: Any  # the TCPStore this process hosts (group rank 0), kept alive for the group
 
 
-def build_manager(job: JobConfig, ident: Identity, state: TrainState, device: torch.device) -> FtParts:
+def rendezvous_bound(setting: int | str, pg_timeout: timedelta) -> RendezvousBound:
+    """torchft.rendezvous_timeout_ms as a bound: 'adaptive' learns up to pg_timeout, a number stays fixed."""
+    if setting == "adaptive":
+        return RendezvousBound(ceiling=pg_timeout, floor=min(FLOOR, pg_timeout))
+    assert isinstance(setting, int), setting  # the schema admits nothing else
+    return RendezvousBound.fixed(timedelta(milliseconds=setting))
+
+
+def build_manager(
+    job: JobConfig, ident: Identity, state: TrainState, device: torch.device, log: Callable[[str], None]
+) -> FtParts:
     """Host the group's TCPStore (rank 0), create the process group, the transport and the Manager."""
     import torch.distributed as dist
     from torchft.manager import Manager
@@ -62,12 +75,10 @@ def build_manager(job: JobConfig, ident: Identity, state: TrainState, device: to
     pg: ProcessGroupGloo | ProcessGroupNCCL
     if device.type == "cuda":
         pg = ProcessGroupNCCL(timeout=pg_timeout)
-    elif ft.rendezvous_timeout_ms is not None:
-        from lamplighter.trainer.quick_rendezvous import quick_rendezvous_gloo
-
-        pg = quick_rendezvous_gloo(timedelta(milliseconds=ft.rendezvous_timeout_ms), pg_timeout)
-    else:
+    elif ft.rendezvous_timeout_ms is None:
         pg = ProcessGroupGloo(timeout=pg_timeout)
+    else:
+        pg = quick_rendezvous_gloo(rendezvous_bound(ft.rendezvous_timeout_ms, pg_timeout), pg_timeout, log)
     transport = None  # None: torchft's HTTP transport
     if job.trainer.checkpoint_transport == "pg":
         from torchft.checkpointing.pg_transport import PGTransport

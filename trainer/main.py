@@ -174,7 +174,7 @@ def build_run(
         state.on_send = lambda: contract.write_json_atomic(
             sending, {"t": clock(), "attempt": ident.attempt, "pid": os.getpid()}
         )
-    ft = build_manager(job, ident, state, device)
+    ft = build_manager(job, ident, state, device, log)
     ck = job.trainer.checkpoint
     ck_dir = Path(ck.dir) if ck.dir else paths.checkpoint_dir()
     return Run(

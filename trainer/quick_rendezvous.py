@@ -6,8 +6,9 @@ store with it, ProcessGroupGloo._create_pg passes it to gloo's rendezvous and
 makes it the collectives' default). A member that dies just before or just
 after a quorum forms never joins the new group's rendezvous, so every survivor
 waits for it the whole pg_timeout_s (and up to 5 times as long when it died
-part-way through). Here the rendezvous has its own, shorter bound, and the
-collectives get the usual one back once the group exists.
+part-way through). Here the setup has its own bound (trainer/rendezvous_bound.py:
+learnt from the group's own setups, or fixed), and the collectives get the usual
+one back once the group exists.
 
 torch and torchft are imported when the first group is made, not with this module (a node's
 plain install has neither).
@@ -16,14 +17,24 @@ plain install has neither).
 from __future__ import annotations
 
 import functools
+import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from lamplighter.trainer.rendezvous_bound import RendezvousBound
 
-def quick_rendezvous_gloo(rendezvous: timedelta, collectives: timedelta) -> Any:
-    """A torchft ProcessGroupGloo whose setup after each quorum is bounded by `rendezvous`, its collectives by
-    `collectives` (pass it to torchft's Manager as `pg`)."""
-    return _group_class()(rendezvous, collectives)
+
+def quick_rendezvous_gloo(
+    rendezvous: timedelta | RendezvousBound,
+    collectives: timedelta,
+    log: Callable[[str], None] = lambda _msg: None,
+) -> Any:
+    """A torchft ProcessGroupGloo whose setup after each quorum is bounded by `rendezvous` (a fixed time, or a
+    bound that learns), its collectives by `collectives` (pass it to torchft's Manager as `pg`). `log` hears of
+    each setup that timed out."""
+    bound = rendezvous if isinstance(rendezvous, RendezvousBound) else RendezvousBound.fixed(rendezvous)
+    return _group_class()(bound, collectives, log)
 
 
 @functools.cache
@@ -32,9 +43,27 @@ def _group_class() -> type:
     from torchft.process_group import ProcessGroupGloo
 
     class QuickRendezvousGloo(ProcessGroupGloo):
-        def __init__(self, rendezvous: timedelta, collectives: timedelta) -> None:
-            super().__init__(timeout=rendezvous)  # what reconfigure and the gloo rendezvous use
+        def __init__(self, bound: RendezvousBound, collectives: timedelta, log: Callable[[str], None]) -> None:
+            super().__init__(timeout=bound.current())  # what reconfigure and the gloo rendezvous use
+            self.bound = bound
             self.collectives_timeout = collectives
+            self._log = log
+
+        def reconfigure(self, opts: Any) -> Any:
+            limit = self.bound.current()
+            self.set_timeout(limit)
+            start = time.monotonic()
+            try:
+                work = super().reconfigure(opts)
+            except Exception as e:
+                self.bound.failed()
+                self._log(
+                    f"process group setup failed after {time.monotonic() - start:.2f} s (bound {_ms(limit)}): "
+                    f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}; next bound {_ms(self.bound.current())}"
+                )
+                raise
+            self.bound.succeeded(time.monotonic() - start)
+            return work
 
         def _create_pg(self, store: Any, rank: int, world_size: int) -> Any:
             pg = super()._create_pg(store, rank, world_size)
@@ -42,3 +71,7 @@ def _group_class() -> type:
             return pg
 
     return QuickRendezvousGloo
+
+
+def _ms(t: timedelta) -> str:
+    return f"{t.total_seconds() * 1000:.0f} ms"

@@ -198,3 +198,13 @@ def test_node_config_refuses_the_jobs_settings_and_lists_the_valid_keys(tmp_path
     hang = next(m for m in msgs if "'hang_timeout_s'" in m)
     assert hang.startswith(f"{p}:6: health.hang_timeout_s: unknown key 'hang_timeout_s' in 'health'")
     assert "Valid keys: bad_pages_max, ecc_correctable_max" in hang and "poll_interval_s, probe_deadline_s" in hang
+
+
+@pytest.mark.parametrize("value", ["fast", "20", "true", "0.5", "'300'"])
+def test_a_wrong_rendezvous_bound_gets_one_message_naming_every_accepted_form(tmp_path: Path, value: str) -> None:
+    [msg] = problems(write(tmp_path, f"name: x\ntorchft: {{rendezvous_timeout_ms: {value}}}\n"))
+    assert "torchft.rendezvous_timeout_ms: expected 'adaptive', a whole number of milliseconds from 50" in msg
+
+
+def test_the_rendezvous_bound_learns_unless_told_otherwise(tmp_path: Path) -> None:
+    assert load_job(write(tmp_path, "name: x\n")).torchft.rendezvous_timeout_ms == "adaptive"

@@ -1,6 +1,7 @@
 """The reference trainer's Gloo group with its own rendezvous bound (#16: survivors' stall): a member that never
 comes fails the rendezvous at that bound, not at the collectives' one, and the group, once up, runs its
-collectives under the collectives' bound. Real gloo, a real TCPStore; one client per member."""
+collectives under the collectives' bound; a bound that learns follows real setups. Real gloo, a real TCPStore;
+one client per member."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import torch
 import torch.distributed as dist
 
 from lamplighter.trainer.quick_rendezvous import quick_rendezvous_gloo
+from lamplighter.trainer.rendezvous_bound import FLOOR, RendezvousBound
 
 
 @pytest.fixture
@@ -52,3 +54,39 @@ def test_once_up_the_group_runs_collectives_under_the_collectives_bound(store: A
         t.join(60)
     assert errors == []
     assert results == {r: ([3.0, 3.0, 3.0], timedelta(seconds=7)) for r in (0, 1)}
+
+
+def test_a_learning_bound_measures_real_setups_and_a_missing_member_fails_at_it_then_doubles_it() -> None:
+    """torchft's own reconfigure path: handles as the Lighthouse hands them out, the store of the first."""
+    from torchft.process_group import ReconfigureOptions, reconfigure_with_store
+
+    heard: list[str] = []
+    bound = RendezvousBound(ceiling=timedelta(seconds=20))
+    pgs = [quick_rendezvous_gloo(bound, timedelta(seconds=20), heard.append)] + [
+        quick_rendezvous_gloo(RendezvousBound(ceiling=timedelta(seconds=20)), timedelta(seconds=20)) for _ in range(2)
+    ]
+    host = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=20))
+    errors: list[BaseException] = []
+
+    def member(rank: int) -> None:
+        try:
+            reconfigure_with_store(pgs[rank], f"127.0.0.1:{host.port}/first", rank, 2, timedelta(seconds=20))
+        except BaseException as e:  # reported below, not lost in the thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=member, args=(r,)) for r in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == [] and len(bound.recent_s) == 1 and heard == []
+    assert bound.current() == FLOOR  # a setup on loopback takes far less than FLOOR / MARGIN
+
+    # The next quorum takes in the third group, which never sets up (it died right after asking).
+    opts = ReconfigureOptions()
+    opts.uuid = 7
+    opts.handles = [pgs[0].get_reconfigure_handle(), pgs[2].get_reconfigure_handle()]
+    with pytest.raises(dist.DistStoreError, match=f"wait timeout after {FLOOR.total_seconds() * 1000:.0f}ms"):
+        pgs[0].reconfigure(opts).wait()
+    assert bound.current() == 2 * FLOOR
+    assert len(heard) == 1 and "process group setup failed after" in heard[0] and "next bound 600 ms" in heard[0]
