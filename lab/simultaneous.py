@@ -22,6 +22,7 @@ import yaml
 
 from lamplighter.configs.loader import load_job
 from lamplighter.configs.schema import ChaosConfig, ChaosEvent, HealthConfig, RestartConfig
+from lamplighter.lab.demo_bare import source_stamp
 from lamplighter.lab.e2e_run import LabRun, lab_job_config
 from lamplighter.lab.slurm_lab import LabSettings, SlurmLab
 from lamplighter.lab.testcluster import pick_port_range, slurm_installed
@@ -53,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     root = args.dir.resolve()
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
+    source = source_stamp()  # at the start: the code that ran, whatever happens to the tree meanwhile
     lab = SlurmLab(
         root / "lab",
         LabSettings(
@@ -78,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         rep = run.report()
         keys = ("kind", "group", "t_injected", "survivor_stall_s", "detection_latency_s", "recovery_s")
         out = {
+            "source": source,
             "faults": [{k: f[k] for k in keys} for f in rep["faults"]],
             "steps_lost": rep["steps_lost"],
             "weights_identical": rep["weights_identical"],

@@ -43,6 +43,7 @@ import yaml
 
 from lamplighter.configs.loader import load_job
 from lamplighter.configs.schema import ChaosConfig, HealthConfig, RestartConfig
+from lamplighter.lab.demo_bare import source_stamp
 from lamplighter.lab.e2e_run import LabRun, lab_job_config
 from lamplighter.lab.run_report import read_action_logs
 from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, leftover_job_processes
@@ -167,6 +168,25 @@ def median_max(vals: list[float | None]) -> dict[str, float] | None:
     return {"median": round(statistics.median(got), 3), "max": round(max(got), 3), "n": len(got)} if got else None
 
 
+# A hung trainer is a live peer stuck in a collective: its survivors wait out pg_timeout_s (3 s) whatever the
+# rendezvous bound, until the daemon kills it at the hang timeout. A fault whose window holds one is not
+# telling about its own kind's stall.
+HOLDING_KINDS = ("hang", "hang-collective")
+HANG_LOOKBACK_S = 10.0  # the soak's hang timeout (8 s) and a margin: a hang that old may still hold its peers
+
+
+def behind_a_hang(fault: dict[str, Any], faults: list[dict[str, Any]]) -> bool:
+    """A hang (this one included) was injected from HANG_LOOKBACK_S before this fault until its group committed."""
+    t = fault.get("t_injected")
+    if t is None:
+        return False
+    end = fault.get("t_first_commit_after") or t
+    return any(
+        o["kind"] in HOLDING_KINDS and o.get("t_injected") is not None and t - HANG_LOOKBACK_S <= o["t_injected"] <= end
+        for o in faults
+    )
+
+
 def by_kind(faults: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for kind in sorted({f["kind"] for f in faults}):
@@ -177,6 +197,9 @@ def by_kind(faults: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             "detection_s": median_max([f.get("detection_latency_s") for f in mine]),
             "back_to_commit_s": median_max([f.get("recovery_s") for f in mine]),
             "survivor_stall_s": median_max([f.get("survivor_stall_s") for f in mine]),
+            "survivor_stall_no_hang_s": median_max(
+                [f.get("survivor_stall_s") for f in mine if not behind_a_hang(f, faults)]
+            ),
         }
     return out
 
@@ -239,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"soak: {missing}", file=sys.stderr)
         return 2
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    source = source_stamp()  # at the start: the code that ran, whatever happens to the tree meanwhile
     t_start = time.monotonic()
     # Stopped (Ctrl-C, SIGTERM, or started in the background, where a shell ignores SIGINT): the lab is
     # still torn down by the `finally` below, leaving no daemon, slurmd or trainer behind.
@@ -340,6 +364,7 @@ def main(argv: list[str] | None = None) -> int:
             "seed": args.seed,
             "mtbf_s": args.mtbf,
             "rendezvous_timeout_ms": job.torchft.rendezvous_timeout_ms,
+            "source": source,
         }
         (root / "report.json").write_text(json.dumps(soak, indent=2))
         if report.get("timeline"):
@@ -367,7 +392,10 @@ def verdict(soak: dict[str, Any], want: int, log: Callable[[str], None]) -> int:
     left = soak["orphans"]
     if any(left.values()):
         problems.append(f"orphans: {left}")
-    print(f"{'kind':<16}{'count':>6}{'recovered':>10}{'detect med/max':>18}{'back med/max':>18}{'stall med/max':>18}")
+    print(
+        f"{'kind':<16}{'count':>6}{'recovered':>10}{'detect med/max':>18}{'back med/max':>18}{'stall med/max':>18}"
+        f"{'no hang: stall':>18}"
+    )
     for kind, row in soak["by_kind"].items():
 
         def mm(x: dict[str, float] | None) -> str:
@@ -375,7 +403,7 @@ def verdict(soak: dict[str, Any], want: int, log: Callable[[str], None]) -> int:
 
         print(
             f"{kind:<16}{row['count']:>6}{row['recovered']:>10}{mm(row['detection_s']):>18}"
-            f"{mm(row['back_to_commit_s']):>18}{mm(row['survivor_stall_s']):>18}"
+            f"{mm(row['back_to_commit_s']):>18}{mm(row['survivor_stall_s']):>18}{mm(row['survivor_stall_no_hang_s']):>18}"
         )
     log(
         f"steps {soak['steps_committed']}/{soak['target_steps']}, lost {soak['steps_lost']}, redone from fallback "

@@ -105,12 +105,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds < 1:
         print("survivor_stall: --rounds must be at least 1", file=sys.stderr)
         return 2
+    source = source_stamp()  # at the start: the code that ran, whatever happens to the tree meanwhile
     arms = {}
     for name, (groups, rendezvous) in ARMS.items():
         print(f"arm {name} ...", flush=True)
         arms[name] = run_arm(args.out / name, groups, rendezvous, args.rounds)
         print(json.dumps({name: {k: v for k, v in arms[name].items() if k != "survivor_stall_s"}}), flush=True)
-    (args.out / "result.json").write_text(json.dumps({"source": source_stamp(), "arms": arms}, indent=2) + "\n")
+    (args.out / "result.json").write_text(json.dumps({"source": source, "arms": arms}, indent=2) + "\n")
     print(f"result: {args.out / 'result.json'}")
     ok = all(a["exit"] == 0 and a["steps_lost"] == 0 and a["weights_identical"] for a in arms.values())
     return 0 if ok else 1

@@ -54,3 +54,19 @@ def test_by_kind_gives_median_and_max() -> None:
     assert row["detection_s"] == {"median": 0.2, "max": 0.3, "n": 3}
     assert row["back_to_commit_s"] == {"median": 10.0, "max": 11.0, "n": 2}
     assert row["survivor_stall_s"] == {"median": 1.5, "max": 2.5, "n": 2}
+
+
+def test_a_stall_with_a_hang_in_its_window_is_set_apart() -> None:
+    """A hung peer holds survivors for pg_timeout_s whatever the rendezvous bound: such stalls get their own column."""
+    faults = [
+        {"kind": "hang", "t_injected": 100.0, "t_first_commit_after": 115.0, "survivor_stall_s": 3.1},
+        {"kind": "kill", "t_injected": 105.0, "t_first_commit_after": 112.0, "survivor_stall_s": 3.4},  # hang before
+        {"kind": "kill", "t_injected": 150.0, "t_first_commit_after": 160.0, "survivor_stall_s": 3.0},  # hang during
+        {"kind": "hang-collective", "t_injected": 158.0, "t_first_commit_after": 170.0, "survivor_stall_s": 2.0},
+        {"kind": "kill", "t_injected": 200.0, "t_first_commit_after": 207.0, "survivor_stall_s": 0.4},
+        {"kind": "kill", "t_injected": 300.0, "t_first_commit_after": 306.0, "survivor_stall_s": 0.6},
+    ]
+    rows = by_kind(faults)
+    assert rows["kill"]["survivor_stall_s"] == {"median": 1.8, "max": 3.4, "n": 4}
+    assert rows["kill"]["survivor_stall_no_hang_s"] == {"median": 0.5, "max": 0.6, "n": 2}
+    assert rows["hang"]["survivor_stall_no_hang_s"] is None
