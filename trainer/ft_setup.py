@@ -40,6 +40,19 @@ def choose_device(job: JobConfig, ident: Identity) -> torch.device:
 class FtParts:
     manager: Manager
     store: Any  # the TCPStore this process hosts (group rank 0), kept alive for the group
+    pg: Any  # torchft's process group, given to the Manager
+
+
+def release_peers(parts: FtParts) -> None:
+    """Close this process group at once after a step that failed (torchft makes a new one at the next quorum:
+    a commit failure bumps the quorum id, and every member reconfigures).
+
+    gloo fails only the connections to a member that died. A survivor that was waiting for this group's share
+    of the abandoned collective keeps waiting, for pg_timeout_s, unless this group's connections close (three
+    processes, a member SIGKILLed mid-step: the other survivor waited out its timeout in 2 runs of 8). Closing
+    them fails its wait at once, and every survivor asks for the next quorum together.
+    """
+    parts.pg.abort()
 
 
 def rendezvous_bound(setting: int | str, pg_timeout: timedelta) -> RendezvousBound:
@@ -107,4 +120,4 @@ def build_manager(
         # Weights come from the config's seed, identical everywhere: no transfer at step 0.
         init_sync=False,
     )
-    return FtParts(manager=manager, store=store)
+    return FtParts(manager=manager, store=store, pg=pg)

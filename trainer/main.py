@@ -299,6 +299,7 @@ class StepResult:
 
 def train_one_step(run: Run) -> None:
     """This group's slice of the step's data, forward/backward through DDP, commit; then record it."""
+    from lamplighter.trainer.ft_setup import release_peers
     from lamplighter.trainer.model import lm_loss
 
     manager, state, cfg = run.manager, run.state, run.job.trainer.model
@@ -318,6 +319,8 @@ def train_one_step(run: Run) -> None:
     run.fence.check()  # a newer attempt of this group runs: leave before voting to commit
     run.opt.step()  # applies the update only if every group in the quorum can commit
     committed = manager.current_step() > step_before
+    if not committed and manager.errored() is not None:
+        release_peers(run.ft)  # a peer may still wait for this group's share of the failed collective
     if committed:
         state.cursor = advance(state.cursor, participants, cfg.batch_size)
     now = run.clock()
