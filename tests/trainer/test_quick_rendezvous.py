@@ -5,6 +5,8 @@ one client per member."""
 
 from __future__ import annotations
 
+import json
+import socket
 import threading
 from datetime import timedelta
 from typing import Any
@@ -13,7 +15,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from lamplighter.trainer.quick_rendezvous import quick_rendezvous_gloo
+from lamplighter.trainer.quick_rendezvous import check_store_reachable, quick_rendezvous_gloo
 from lamplighter.trainer.rendezvous_bound import FLOOR, RendezvousBound
 
 
@@ -90,3 +92,28 @@ def test_a_learning_bound_measures_real_setups_and_a_missing_member_fails_at_it_
         pgs[0].reconfigure(opts).wait()
     assert bound.current() == 2 * FLOOR
     assert len(heard) == 1 and "process group setup failed after" in heard[0] and "next bound 600 ms" in heard[0]
+
+
+def test_a_quorum_whose_store_is_gone_fails_at_once_not_after_c10d_connect_retries() -> None:
+    """The first member (it hosts the quorum's store) died: nobody listens on its port any more."""
+    from torchft.process_group import ReconfigureOptions
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead_port = s.getsockname()[1]  # closed when the block ends: a connect there is refused
+    heard: list[str] = []
+    bound = RendezvousBound(ceiling=timedelta(seconds=20))
+    pg = quick_rendezvous_gloo(bound, timedelta(seconds=20), heard.append)
+    opts = ReconfigureOptions()
+    opts.uuid = 3
+    dead = json.dumps({"id": "dead-member", "store": f"127.0.0.1:{dead_port}", "global_rank": None})
+    opts.handles = [dead, pg.get_reconfigure_handle()]
+    with pytest.raises(ConnectionError, match=f"the quorum's store 127.0.0.1:{dead_port} is unreachable"):
+        pg.reconfigure(opts)
+    assert bound.current() == 2 * FLOOR and len(heard) == 1
+
+
+def test_handles_in_a_form_it_does_not_know_are_left_to_torchft() -> None:
+    check_store_reachable(["not json"], timedelta(milliseconds=100))
+    check_store_reachable(None, timedelta(milliseconds=100))
+    check_store_reachable([json.dumps({"id": "x"})], timedelta(milliseconds=100))
