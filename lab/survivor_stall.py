@@ -26,6 +26,7 @@ from typing import Any
 from lamplighter.lab.demo_bare import source_stamp
 from lamplighter.supervisor.local_cli import add_parser, run_local
 from lamplighter.trainer.contract import RunPaths
+from lamplighter.trainer.quick_rendezvous import SETUP_FAILED
 from lamplighter.trainer.steplog import read_steps
 
 ARMS: dict[str, tuple[int, int | str | None]] = {
@@ -88,9 +89,7 @@ def run_arm(folder: Path, groups: int, rendezvous: int | str | None, rounds: int
 
 def setups_timed_out(run_dir: Path) -> int:
     """Process-group setups that hit their bound, as the trainers logged them (trainer/quick_rendezvous.py)."""
-    return sum(
-        log.read_text(errors="replace").count("process group setup failed after") for log in run_dir.rglob("*.log")
-    )
+    return sum(log.read_text(errors="replace").count(SETUP_FAILED) for log in run_dir.rglob("*.log"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from lamplighter.configs.schema import JobConfig
 from lamplighter.trainer.identity import Identity
 from lamplighter.trainer.quick_rendezvous import quick_rendezvous_gloo
-from lamplighter.trainer.rendezvous_bound import FLOOR, RendezvousBound
+from lamplighter.trainer.rendezvous_bound import RendezvousBound
 
 if TYPE_CHECKING:
     import torch
@@ -58,7 +58,7 @@ def release_peers(parts: FtParts) -> None:
 def rendezvous_bound(setting: int | str, pg_timeout: timedelta) -> RendezvousBound:
     """torchft.rendezvous_timeout_ms as a bound: 'adaptive' learns up to pg_timeout, a number stays fixed."""
     if setting == "adaptive":
-        return RendezvousBound(ceiling=pg_timeout, floor=min(FLOOR, pg_timeout))
+        return RendezvousBound(ceiling=pg_timeout)  # its floor, 300 ms, is below any pg_timeout_s (whole seconds)
     assert isinstance(setting, int), setting  # the schema admits nothing else
     return RendezvousBound.fixed(timedelta(milliseconds=setting))
 

@@ -26,6 +26,8 @@ from typing import Any
 
 from lamplighter.trainer.rendezvous_bound import RendezvousBound
 
+SETUP_FAILED = "process group setup failed after"  # how the trainer's log says so (lab/survivor_stall counts it)
+
 
 def quick_rendezvous_gloo(
     rendezvous: timedelta | RendezvousBound,
@@ -61,7 +63,7 @@ def _group_class() -> type:
             except Exception as e:
                 self.bound.failed()
                 self._log(
-                    f"process group setup failed after {time.monotonic() - start:.2f} s (bound {_ms(limit)}): "
+                    f"{SETUP_FAILED} {time.monotonic() - start:.2f} s (bound {_ms(limit)}): "
                     f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}; next bound {_ms(self.bound.current())}"
                 )
                 raise

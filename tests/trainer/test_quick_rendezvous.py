@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 from datetime import timedelta
 from typing import Any
 
 import pytest
 import torch
 import torch.distributed as dist
+from realparts import in_threads
 
 from lamplighter.trainer.quick_rendezvous import check_store_reachable, quick_rendezvous_gloo
 from lamplighter.trainer.rendezvous_bound import FLOOR, RendezvousBound
@@ -37,24 +37,15 @@ def test_a_member_that_never_comes_fails_the_rendezvous_at_its_own_bound(store: 
 
 def test_once_up_the_group_runs_collectives_under_the_collectives_bound(store: Any) -> None:
     results: dict[int, tuple[list[float], timedelta]] = {}
-    errors: list[BaseException] = []
 
     def member(rank: int) -> None:
-        try:
-            pg = quick_rendezvous_gloo(rendezvous=timedelta(seconds=10), collectives=timedelta(seconds=7))
-            group = pg._create_pg(client(store, "both"), rank, 2)
-            t = torch.ones(3) * (rank + 1)
-            group.allreduce([t]).wait()
-            results[rank] = (t.tolist(), group._get_backend(torch.device("cpu")).options._timeout)
-        except BaseException as e:  # reported below, not lost in the thread
-            errors.append(e)
+        pg = quick_rendezvous_gloo(rendezvous=timedelta(seconds=10), collectives=timedelta(seconds=7))
+        group = pg._create_pg(client(store, "both"), rank, 2)
+        t = torch.ones(3) * (rank + 1)
+        group.allreduce([t]).wait()
+        results[rank] = (t.tolist(), group._get_backend(torch.device("cpu")).options._timeout)
 
-    threads = [threading.Thread(target=member, args=(r,)) for r in (0, 1)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert errors == []
+    assert in_threads(member) == []
     assert results == {r: ([3.0, 3.0, 3.0], timedelta(seconds=7)) for r in (0, 1)}
 
 
@@ -68,19 +59,9 @@ def test_a_learning_bound_measures_real_setups_and_a_missing_member_fails_at_it_
         quick_rendezvous_gloo(RendezvousBound(ceiling=timedelta(seconds=20)), timedelta(seconds=20)) for _ in range(2)
     ]
     host = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=20))
-    errors: list[BaseException] = []
-
-    def member(rank: int) -> None:
-        try:
-            reconfigure_with_store(pgs[rank], f"127.0.0.1:{host.port}/first", rank, 2, timedelta(seconds=20))
-        except BaseException as e:  # reported below, not lost in the thread
-            errors.append(e)
-
-    threads = [threading.Thread(target=member, args=(r,)) for r in (0, 1)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    errors = in_threads(
+        lambda rank: reconfigure_with_store(pgs[rank], f"127.0.0.1:{host.port}/first", rank, 2, timedelta(seconds=20))
+    )
     assert errors == [] and len(bound.recent_s) == 1 and heard == []
     assert bound.current() == FLOOR  # a setup on loopback takes far less than FLOOR / MARGIN
 

@@ -10,6 +10,7 @@ from typing import Any, cast
 
 import torch
 import torch.distributed as dist
+from realparts import in_threads
 from torchft.process_group import ProcessGroupGloo, reconfigure_with_store
 
 from lamplighter.trainer.ft_setup import FtParts, release_peers
@@ -20,20 +21,14 @@ PATIENCE = timedelta(seconds=60)  # a wait that ends by timeout says so ("Timed 
 def test_a_peer_waiting_in_a_collective_fails_when_this_group_lets_go() -> None:
     host = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=20))
     pgs = [ProcessGroupGloo(timeout=PATIENCE) for _ in range(2)]
-    up: list[BaseException] = []
-
-    def join(rank: int) -> None:
-        try:
-            reconfigure_with_store(pgs[rank], f"127.0.0.1:{host.port}/pair", rank, 2, timedelta(seconds=20))
-        except BaseException as e:  # reported below, not lost in the thread
-            up.append(e)
-
-    joiners = [threading.Thread(target=join, args=(r,)) for r in (0, 1)]
-    for t in joiners:
-        t.start()
-    for t in joiners:
-        t.join(60)
-    assert up == []
+    assert (
+        in_threads(
+            lambda rank: reconfigure_with_store(
+                pgs[rank], f"127.0.0.1:{host.port}/pair", rank, 2, timedelta(seconds=20)
+            )
+        )
+        == []
+    )
 
     # Group 1 waits for group 0's share of an allreduce that group 0 abandoned (its step failed on a dead member).
     waited: list[str] = []
