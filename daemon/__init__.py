@@ -11,6 +11,7 @@ Public modules (the package re-exports nothing: import them):
     fencing         trainers of an attempt Slurm moved on from (a node cut off from Slurm): killed
     state_store     the persisted state; recovery: finishing what a killed daemon left pending
     status_socket   read_status: the local status endpoint (`lamplighter status`)
+    last_status     what that endpoint answers: the loop's status as of its last whole cycle
     metrics         the Prometheus metrics
 
 Layer: above the Slurm adapter (configs, gpusim -> trainer -> supervisor -> slurm -> daemon; lab -> bench).

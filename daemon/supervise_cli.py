@@ -39,6 +39,7 @@ from lamplighter.daemon.bare_host import bare_host
 from lamplighter.daemon.compute_loop import ComputeLoop
 from lamplighter.daemon.executor import Executor
 from lamplighter.daemon.head_loop import HeadLoop
+from lamplighter.daemon.last_status import LastStatus
 from lamplighter.daemon.metrics import DaemonMetrics, MetricsServer, start_metrics_server
 from lamplighter.daemon.recovery_watch import RecoveryWatch
 from lamplighter.daemon.sd_notify import Notifier, watchdog_interval
@@ -132,7 +133,8 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
             role_loop.start(time.time())
         if cfg.metrics.enabled and not once:
             metrics_server = start_metrics_server(metrics.registry, cfg.metrics.host, cfg.metrics.port)
-        document = status_document(node, state, role_loop, metrics_server)
+        last = LastStatus(role_loop.status)
+        document = status_document(node, state, last, metrics_server)
         if not once:
             status = StatusServer(Path(cfg.status_socket), document).start()
         publisher = HealthPublisher(Path(cfg.cluster_status_dir), node) if cfg.cluster_status_dir else None
@@ -143,7 +145,7 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
             log.info("ready: %s supervisor for node %s (state %s)", cfg.role, node, state_dir)
 
         run_cycles(
-            lambda: cycle(node, role_loop, recovery, publisher),
+            lambda: cycle(node, role_loop, last, recovery, publisher),
             cfg.health.poll_interval_s,
             stop,
             ready,
@@ -234,9 +236,9 @@ def build_loop(
 
 
 def status_document(
-    node: str, state: DaemonState, loop: ComputeLoop | HeadLoop, metrics_server: MetricsServer | None
+    node: str, state: DaemonState, last: LastStatus, metrics_server: MetricsServer | None
 ) -> Callable[[], dict[str, Any]]:
-    """What the status socket (and --once) answers: the loop's status, restarts, pending actions, recent events."""
+    """What the status socket (and --once) answers: the loop's last cycle, restarts, pending actions, recent events."""
 
     def document() -> dict[str, Any]:
         snap = state.snapshot()
@@ -244,7 +246,7 @@ def status_document(
             "node": node,
             "pid": os.getpid(),
             "metrics_port": metrics_server.port if metrics_server else None,
-            **loop.status(),
+            **last.get(),
             "restarts": snap["restarts"],
             "pending": list(snap["pending"].values()),
             "recent_events": snap["events"][-20:],
@@ -286,12 +288,17 @@ def warn_if_watchdog_short(env: Mapping[str, str], interval: float) -> None:
 
 
 def cycle(
-    node: str, loop: ComputeLoop | HeadLoop, recovery: RecoveryWatch | None, publisher: HealthPublisher | None
+    node: str,
+    loop: ComputeLoop | HeadLoop,
+    last: LastStatus,
+    recovery: RecoveryWatch | None,
+    publisher: HealthPublisher | None,
 ) -> None:
-    """One cycle: observe and act, note recoveries, publish the node's health report."""
+    """One cycle: observe and act, publish its status, note recoveries, publish the node's health report."""
     loop.cycle()
+    status = last.publish()
     if recovery is not None and isinstance(loop, ComputeLoop):
         recovery.observe(time.time(), loop.trainers.values())
     if publisher is not None:
         now = time.time()
-        publisher.publish(now, summarize({"node": node, "pid": os.getpid(), **loop.status()}, now))
+        publisher.publish(now, summarize({"node": node, "pid": os.getpid(), **status}, now))
