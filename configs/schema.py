@@ -477,6 +477,12 @@ class SlurmConfig(Strict):
             "--container-image=... --container-mounts=...; options lamplighter sets itself are refused."
         ),
     )
+    standby_socket: str | None = Field(
+        None,
+        description="The node daemons' standby socket (node.yaml standby.socket; %n: the node's name). Set: "
+        "each task asks its node's daemon for a warm standby to become its trainer, and starts cold when "
+        "there is none (its log says why). null: every start is cold.",
+    )
     renewal: RenewalConfig = Field(default_factory=RenewalConfig, description="Renewal before the time limit.")
     head_node: str | None = Field(None, description="Node for the Lighthouse job (sbatch --nodelist); default any.")
     slurm_conf: str | None = Field(None, description="SLURM_CONF for Slurm commands; default Slurm's own.")
@@ -511,6 +517,11 @@ class SlurmConfig(Strict):
     @classmethod
     def _srun(cls, v: list[str]) -> list[str]:
         return _check_options(v, "srun_args", _SRUN_OPTION, _RESERVED_SRUN, "_ . , : = / @ % + # - [ ]")
+
+    @field_validator("standby_socket")
+    @classmethod
+    def _standby_socket(cls, v: str | None) -> str | None:
+        return None if v is None else unix_socket_path(v)
 
     @property
     def time_s(self) -> int | None:
@@ -615,6 +626,24 @@ class HealthConfig(NodeHealthConfig):
     )
 
 
+UNIX_PATH_MAX = 107  # sun_path holds 108 bytes, the last a NUL
+
+
+def unix_socket_path(v: str) -> str:
+    if not v.startswith("/"):
+        raise ValueError(f"{v!r} is not an absolute path (a task and the daemon resolve it from different places)")
+    if len(v.encode()) > UNIX_PATH_MAX:
+        raise ValueError(f"{v!r} is {len(v.encode())} bytes; a Unix socket's path holds at most {UNIX_PATH_MAX}")
+    return v
+
+
+def module_names(v: list[str]) -> list[str]:
+    bad = [m for m in v if not all(p.isidentifier() for p in m.split("."))]
+    if bad:
+        raise ValueError(f"not module names: {bad} (dotted Python names, as `import` takes them)")
+    return v
+
+
 class RestartConfig(Strict):
     """When a failed group is brought back, and when lamplighter gives up."""
 
@@ -647,10 +676,7 @@ class RestartConfig(Strict):
     @field_validator("standby_preload")
     @classmethod
     def _module_names(cls, v: list[str]) -> list[str]:
-        bad = [m for m in v if not all(p.isidentifier() for p in m.split("."))]
-        if bad:
-            raise ValueError(f"not module names: {bad} (dotted Python names, as `import` takes them)")
-        return v
+        return module_names(v)
 
     @model_validator(mode="after")
     def _backoff_order(self) -> RestartConfig:
@@ -887,6 +913,47 @@ class MetricsConfig(Strict):
     port: int = Field(9464, ge=0, le=65535, description="Port (0: pick a free one).")
 
 
+class NodeStandbyConfig(Strict):
+    """Warm standbys the node daemon keeps for Slurm tasks (jobs opt in with slurm.standby_socket)."""
+
+    count: int = Field(
+        0,
+        ge=0,
+        le=64,
+        description="Processes kept past the imports in preload; a task of a job with slurm.standby_socket "
+        "becomes one instead of starting cold (0: off). Each idle one holds about 300 MB and no CPU.",
+    )
+    preload: list[str] = Field(
+        default_factory=lambda: ["torch", "torch._dynamo", "torchft"],
+        description="Modules a standby imports while it waits.",
+    )
+    socket: str = Field(
+        "/run/lamplighter/standby.sock",
+        description="Unix socket where tasks ask for a standby (a job's slurm.standby_socket names it).",
+    )
+    python: str | None = Field(
+        None,
+        description="The standbys' interpreter: only tasks whose command starts with it can use them "
+        "(default: the daemon's own).",
+    )
+    refill_after_s: float = Field(
+        10.0,
+        ge=0,
+        description="A used standby is replaced this long after the last one was taken: its imports would "
+        "otherwise take the CPU from the trainer that just started from it.",
+    )
+
+    @field_validator("preload")
+    @classmethod
+    def _module_names(cls, v: list[str]) -> list[str]:
+        return module_names(v)
+
+    @field_validator("socket")
+    @classmethod
+    def _socket(cls, v: str) -> str:
+        return unix_socket_path(v)
+
+
 class NodeConfig(Strict):
     """The per-node supervisor daemon (`lamplighter supervise --config node.yaml`).
 
@@ -928,6 +995,9 @@ class NodeConfig(Strict):
     drain_window_s: float = Field(3600.0, gt=0, description="...within this window.")
     node_silence_s: float = Field(
         5.0, gt=0, description="Head role: a node supervisor silent this long is marked down."
+    )
+    standby: NodeStandbyConfig = Field(
+        default_factory=NodeStandbyConfig, description="Compute role: warm standbys for the tasks of Slurm jobs."
     )
 
     @model_validator(mode="after")
@@ -979,6 +1049,7 @@ def ignored_off_local(job: JobConfig) -> list[str]:
     if job.restart.standby:
         notes.append(
             f"restart.standby ({job.restart.standby}) applies to `lamplighter local` only: "
-            "restarts on Slurm and bare metal start cold"
+            "on Slurm, slurm.standby_socket uses the node daemons' standbys (node.yaml standby.count); "
+            "on bare metal, restarts start cold"
         )
     return notes

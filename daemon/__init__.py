@@ -12,6 +12,7 @@ Public modules (the package re-exports nothing: import them):
     state_store     the persisted state; recovery: finishing what a killed daemon left pending
     status_socket   read_status: the local status endpoint (`lamplighter status`)
     last_status     what that endpoint answers: the loop's status as of its last whole cycle
+    standby_broker  warm standbys for Slurm tasks (slurm/warm_task.py is the task side); unix_server: both sockets
     metrics         the Prometheus metrics
 
 Layer: above the Slurm adapter (configs, gpusim -> trainer -> supervisor -> slurm -> daemon; lab -> bench).

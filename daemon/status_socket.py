@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import socket
-import stat
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from lamplighter.daemon.unix_server import UnixServer
 
 log = logging.getLogger(__name__)
 
@@ -38,76 +37,18 @@ class StatusError(Exception):
     """Reading the status failed; the message names the socket."""
 
 
-class StatusServer:
+class StatusServer(UnixServer):
     def __init__(
         self, path: Path, status: Callable[[], dict[str, Any]], mode: int = SOCKET_MODE, gid: int | None = None
     ) -> None:
-        self.path = path
+        super().__init__(path, "status socket", mode=mode, dir_mode=DIR_MODE, gid=gid)
         self._status = status
-        self._mode = mode
-        self._gid = gid
-        self._sock: socket.socket | None = None
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
 
     def start(self) -> StatusServer:
-        self._prepare_dir()
-        self._refuse_live_peer()
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
-        tmp.unlink(missing_ok=True)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
-        try:
-            sock.bind(str(tmp))
-            os.chmod(tmp, self._mode)
-            if self._gid is not None:
-                os.chown(tmp, -1, self._gid)
-            sock.listen(16)
-            os.replace(tmp, self.path)  # also replaces a stale socket a killed daemon left
-        except OSError as e:
-            sock.close()
-            tmp.unlink(missing_ok=True)
-            raise OSError(e.errno, f"status socket {self.path}: cannot serve: {e.strerror}") from e
-        sock.settimeout(0.2)  # lets close() stop the accept loop
-        self._sock = sock
-        self._thread = threading.Thread(target=self._serve, name="status-socket", daemon=True)
-        self._thread.start()
+        super().start()
         return self
 
-    def _prepare_dir(self) -> None:
-        d = self.path.parent
-        if not d.exists():
-            d.mkdir(mode=DIR_MODE, parents=True)
-            os.chmod(d, DIR_MODE)  # mkdir's mode is filtered by the umask
-        if self.path.exists() and not stat.S_ISSOCK(os.lstat(self.path).st_mode):
-            raise OSError(f"status socket {self.path}: exists and is not a socket; refusing to replace it")
-
-    def _refuse_live_peer(self) -> None:
-        if not self.path.exists():
-            return
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-            probe.settimeout(1.0)
-            try:
-                probe.connect(str(self.path))
-            except OSError:
-                return  # stale: nobody listens
-        raise OSError(f"status socket {self.path}: another daemon is serving it")
-
-    def _serve(self) -> None:
-        assert self._sock is not None
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._sock.accept()
-            except TimeoutError:
-                continue
-            except OSError as e:
-                if self._stop.is_set():
-                    return
-                log.warning("status socket %s: accept failed: %s", self.path, e)
-                continue
-            with conn:
-                self._answer(conn)
-
-    def _answer(self, conn: socket.socket) -> None:
+    def answer(self, conn: socket.socket) -> None:
         try:
             doc = self._status()
             body = json.dumps(doc, default=str)
@@ -133,18 +74,6 @@ class StatusServer:
             if not chunk:
                 return
             seen += len(chunk)
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
-            try:
-                self.path.unlink()
-            except FileNotFoundError:
-                pass
 
 
 def read_status(path: Path, timeout: float = 5.0) -> dict[str, Any]:

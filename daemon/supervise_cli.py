@@ -43,6 +43,7 @@ from lamplighter.daemon.last_status import LastStatus
 from lamplighter.daemon.metrics import DaemonMetrics, MetricsServer, start_metrics_server
 from lamplighter.daemon.recovery_watch import RecoveryWatch
 from lamplighter.daemon.sd_notify import Notifier, watchdog_interval
+from lamplighter.daemon.standby_broker import StandbyBroker
 from lamplighter.daemon.state_store import DaemonState, StateError
 from lamplighter.daemon.status_socket import StatusServer
 from lamplighter.slurm.actions import SlurmActions
@@ -125,6 +126,7 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
     loop: ComputeLoop | HeadLoop | None = None
     metrics_server: MetricsServer | None = None
     status: StatusServer | None = None
+    broker: StandbyBroker | None = None
     try:
         recover_pending(executor)
         role_loop, recovery = build_loop(cfg, node, api, executor, env, state, metrics)
@@ -133,7 +135,10 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
             role_loop.start(time.time())
         if cfg.metrics.enabled and not once:
             metrics_server = start_metrics_server(metrics.registry, cfg.metrics.host, cfg.metrics.port)
-        last = LastStatus(role_loop.status)
+        if isinstance(role_loop, ComputeLoop) and cfg.standby.count and not once:
+            broker = StandbyBroker(cfg.standby, env, state_dir / "standby", time.monotonic())
+            broker.start()
+        last = LastStatus(with_standbys(role_loop.status, broker))
         document = status_document(node, state, last, metrics_server)
         if not once:
             status = StatusServer(Path(cfg.status_socket), document).start()
@@ -145,7 +150,7 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
             log.info("ready: %s supervisor for node %s (state %s)", cfg.role, node, state_dir)
 
         run_cycles(
-            lambda: cycle(node, role_loop, last, recovery, publisher),
+            lambda: cycle(node, role_loop, last, recovery, publisher, broker),
             cfg.health.poll_interval_s,
             stop,
             ready,
@@ -154,6 +159,8 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
         )
         notifier.stopping(status="stopping; trainers left running")
     finally:
+        if broker is not None:
+            broker.close()
         if status is not None:
             status.close()
         if metrics_server is not None:
@@ -255,6 +262,12 @@ def status_document(
     return document
 
 
+def with_standbys(status: Callable[[], dict[str, Any]], broker: StandbyBroker | None) -> Callable[[], dict[str, Any]]:
+    if broker is None:
+        return status
+    return lambda: {**status(), "standby": broker.status()}
+
+
 def run_cycles(
     one_cycle: Callable[[], object],
     interval: float,
@@ -293,9 +306,12 @@ def cycle(
     last: LastStatus,
     recovery: RecoveryWatch | None,
     publisher: HealthPublisher | None,
+    broker: StandbyBroker | None = None,
 ) -> None:
-    """One cycle: observe and act, publish its status, note recoveries, publish the node's health report."""
+    """One cycle: observe and act, tend the standbys, publish its status, note recoveries and the node's health."""
     loop.cycle()
+    if broker is not None:
+        broker.cycle(time.monotonic())
     status = last.publish()
     if recovery is not None and isinstance(loop, ComputeLoop):
         recovery.observe(time.time(), loop.trainers.values())

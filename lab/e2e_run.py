@@ -28,10 +28,11 @@ from lamplighter.trainer.steplog import read_steps
 
 
 def lab_job_config(
-    lab: SlurmLab, run_dir: Path, *, name: str, steps: int, groups: int, port: int = 0
+    lab: SlurmLab, run_dir: Path, *, name: str, steps: int, groups: int, port: int = 0, standby: bool = False
 ) -> dict[str, Any]:
-    """A small job for the lab: one whole compute node per group (never the head), its Lighthouse job on the head."""
-    return {
+    """A small job for the lab: one whole compute node per group (never the head), its Lighthouse job on the head;
+    with `standby`, its tasks start in the node daemons' warm standbys (LabSettings.standby)."""
+    cfg: dict[str, Any] = {
         "name": name,
         "run_dir": str(run_dir),
         "trainer": {"steps": steps, "model": {"dim": 64, "layers": 2, "heads": 4, "seq_len": 64, "batch_size": 16}},
@@ -51,6 +52,9 @@ def lab_job_config(
         "health": lab.settings.health.model_dump(mode="json"),
         "restart": lab.settings.restart.model_dump(mode="json"),
     }
+    if standby:
+        cfg["slurm"]["standby_socket"] = str(lab.standby_socket())
+    return cfg
 
 
 @dataclass

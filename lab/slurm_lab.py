@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from lamplighter.configs.schema import HealthConfig, NodeHealthConfig, RestartConfig
+from lamplighter.configs.schema import HealthConfig, NodeHealthConfig, NodeStandbyConfig, RestartConfig
 from lamplighter.lab.testcluster import ProcRecord, TestCluster, wait_until
 from lamplighter.slurm.proc_find import ENV_SUPERVISOR_NODE, find_by_env
 from lamplighter.supervisor.procfs import PROC, read_stat
@@ -133,6 +133,8 @@ class LabSettings:
     # The jobs' health and restart settings (lab_job_config); the daemons' node.yaml takes the node's part.
     health: HealthConfig = field(default_factory=HealthConfig)
     restart: RestartConfig = field(default_factory=RestartConfig)
+    # Warm standbys each compute node's daemon keeps (jobs use them with lab_job_config(standby=True)).
+    standby: int = 0
 
 
 class SlurmLab:
@@ -206,7 +208,18 @@ class SlurmLab:
             "max_drain_fraction": 0.5,
             "node_silence_s": 3.0,
         }
+        if s.standby and node != self.head:
+            cfg["standby"] = {
+                "count": s.standby,
+                "socket": str(self.standby_socket(node)),
+                # The reference trainer's own imports too, as local mode's standbys do.
+                "preload": [*NodeStandbyConfig().preload, "lamplighter.trainer.main"],
+            }
         return cfg
+
+    def standby_socket(self, node: str = "%n") -> Path:
+        """The standby socket of a node's daemon (%n: each task's own node, as a job names it)."""
+        return self.node_dir(node) / "standby.sock"
 
     def node_env(self, node: str) -> dict[str, str]:
         from lamplighter.gpusim.build import sim_env

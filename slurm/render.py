@@ -25,6 +25,7 @@ from lamplighter.trainer import contract
 from lamplighter.trainer.adapter import job_run_dir, render_command, trainer_env
 
 CONFIG_FILE = "job.json"
+WARM_TASK_MODULE = "lamplighter.slurm.warm_task"
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _BAD_IN_SBATCH = set('"\\\n\r\x00')
 # Runs in every task: derive the torch.distributed variables from Slurm's.
@@ -162,6 +163,9 @@ def render_group_script(job: JobConfig, replica_id: int, paths: RenderPaths, pyt
             "when the Lighthouse job starts): read TORCHFT_LIGHTHOUSE from the environment, or set lighthouse.port"
         )
     argv = render_command(job, replica_id=replica_id, lighthouse=lh, config_path=str(paths.config), python=python)
+    if s.standby_socket:
+        # Each task asks its node's daemon for a warm standby to become the trainer (cold if none).
+        argv = [python, "-m", WARM_TASK_MODULE, "--socket", s.standby_socket, "--", *argv]
     env = trainer_env(
         job, replica_id=replica_id, attempt=0, lighthouse=lh, config_path=str(paths.config), run_dir=str(paths.run_dir)
     )

@@ -14,12 +14,13 @@ every restart starts cold.
 
 from __future__ import annotations
 
+import socket
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from lamplighter.supervisor.standby_main import READY, Activation, target_of
+from lamplighter.supervisor.standby_main import READY, TASK_FDS, Activation, target_of
 
 MAX_DEATHS = 3
 STANDBY_MODULE = "lamplighter.supervisor.standby_main"
@@ -29,6 +30,7 @@ STANDBY_MODULE = "lamplighter.supervisor.standby_main"
 class Standby:
     popen: subprocess.Popen[bytes]
     log_path: Path
+    channel: socket.socket  # our end of the socketpair that is the standby's stdin
 
     def alive(self) -> bool:
         return self.popen.poll() is None
@@ -40,24 +42,22 @@ class Standby:
         except OSError:
             return False
 
-    def activate(self, act: Activation) -> bool:
-        """Hand it its trainer; False when it can no longer take it (it died meanwhile)."""
-        stdin = self.popen.stdin
-        assert stdin is not None
+    def activate(self, act: Activation, fds: Sequence[int] = ()) -> bool:
+        """Hand it its trainer (and `fds`, passed along); False when it can no longer take it (it died meanwhile)."""
+        data = act.line().encode()
         try:
-            stdin.write(act.line().encode())
-            stdin.close()
-        except (BrokenPipeError, OSError):
+            sent = socket.send_fds(self.channel, [data], list(fds)) if fds else 0
+            if sent < len(data):  # a send of nothing to a standby that has read its line and hung up: EPIPE
+                self.channel.sendall(data[sent:])
+        except OSError:
             return False
+        finally:
+            self.channel.close()
         return True
 
     def retire(self) -> None:
         """End of input: a standby nobody needs exits 0 (SIGKILL only if it does not)."""
-        try:
-            if self.popen.stdin is not None:
-                self.popen.stdin.close()
-        except OSError:
-            pass
+        self.channel.close()
         try:
             self.popen.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -96,16 +96,23 @@ class StandbyPool:
         argv = [self.python, "-m", STANDBY_MODULE]
         for name in self.preload:
             argv += ["--preload", name]
-        with open(log_path, "ab") as log:
-            popen = subprocess.Popen(
-                argv,
-                env=self.env,
-                stdin=subprocess.PIPE,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # as a cold-started trainer: GroupProcesses kills by session
-            )
-        return Standby(popen=popen, log_path=log_path)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            with open(log_path, "ab") as log:
+                popen = subprocess.Popen(
+                    argv,
+                    env=self.env,
+                    stdin=theirs.fileno(),  # a socket: descriptors can travel with the activation
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # as a cold-started trainer: GroupProcesses kills by session
+                )
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        return Standby(popen=popen, log_path=log_path, channel=ours)
 
     def _reap_dead(self) -> None:
         for s in [s for s in self.idle if not s.alive()]:
@@ -137,12 +144,22 @@ class StandbyPool:
         return None
 
     def take(
-        self, argvs: Sequence[Sequence[str]], envs: Sequence[dict[str, str]], *, cwd: Path, log_path: Path
+        self,
+        argvs: Sequence[Sequence[str]],
+        envs: Sequence[dict[str, str]],
+        *,
+        cwd: Path,
+        log_path: Path | None,
+        fds: Sequence[int] = (),
+        user: tuple[int, int] | None = None,
     ) -> list[subprocess.Popen[bytes]] | None:
         """Turn one standby per rank into that rank's trainer; None when they cannot (start cold then).
 
-        All or none: a group is never half warm. A standby that died between the check and its activation
-        sends the whole group cold; those already activated are returned for the caller to kill."""
+        Output goes to `log_path`, or (None) to the task descriptors `fds` (one rank: a Slurm task's);
+        `user` (uid, gid) is who the trainer runs as. All or none: a group is never half warm. A standby that
+        died between the check and its activation sends the whole group cold; those activated are killed."""
+        if log_path is None and len(fds) != TASK_FDS:
+            raise ValueError(f"a standby without a log needs the task's {TASK_FDS} descriptors, got {len(fds)}")
         why = self.why_cold(argvs)
         if why is not None:
             if why not in self.cold_reasons:
@@ -153,9 +170,10 @@ class StandbyPool:
         mine, self.idle = self.idle[: len(argvs)], self.idle[len(argvs) :]
         self.used_before_ready += sum(1 for s in mine if not s.ready())
         popens = []
+        uid, gid = user if user is not None else (None, None)
         for s, argv, env in zip(mine, argvs, envs, strict=True):
-            act = Activation(argv=list(argv), env=dict(env), cwd=str(cwd), log=str(log_path))
-            if not s.activate(act):
+            act = Activation(argv=list(argv), env=dict(env), cwd=str(cwd), log=str(log_path or ""), uid=uid, gid=gid)
+            if not s.activate(act, fds):
                 for rest in mine:
                     rest.popen.kill()
                     rest.popen.wait()

@@ -4,11 +4,18 @@
 
 A restart pays `import torch` and torchft (about 2 s here, more on a node with
 ROCm) before the trainer does anything. A standby has paid it already: when a
-restart is decided, the supervisor writes one JSON line to its stdin (the
-trainer's argv, full environment, working directory and log file) and the
-process runs that trainer in place, as `python -m MODULE ...` or
-`python SCRIPT ...` would, with the same exit codes. End of input before a
-line means "not needed": it exits 0.
+restart is decided, its owner sends one JSON line on the standby's stdin, a
+Unix socket (the trainer's argv, full environment, working directory, and a
+log file or, on Slurm, the task's own stdout and stderr passed along with a
+connection to the task), and the process runs that trainer in place, as
+`python -m MODULE ...` or `python SCRIPT ...` would, with the same exit codes.
+End of input before a line means "not needed" (or the owner died): it exits 0.
+
+On Slurm (slurm/warm_task.py is the other end) the trainer writes
+`started PID` and, as the very last thing it does, `exit CODE` on that
+connection, and takes `signal N` lines from it; if the task goes away first,
+the trainer kills itself: it must never outlive the Slurm task that stands
+for it.
 
 Only the standard library and the preloaded modules are imported here, and
 nothing runs at import: modules that read the environment when imported see
@@ -19,31 +26,52 @@ variables, which the trainer reads at run time).
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
 import json
 import os
+import pkgutil  # noqa: F401 - runpy.run_path imports it late: after a drop to a user who may not read our venv
+import pwd
 import runpy
+import signal
+import socket
 import sys
+import threading
+import traceback
 from dataclasses import dataclass
-from typing import Any, NoReturn, TextIO
+from typing import Any, NoReturn
 
 READY = "lamplighter-standby: ready"  # printed once the preload is done (stdout is the standby's own log then)
+TASK_FDS = 3  # passed with a log-less activation: the task's stdout, its stderr, the connection to the task
+MAX_FDS = 8
 
 
 @dataclass(frozen=True)
 class Activation:
-    """What the supervisor sends: the trainer this process becomes."""
+    """What the owner sends: the trainer this process becomes.
+
+    `log` "" means the task's descriptors come with the line (TASK_FDS); `uid`/`gid`, the user it runs as
+    (a standby of a root daemon drops to the task's user; None: stay as is)."""
 
     argv: list[str]
     env: dict[str, str]
     cwd: str
     log: str
+    uid: int | None = None
+    gid: int | None = None
 
     @staticmethod
     def parse(line: str) -> Activation:
         try:
             raw: Any = json.loads(line)
-            act = Activation(argv=list(raw["argv"]), env=dict(raw["env"]), cwd=str(raw["cwd"]), log=str(raw["log"]))
+            act = Activation(
+                argv=list(raw["argv"]),
+                env=dict(raw["env"]),
+                cwd=str(raw["cwd"]),
+                log=str(raw["log"]),
+                uid=None if raw.get("uid") is None else int(raw["uid"]),
+                gid=None if raw.get("gid") is None else int(raw["gid"]),
+            )
         except (ValueError, KeyError, TypeError) as e:
             raise ValueError(f"standby: bad activation line {line[:200]!r}: {e}") from e
         if len(target_of(act.argv)) != 2:
@@ -51,7 +79,8 @@ class Activation:
         return act
 
     def line(self) -> str:
-        return json.dumps({"argv": self.argv, "env": self.env, "cwd": self.cwd, "log": self.log}) + "\n"
+        raw = {"argv": self.argv, "env": self.env, "cwd": self.cwd, "log": self.log, "uid": self.uid, "gid": self.gid}
+        return json.dumps(raw) + "\n"
 
 
 def target_of(argv: list[str]) -> tuple[str, ...]:
@@ -65,36 +94,130 @@ def target_of(argv: list[str]) -> tuple[str, ...]:
     return ()
 
 
-def become(act: Activation) -> NoReturn:
-    """Turn this process into the trainer: its log, directory, environment and argv, then run it."""
-    fd = os.open(act.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+def become(act: Activation, fds: list[int]) -> NoReturn:
+    """Turn this process into the trainer: its user, output, directory, environment and argv, then run it."""
     sys.stdout.flush()
     sys.stderr.flush()
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
+    task: socket.socket | None = None
+    if act.log:
+        fd = os.open(act.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+    else:
+        if len(fds) != TASK_FDS:
+            raise SystemExit(f"standby: expected {TASK_FDS} descriptors with a log-less activation, got {len(fds)}")
+        os.dup2(fds[0], 1)
+        os.dup2(fds[1], 2)
+        os.close(fds[0])
+        os.close(fds[1])
+        task = socket.socket(fileno=fds[2])
+        task.setblocking(True)  # the daemon's timeout made the shared descriptor non-blocking
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)  # as a cold start: the trainer reads nothing from the supervisor
     os.close(devnull)
+    become_user(act.uid, act.gid)
     os.chdir(act.cwd)
     os.environ.clear()
     os.environ.update(act.env)
-    kind, name = target_of(act.argv)
-    rest = act.argv[3:] if kind == "module" else act.argv[2:]
-    if kind == "module":
-        sys.path[0] = act.cwd  # what `python -m` puts first
-        sys.argv = [name, *rest]  # runpy replaces argv[0] with the module's file
-        runpy.run_module(name, run_name="__main__", alter_sys=True)
-    else:
-        sys.path[0] = os.path.dirname(os.path.abspath(name))  # what `python SCRIPT` puts first
-        sys.argv = [name, *rest]
-        runpy.run_path(name, run_name="__main__")
-    sys.exit(0)
+    code: list[int] = []
+    if task is not None:
+        bind_to_task(task)
+        atexit.register(report_exit, task, code)
+    code.append(run_target(act.argv, act.cwd))
+    sys.exit(code[0])
 
 
-def wait_for_activation(stdin: TextIO) -> Activation | None:
-    line = stdin.readline()
-    return Activation.parse(line) if line.strip() else None
+def become_user(uid: int | None, gid: int | None) -> None:
+    """Drop root to the task's user (a daemon's standby runs as root until a task of some user takes it)."""
+    if uid is None or os.getuid() != 0 or uid == 0:
+        return
+    gid = uid if gid is None else gid
+    try:
+        groups = os.getgrouplist(pwd.getpwuid(uid).pw_name, gid)
+    except KeyError:  # a uid with no passwd entry (a container's): its own group only
+        groups = [gid]
+    os.setgroups(groups)
+    os.setgid(gid)
+    os.setuid(uid)
+
+
+def bind_to_task(task: socket.socket) -> None:
+    """Tell the task who runs for it, take the signals it forwards, and die if it goes first.
+
+    Signals travel as `signal N` lines, not by PID: on a node in its own PID namespace the task
+    cannot name this process, and this process reports its exit code last of all (report_exit)."""
+    task.sendall(f"started {os.getpid()}\n".encode())
+
+    def watch() -> None:
+        buf = b""
+        try:
+            while data := task.recv(4096):
+                buf += data
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    word, _, num = line.decode(errors="replace").partition(" ")
+                    if word == "signal" and num.isdigit():
+                        os.kill(os.getpid(), int(num))
+        except OSError:
+            pass
+        os.kill(os.getpid(), signal.SIGKILL)  # the Slurm task that stood for this trainer is gone
+
+    threading.Thread(target=watch, name="lamplighter-task-watch", daemon=True).start()
+
+
+def run_target(argv: list[str], cwd: str) -> int:
+    """Run `python -m MODULE ...` or `python SCRIPT ...` in this process; its exit code, as Python would give it."""
+    kind, name = target_of(argv)
+    rest = argv[3:] if kind == "module" else argv[2:]
+    try:
+        if kind == "module":
+            sys.path[0] = cwd  # what `python -m` puts first
+            sys.argv = [name, *rest]  # runpy replaces argv[0] with the module's file
+            runpy.run_module(name, run_name="__main__", alter_sys=True)
+        else:
+            sys.path[0] = os.path.dirname(os.path.abspath(name))  # what `python SCRIPT` puts first
+            sys.argv = [name, *rest]
+            runpy.run_path(name, run_name="__main__")
+    except SystemExit as e:
+        if e.code is None or isinstance(e.code, int):
+            return e.code or 0
+        print(e.code, file=sys.stderr)
+        return 1
+    except BaseException:
+        traceback.print_exc()
+        return 1
+    return 0
+
+
+def wait_for_activation(fd: int = 0) -> tuple[Activation, list[int]] | None:
+    """One JSON line on `fd`, a Unix socket (its owner's end of a socketpair), and the descriptors it carries."""
+    sock = socket.socket(fileno=os.dup(fd))
+    buf, fds = b"", []
+    try:
+        while not buf.endswith(b"\n"):
+            data, got, _flags, _addr = socket.recv_fds(sock, 1 << 16, MAX_FDS)
+            fds += got
+            if not data:
+                break
+            buf += data
+    finally:
+        sock.close()
+    if not buf.strip():
+        for f in fds:
+            os.close(f)
+        return None
+    return Activation.parse(buf.decode()), fds
+
+
+def report_exit(task: socket.socket, code: list[int]) -> None:
+    """Registered before the trainer runs, so atexit calls it after the trainer's own handlers: the task
+    ends (and Slurm moves on) only once the trainer has finished everything it does at exit."""
+    if code:
+        try:
+            task.sendall(f"exit {code[0]}\n".encode())
+        except OSError:
+            pass  # the task is gone; the watch thread kills this process anyway
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,10 +230,10 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.preload:
         importlib.import_module(name)  # an ImportError fails the standby now, not the restart that needs it
     print(f"{READY} (pid {os.getpid()})", flush=True)
-    act = wait_for_activation(sys.stdin)
-    if act is None:
+    got = wait_for_activation()
+    if got is None:
         return 0
-    become(act)
+    become(*got)
 
 
 if __name__ == "__main__":

@@ -187,7 +187,9 @@ def daemons(cluster: TestCluster, gpusim_lib: Path, tmp_path: Path) -> Iterator[
         reset_cluster(cluster)
 
 
-def submit_group(cluster: TestCluster, root: Path, exclude: str | None = None) -> tuple[int, Path]:
+def submit_group(
+    cluster: TestCluster, root: Path, exclude: str | None = None, standby_socket: str | None = None
+) -> tuple[int, Path]:
     job_name = f"t{uuid.uuid4().hex[:6]}"
     run_dir = root / f"run-{job_name}"
     job = JobConfig(
@@ -195,7 +197,7 @@ def submit_group(cluster: TestCluster, root: Path, exclude: str | None = None) -
         run_dir=str(run_dir),
         groups={"count": 1},
         trainer={"command": ["{python}", str(HERE / "daemon_trainer.py")]},
-        slurm={"extra_sbatch": [f"--exclude={exclude}"] if exclude else []},
+        slurm={"extra_sbatch": [f"--exclude={exclude}"] if exclude else [], "standby_socket": standby_socket},
         # The job's own thresholds and restart policy reach the daemons through its job.json. The stand-in
         # trainer has no Lighthouse: progress from its heartbeat files only; torchft waits below the hang timeout.
         health={"progress": "heartbeat", "hang_timeout_s": 3.0, "startup_timeout_s": 30.0},
@@ -292,6 +294,32 @@ def test_trainer_failure_requeues(daemons: Daemons, cluster: TestCluster, fault:
     assert attempt0["attempt"] == 0 and [a["action"] for a in attempt0["actions"]][-1] == "requeue", group
     assert attempt0["actions"][-1]["node"] == node and attempt0["actions"][-1]["id"] == requeues[0]["id"]
     print(f"\ntrainer {fault} on {node}: job running again on {other} after {t_run:.2f} s")
+
+
+def test_a_task_runs_in_its_nodes_warm_standby_and_dies_with_it(daemons: Daemons, cluster: TestCluster) -> None:
+    api = SlurmActions(cluster.cli())
+    sock = daemons.root / "sock"
+    for n in cluster.node_names:
+        standby = {"count": 1, "socket": str(sock / f"{n}-standby.sock"), "preload": ["json"], "refill_after_s": 0}
+        daemons.start(n, standby=standby)
+    for n in cluster.node_names:
+        daemons.wait_ready(n)
+        wait_for(lambda n=n: daemons.status(n).get("standby", {}).get("ready") == 1, 60, f"{n}'s standby ready")
+    job, run_dir = submit_group(cluster, daemons.root, standby_socket=str(sock / "%n-standby.sock"))
+    node = wait_for(lambda: running_on(api, job), 30, "job running")
+    task = daemons.trainer_pid(node, job)  # the daemon watches the Slurm task, as for a cold start
+    start = wait_for(lambda: (p := run_dir / "starts" / "0-0.json").exists() and json.loads(p.read_text()), 30, "start")
+    warm_pid = int(start["pid"])
+    assert daemons.status(node)["standby"]["trainers"] == [warm_pid]  # the standby became the trainer
+    [out] = (run_dir / "logs").glob(f"g0-{job}.out")
+    assert f"the trainer runs warm as pid {warm_pid}" in out.read_text()
+    # A killed task takes its warm trainer with it, and the daemon requeues the job as for any dead trainer.
+    os.kill(task, signal.SIGKILL)
+    wait_for(lambda: not Path(f"/proc/{warm_pid}").exists(), 30, "the warm trainer gone with its task")
+    wait_for(lambda: running_on(api, job, 1), 60, "job requeued and running")
+    wait_for(lambda: (run_dir / "starts" / "0-1.json").exists(), 30, "attempt 1 started")
+    requeues = [a for a in daemons.actions(node) if a["action"] == "requeue"]
+    assert len(requeues) == 1 and requeues[0]["observation"]["type"] == "exit", requeues
 
 
 def test_head_marks_dead_node_down_before_slurm(daemons: Daemons, cluster: TestCluster) -> None:

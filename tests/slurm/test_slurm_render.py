@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,7 @@ RECORDER = """\
 import json, os, sys
 out = os.environ["RECORD_TO"]
 with open(out, "w") as f:
-    json.dump({"argv": sys.argv[1:], "env": dict(os.environ)}, f)
+    json.dump({"argv": sys.argv[1:], "env": dict(os.environ), "pid": os.getpid()}, f)
 """
 FAKE_SRUN = """\
 #!/bin/bash
@@ -592,3 +594,40 @@ def test_renewal_must_fit_in_the_time_limit() -> None:
 def test_slurm_time_seconds(value: str, seconds: int) -> None:
     assert slurm_time_seconds(value) == seconds
     assert slurm_time_seconds("UNLIMITED") is None
+
+
+def test_with_a_standby_socket_each_task_runs_warm_or_cold_with_its_argv_intact(harness: dict[str, Path]) -> None:
+    from lamplighter.configs.schema import NodeStandbyConfig
+    from lamplighter.daemon.standby_broker import StandbyBroker
+
+    python = sys.executable  # the venv's: the task side imports lamplighter
+    sock_dir = Path(tempfile.mkdtemp(prefix="ll 'q' $(touch x)"))  # short: a Unix socket's path has 107 bytes
+    values = ["it's", "$(touch x)", "a b"]
+    job = make_job(
+        harness, harness["tmp"] / "run", values, {}, slurm={"standby_socket": str(sock_dir / "%n-standby.sock")}
+    )
+    script = render_job(job, harness["tmp"] / "out", python=python)[1]
+    assert "lamplighter.slurm.warm_task" in script.read_text()
+    node = {"SLURMD_NODENAME": "n7"}
+    # No daemon there: cold, as the task wrapper alone would start it, and the task's stderr says why.
+    cold = run_script(script, harness, node)
+    assert cold["argv"] == [*values, "0", "http://127.0.0.1:29510"]
+    assert cold["env"]["RANK"] == "0"
+    # The node's daemon keeps a standby for that interpreter: the same argv and environment, warm.
+    cfg = NodeStandbyConfig(count=1, preload=["json"], socket=str(sock_dir / "n7-standby.sock"), python=python)
+    broker = StandbyBroker(cfg, dict(os.environ), harness["tmp"] / "standby-logs", now=0.0)
+    broker.start()
+    try:
+        broker.cycle(0.0)
+        wait_for(lambda: broker.status()["ready"] == 1, 60, "the standby past its preload")
+        standby_pid = broker.pool.idle[0].popen.pid
+        warm = run_script(script, harness, node)
+        assert broker.status()["warm"] == 1
+    finally:
+        broker.close()
+        shutil.rmtree(sock_dir)
+    assert warm["pid"] == standby_pid != cold["pid"]
+    assert warm["argv"] == cold["argv"]
+    assert warm["env"]["RANK"] == "0" and warm["env"][contract.ENV_REPLICA_ID] == "0"
+    assert warm["env"]["RECORD_TO"] == cold["env"]["RECORD_TO"]
+    assert not (harness["tmp"] / "x").exists()
