@@ -479,9 +479,9 @@ class SlurmConfig(Strict):
     )
     standby_socket: str | None = Field(
         None,
-        description="The node daemons' standby socket (node.yaml standby.socket; %n: the node's name). Set: "
-        "each task asks its node's daemon for a warm standby to become its trainer, and starts cold when "
-        "there is none (its log says why). null: every start is cold.",
+        description="The nodes' standby socket (node.yaml standby.socket, served by `lamplighter standby`; %n: the "
+        "node's name). Set: each task asks its node for a warm standby to become its trainer, and starts cold "
+        "when there is none (its log says why). null: every start is cold.",
     )
     renewal: RenewalConfig = Field(default_factory=RenewalConfig, description="Renewal before the time limit.")
     head_node: str | None = Field(None, description="Node for the Lighthouse job (sbatch --nodelist); default any.")
@@ -914,7 +914,7 @@ class MetricsConfig(Strict):
 
 
 class NodeStandbyConfig(Strict):
-    """Warm standbys the node daemon keeps for Slurm tasks (jobs opt in with slurm.standby_socket)."""
+    """Warm standbys `lamplighter standby` keeps for Slurm tasks (jobs opt in with slurm.standby_socket)."""
 
     count: int = Field(
         0,
@@ -928,13 +928,13 @@ class NodeStandbyConfig(Strict):
         description="Modules a standby imports while it waits.",
     )
     socket: str = Field(
-        "/run/lamplighter/standby.sock",
+        "/run/lamplighter-standby/standby.sock",
         description="Unix socket where tasks ask for a standby (a job's slurm.standby_socket names it).",
     )
     python: str | None = Field(
         None,
         description="The standbys' interpreter: only tasks whose command starts with it can use them "
-        "(default: the daemon's own).",
+        "(default: the one running `lamplighter standby`).",
     )
     refill_after_s: float = Field(
         10.0,
@@ -997,7 +997,8 @@ class NodeConfig(Strict):
         5.0, gt=0, description="Head role: a node supervisor silent this long is marked down."
     )
     standby: NodeStandbyConfig = Field(
-        default_factory=NodeStandbyConfig, description="Compute role: warm standbys for the tasks of Slurm jobs."
+        default_factory=NodeStandbyConfig,
+        description="Warm standbys for the tasks of Slurm jobs, kept by `lamplighter standby` (a service of its own).",
     )
 
     @model_validator(mode="after")
@@ -1049,7 +1050,7 @@ def ignored_off_local(job: JobConfig) -> list[str]:
     if job.restart.standby:
         notes.append(
             f"restart.standby ({job.restart.standby}) applies to `lamplighter local` only: "
-            "on Slurm, slurm.standby_socket uses the node daemons' standbys (node.yaml standby.count); "
+            "on Slurm, slurm.standby_socket uses the nodes' standbys (`lamplighter standby`, node.yaml standby); "
             "on bare metal, restarts start cold"
         )
     return notes

@@ -263,6 +263,14 @@ class ComputeLoop:
             if info.state in ("PENDING", "REQUEUED") or info.restarts > t.attempt:
                 del self._exits[job_id]  # requeued already (by us, by Slurm, by a person)
                 continue
+            if info.state == "CANCELLED":
+                # A person's scancel (or `lamplighter cancel`): Slurm would requeue even a cancelled job, and
+                # the group would come back against its owner's will (found by the warm-restart bench).
+                del self._exits[job_id]
+                log.info(
+                    "%s group %s: Slurm job %s was cancelled: not restarted", t.proc.job_name, t.proc.replica_id, job_id
+                )
+                continue
             if info.state in ENDED:
                 code = parse_exit_code(info.exit_code)
                 why = f"Slurm job {job_id} {info.state} ExitCode={info.exit_code}"

@@ -1,4 +1,4 @@
-"""Warm standbys on a Slurm node: the daemon keeps them, a job's tasks take them (slurm/warm_task.py).
+"""Warm standbys on a Slurm node: `lamplighter standby` keeps them, a job's tasks take them (slurm/warm_task.py).
 
 A task connects to the standby socket and sends one JSON line (its trainer
 argv, environment and directory) with its stdout and stderr. The broker
@@ -7,12 +7,13 @@ interpreter, a command that cannot run in place), or passes the line, the
 descriptors and the connection itself to an idle standby, which becomes the
 trainer, as the task's user (SO_PEERCRED), and answers `started PID` on that
 connection. The trainer and its task then watch each other directly, and
-outlive a daemon restart. The broker only kills a trainer whose task is gone
+outlive a restart of the service. The broker only kills a trainer whose task is gone
 while it could not notice (stopped, say): none may outlive its Slurm task.
 
 Used standbys are replaced `standby.refill_after_s` after the last one was
 taken (a standby's imports would take the CPU from the trainer that just
-started). The daemon reaps the trainers it started (they are its children).
+started). The broker reaps the trainers it started (they are its children).
+A `status` line instead of a request gets the counts, as JSON.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ DIR_MODE = 0o755
 REQUEST_TIMEOUT_S = 5.0
 MAX_REQUEST_BYTES = 4 * 1024 * 1024
 TASK_FDS = 2  # the task's stdout and stderr
-# The daemon's own variables a trainer must not inherit: systemd's, and the lab's mark for the daemon itself.
+STATUS_REQUEST = b"status\n"  # instead of a task's request: the counts, as one JSON line
+# Variables of the service a trainer must not inherit: systemd's, and the lab's mark for a node daemon.
 NOT_FOR_STANDBYS = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", ENV_SUPERVISOR_NODE)
 
 
@@ -56,8 +58,8 @@ def standby_env(env: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def read_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
-    """One JSON line and the descriptors that came with it (closed again if the line is bad)."""
+def read_line(conn: socket.socket) -> tuple[bytes, list[int]]:
+    """One line and the descriptors that came with it (closed again if the line cannot be read)."""
     buf, fds = b"", []
     conn.settimeout(REQUEST_TIMEOUT_S)
     try:
@@ -69,15 +71,32 @@ def read_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
             buf += data
             if len(buf) > MAX_REQUEST_BYTES:
                 raise RequestError(f"request larger than {MAX_REQUEST_BYTES} bytes")
-        raw = json.loads(buf)
-        if len(fds) != TASK_FDS:
-            raise RequestError(f"expected the task's stdout and stderr, got {len(fds)} descriptor(s)")
-        req = {"argv": [str(a) for a in raw["argv"]], "env": dict(raw["env"]), "cwd": str(raw["cwd"])}
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (OSError, RequestError) as e:
         for f in fds:
             os.close(f)
         raise RequestError(e if isinstance(e, RequestError) else f"bad request: {type(e).__name__}: {e}") from e
-    return req, fds
+    return buf, fds
+
+
+def parse_request(buf: bytes, fds: list[int]) -> dict[str, Any]:
+    """A task's request: its argv, environment and directory, with its stdout and stderr."""
+    try:
+        raw = json.loads(buf)
+        if len(fds) != TASK_FDS:
+            raise RequestError(f"expected the task's stdout and stderr, got {len(fds)} descriptor(s)")
+        return {"argv": [str(a) for a in raw["argv"]], "env": dict(raw["env"]), "cwd": str(raw["cwd"])}
+    except (ValueError, KeyError, TypeError) as e:
+        raise RequestError(e if isinstance(e, RequestError) else f"bad request: {type(e).__name__}: {e}") from e
+
+
+def read_broker_status(path: Path, timeout: float = 5.0) -> dict[str, Any]:
+    """The running broker's counts (`lamplighter standby --status`)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(str(path))
+        s.sendall(STATUS_REQUEST)
+        doc: dict[str, Any] = json.loads(s.makefile("rb").readline())
+    return doc
 
 
 def peer_user(conn: socket.socket) -> tuple[int, int, int]:
@@ -128,12 +147,17 @@ class StandbyBroker(UnixServer):
 
     def answer(self, conn: socket.socket) -> None:
         try:
-            req, fds = read_request(conn)
+            buf, fds = read_line(conn)
         except RequestError as e:
             self._reply(conn, f"cold {e}")
             return
         try:
-            self._hand_over(conn, req, fds)
+            if buf == STATUS_REQUEST:
+                self._reply(conn, json.dumps(self.status()))
+            else:
+                self._hand_over(conn, parse_request(buf, fds), fds)
+        except RequestError as e:
+            self._reply(conn, f"cold {e}")
         finally:
             for f in fds:
                 os.close(f)
@@ -141,7 +165,9 @@ class StandbyBroker(UnixServer):
     def _hand_over(self, conn: socket.socket, req: dict[str, Any], fds: list[int]) -> None:
         pid, uid, gid = peer_user(conn)
         if uid != os.getuid() and os.getuid() != 0:
-            self._reply(conn, f"cold the daemon runs as uid {os.getuid()} and cannot start a trainer as uid {uid}")
+            self._reply(
+                conn, f"cold the standby service runs as uid {os.getuid()} and cannot start a trainer as uid {uid}"
+            )
             return
         trainer = 0
         with self._lock:

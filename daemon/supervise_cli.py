@@ -43,7 +43,6 @@ from lamplighter.daemon.last_status import LastStatus
 from lamplighter.daemon.metrics import DaemonMetrics, MetricsServer, start_metrics_server
 from lamplighter.daemon.recovery_watch import RecoveryWatch
 from lamplighter.daemon.sd_notify import Notifier, watchdog_interval
-from lamplighter.daemon.standby_broker import StandbyBroker
 from lamplighter.daemon.state_store import DaemonState, StateError
 from lamplighter.daemon.status_socket import StatusServer
 from lamplighter.slurm.actions import SlurmActions
@@ -126,7 +125,6 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
     loop: ComputeLoop | HeadLoop | None = None
     metrics_server: MetricsServer | None = None
     status: StatusServer | None = None
-    broker: StandbyBroker | None = None
     try:
         recover_pending(executor)
         role_loop, recovery = build_loop(cfg, node, api, executor, env, state, metrics)
@@ -135,10 +133,7 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
             role_loop.start(time.time())
         if cfg.metrics.enabled and not once:
             metrics_server = start_metrics_server(metrics.registry, cfg.metrics.host, cfg.metrics.port)
-        if isinstance(role_loop, ComputeLoop) and cfg.standby.count and not once:
-            broker = StandbyBroker(cfg.standby, env, state_dir / "standby", time.monotonic())
-            broker.start()
-        last = LastStatus(with_standbys(role_loop.status, broker))
+        last = LastStatus(role_loop.status)
         document = status_document(node, state, last, metrics_server)
         if not once:
             status = StatusServer(Path(cfg.status_socket), document).start()
@@ -150,7 +145,7 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
             log.info("ready: %s supervisor for node %s (state %s)", cfg.role, node, state_dir)
 
         run_cycles(
-            lambda: cycle(node, role_loop, last, recovery, publisher, broker),
+            lambda: cycle(node, role_loop, last, recovery, publisher),
             cfg.health.poll_interval_s,
             stop,
             ready,
@@ -159,8 +154,6 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
         )
         notifier.stopping(status="stopping; trainers left running")
     finally:
-        if broker is not None:
-            broker.close()
         if status is not None:
             status.close()
         if metrics_server is not None:
@@ -262,12 +255,6 @@ def status_document(
     return document
 
 
-def with_standbys(status: Callable[[], dict[str, Any]], broker: StandbyBroker | None) -> Callable[[], dict[str, Any]]:
-    if broker is None:
-        return status
-    return lambda: {**status(), "standby": broker.status()}
-
-
 def run_cycles(
     one_cycle: Callable[[], object],
     interval: float,
@@ -306,12 +293,9 @@ def cycle(
     last: LastStatus,
     recovery: RecoveryWatch | None,
     publisher: HealthPublisher | None,
-    broker: StandbyBroker | None = None,
 ) -> None:
-    """One cycle: observe and act, tend the standbys, publish its status, note recoveries and the node's health."""
+    """One cycle: observe and act, publish its status, note recoveries, publish the node's health report."""
     loop.cycle()
-    if broker is not None:
-        broker.cycle(time.monotonic())
     status = last.publish()
     if recovery is not None and isinstance(loop, ComputeLoop):
         recovery.observe(time.time(), loop.trainers.values())

@@ -143,6 +143,8 @@ class FakeSlurm:
         self._controller()
         job = self._job(job_id)
         if job.state in ("PENDING", "RUNNING", "COMPLETING"):
+            # As real Slurm records it: a running job's batch shell died of scancel's SIGTERM (ExitCode=0:15).
+            job.exit_code = "0:15" if job.state != "PENDING" else job.exit_code
             job.state, job.on = "CANCELLED", []
 
     def drain(self, node: str, reason: str) -> None:

@@ -133,7 +133,7 @@ class LabSettings:
     # The jobs' health and restart settings (lab_job_config); the daemons' node.yaml takes the node's part.
     health: HealthConfig = field(default_factory=HealthConfig)
     restart: RestartConfig = field(default_factory=RestartConfig)
-    # Warm standbys each compute node's daemon keeps (jobs use them with lab_job_config(standby=True)).
+    # Warm standbys each compute node keeps (`lamplighter standby`; jobs use them with lab_job_config(standby=True)).
     standby: int = 0
 
 
@@ -218,7 +218,7 @@ class SlurmLab:
         return cfg
 
     def standby_socket(self, node: str = "%n") -> Path:
-        """The standby socket of a node's daemon (%n: each task's own node, as a job names it)."""
+        """The standby socket of a node (%n: each task's own node, as a job names it)."""
         return self.node_dir(node) / "standby.sock"
 
     def node_env(self, node: str) -> dict[str, str]:
@@ -245,6 +245,11 @@ class SlurmLab:
             conf = d / "node.yaml"
             conf.write_text(yaml.safe_dump(self.node_config(node), sort_keys=False))
             self.services.add(Service(f"supervise-{node}", daemon_argv(conf), self.node_env(node), d / "daemon.log"))
+            if self.settings.standby and node != self.head:
+                # Its own service, as lamplighter-standby.service: not the daemon (daemon-kill chaos spares it).
+                env = {k: v for k, v in self.node_env(node).items() if k != ENV_SUPERVISOR_NODE}
+                argv = [sys.executable, "-m", "lamplighter", "standby", "--config", str(conf)]
+                self.services.add(Service(f"standby-{node}", argv, env, d / "standby.log"))
         self.daemons_started = True
 
     def down(self) -> None:

@@ -18,6 +18,7 @@ COMMAND_MODULES = [
     "lamplighter.slurm.render_cli",
     "lamplighter.supervisor.local_cli",
     "lamplighter.daemon.supervise_cli",
+    "lamplighter.daemon.standby_cli",
     "lamplighter.slurm.job_cli",
     "lamplighter.slurm.why_cli",
     "lamplighter.slurm.healthcheck_cli",

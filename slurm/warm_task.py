@@ -1,19 +1,19 @@
-"""The task side of a warm start on Slurm: ask this node's daemon for a standby to become the trainer.
+"""The task side of a warm start on Slurm: ask this node's `lamplighter standby` for a standby to become the trainer.
 
     python -m lamplighter.slurm.warm_task --socket PATH -- TRAINER ARGV...
 
 A rendered group script runs this as each task when the job sets
-slurm.standby_socket. It sends the daemon its trainer argv, its environment
-(Slurm's and lamplighter's), its directory, and its own stdout and stderr;
-the daemon passes them, with this connection, to an idle standby, which
+slurm.standby_socket. It sends the standby service its trainer argv, its
+environment (Slurm's and lamplighter's), its directory, and its own stdout and
+stderr; the service passes them, with this connection, to an idle standby, which
 becomes the trainer (supervisor/standby_main.py). This process stays the
 Slurm task: it forwards the signals Slurm sends to the trainer (as lines on
 the connection) and exits with the trainer's exit code. If it is killed, the
-trainer kills itself; the daemon kills one that cannot (stopped).
-The trainer runs outside the step's cgroup (it was started by the daemon):
+trainer kills itself; the service kills one that cannot (stopped).
+The trainer runs outside the step's cgroup (the standby service started it):
 Slurm's accounting and device constraints do not see it.
 
-Anything short of a standby that says "started" (no daemon, no idle
+Anything short of a standby that says "started" (no service, no idle
 standby, another interpreter, a command that cannot run in place) starts
 the trainer cold, exactly as the task wrapper would have, and says why on
 stderr.
@@ -31,7 +31,7 @@ from types import FrameType
 from typing import NoReturn
 
 CONNECT_TIMEOUT_S = 2.0
-ANSWER_TIMEOUT_S = 10.0  # the daemon answers from its own thread; a standby says "started" at once
+ANSWER_TIMEOUT_S = 10.0  # the service answers from its own thread; a standby says "started" at once
 FORWARDED = (
     signal.SIGTERM,
     signal.SIGINT,
@@ -93,7 +93,7 @@ def ask(path: str, argv: list[str]) -> tuple[socket.socket, _Lines, int] | str:
         return f"no standby at {path}: {e}"
     if answer is None:
         conn.close()
-        return f"the daemon at {path} hung up before a standby started"
+        return f"the standby service at {path} hung up before a standby started"
     word, _, rest = answer.partition(" ")
     if word == "started" and rest.isdigit():
         conn.settimeout(None)
@@ -129,9 +129,9 @@ def wait_for_exit(lines: _Lines, pid: int) -> NoReturn:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m lamplighter.slurm.warm_task",
-        description="Run TRAINER in a warm standby of this node's daemon; cold when there is none.",
+        description="Run TRAINER in a warm standby of this node (`lamplighter standby`); cold when there is none.",
     )
-    parser.add_argument("--socket", required=True, help="the daemon's standby socket (%%n: this node's name)")
+    parser.add_argument("--socket", required=True, help="the node's standby socket (%%n: this node's name)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the trainer's argv")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command

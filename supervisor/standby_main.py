@@ -51,7 +51,7 @@ class Activation:
     """What the owner sends: the trainer this process becomes.
 
     `log` "" means the task's descriptors come with the line (TASK_FDS); `uid`/`gid`, the user it runs as
-    (a standby of a root daemon drops to the task's user; None: stay as is)."""
+    (a standby of a root service drops to the task's user; None: stay as is)."""
 
     argv: list[str]
     env: dict[str, str]
@@ -112,7 +112,7 @@ def become(act: Activation, fds: list[int]) -> NoReturn:
         os.close(fds[0])
         os.close(fds[1])
         task = socket.socket(fileno=fds[2])
-        task.setblocking(True)  # the daemon's timeout made the shared descriptor non-blocking
+        task.setblocking(True)  # the service's timeout made the shared descriptor non-blocking
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)  # as a cold start: the trainer reads nothing from the supervisor
     os.close(devnull)
@@ -129,7 +129,7 @@ def become(act: Activation, fds: list[int]) -> NoReturn:
 
 
 def become_user(uid: int | None, gid: int | None) -> None:
-    """Drop root to the task's user (a daemon's standby runs as root until a task of some user takes it)."""
+    """Drop root to the task's user (a standby of the root service runs as root until a task of some user takes it)."""
     if uid is None or os.getuid() != 0 or uid == 0:
         return
     gid = uid if gid is None else gid

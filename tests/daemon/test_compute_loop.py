@@ -220,3 +220,17 @@ def test_an_exit_reported_after_its_process_left_proc_is_judged_by_the_jobs_own_
     results = node.run(2)
     # The job's own budget of 0: given up. The default budget would have requeued it.
     assert kinds(results) == ["give_up"], results
+
+
+def test_a_cancelled_job_is_not_brought_back(node: FakeNode) -> None:
+    """Found by the warm-restart bench: `lamplighter cancel` ended a group, its daemon saw the trainer exit and
+    requeued the CANCELLED job (Slurm requeues finished jobs too), and the group came back, again and again."""
+    run_dir, config = node.job_dir(JobConfig(name="done", health={**HEALTH, "progress": "off"}))
+    job = node.submit("done", 0)
+    pid = PID0 + 800
+    node.task(pid, job, "done", 0, run_dir=run_dir, config=config)
+    assert node.run(2) == []
+    node.slurm.cancel(job)
+    node.gone(pid, returncode=-15)
+    assert node.run(10) == []
+    assert node.slurm.job(job).state == "CANCELLED" and node.slurm.job(job).restarts == 0

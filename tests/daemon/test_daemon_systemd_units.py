@@ -85,3 +85,25 @@ def test_verify_catches_a_broken_unit(tmp_path: Path) -> None:
     typo = tmp_path / "typo.service"
     typo.write_text(text.replace("KillMode=process", "KilMode=process").replace(INSTALLED, str(_console_script())))
     assert "typo.service" in _verify(tool, typo).stderr
+
+
+def test_the_standby_unit_verifies_and_leaves_its_trainers_unsandboxed(tmp_path: Path) -> None:
+    from lamplighter.configs.schema import NodeStandbyConfig
+
+    tool = _systemd_analyze()
+    name = "lamplighter-standby.service"
+    text = (UNITS / name).read_text()
+    assert f"ExecStart={INSTALLED} standby --config /etc/lamplighter/node.yaml" in text
+    rendered = tmp_path / name
+    rendered.write_text(text.replace(INSTALLED, str(_console_script())))
+    result = _verify(tool, rendered)
+    assert result.returncode == 0, result.stderr
+    assert [line for line in result.stderr.splitlines() if name in line] == []
+    d = _directives(text)
+    assert d["KillMode"] == "process"  # a restart must not kill the trainers started from standbys
+    # A standby becomes a user's trainer: none of the node daemon's sandbox may reach it.
+    for key in ("ProtectSystem", "ProtectHome", "NoNewPrivileges", "CapabilityBoundingSet", "SystemCallFilter", "User"):
+        assert key not in d, key
+    # The default socket is in the unit's runtime folder, which every user's task can enter.
+    assert NodeStandbyConfig().socket == f"/run/{d['RuntimeDirectory']}/standby.sock"
+    assert d["RuntimeDirectoryMode"] == "0755"

@@ -198,3 +198,16 @@ def test_a_root_daemons_standby_runs_the_trainer_as_the_tasks_user(tmp_path: Pat
         import shutil
 
         shutil.rmtree(shared)
+
+
+def test_the_standby_command_refuses_a_node_without_standbys_and_reports_a_missing_service(tmp_path: Path) -> None:
+    cfg = tmp_path / "node.yaml"
+    cfg.write_text(f"state_dir: {tmp_path / 'state'}\nstandby: {{socket: {tmp_path / 'standby.sock'}}}\n")
+    run = [sys.executable, "-m", "lamplighter", "standby", "--config", str(cfg)]
+    off = subprocess.run(run, capture_output=True, text=True, timeout=60)
+    assert off.returncode == 2 and "standby.count is 0" in off.stderr
+    status = subprocess.run([*run, "--status"], capture_output=True, text=True, timeout=60)
+    assert status.returncode == 1 and f"standby socket {tmp_path / 'standby.sock'}" in status.stderr
+    cfg.write_text("standby: {count: 1, sockets: /x}\n")
+    bad = subprocess.run(run, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "sockets" in bad.stderr

@@ -299,18 +299,23 @@ def test_trainer_failure_requeues(daemons: Daemons, cluster: TestCluster, fault:
 def test_a_task_runs_in_its_nodes_warm_standby_and_dies_with_it(daemons: Daemons, cluster: TestCluster) -> None:
     api = SlurmActions(cluster.cli())
     sock = daemons.root / "sock"
-    for n in cluster.node_names:
+    start_all(daemons, cluster)
+    for n in cluster.node_names:  # `lamplighter standby` on every node, a service of its own
         standby = {"count": 1, "socket": str(sock / f"{n}-standby.sock"), "preload": ["json"], "refill_after_s": 0}
-        daemons.start(n, standby=standby)
+        cfg = daemons.config(f"{n}-standby", standby=standby)
+        log = open(daemons.root / f"daemon-{n}-standby.log", "ab")  # noqa: SIM115 - handed to the child
+        with log:
+            daemons.procs[f"{n}-standby"] = subprocess.Popen(
+                [sys.executable, "-m", "lamplighter", "standby", "--config", str(cfg)], stdout=log, stderr=log
+            )
     for n in cluster.node_names:
-        daemons.wait_ready(n)
-        wait_for(lambda n=n: daemons.status(n).get("standby", {}).get("ready") == 1, 60, f"{n}'s standby ready")
+        wait_for(lambda n=n: standby_status(daemons.root / f"{n}-standby.yaml").get("ready") == 1, 60, f"{n}'s standby")
     job, run_dir = submit_group(cluster, daemons.root, standby_socket=str(sock / "%n-standby.sock"))
     node = wait_for(lambda: running_on(api, job), 30, "job running")
     task = daemons.trainer_pid(node, job)  # the daemon watches the Slurm task, as for a cold start
     start = wait_for(lambda: (p := run_dir / "starts" / "0-0.json").exists() and json.loads(p.read_text()), 30, "start")
     warm_pid = int(start["pid"])
-    assert daemons.status(node)["standby"]["trainers"] == [warm_pid]  # the standby became the trainer
+    assert standby_status(daemons.root / f"{node}-standby.yaml")["trainers"] == [warm_pid]  # a standby became it
     [out] = (run_dir / "logs").glob(f"g0-{job}.out")
     assert f"the trainer runs warm as pid {warm_pid}" in out.read_text()
     # A killed task takes its warm trainer with it, and the daemon requeues the job as for any dead trainer.
@@ -320,6 +325,17 @@ def test_a_task_runs_in_its_nodes_warm_standby_and_dies_with_it(daemons: Daemons
     wait_for(lambda: (run_dir / "starts" / "0-1.json").exists(), 30, "attempt 1 started")
     requeues = [a for a in daemons.actions(node) if a["action"] == "requeue"]
     assert len(requeues) == 1 and requeues[0]["observation"]["type"] == "exit", requeues
+
+
+def standby_status(config: Path) -> dict[str, Any]:
+    """What `lamplighter standby --status` prints ({} while the service is not up yet)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "lamplighter", "standby", "--config", str(config), "--status"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    return json.loads(out.stdout) if out.returncode == 0 else {}
 
 
 def test_head_marks_dead_node_down_before_slurm(daemons: Daemons, cluster: TestCluster) -> None:
