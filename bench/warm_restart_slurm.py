@@ -162,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     lab.up(start_daemons=True)
     try:
         lab.wait_daemons_alive()
+        lab.wait_standbys_ready()
         for rep in range(args.reps):
             for arm in ("warm", "cold") if rep % 2 == 0 else ("cold", "warm"):
                 log(f"rep {rep + 1}/{args.reps}: {arm}")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import socket
 import struct
 import subprocess
@@ -105,6 +106,14 @@ def peer_user(conn: socket.socket) -> tuple[int, int, int]:
     return pid, uid, gid
 
 
+def kill_group(p: subprocess.Popen[bytes]) -> None:
+    """The trainer and what it started: a standby leads its own process group (start_new_session)."""
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 class StandbyBroker(UnixServer):
     def __init__(self, cfg: NodeStandbyConfig, env: Mapping[str, str], log_dir: Path, now: float) -> None:
         super().__init__(Path(cfg.socket), "standby socket", mode=SOCKET_MODE, dir_mode=DIR_MODE)
@@ -138,7 +147,7 @@ class StandbyBroker(UnixServer):
                 # A trainer that reported its exit is still finishing when its task ends: one cycle's grace.
                 if pid in self._orphans:
                     log.warning("trainer pid %d outlived its task pid %d by a cycle: killed", pid, task_pid)
-                    p.kill()
+                    kill_group(p)
                 self._orphans.add(pid)
             self._orphans &= set(self.trainers)
             if self._taken:

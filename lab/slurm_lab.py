@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from lamplighter.configs.schema import HealthConfig, NodeHealthConfig, NodeStandbyConfig, RestartConfig
+from lamplighter.daemon.standby_broker import read_broker_status
 from lamplighter.lab.testcluster import ProcRecord, TestCluster, wait_until
 from lamplighter.slurm.proc_find import ENV_SUPERVISOR_NODE, find_by_env
 from lamplighter.supervisor.procfs import PROC, read_stat
@@ -266,6 +267,17 @@ class SlurmLab:
             timeout,
             "every node daemon to run",
         )
+
+    def wait_standbys_ready(self, timeout: float = 120.0) -> None:
+        """Every compute node's standbys past their imports (LabSettings.standby), so a job's first start is warm."""
+
+        def ready(node: str) -> bool:
+            try:
+                return int(read_broker_status(self.standby_socket(node), timeout=5)["ready"]) >= self.settings.standby
+            except OSError:
+                return False
+
+        wait_until(lambda: all(ready(n) for n in self.compute), timeout, "every node's standbys ready")
 
 
 def leftover_job_processes(job: str) -> list[int]:

@@ -161,9 +161,17 @@ def bind_to_task(task: socket.socket) -> None:
                         os.kill(os.getpid(), int(num))
         except OSError:
             pass
-        os.kill(os.getpid(), signal.SIGKILL)  # the Slurm task that stood for this trainer is gone
+        kill_group()  # the Slurm task that stood for this trainer is gone
 
     threading.Thread(target=watch, name="lamplighter-task-watch", daemon=True).start()
+
+
+def kill_group() -> None:
+    """SIGKILL this trainer and what it started (torchrun's workers, data loaders): the standby leads its own
+    process group, as Slurm would kill a whole step."""
+    if os.getpgrp() == os.getpid():
+        os.killpg(os.getpid(), signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def run_target(argv: list[str], cwd: str) -> int:

@@ -30,6 +30,10 @@ out = {"argv": sys.argv, "marker": os.environ.get("MARKER"), "cwd": os.getcwd(),
 open(os.environ["PROBE_OUT"], "w").write(json.dumps(out))
 if sys.argv[-1] == "wait":
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(42))
+    if os.environ.get("PROBE_CHILD"):  # what torchrun's workers or a data loader would be
+        import subprocess
+        child = subprocess.Popen(["sleep", "600"])
+        open(os.environ["PROBE_CHILD"], "w").write(str(child.pid))
     open(os.environ["PROBE_OUT"] + ".waiting", "w").close()
     while True:
         time.sleep(0.05)
@@ -53,9 +57,9 @@ def broker(tmp_path: Path) -> Iterator[StandbyBroker]:
             p.wait()
 
 
-def task(tmp_path: Path, sock: str, argv: list[str], cwd: Path | None = None) -> subprocess.Popen[bytes]:
+def task(tmp_path: Path, sock: str, argv: list[str], cwd: Path | None = None, **extra: str) -> subprocess.Popen[bytes]:
     """A task as srun starts it: its own stdout and stderr (files here), MARKER in its environment."""
-    env = dict(os.environ, MARKER="the task's own", PROBE_OUT=str(tmp_path / "probe.json"))
+    env = dict(os.environ, MARKER="the task's own", PROBE_OUT=str(tmp_path / "probe.json"), **extra)
     return subprocess.Popen(
         [sys.executable, "-m", "lamplighter.slurm.warm_task", "--socket", sock, "--", *argv],
         stdout=open(tmp_path / "task.out", "wb"),
@@ -114,15 +118,26 @@ def test_signals_reach_the_warm_trainer_and_its_exit_code_comes_back(tmp_path: P
     assert t.wait(timeout=60) == 42
 
 
+def gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
 def test_a_killed_task_takes_its_warm_trainer_with_it(tmp_path: Path, broker: StandbyBroker) -> None:
-    t = task(tmp_path, broker.cfg.socket, [sys.executable, str(probe(tmp_path)), "wait"])
+    child_file = tmp_path / "child.pid"
+    t = task(tmp_path, broker.cfg.socket, [sys.executable, str(probe(tmp_path)), "wait"], PROBE_CHILD=str(child_file))
     wait_for(lambda: (tmp_path / "probe.json.waiting").exists(), 60, "the warm trainer running")
+    child = int(child_file.read_text())
+    assert not gone(child)
     [(trainer, task_pid, _)] = broker.trainers.values()
     assert task_pid == t.pid
     t.kill()
     t.wait(timeout=30)
-    # The trainer notices by itself (the broker's cycle is not run here).
+    # The trainer notices by itself (the broker's cycle is not run here), and takes what it started along.
     assert trainer.wait(timeout=30) == -signal.SIGKILL
+    wait_for(lambda: gone(child), 30, "the trainer's own child gone with it")
 
 
 def test_a_stopped_trainer_whose_task_is_gone_is_killed_by_the_daemon(tmp_path: Path, broker: StandbyBroker) -> None:
