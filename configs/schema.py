@@ -247,7 +247,8 @@ class LighthouseConfig(Strict):
             "After a restart, the Lighthouse counts the groups it last saw alive as heartbeating for this long "
             "(it remembers them in <run_dir>/lighthouse-memory.json), so the first group to reconnect cannot form "
             "a quorum alone and commit a step no peer holds; 0 turns this off. Default: 2000, shortened to "
-            "torchft.quorum_timeout_s minus heartbeat_timeout_ms minus 500 ms when that is less."
+            "torchft.quorum_timeout_s minus heartbeat_timeout_ms minus 1500 ms (the Lighthouse's restart and a "
+            "margin) when that is less, but not below 500."
         ),
     )
 
@@ -791,9 +792,17 @@ class JobConfig(Strict):
         return self
 
 
+# A killed Lighthouse is back after about 0.5 s here (its job script restarts it); a quorum request in
+# flight meanwhile spends that too. CI saw a 3 s quorum timeout expire with a 2 s grace and 0.45 s of restart.
+LIGHTHOUSE_RESTART_MS = 1000
+MIN_RESTART_GRACE_MS = 500
+
+
 def default_restart_grace_ms(lh: LighthouseConfig, ft: TorchftConfig) -> int:
-    """2 s, or less when survivors' quorum timeout would not outlast the grace and a heartbeat timeout."""
-    return max(0, min(2000, ft.quorum_timeout_s * 1000 - lh.heartbeat_timeout_ms - 500))
+    """2 s, or less when survivors' quorum timeout would not outlast the Lighthouse's restart, the grace and a
+    heartbeat timeout; never below 500 ms (0 would let the first group back commit a step alone)."""
+    room = ft.quorum_timeout_s * 1000 - lh.heartbeat_timeout_ms - 500 - LIGHTHOUSE_RESTART_MS
+    return max(MIN_RESTART_GRACE_MS, min(2000, room))
 
 
 def cross_section_problems(job: JobConfig) -> list[str]:
