@@ -58,12 +58,13 @@ soak: $(STAMP) gpusim
 bench: $(STAMP) gpusim
 	$(BIN)/python -m bench
 
+# Parts of `make bench` on their own (their files then carry this run's stamp, not the full run's).
 bench-costs: $(STAMP) gpusim
-	$(BIN)/python -m bench --costs
+	$(BIN)/python -m bench --only overhead,quorum,gpu-probe,daemon,heal
 
 # lamplighter against checkpoint-restart when every replica holds 1 GB more state (heals and checkpoints carry it).
 bench-big: $(STAMP) gpusim
-	$(BIN)/python -m bench --big-state 1024
+	$(BIN)/python -m bench --only big
 
 cluster-up: $(STAMP)
 	$(BIN)/python -m lamplighter.lab cluster up --dir build/cluster

@@ -1,57 +1,58 @@
-"""`make bench`: the benchmark that decides; `make bench-costs`: what lamplighter costs.
+"""`make bench`: every result file of the benchmark, from one run at one commit.
 
-    python -m bench [--quick] [--reps 5] [--mtbf 4] [--train-s 60] [--free-s 15]   # make bench
-    python -m bench --costs                                                        # make bench-costs
-    python -m bench --big-state 1024                                               # make bench-big
+    python -m bench                       # make bench: everything below, about 30 minutes on 2 cores
+    python -m bench --only heal,overhead  # some parts (their files then come from this run's commit)
+    python -m bench --quick               # a smoke run: one short repetition of everything
 
-The deciding part (about 30 minutes on 2 cores): lamplighter against
-checkpoint-restart and the 10-s poll runner, fault-free and under one fault
-schedule per repetition (bench.goodput), one node-crash and one
-Lighthouse-loss run per applicable strategy (bench.recovery), and the goodput
-model's check against those runs (bench.model_check). One Slurm test cluster
-for the baselines, a fresh lab with lamplighter's node daemons per lamplighter run.
+Parts, in the order they run (each writes bench/results/<file>; a part that fails is reported and the
+run goes on, exiting 1 at the end):
+  goodput     lamplighter, checkpoint-restart and the 10-s poll runner under one fault schedule per
+              repetition, and fault-free (bench.goodput): goodput.json, recovery.json, ratios.md
+  big         the same for lamplighter and checkpoint-restart when every replica holds 1 GB more state
+              (heals send it, checkpoints write and read it): goodput_big.json, ratios_big.md
+  model       the goodput model's prediction for the goodput runs (bench.model_check): model_check.json
+  warm        restart to first commit with and without a warm standby, local mode: warm_restart.json
+  warm-slurm  "running again" to first commit with and without, on Slurm: warm_restart_slurm.json
+  overhead    torchft's per-step cost against plain DDP: overhead.json
+  quorum      Lighthouse quorum time for 2..64 groups: lighthouse_quorum.json
+  gpu-probe   the GPU check's cost: gpu_probe_cost.json
+  daemon      the node daemon's cost: daemon_cost.json
+  heal        heal bandwidth per transport, 10 MB..4 GB: heal_bandwidth.json
 
-The big-state arm (`--big-state MB`): the same runs of lamplighter and
-checkpoint-restart only, every replica holding MB more state (heals send it,
-checkpoints write and read it): goodput_big.json, ratios_big.md.
-
-The costs (`--costs`, about 12 minutes): torchft against plain DDP per step,
-Lighthouse quorum time for 2..64 groups, the GPU check's and the node
-daemon's cost, heal bandwidth per transport for 10 MB..4 GB.
-
-Results: bench/results/*.json and *.png, each stamped with the commit; the
-ratio table: bench/results/ratios.md.
+Every file's environment carries the same `bench_run` (the commit and the start time); the run
+refuses uncommitted changes to tracked files, and bench_run.json records each part's time.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 from bench.jobspec import BUILD, REPO, Workload
-from bench.results_io import RESULTS, uncommitted_changes, write_result
+from bench.results_io import ENV_BENCH_RUN, RESULTS, environment, uncommitted_changes, write_result
 
-DECIDING = ("goodput",)
-COSTS = ("overhead", "quorum", "gpu-probe", "daemon", "heal")
-PARTS = DECIDING + COSTS
+PARTS = ("goodput", "big", "model", "warm", "warm-slurm", "overhead", "quorum", "gpu-probe", "daemon", "heal")
 
 
 def log(msg: str) -> None:
     print(msg, flush=True)
 
 
-def run_goodput(args: argparse.Namespace) -> None:
+def run_goodput(args: argparse.Namespace, big_mb: int) -> None:
     from bench.goodput import STRATEGIES, Bench, run_all
     from bench.lamplighter_slurm import available as lamplighter_slurm_available
     from bench.recovery import SCENARIOS, run_scenarios
     from bench.summarize import write_all
     from lamplighter.lab.testcluster import TestCluster, slurm_installed
 
-    suffix = "_big" if args.big_state else ""
+    suffix = "_big" if big_mb else ""
     missing = slurm_installed()
     if missing:
         raise SystemExit(f"bench: Slurm is needed for the baselines: {missing}")
@@ -64,8 +65,7 @@ def run_goodput(args: argparse.Namespace) -> None:
     cluster = TestCluster(BUILD / "cluster", nodes=4)
     cluster.up()
     try:
-        steps = args.steps or 100
-        w = Workload(steps=steps, state_pad_mb=args.big_state)
+        w = Workload(steps=args.steps or 100, state_pad_mb=big_mb, standbys=args.standbys)
         rows = run_all(
             w,
             mtbfs,
@@ -79,12 +79,12 @@ def run_goodput(args: argparse.Namespace) -> None:
             free_share=args.free_s / args.train_s,
             time_limit=args.time_limit,
             # The big-state arm asks one question: lamplighter against checkpoints of that size.
-            strategies=("lamplighter", "ckpt-restart") if args.big_state else STRATEGIES,
+            strategies=("lamplighter", "ckpt-restart") if big_mb else STRATEGIES,
         )
         steps = max(r["run"]["target_steps"] for r in rows)
-        if not args.no_scenarios and not args.big_state:
+        if args.scenarios and not big_mb:
             # Long enough that every recovery fits; the Slurm runs stop once the failed replica commits again.
-            scen = Bench(Workload(steps=steps), cluster, BUILD / "runs", sys.executable, mode)
+            scen = Bench(Workload(steps=steps, standbys=args.standbys), cluster, BUILD / "runs", sys.executable, mode)
             rows += run_scenarios(scen, list(SCENARIOS), timeout_s=40.0, log=log)
     finally:
         cluster.down()
@@ -101,58 +101,105 @@ def run_goodput(args: argparse.Namespace) -> None:
             "fault_free_share_of_target": round(args.free_s / args.train_s, 3),
             "faulted_time_limit_x_fault_free": args.time_limit,
             "fault_start_after_s": 3.0,
-            "state_pad_mb": args.big_state,
+            "state_pad_mb": big_mb,
         },
         suffix=suffix,
     )
     (RESULTS / f"ratios{suffix}.md").write_text("\n".join(lines) + "\n")
     log("\n".join(lines))
-    if args.big_state:
-        return  # the model check reads the small-state runs
-    from bench.model_check import main as model_check
-
-    try:
-        model_check()
-    except (KeyError, ValueError, ZeroDivisionError) as e:
-        # The runs' results are written already; the check is a reading of them.
-        log(f"[model-check] failed: {type(e).__name__}: {e}")
 
 
-def run_script(name: str, argv: list[str], timeout_s: float) -> dict[str, object] | None:
+def run_module(name: str, argv: list[str], timeout_s: float, out: Path | None = None) -> None:
+    """A benchmark module in its own process (they print progress, and some start servers that log a lot)."""
+    BUILD.mkdir(parents=True, exist_ok=True)
+    log_path = out or BUILD / f"{name}.log"
+    with open(log_path, "wb") as f:
+        try:
+            rc = subprocess.run(
+                [sys.executable, "-m", name, *argv],
+                cwd=REPO,
+                stdout=f,
+                stderr=subprocess.STDOUT,
+                timeout=timeout_s,
+                check=False,
+            ).returncode
+        except subprocess.TimeoutExpired as e:
+            raise RuntimeError(f"{name} timed out after {timeout_s:.0f} s (log: {log_path})") from e
+    if rc != 0:
+        tail = log_path.read_text(errors="replace")[-800:]
+        raise RuntimeError(f"{name} exited {rc} (log: {log_path}):\n{tail}")
+
+
+def run_json_script(name: str, argv: list[str], timeout_s: float) -> None:
     """A benchmark script that prints one JSON object as its last line."""
-    try:
-        out = subprocess.run([sys.executable, *argv], cwd=REPO, capture_output=True, text=True, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        log(f"[{name}] timed out after {timeout_s:.0f} s")
-        return None
+    out = subprocess.run([sys.executable, *argv], cwd=REPO, capture_output=True, text=True, timeout=timeout_s)
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
     if out.returncode != 0 or not lines:
-        log(f"[{name}] failed ({out.returncode}): {out.stderr[-600:]}")
-        return None
-    return dict(json.loads(lines[-1]))
+        raise RuntimeError(f"{argv[0]} exited {out.returncode}: {out.stderr[-600:]}")
+    write_result(name, dict(json.loads(lines[-1])))
+
+
+def run_model_check() -> None:
+    from bench.model_check import main as model_check
+
+    if model_check() != 0:
+        raise RuntimeError("the model check found no run to check")
+
+
+def run_overhead() -> None:
+    from bench.overhead import measure
+
+    write_result("overhead", measure(1, log=log))
+
+
+def parts(args: argparse.Namespace) -> dict[str, Callable[[], None]]:
+    q = args.quick
+    return {
+        "goodput": lambda: run_goodput(args, 0),
+        "big": lambda: run_goodput(args, args.big_state),
+        "model": run_model_check,
+        "warm": lambda: run_module(
+            "bench.warm_restart", ["--reps", "1", "--kills", "2" if q else "4"], 600, BUILD / "warm_restart.log"
+        ),
+        "warm-slurm": lambda: run_module(
+            "bench.warm_restart_slurm", ["--reps", "1", "--kills", "2" if q else "4", "--gap", "15"], 900
+        ),
+        "overhead": run_overhead,
+        "quorum": lambda: run_module("bench.lighthouse_quorum", ["--repeat", "2" if q else "3"], 300),
+        "gpu-probe": lambda: run_json_script(
+            "gpu_probe_cost", ["bench/gpu_probe_cost.py", "--gpus", "8", "--cycles", "50"], 300
+        ),
+        "daemon": lambda: run_module("bench.daemon_cost", ["--seconds", "10" if q else "20"], 240),
+        # HTTP and PG as torchft sends a checkpoint, PG into existing tensors, and a raw socket as the reference.
+        "heal": lambda: run_module(
+            "bench.heal_bandwidth",
+            ["--reps", "1", "--transports", "http,pg,pg-inplace,tcp"] + (["--sizes", "10MB,100MB,1GB"] if q else []),
+            1800,
+        ),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="one repetition, one MTBF, short runs (a smoke test)")
-    ap.add_argument("--steps", type=int, default=0, help="target step of every run (default: calibrated)")
+    ap = argparse.ArgumentParser(
+        prog="python -m bench",
+        description=__doc__.split("\n")[0],
+        epilog=__doc__.split("\n", 2)[2],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("--only", default="", help=f"comma-separated parts to run: {', '.join(PARTS)} (default: all)")
+    ap.add_argument("--skip", default="", help="comma-separated parts to leave out")
+    ap.add_argument("--quick", action="store_true", help="one repetition, short runs: a smoke test, not results")
+    ap.add_argument("--steps", type=int, default=0, help="target step of every goodput run (default: calibrated)")
     ap.add_argument(
         "--train-s",
         type=float,
-        default=60.0,
-        help="fault-free training time of the faulted runs' target (calibrated per repetition; the faulted runs take longer)",
+        default=26.0,
+        help="fault-free training time of the faulted runs' target, calibrated per repetition (default 26)",
     )
     ap.add_argument(
-        "--free-s",
-        type=float,
-        default=15.0,
-        help="fault-free training time of the fault-free runs (they measure a rate)",
+        "--free-s", type=float, default=5.0, help="training time of the fault-free runs, which measure a rate"
     )
-    ap.add_argument(
-        "--mtbf",
-        default="4",
-        help="MTBFs in seconds, comma-separated (default 4: about one recovery, so the runs see 10 or more faults)",
-    )
+    ap.add_argument("--mtbf", default="3", help="MTBFs in seconds, comma-separated (default 3)")
     ap.add_argument(
         "--time-limit",
         type=float,
@@ -167,71 +214,63 @@ def main(argv: list[str] | None = None) -> int:
         default="auto",
         help="lamplighter's arm: on Slurm with its node daemons (auto: when installed), or local mode",
     )
-    ap.add_argument("--no-scenarios", action="store_true", help="skip the node-crash and Lighthouse-loss runs")
     ap.add_argument(
-        "--big-state",
-        type=int,
-        default=0,
-        metavar="MB",
-        help="the big-state arm (make bench-big: 1024): every replica holds MB more state, which lamplighter's heals "
-        "send and checkpoint-restart writes into every checkpoint; lamplighter and ckpt-restart only; "
-        "results in goodput_big.json",
+        "--standbys", type=int, default=2, help="warm standbys per node for lamplighter's arm on Slurm (0: cold)"
     )
-    ap.add_argument("--costs", action="store_true", help=f"run the cost benchmarks ({', '.join(COSTS)}) instead")
-    ap.add_argument("--skip", default="", help=f"comma-separated parts to skip: {', '.join(PARTS)}")
+    ap.add_argument("--scenarios", action="store_true", help="add one node-crash and one Lighthouse-loss run each")
+    ap.add_argument("--big-state", type=int, default=1024, metavar="MB", help="the big arm's extra state per replica")
     ap.add_argument(
         "--allow-dirty", action="store_true", help="run with uncommitted changes (the results then say which)"
     )
     args = ap.parse_args(argv)
+    chosen = [p for p in (args.only.split(",") if args.only else PARTS) if p]
+    unknown = sorted(set(chosen + [p for p in args.skip.split(",") if p]) - set(PARTS))
+    if unknown:
+        ap.error(f"unknown part(s) {', '.join(unknown)}; the parts are {', '.join(PARTS)}")
+    chosen = [p for p in chosen if p not in args.skip.split(",")]
     dirty = uncommitted_changes()
     if dirty and not args.allow_dirty:
         # Every result file is stamped with the commit: numbers from other code would carry its name.
         log(f"[bench] refusing: uncommitted changes in {', '.join(dirty)} (commit them, or --allow-dirty)")
         return 2
     if args.quick:
-        args.train_s, args.free_s, args.mtbf, args.reps = 12.0, 12.0, "4", 1
-    skip = set(filter(None, args.skip.split(","))) | set(DECIDING if args.costs else COSTS)
+        args.train_s, args.free_s, args.reps = 12.0, 6.0, 1
+    source = environment()
+    # Read by results_io.environment() in this process and in every part's own: one stamp for all files.
+    os.environ[ENV_BENCH_RUN] = f"{source['commit']} {source['when']}"
     t0 = time.monotonic()
-    if "goodput" not in skip:
-        run_goodput(args)
-        log(f"[bench] goodput and recovery done at {time.monotonic() - t0:.0f} s")
-    if "overhead" not in skip:
-        from bench.overhead import measure
-
-        write_result("overhead", measure(1 if args.quick else 2, log=log))
-        log(f"[bench] overhead done at {time.monotonic() - t0:.0f} s")
-    if "quorum" not in skip:
-        # A subprocess: the Lighthouse logs every quorum request to the terminal.
-        BUILD.mkdir(parents=True, exist_ok=True)
-        with open(BUILD / "quorum.log", "wb") as out:
-            subprocess.run(
-                [sys.executable, "-m", "bench.lighthouse_quorum", "--repeat", "2" if args.quick else "3"],
-                cwd=REPO,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                timeout=300,
-                check=False,
-            )
-        log(f"[bench] Lighthouse quorum done at {time.monotonic() - t0:.0f} s (log: {BUILD / 'quorum.log'})")
-    if "gpu-probe" not in skip:
-        res = run_script("gpu-probe", ["bench/gpu_probe_cost.py", "--gpus", "8", "--cycles", "50"], 300)
-        if res is not None:
-            write_result("gpu_probe_cost", res)
-    if "daemon" not in skip and (Path(__file__).parent / "daemon_cost.py").exists():
+    times: dict[str, float] = {}
+    failed: dict[str, str] = {}
+    todo = parts(args)
+    for i, name in enumerate(chosen):
+        log(f"[bench] {name} ({i + 1}/{len(chosen)}) at {time.monotonic() - t0:.0f} s")
+        t = time.monotonic()
         try:
-            subprocess.run([sys.executable, "-m", "bench.daemon_cost"], cwd=REPO, timeout=240, check=False)
-        except subprocess.TimeoutExpired:
-            log("[daemon] timed out after 240 s")
-    if "heal" not in skip:
-        # Heal bandwidth per checkpoint transport, 10 MB..4 GB (bench/heal_bandwidth.py, ~6 min; progress on stderr).
-        heal = ["--sizes", "10MB,100MB,1GB", "--reps", "1"] if args.quick else []
-        try:
-            subprocess.run([sys.executable, "-m", "bench.heal_bandwidth", *heal], cwd=REPO, timeout=1800, check=False)
-        except subprocess.TimeoutExpired:
-            log("[heal] timed out after 1800 s")
-        log(f"[bench] heal bandwidth done at {time.monotonic() - t0:.0f} s")
-    log(f"[bench] all done in {time.monotonic() - t0:.0f} s; results in {RESULTS}")
-    return 0
+            todo[name]()
+        except Exception as e:  # one part's failure must not lose the others' results
+            traceback.print_exc()
+            failed[name] = f"{type(e).__name__}: {e}"
+            log(f"[bench] {name} FAILED: {failed[name]}")
+        times[name] = round(time.monotonic() - t, 1)
+        log(f"[bench] {name} took {times[name]:.0f} s")
+    total = round(time.monotonic() - t0, 1)
+    still = uncommitted_changes()
+    write_result(
+        "bench_run",
+        {
+            "source": source,
+            "parts_s": times,
+            "total_s": total,
+            "failed": failed,
+            "quick": args.quick,
+            "tree_changed_during_run": still != dirty,
+            "argv": sys.argv[1:] if argv is None else argv,
+        },
+    )
+    log(f"[bench] done in {total:.0f} s ({total / 60:.1f} min); results in {RESULTS}")
+    if failed:
+        log(f"[bench] failed parts: {', '.join(failed)}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

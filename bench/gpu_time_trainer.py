@@ -16,6 +16,12 @@ import time
 from typing import Any
 
 ENV_STEP_S = "BENCH_GPU_STEP_S"
+ENV_PORT_FROM_JOB = "BENCH_PORT_FROM_JOB"  # under Slurm: the store's port from the job (see bench.jobspec)
+
+
+def port_from_job(env: dict[str, str]) -> str:
+    """A port the Slurm clusters sharing this machine never hand out, new per job and per requeue."""
+    return str(29600 + (int(env["SLURM_JOB_ID"]) * 7 + int(env.get("SLURM_RESTART_COUNT") or 0)) % 400)
 
 
 def add_gpu_time(step_s: float) -> None:
@@ -34,6 +40,8 @@ def add_gpu_time(step_s: float) -> None:
 
 
 def main() -> int:
+    if os.environ.get(ENV_PORT_FROM_JOB) and "SLURM_JOB_ID" in os.environ:
+        os.environ["MASTER_PORT"] = port_from_job(dict(os.environ))
     add_gpu_time(float(os.environ.get(ENV_STEP_S, "0") or 0))
     from lamplighter.trainer.main import main as trainer_main
 

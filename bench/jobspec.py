@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.gpu_time_trainer import ENV_STEP_S
+from bench.gpu_time_trainer import ENV_PORT_FROM_JOB, ENV_STEP_S
 from lamplighter.configs.schema import JobConfig
 
 REPO = Path(__file__).resolve().parent.parent
@@ -27,6 +27,9 @@ class Workload:
     # groups send it with every heal (trainer.model.heal_pad_mb), the checkpoint-restart trainer writes it into
     # every checkpoint and reads it back on every restart.
     state_pad_mb: int = 0
+    # lamplighter's arm on Slurm only: warm standbys per compute node (`lamplighter standby`), which the job's
+    # tasks use (slurm.standby_socket), as a deployment following deploy/README.md would. 0: every start is cold.
+    standbys: int = 2
 
     def model(self) -> dict[str, Any]:
         return {
@@ -41,19 +44,9 @@ class Workload:
 
 # The rendered sbatch scripts put group rank 0's TCPStore on 30000 + job id % 2000. Several Slurm clusters
 # share this one machine (the lab per run, the baselines' cluster, other test suites), all numbering jobs
-# from 1, so that port is often taken. Under Slurm the trainer is started through this wrapper instead,
-# which picks the port from a range those never use. (Bare arithmetic names: no braces, which the
-# trainer.command template would read as placeholders.)
-SLURM_TRAINER = [
-    "bash",
-    "-c",
-    'export MASTER_PORT=$((29600 + (SLURM_JOB_ID * 7 + SLURM_RESTART_COUNT) % 400)); exec "$0" -m bench.gpu_time_trainer'
-    ' --config "$1"',
-    "{python}",
-    "{config}",
-]
-
-
+# from 1, so that port is often taken. Under Slurm the trainer therefore picks its port itself, from a
+# range those never use (bench.gpu_time_trainer, ENV_PORT_FROM_JOB): a plain `python -m` command, which a
+# node's warm standby can run.
 LOCAL_TRAINER = ["{python}", "-m", "bench.gpu_time_trainer", "--config", "{config}"]
 
 
@@ -77,8 +70,13 @@ def job_config(
                 "steps": w.steps,
                 "model": w.model(),
                 # The run's marker lets the benchmark find (and hurt) exactly its own trainers.
-                "env": {"BENCH_RUN": run_id, ENV_STEP_S: str(w.gpu_step_s), "PYTHONPATH": str(REPO)},
-                "command": SLURM_TRAINER if under_slurm else LOCAL_TRAINER,
+                "env": {
+                    "BENCH_RUN": run_id,
+                    ENV_STEP_S: str(w.gpu_step_s),
+                    "PYTHONPATH": str(REPO),
+                    **({ENV_PORT_FROM_JOB: "1"} if under_slurm else {}),
+                },
+                "command": LOCAL_TRAINER,
                 # A large state heals over the process group, into the trainer's own tensors: over HTTP a 1 GB heal
                 # takes about the 3-s torchft.timeout_s of this tuning here, and fails when it takes longer.
                 "checkpoint_transport": "pg" if w.state_pad_mb else "http",

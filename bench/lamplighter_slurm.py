@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from pathlib import Path
 
 import yaml
@@ -54,6 +55,7 @@ class LamplighterSlurm:
         self.lab: SlurmLab | None = None
         self.sub: Submission | None = None
         self.job: JobConfig | None = None
+        self.setup_s = 0.0
 
     def _job(self, lab: SlurmLab, port: int) -> JobConfig:
         base = job_config(
@@ -70,11 +72,14 @@ class LamplighterSlurm:
             # Runs here are minutes long: renew only near the 30-minute limit, never during a measurement.
             "renewal": {"margin_s": 120, "spacing_s": 120},
         }
+        if self.w.standbys:
+            cfg["slurm"]["standby_socket"] = str(lab.standby_socket())
         path = self.lab_root / "job.yaml"
         path.write_text(yaml.safe_dump(cfg, sort_keys=False))
         return load_job(path)
 
     def start(self) -> None:
+        t0 = time.monotonic()
         port = pick_port_range(1)
         base = job_config("probe", self.run_dir, self.w, run_id=self.run_id)
         self.lab = SlurmLab(
@@ -84,11 +89,15 @@ class LamplighterSlurm:
                 gpus_per_node=1,
                 health=HealthConfig(**{**base.health.model_dump(), "hang_timeout_s": base.health.hang_timeout_s}),
                 restart=RestartConfig(**base.restart.model_dump()),
+                standby=self.w.standbys,
             ),
         )
         self.lab.up()
         if not self.lab.daemons_started:
             raise RuntimeError("lamplighter's node daemon did not start in the lab")
+        if self.w.standbys:
+            self.lab.wait_standbys_ready()  # as on a cluster, where the service has run long before the job
+        self.setup_s = time.monotonic() - t0  # the lab's, not lamplighter's: a run's time limit leaves it out
         self.job = self._job(self.lab, port)
         api = SlurmActions(self.lab.cluster.cli(timeout=15))
         self.sub = submit_job(self.job, api, config_path=str(self.lab_root / "job.yaml"))

@@ -46,7 +46,7 @@ TOLERANCE = 0.10  # the issue's bar: within 10% of the measured goodput
 
 
 def median_of(table: dict[str, Any], kind: str, strategy: str, key: str) -> float:
-    cell = table[kind][strategy][key]
+    cell = table.get(kind, {}).get(strategy, {}).get(key, {})
     if not cell.get("n"):
         raise ValueError(f"recovery.json has no {key} for {strategy} {kind}")
     return float(cell["median"])

@@ -18,6 +18,7 @@ from lamplighter.trainer.contract import ENV_REPLICA_ID
 
 ENV_MARK = "BENCH_RUN"  # set in every trainer a benchmark run starts: the run's unique id
 TRAINER_MODULES = ("lamplighter.trainer", "bench.gpu_time_trainer", "bench.baselines.ckpt_trainer")
+WARM_TASK_MODULE = "lamplighter.slurm.warm_task"  # a task that hands its trainer to the node's warm standby
 
 
 def _environ(pid: int) -> dict[str, str]:
@@ -36,16 +37,23 @@ def find_trainers(run_id: str) -> dict[int, int]:
         argv = procfs.read_cmdline(PROC, pid)
         if argv is None:
             continue
-        if len(argv) < 3 or argv[1] != b"-m" or argv[2].decode(errors="replace") not in TRAINER_MODULES:
+        module = argv[2].decode(errors="replace") if len(argv) >= 3 and argv[1] == b"-m" else ""
+        if module not in (*TRAINER_MODULES, WARM_TASK_MODULE):
             continue
         env = _environ(pid)
         if env.get(ENV_MARK) != run_id or _state(pid) in ("Z", "X"):
             continue
         index = (
             env.get(ENV_REPLICA_ID)
-            if argv[2] != b"bench.baselines.ckpt_trainer"
+            if module != "bench.baselines.ckpt_trainer"
             else env.get("RANK", env.get("SLURM_PROCID"))
         )
+        if module == WARM_TASK_MODULE:
+            # The task's marker is in its own environ only: hurt the trainer it runs, once it runs one.
+            trainer = procfs.warm_trainer_of(PROC, pid)
+            if trainer is None:
+                continue
+            pid = trainer
         if index is not None and index.isdigit():
             out[int(index)] = pid
     return out

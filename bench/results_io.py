@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
+# Set by `python -m bench` for the whole run: every file it writes, in any process, carries the same stamp.
+ENV_BENCH_RUN = "LAMPLIGHTER_BENCH_RUN"
 
 
 def environment() -> dict[str, Any]:
@@ -37,6 +39,7 @@ def environment() -> dict[str, Any]:
         "torchft": version("torchft-nightly"),
         "commit": commit,
         "uncommitted_changes": uncommitted_changes(),  # [] when the numbers are the commit's
+        "bench_run": os.environ.get(ENV_BENCH_RUN),  # the `make bench` run that wrote it, if any
     }
 
 

@@ -638,6 +638,10 @@ def unix_socket_path(v: str) -> str:
     return v
 
 
+# torch._dynamo: torch imports it when the first optimizer is built, about 1.3 s here.
+DEFAULT_PRELOAD = ("torch", "torch._dynamo", "torchft")
+
+
 def module_names(v: list[str]) -> list[str]:
     bad = [m for m in v if not all(p.isidentifier() for p in m.split("."))]
     if bad:
@@ -669,7 +673,7 @@ class RestartConfig(Strict):
         "`{python} -m MODULE ...` or `{python} SCRIPT ...`; otherwise restarts start cold, as said in the log.",
     )
     standby_preload: list[str] = Field(
-        default_factory=lambda: ["torch", "torch._dynamo", "torchft"],
+        default_factory=lambda: list(DEFAULT_PRELOAD),
         description="Modules a standby imports while it waits (the reference trainer's own module is added). "
         "torch._dynamo: torch imports it when the first optimizer is built, about 1.3 s here.",
     )
@@ -933,7 +937,7 @@ class NodeStandbyConfig(Strict):
         "becomes one instead of starting cold (0: off). Each idle one holds about 300 MB and no CPU.",
     )
     preload: list[str] = Field(
-        default_factory=lambda: ["torch", "torch._dynamo", "torchft"],
+        default_factory=lambda: list(DEFAULT_PRELOAD),
         description="Modules a standby imports while it waits.",
     )
     socket: str = Field(

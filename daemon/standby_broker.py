@@ -36,6 +36,7 @@ from lamplighter.daemon.unix_server import UnixServer
 from lamplighter.slurm.proc_find import ENV_SUPERVISOR_NODE
 from lamplighter.supervisor import procfs
 from lamplighter.supervisor.standby import StandbyPool
+from lamplighter.supervisor.standby_main import recv_line
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ SOCKET_MODE = 0o666  # any user's task may ask; the trainer then runs as that us
 DIR_MODE = 0o755
 REQUEST_TIMEOUT_S = 5.0
 MAX_REQUEST_BYTES = 4 * 1024 * 1024
-TASK_FDS = 2  # the task's stdout and stderr
+REQUEST_FDS = 2  # the task's stdout and stderr
 STATUS_REQUEST = b"status\n"  # instead of a task's request: the counts, as one JSON line
 # Variables of the service a trainer must not inherit: systemd's, and the lab's mark for a node daemon.
 NOT_FOR_STANDBYS = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", ENV_SUPERVISOR_NODE)
@@ -61,21 +62,18 @@ def standby_env(env: Mapping[str, str]) -> dict[str, str]:
 
 def read_line(conn: socket.socket) -> tuple[bytes, list[int]]:
     """One line and the descriptors that came with it (closed again if the line cannot be read)."""
-    buf, fds = b"", []
     conn.settimeout(REQUEST_TIMEOUT_S)
     try:
-        while not buf.endswith(b"\n"):
-            data, got, _flags, _addr = socket.recv_fds(conn, 1 << 16, 4)
-            fds += got
-            if not data:
-                raise RequestError("the request ended before its line did")
-            buf += data
-            if len(buf) > MAX_REQUEST_BYTES:
-                raise RequestError(f"request larger than {MAX_REQUEST_BYTES} bytes")
-    except (OSError, RequestError) as e:
+        buf, fds = recv_line(conn, max_bytes=MAX_REQUEST_BYTES)
+    except OSError as e:
+        raise RequestError(f"bad request: {type(e).__name__}: {e}") from e
+    if len(buf) > MAX_REQUEST_BYTES or not buf.endswith(b"\n"):
         for f in fds:
             os.close(f)
-        raise RequestError(e if isinstance(e, RequestError) else f"bad request: {type(e).__name__}: {e}") from e
+        too_big = len(buf) > MAX_REQUEST_BYTES
+        raise RequestError(
+            f"request larger than {MAX_REQUEST_BYTES} bytes" if too_big else "the request ended before its line did"
+        )
     return buf, fds
 
 
@@ -83,7 +81,7 @@ def parse_request(buf: bytes, fds: list[int]) -> dict[str, Any]:
     """A task's request: its argv, environment and directory, with its stdout and stderr."""
     try:
         raw = json.loads(buf)
-        if len(fds) != TASK_FDS:
+        if len(fds) != REQUEST_FDS:
             raise RequestError(f"expected the task's stdout and stderr, got {len(fds)} descriptor(s)")
         return {"argv": [str(a) for a in raw["argv"]], "env": dict(raw["env"]), "cwd": str(raw["cwd"])}
     except (ValueError, KeyError, TypeError) as e:

@@ -179,6 +179,36 @@ def read_cmdline(proc_root: Path, pid: int) -> list[bytes] | None:
         return None
 
 
+def read_fd_target(proc_root: Path, pid: int, fd: int) -> str | None:
+    """What the process's descriptor points at ("/path", "pipe:[123]", ...), or None if gone or not ours."""
+    try:
+        return os.readlink(proc_root / str(pid) / "fd" / str(fd))
+    except OSError:
+        return None
+
+
+STANDBY_MODULE = b"lamplighter.supervisor.standby_main"
+
+
+def warm_trainer_of(proc_root: Path, task_pid: int) -> int | None:
+    """The standby that became this warm task's trainer (slurm/warm_task.py), or None (not started warm yet).
+
+    A warm trainer's /proc environ and cmdline are its standby's, not its task's: what ties them is the
+    task's stdout, which the trainer received and holds as its own fd 1 (a file or a pipe of slurmstepd's)."""
+    out = read_fd_target(proc_root, task_pid, 1)
+    if out is None:
+        return None
+    best: tuple[int, int] | None = None  # (start time, pid): a killed earlier trainer may hold it a moment longer
+    for pid in pids(proc_root):
+        argv = read_cmdline(proc_root, pid)
+        if argv is None or len(argv) < 3 or argv[2] != STANDBY_MODULE or read_fd_target(proc_root, pid, 1) != out:
+            continue
+        st = read_stat(proc_root, pid)
+        if st is not None and st.state not in ("Z", "X") and (best is None or st.start_time > best[0]):
+            best = (st.start_time, pid)
+    return None if best is None else best[1]
+
+
 def children(proc_root: Path, pid: int) -> list[int]:
     """The direct children of every thread of the process (/proc/PID/task/*/children)."""
     out: list[int] = []

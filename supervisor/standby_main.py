@@ -178,6 +178,9 @@ def run_target(argv: list[str], cwd: str) -> int:
     """Run `python -m MODULE ...` or `python SCRIPT ...` in this process; its exit code, as Python would give it."""
     kind, name = target_of(argv)
     rest = argv[3:] if kind == "module" else argv[2:]
+    # The task's PYTHONPATH, where a fresh interpreter puts it: right after the script's folder.
+    extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in sys.path]
+    sys.path[1:1] = extra
     try:
         if kind == "module":
             sys.path[0] = cwd  # what `python -m` puts first
@@ -198,17 +201,31 @@ def run_target(argv: list[str], cwd: str) -> int:
     return 0
 
 
-def wait_for_activation(fd: int = 0) -> tuple[Activation, list[int]] | None:
-    """One JSON line on `fd`, a Unix socket (its owner's end of a socketpair), and the descriptors it carries."""
-    sock = socket.socket(fileno=os.dup(fd))
+def recv_line(sock: socket.socket, max_bytes: int = 1 << 30) -> tuple[bytes, list[int]]:
+    """Bytes up to a newline (or the peer's end, or past max_bytes) and the descriptors that came with them.
+
+    A line is read whole before anything acts on it: the descriptors travel with its first bytes. On an error
+    the descriptors received so far are closed."""
     buf, fds = b"", []
     try:
-        while not buf.endswith(b"\n"):
+        while not buf.endswith(b"\n") and len(buf) <= max_bytes:
             data, got, _flags, _addr = socket.recv_fds(sock, 1 << 16, MAX_FDS)
             fds += got
             if not data:
                 break
             buf += data
+    except BaseException:
+        for f in fds:
+            os.close(f)
+        raise
+    return buf, fds
+
+
+def wait_for_activation(fd: int = 0) -> tuple[Activation, list[int]] | None:
+    """One JSON line on `fd`, a Unix socket (its owner's end of a socketpair), and the descriptors it carries."""
+    sock = socket.socket(fileno=os.dup(fd))
+    try:
+        buf, fds = recv_line(sock)
     finally:
         sock.close()
     if not buf.strip():

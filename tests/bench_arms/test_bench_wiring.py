@@ -4,6 +4,7 @@ picks a fault's target. Each of the three broke once in a refactor while the ben
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
 from pathlib import Path
@@ -116,3 +117,26 @@ def test_the_lighthouse_kill_finds_the_jobs_own_lighthouse(tmp_path: Path, bench
         for p in procs:
             p.kill()
             p.communicate()
+
+
+def test_make_bench_names_its_parts_and_refuses_an_unknown_one(
+    bench: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    main = importlib.import_module("bench.__main__")
+    with pytest.raises(SystemExit) as e:
+        main.main(["--only", "goodput,heal-speed"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "unknown part(s) heal-speed" in err and "goodput, big, model, warm, warm-slurm" in err
+    assert set(main.parts(argparse.Namespace(quick=True, big_state=1))) == set(main.PARTS)
+
+
+def test_every_result_file_of_one_bench_run_carries_its_stamp(
+    tmp_path: Path, bench: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The stamp travels in the environment, so the parts that run as processes of their own write it too.
+    results_io = importlib.import_module("bench.results_io")
+    monkeypatch.setenv(results_io.ENV_BENCH_RUN, "abc1234 2026-11-26T08:00:00Z")
+    assert results_io.environment()["bench_run"] == "abc1234 2026-11-26T08:00:00Z"
+    monkeypatch.delenv(results_io.ENV_BENCH_RUN)
+    assert results_io.environment()["bench_run"] is None

@@ -48,17 +48,22 @@ def _verify(tool: str, unit: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([tool, "verify", str(unit)], capture_output=True, text=True, timeout=60)
 
 
+def _assert_installed_unit_verifies(tool: str, name: str, tmp_path: Path) -> None:
+    """The shipped unit, pointed at this venv's console script, verifies with no line about it."""
+    rendered = tmp_path / name
+    rendered.write_text((UNITS / name).read_text().replace(INSTALLED, str(_console_script())))
+    result = _verify(tool, rendered)
+    assert result.returncode == 0, result.stderr
+    # Unknown keys and bad values are only warnings (exit 0): any line about our unit fails the test.
+    assert [line for line in result.stderr.splitlines() if name in line] == []
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_unit_verifies(name: str, tmp_path: Path) -> None:
     tool = _systemd_analyze()
     text = (UNITS / name).read_text()
     assert f"ExecStart={INSTALLED} supervise --config /etc/lamplighter/" in text
-    rendered = tmp_path / name
-    rendered.write_text(text.replace(INSTALLED, str(_console_script())))
-    result = _verify(tool, rendered)
-    assert result.returncode == 0, result.stderr
-    # Unknown keys and bad values are only warnings (exit 0): any line about our unit fails the test.
-    assert [line for line in result.stderr.splitlines() if name in line] == []
+    _assert_installed_unit_verifies(tool, name, tmp_path)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -94,11 +99,7 @@ def test_the_standby_unit_verifies_and_leaves_its_trainers_unsandboxed(tmp_path:
     name = "lamplighter-standby.service"
     text = (UNITS / name).read_text()
     assert f"ExecStart={INSTALLED} standby --config /etc/lamplighter/node.yaml" in text
-    rendered = tmp_path / name
-    rendered.write_text(text.replace(INSTALLED, str(_console_script())))
-    result = _verify(tool, rendered)
-    assert result.returncode == 0, result.stderr
-    assert [line for line in result.stderr.splitlines() if name in line] == []
+    _assert_installed_unit_verifies(tool, name, tmp_path)
     d = _directives(text)
     assert d["KillMode"] == "process"  # a restart must not kill the trainers started from standbys
     # A standby becomes a user's trainer: none of the node daemon's sandbox may reach it.

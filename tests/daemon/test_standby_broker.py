@@ -226,3 +226,26 @@ def test_the_standby_command_refuses_a_node_without_standbys_and_reports_a_missi
     cfg.write_text("standby: {count: 1, sockets: /x}\n")
     bad = subprocess.run(run, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "sockets" in bad.stderr
+
+
+def test_a_warm_module_is_found_on_the_tasks_pythonpath(tmp_path: Path, broker: StandbyBroker) -> None:
+    # Jobs put their own code on PYTHONPATH; a fresh interpreter reads it at start, a standby when it is taken.
+    lib = tmp_path / "their code"
+    (lib / "their_trainer").mkdir(parents=True)
+    (lib / "their_trainer" / "__main__.py").write_text(PROBE)
+    standby_pid = broker.pool.idle[0].popen.pid
+    t = task(tmp_path, broker.cfg.socket, [sys.executable, "-m", "their_trainer", "6"], PYTHONPATH=str(lib))
+    assert t.wait(timeout=60) == 6
+    assert json.loads((tmp_path / "probe.json").read_text())["pid"] == standby_pid
+
+
+def test_a_warm_tasks_trainer_is_found_through_the_stdout_it_was_given(tmp_path: Path, broker: StandbyBroker) -> None:
+    # What chaos and the benchmarks hurt: the trainer, whose /proc environ and cmdline are its standby's.
+    from lamplighter.supervisor.procfs import PROC, warm_trainer_of
+
+    standby_pid = broker.pool.idle[0].popen.pid
+    t = task(tmp_path, broker.cfg.socket, [sys.executable, str(probe(tmp_path)), "wait"])
+    wait_for(lambda: (tmp_path / "probe.json.waiting").exists(), 60, "the warm trainer running")
+    assert warm_trainer_of(PROC, t.pid) == standby_pid
+    t.send_signal(signal.SIGTERM)
+    assert t.wait(timeout=60) == 42
