@@ -28,16 +28,18 @@ from bench.baselines.ckpt_trainer import read_events
 from bench.baselines.poll_runner import PollRunner
 from bench.jobspec import BUILD, Workload, job_config
 from bench.lamplighter_arm import run_local
-from bench.lamplighter_slurm import LamplighterSlurm
+from bench.lamplighter_slurm import LamplighterSlurm, lamplighter_lab
 from bench.metrics import run_metrics
 from bench.runrecord import RunRecord
 from bench.slurm_drive import drive
+from lamplighter.lab.slurm_lab import SlurmLab
 from lamplighter.lab.testcluster import TestCluster, reset_cluster
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.supervisor.chaos import PlannedFault
 from lamplighter.supervisor.ports import free_port
 
 STRATEGIES = ("lamplighter", "ckpt-restart", "poll-10s")
+GUESS_STEP_S = 0.25  # a fault-free torchft step of the benchmark's job here: 0.23-0.28 s in the runs so far
 START_AFTER_S = 3.0  # no fault in the first seconds of training
 
 
@@ -86,6 +88,20 @@ class Bench:
         self.w, self.cluster, self.root, self.python = w, cluster, root, python
         self.lamplighter_mode = lamplighter_mode
         self.api = SlurmActions(cluster.cli(timeout=15))
+        self.lab: SlurmLab | None = None
+
+    def lamplighter_lab(self) -> SlurmLab:
+        if self.lab is None:
+            root = BUILD / "labs" / f"lamplighter-{self.w.state_pad_mb}"
+            shutil.rmtree(root, ignore_errors=True)
+            root.mkdir(parents=True)
+            self.lab = lamplighter_lab(root, self.w)
+        return self.lab
+
+    def close(self) -> None:
+        if self.lab is not None:
+            self.lab.down()
+            self.lab = None
 
     def one(
         self,
@@ -107,13 +123,7 @@ class Bench:
         shutil.rmtree(run_dir.parent / f"{tag}.in", ignore_errors=True)
         run_id = f"{tag}-{int(time.time())}"
         if strategy == "lamplighter" and self.lamplighter_mode == "slurm":
-            lab = BUILD / "labs" / tag
-            shutil.rmtree(lab, ignore_errors=True)
-            lab.mkdir(parents=True)
-            # Standbys only serve restarts: a run without faults does not wait for 4 nodes' worth of imports.
-            ll = LamplighterSlurm(
-                lab, run_dir, w if planned else Workload(**{**w.__dict__, "standbys": 0}), run_id, tag
-            )
+            ll = LamplighterSlurm(self.lamplighter_lab(), run_dir, w, run_id, tag)
             run = drive(
                 ll,
                 planned,
@@ -167,19 +177,11 @@ class Bench:
         return run
 
 
-def calibrate_step_s(cluster: TestCluster, python: str, w: Workload, log: Any = print) -> float:
-    """Seconds per fault-free torchft step on this machine now (a short lamplighter run in local mode)."""
-    probe = Workload(**{**w.__dict__, "steps": 60})
-    b = Bench(probe, cluster, BUILD / "runs", python)
-    run = b.one("lamplighter", None, 0, 0, [], 180.0, ckpt_mtbf_s=30.0, tag="calibration")
-    ts = sorted(r.t for r in run.steps.get(0, []) if r.committed)[5:]
-    per_step = (ts[-1] - ts[0]) / (len(ts) - 1) if len(ts) > 1 else 0.25
-    log(f"[goodput] calibration: {per_step * 1000:.0f} ms per torchft step")
-    return per_step
+MIN_STEPS = 30  # a rate over fewer steps would be mostly the first step's jitter
 
 
 def steps_for(train_s: float, step_s: float) -> int:
-    return int(min(2000, max(40, round(train_s / step_s))))
+    return int(min(2000, max(MIN_STEPS, round(train_s / step_s))))
 
 
 def run_all(
@@ -206,52 +208,58 @@ def run_all(
     root.mkdir(parents=True, exist_ok=True)
     b = Bench(w, cluster, root, python, lamplighter_mode)
     out: list[dict[str, Any]] = []
-    # The machine's load drifts: each repetition's target comes from its own fault-free lamplighter run
-    # (one calibration run starts the estimate), so that the faulted runs train about calibrate_s fault-free.
-    step_s = calibrate_step_s(cluster, python, w, log) if calibrate_s else 0.0
-    for rep in range(reps):
-        k = rep % len(strategies)
-        order = list(strategies[k:] + strategies[:k])
-        free_pace: dict[str, tuple[float, float]] = {}  # strategy -> (s per fault-free step, startup s)
-        if calibrate_s:
-            free_steps = steps_for(calibrate_s * free_share, step_s)
-        else:
-            free_steps = max(40, round(w.steps * free_share))
-        for level, mtbf in enumerate([None, *mtbfs]):
-            seed = 1000 * (rep + 1) + level
-            if mtbf is not None and calibrate_s and "lamplighter" in free_pace:
-                step_s = free_pace["lamplighter"][0]
-                b.w = w = Workload(**{**w.__dict__, "steps": steps_for(calibrate_s, step_s)})
-                log(f"[goodput] rep {rep}: {step_s * 1000:.0f} ms per fault-free step -> target {w.steps} steps")
-            for strategy in order:
-                pace, startup = free_pace.get(strategy, (0.5, 60.0))
-                base = pace * w.steps + startup
-                # A faulted run stops at its target or at this limit, whichever comes first: goodput is a rate,
-                # and a strategy that cannot keep up with the faults would otherwise take all the time there is.
-                timeout = time_limit * base if mtbf is not None else 300.0
-                planned = schedule(mtbf, seed, kinds, horizon_s=timeout)
-                t0 = time.monotonic()
-                run = b.one(
-                    strategy,
-                    mtbf,
-                    rep,
-                    seed,
-                    planned,
-                    timeout,
-                    ckpt_mtbf_s=mtbf or max(mtbfs),
-                    steps=None if mtbf is not None else free_steps,
-                )
-                m = run_metrics(run)
-                if mtbf is None and m["train_s"]:
-                    # train_s runs from the first committed step to the target: free_steps - 1 steps.
-                    free_pace[strategy] = (m["train_s"] / max(1, free_steps - 1), m["startup_s"] or 0.0)
-                row = {"run": run.summary(), "metrics": m}
-                out.append(row)
-                log(
-                    f"[goodput] rep {rep} mtbf {mtbf} {strategy}: reached {m['reached']} train {m['train_s'] or 0:.1f} s "
-                    f"goodput {m['goodput_samples_per_s'] or 0:.1f} samples/s faults {m['faults']} "
-                    f"lost {m['steps_lost']} ({time.monotonic() - t0:.0f} s)"
-                )
+    # The machine's load drifts: each repetition's target comes from its own fault-free lamplighter run, so
+    # that the faulted runs train about calibrate_s fault-free. Only the first fault-free runs' length depends
+    # on this guess (and they run at least MIN_STEPS); a calibration run cost 40 s per arm.
+    step_s = GUESS_STEP_S
+    try:
+        for rep in range(reps):
+            k = rep % len(strategies)
+            order = list(strategies[k:] + strategies[:k])
+            free_pace: dict[str, tuple[float, float]] = {}  # strategy -> (s per fault-free step, startup s)
+            if calibrate_s:
+                free_steps = steps_for(calibrate_s * free_share, step_s)
+            else:
+                free_steps = max(MIN_STEPS, round(w.steps * free_share))
+            for level, mtbf in enumerate([None, *mtbfs]):
+                seed = 1000 * (rep + 1) + level
+                if mtbf is not None and calibrate_s and "lamplighter" in free_pace:
+                    step_s = free_pace["lamplighter"][0]
+                    b.w = w = Workload(**{**w.__dict__, "steps": steps_for(calibrate_s, step_s)})
+                    log(f"[goodput] rep {rep}: {step_s * 1000:.0f} ms per fault-free step -> target {w.steps} steps")
+                for strategy in order:
+                    # One wall-clock budget for every strategy's faulted run of a repetition (the first strategy's
+                    # fault-free time to the target, x time_limit), so that each is exposed to the faults as long:
+                    # a run stops at its target or at the budget, whichever comes first. Goodput is a rate, and a
+                    # strategy that cannot keep up with the faults would otherwise take all the time there is.
+                    pace, startup = free_pace.get(strategies[0], free_pace.get(strategy, (0.5, 60.0)))
+                    base = pace * w.steps + startup
+                    timeout = time_limit * base if mtbf is not None else 300.0
+                    planned = schedule(mtbf, seed, kinds, horizon_s=timeout)
+                    t0 = time.monotonic()
+                    run = b.one(
+                        strategy,
+                        mtbf,
+                        rep,
+                        seed,
+                        planned,
+                        timeout,
+                        ckpt_mtbf_s=mtbf or max(mtbfs),
+                        steps=None if mtbf is not None else free_steps,
+                    )
+                    m = run_metrics(run)
+                    if mtbf is None and m["train_s"]:
+                        # train_s runs from the first committed step to the target: free_steps - 1 steps.
+                        free_pace[strategy] = (m["train_s"] / max(1, free_steps - 1), m["startup_s"] or 0.0)
+                    row = {"run": run.summary(), "metrics": m}
+                    out.append(row)
+                    log(
+                        f"[goodput] rep {rep} mtbf {mtbf} {strategy}: reached {m['reached']} train {m['train_s'] or 0:.1f} s "
+                        f"goodput {m['goodput_samples_per_s'] or 0:.1f} samples/s faults {m['faults']} "
+                        f"lost {m['steps_lost']} ({time.monotonic() - t0:.0f} s)"
+                    )
+    finally:
+        b.close()
     return out
 
 

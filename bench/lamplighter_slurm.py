@@ -24,7 +24,7 @@ from bench.procs import find_lighthouse
 from lamplighter.configs.loader import load_job
 from lamplighter.configs.schema import HealthConfig, JobConfig, RestartConfig
 from lamplighter.lab.slurm_lab import LabSettings, SlurmLab
-from lamplighter.lab.testcluster import pick_port_range
+from lamplighter.lab.testcluster import pick_port_range, reset_cluster
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.slurm.run import SlurmError
 from lamplighter.slurm.submission import Submission, cancel_job, submit_job
@@ -42,20 +42,50 @@ def available() -> str | None:
         return f"the Slurm lab is not importable: {e}"
 
 
+def lamplighter_lab(root: Path, w: Workload) -> SlurmLab:
+    """The Slurm lab every lamplighter run of a benchmark arm shares, up, its daemons alive and standbys ready.
+
+    One lab per arm rather than per run: its setup (Slurm, 4 node daemons, each node's standbys importing
+    torch) took 15-40 s of a 2-core machine per run. Each run starts from reset_cluster (no job, every node
+    resumed) and reads only the actions logged after its submission."""
+    base = job_config("probe", root, w, run_id="probe")
+    lab = SlurmLab(
+        root,
+        LabSettings(
+            compute_nodes=4,
+            gpus_per_node=1,
+            health=HealthConfig(**base.health.model_dump()),
+            restart=RestartConfig(**base.restart.model_dump()),
+            standby=w.standbys,
+        ),
+    )
+    lab.up()
+    try:
+        if not lab.daemons_started:
+            raise RuntimeError("lamplighter's node daemon did not start in the lab")
+        lab.wait_daemons_alive()
+        if w.standbys:
+            lab.wait_standbys_ready()  # as on a cluster, where the service has run long before the job
+    except BaseException:
+        lab.down()
+        raise
+    return lab
+
+
 class LamplighterSlurm:
     name = "lamplighter"
 
-    def __init__(self, lab_root: Path, run_dir: Path, w: Workload, run_id: str, tag: str) -> None:
-        self.lab_root, self.run_dir, self.w, self.run_id, self.tag = lab_root, run_dir, w, run_id, tag
+    def __init__(self, lab: SlurmLab, run_dir: Path, w: Workload, run_id: str, tag: str) -> None:
+        self.lab, self.run_dir, self.w, self.run_id, self.tag = lab, run_dir, w, run_id, tag
         self.replicas = w.replicas
         self.detections: list[tuple[float, int | None]] = []
         # The job's own Lighthouse (a Slurm job whose script restarts it): when it ran again after a kill.
         self.lighthouse_starts: list[float] = []
         self.killed_lighthouse: int | None = None
-        self.lab: SlurmLab | None = None
         self.sub: Submission | None = None
         self.job: JobConfig | None = None
         self.setup_s = 0.0
+        self.since = 0.0  # when this run's job was submitted: the lab's action logs hold earlier runs too
 
     def _job(self, lab: SlurmLab, port: int) -> JobConfig:
         base = job_config(
@@ -74,36 +104,22 @@ class LamplighterSlurm:
         }
         if self.w.standbys:
             cfg["slurm"]["standby_socket"] = str(lab.standby_socket())
-        path = self.lab_root / "job.yaml"
+        path = self.run_dir.parent / f"{self.tag}.yaml"
         path.write_text(yaml.safe_dump(cfg, sort_keys=False))
         return load_job(path)
 
     def start(self) -> None:
         t0 = time.monotonic()
         port = pick_port_range(1)
-        base = job_config("probe", self.run_dir, self.w, run_id=self.run_id)
-        self.lab = SlurmLab(
-            self.lab_root,
-            LabSettings(
-                compute_nodes=4,
-                gpus_per_node=1,
-                health=HealthConfig(**{**base.health.model_dump(), "hang_timeout_s": base.health.hang_timeout_s}),
-                restart=RestartConfig(**base.restart.model_dump()),
-                standby=self.w.standbys,
-            ),
-        )
-        self.lab.up()
-        if not self.lab.daemons_started:
-            raise RuntimeError("lamplighter's node daemon did not start in the lab")
-        if self.w.standbys:
-            self.lab.wait_standbys_ready()  # as on a cluster, where the service has run long before the job
-        self.setup_s = time.monotonic() - t0  # the lab's, not lamplighter's: a run's time limit leaves it out
+        # A run after another: no job left, every node up and resumed (a crash or a drain of the last run).
+        reset_cluster(self.lab.cluster)
+        self.since = time.time()
+        self.setup_s = time.monotonic() - t0  # the harness's, not lamplighter's: a run's time limit leaves it out
         self.job = self._job(self.lab, port)
         api = SlurmActions(self.lab.cluster.cli(timeout=15))
-        self.sub = submit_job(self.job, api, config_path=str(self.lab_root / "job.yaml"))
+        self.sub = submit_job(self.job, api, config_path=str(self.run_dir.parent / f"{self.tag}.yaml"))
 
     def crash_node(self, node: str) -> None:
-        assert self.lab is not None
         self.lab.cluster.crash_node(node)
 
     def tick(self, now: float) -> None:
@@ -115,17 +131,12 @@ class LamplighterSlurm:
                 self.killed_lighthouse = None
 
     def stop(self) -> None:
-        if self.lab is None:
-            return
-        try:
-            if self.sub is not None:
-                try:
-                    cancel_job(self.sub, SlurmActions(self.lab.cluster.cli(timeout=15)))
-                except SlurmError:
-                    pass
-            self.detections = read_detections(self.lab.action_logs(), self.sub)
-        finally:
-            self.lab.down()
+        if self.sub is not None:
+            try:
+                cancel_job(self.sub, SlurmActions(self.lab.cluster.cli(timeout=15)))
+            except SlurmError:
+                pass
+        self.detections = read_detections(self.lab.action_logs(), self.sub, since=self.since)
 
     def kill_lighthouse(self) -> None:
         """Chaos: SIGKILL the job's own Lighthouse (its Slurm job's script starts it again, like systemd would)."""
@@ -136,8 +147,8 @@ class LamplighterSlurm:
         self.killed_lighthouse = pid
 
 
-def read_detections(logs: list[Path], sub: Submission | None) -> list[tuple[float, int | None]]:
-    """(time, group) of every action that shows a daemon noticed a failure; group from the job id."""
+def read_detections(logs: list[Path], sub: Submission | None, since: float = 0.0) -> list[tuple[float, int | None]]:
+    """(time, group) of every action since `since` that shows a daemon noticed a failure; group from the job id."""
     groups = {} if sub is None else {str(jid): g for g, jid in sub.groups.items()}
     out: list[tuple[float, int | None]] = []
     for path in logs:
@@ -146,7 +157,7 @@ def read_detections(logs: list[Path], sub: Submission | None) -> list[tuple[floa
                 rec = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            if rec.get("action") not in DETECT_ACTIONS:
+            if rec.get("action") not in DETECT_ACTIONS or float(rec.get("ts", 0.0)) < since:
                 continue
             target = str(rec.get("target", ""))
             obs = rec.get("observation") if isinstance(rec.get("observation"), dict) else {}

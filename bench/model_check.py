@@ -2,7 +2,7 @@
 
     python -m bench.model_check          # reads bench/results/{goodput,recovery}.json, writes model_check.json
 
-Nothing runs: the model is fed the benchmark's configuration (2 groups of one process each, one
+Nothing runs: the model is fed the benchmark's configuration (its groups of one process each, one
 "GPU" per group and per node) and the component times the benchmark measured (recovery.json: medians
 over every fault of a kind), and predicts each faulted goodput run's goodput_rel from the faults that
 run had. No parameter is fitted to the goodput numbers.

@@ -44,7 +44,9 @@ def environment() -> dict[str, Any]:
 
 
 def uncommitted_changes() -> list[str]:
-    """Tracked files that differ from HEAD (`git status --porcelain`, untracked files aside: results land there)."""
+    """Tracked files that differ from HEAD, results aside (`git status --porcelain`, untracked files aside too).
+
+    bench/results is what a run writes: `make bench`'s later parts see its earlier parts' files changed."""
     try:
         out = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no"],
@@ -55,7 +57,7 @@ def uncommitted_changes() -> list[str]:
         ).stdout
     except OSError:
         return ["(git not available)"]
-    return [line[3:] for line in out.splitlines() if line.strip()]
+    return [line[3:] for line in out.splitlines() if line.strip() and not line[3:].startswith("bench/results/")]
 
 
 def spread(values: list[float]) -> dict[str, float]:

@@ -20,6 +20,7 @@ from lamplighter.trainer.contract import ENV_JOB, ENV_REPLICA_ID
 # Set only by the task wrapper of a rendered group script (and by local mode's launcher) in the
 # trainer's own environment: the batch shell and srun carry LAMPLIGHTER_JOB too, but not RANK.
 TRAINER_MARK = "RANK"
+WARM_TASK_MODULE = b"lamplighter.slurm.warm_task"
 # The e2e harness and the demo start each node daemon with this set to the node's name.
 ENV_SUPERVISOR_NODE = "LAMPLIGHTER_SUPERVISOR_NODE"
 
@@ -44,9 +45,24 @@ def find_by_env(match: Callable[[Mapping[str, str]], bool], proc: Path = PROC) -
 
 
 def trainer_procs(job: str, replica_id: int, proc: Path = PROC) -> list[ProcStat]:
-    """The trainer processes of one replica group (all its ranks, on every node)."""
+    """The trainer processes of one replica group (all its ranks, on every node).
+
+    A task that runs warm (slurm/warm_task.py) carries the group's environment, but its trainer is a
+    standby that carries the standby service's: the trainer is found through its task, and a rank
+    whose warm trainer has not started yet has none."""
     rid = str(replica_id)
-    return find_by_env(lambda e: e.get(ENV_JOB) == job and e.get(ENV_REPLICA_ID) == rid and TRAINER_MARK in e, proc)
+    found = find_by_env(lambda e: e.get(ENV_JOB) == job and e.get(ENV_REPLICA_ID) == rid and TRAINER_MARK in e, proc)
+    out: list[ProcStat] = []
+    for st in found:
+        argv = procfs.read_cmdline(proc, st.pid) or []
+        if len(argv) >= 3 and argv[2] == WARM_TASK_MODULE:
+            pid = procfs.warm_trainer_of(proc, st.pid)
+            trainer = None if pid is None else procfs.read_stat(proc, pid)
+            if trainer is None:
+                continue
+            st = trainer
+        out.append(st)
+    return out
 
 
 def supervisor_procs(node: str, proc: Path = PROC) -> list[ProcStat]:

@@ -70,6 +70,8 @@ def test_detections_name_the_replica_of_a_daemon_action(tmp_path: Path, bench: M
     log = tmp_path / "actions.jsonl"
     log.write_text("".join(json.dumps(r) + "\n" for r in RECORDED_ACTIONS) + "not json\n")
     assert read_detections([log], None) == [(1795644905.9006288, 1), (1795644915.8772326, 0)]
+    # One lab serves every run of an arm: a run reads only what was logged after its own submission.
+    assert read_detections([log], None, since=1795644910.0) == [(1795644915.8772326, 0)]
 
 
 def test_a_hurt_replica_is_not_a_target_until_it_has_restarted_and_committed(bench: ModuleType) -> None:

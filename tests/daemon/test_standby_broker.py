@@ -249,3 +249,17 @@ def test_a_warm_tasks_trainer_is_found_through_the_stdout_it_was_given(tmp_path:
     assert warm_trainer_of(PROC, t.pid) == standby_pid
     t.send_signal(signal.SIGTERM)
     assert t.wait(timeout=60) == 42
+
+
+def test_chaos_finds_a_warm_groups_trainer_not_its_task(tmp_path: Path, broker: StandbyBroker) -> None:
+    # A hang injected into the task would stop only the task: the trainer would keep training.
+    from lamplighter.slurm.proc_find import trainer_procs
+    from lamplighter.trainer.contract import ENV_JOB, ENV_REPLICA_ID
+
+    standby_pid = broker.pool.idle[0].popen.pid
+    group = {ENV_JOB: f"warm-{os.getpid()}", ENV_REPLICA_ID: "1", "RANK": "0"}
+    t = task(tmp_path, broker.cfg.socket, [sys.executable, str(probe(tmp_path)), "wait"], **group)
+    wait_for(lambda: (tmp_path / "probe.json.waiting").exists(), 60, "the warm trainer running")
+    assert [p.pid for p in trainer_procs(group[ENV_JOB], 1)] == [standby_pid]
+    t.send_signal(signal.SIGTERM)
+    assert t.wait(timeout=60) == 42
