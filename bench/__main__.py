@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--free-s", type=float, default=5.0, help="training time of the fault-free runs, which measure a rate"
     )
-    ap.add_argument("--mtbf", default="3", help="MTBFs in seconds, comma-separated (default 3)")
+    ap.add_argument("--mtbf", default="2", help="MTBFs in seconds, comma-separated (default 2)")
     ap.add_argument(
         "--time-limit",
         type=float,

@@ -112,6 +112,11 @@ def kill_group(p: subprocess.Popen[bytes]) -> None:
         pass
 
 
+def task_alive(proc_root: Path, pid: int, start_time: int) -> bool:
+    st = procfs.read_stat(proc_root, pid)
+    return st is not None and st.start_time == start_time and st.state not in ("Z", "X")
+
+
 class StandbyBroker(UnixServer):
     def __init__(self, cfg: NodeStandbyConfig, env: Mapping[str, str], log_dir: Path, now: float) -> None:
         super().__init__(Path(cfg.socket), "standby socket", mode=SOCKET_MODE, dir_mode=DIR_MODE)
@@ -139,8 +144,7 @@ class StandbyBroker(UnixServer):
                 if p.poll() is not None:
                     del self.trainers[pid]
                     continue
-                st = procfs.read_stat(proc_root, task_pid)
-                if st is not None and st.start_time == task_start and st.state not in ("Z", "X"):
+                if task_alive(proc_root, task_pid, task_start):
                     continue
                 # A trainer that reported its exit is still finishing when its task ends: one cycle's grace.
                 if pid in self._orphans:
@@ -222,8 +226,15 @@ class StandbyBroker(UnixServer):
                 **self.answers,
             }
 
-    def close(self) -> None:
-        """Idle standbys exit; trainers started from them go on (their tasks hold them), as trainers do."""
+    def close(self, proc_root: Path = procfs.PROC) -> None:
+        """Idle standbys exit; trainers started from them go on (their tasks hold them), as trainers do.
+
+        Those whose task is gone already are killed now, without the cycle's grace: no later cycle would, and
+        a stopped (hung) one would stay forever, holding its memory."""
         super().close()
         with self._lock:
             self.pool.close()
+            for pid, (p, task_pid, task_start) in list(self.trainers.items()):
+                if p.poll() is None and not task_alive(proc_root, task_pid, task_start):
+                    log.warning("trainer pid %d: its task pid %d is gone and the service stops: killed", pid, task_pid)
+                    kill_group(p)

@@ -155,6 +155,18 @@ def test_a_stopped_trainer_whose_task_is_gone_is_killed_by_the_daemon(tmp_path: 
     assert broker.status()["trainers"] == []
 
 
+def test_a_stopped_trainer_whose_task_is_gone_dies_with_the_service(tmp_path: Path, broker: StandbyBroker) -> None:
+    # Found by the benchmark: a hung warm trainer whose job was cancelled outlived the service, stopped, 300 MB.
+    t = task(tmp_path, broker.cfg.socket, [sys.executable, str(probe(tmp_path)), "wait"])
+    wait_for(lambda: (tmp_path / "probe.json.waiting").exists(), 60, "the warm trainer running")
+    [(trainer, _, _)] = broker.trainers.values()
+    os.kill(trainer.pid, signal.SIGSTOP)
+    t.kill()
+    t.wait(timeout=30)
+    broker.close()  # no cycle ran since the task ended
+    assert trainer.wait(timeout=30) == -signal.SIGKILL
+
+
 def test_a_bad_request_gets_a_reason_not_a_standby(tmp_path: Path, broker: StandbyBroker) -> None:
     import socket
 
