@@ -182,7 +182,7 @@ def cost_lines(results: Path) -> list[str]:
     for row in (over or {}).get("rows", []):
         out.append(
             f"| torchft step against plain DDP, {row['model'].split(' (')[0]} model, 2 replicas, no accelerator time "
-            f"| +{row['torchft_extra_ms_per_step']['median']:.1f} ms per step "
+            f"| {row['torchft_extra_ms_per_step']['median']:+.1f} ms per step "
             f"(throughput x{row['torchft_throughput_vs_ddp']['median']:.2f}) |"
         )
     quorum = load(results, "lighthouse_quorum")
