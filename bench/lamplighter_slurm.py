@@ -1,9 +1,10 @@
 """lamplighter's arm on Slurm: `submit` onto a lab with a node daemon per node, faults from the same driver.
 
-Each run gets a fresh lamplighter.lab.slurm_lab.SlurmLab (head node + compute
-nodes, one simulated GPU each, `lamplighter supervise` on every node; the job
-runs its own Lighthouse as a Slurm job), so drains and exclusions of one run
-never reach the next. The job is the same as the baselines' (bench.jobspec)
+Every run of an arm shares one lamplighter.lab.slurm_lab.SlurmLab (head node +
+compute nodes, one simulated GPU each, `lamplighter supervise` and `lamplighter
+standby` on every node; the job runs its own Lighthouse as a Slurm job), reset
+before each run (no job left, every node resumed), so drains and exclusions of
+one run never reach the next. The job is the same as the baselines' (bench.jobspec)
 with the Slurm settings the lab needs. Recovery is entirely the daemons'
 work; the driver only injects. Detection times come from the daemons'
 action logs (the first kill, requeue or mark-down that names the group).

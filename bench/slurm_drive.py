@@ -65,7 +65,7 @@ def drive(
     hurt_at: dict[int, float] = {}
     t_start = time.time()
     strategy.start()
-    # The harness's own setup (a fresh lab, its standbys' imports) is not the strategy's: its clock starts after.
+    # The harness's own setup (resetting the lab between runs) is not the strategy's: its clock starts after.
     t_start += getattr(strategy, "setup_s", 0.0)
     t_train: float | None = None
     next_scan = 0.0

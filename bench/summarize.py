@@ -23,7 +23,8 @@ SUBSTRATE_NOTE = (
 
 SLURM_NOTE = (
     "All three strategies ran on real Slurm test clusters on this machine: lamplighter with `submit` and its node "
-    "daemon (`lamplighter supervise`) on every node of a fresh lab per run; the baselines on a cluster of their own."
+    "daemon (`lamplighter supervise`) and warm standbys on every node of one lab per arm, reset between runs; "
+    "the baselines on a cluster of their own."
 )
 
 
