@@ -12,13 +12,13 @@ import itertools
 import os
 import signal
 
+from lamplighter.slurm.render import WARM_TASK_MODULE  # a task that hands its trainer to a warm standby
 from lamplighter.supervisor import procfs
 from lamplighter.supervisor.procfs import PROC
 from lamplighter.trainer.contract import ENV_REPLICA_ID
 
 ENV_MARK = "BENCH_RUN"  # set in every trainer a benchmark run starts: the run's unique id
 TRAINER_MODULES = ("lamplighter.trainer", "bench.gpu_time_trainer", "bench.baselines.ckpt_trainer")
-WARM_TASK_MODULE = "lamplighter.slurm.warm_task"  # a task that hands its trainer to the node's warm standby
 
 
 def _environ(pid: int) -> dict[str, str]:

@@ -127,6 +127,11 @@ def goodput_lines(results: Path) -> list[str]:
     ]
 
 
+def warm_row(label: str, cold: dict[str, Any], warm: dict[str, Any]) -> str:
+    ratio = warm["median"] / cold["median"]
+    return f"| {label} | {rng(cold)} s | {rng(warm)} s | {ratio:.2f} | {cold['n']}, {warm['n']} |"
+
+
 def warm_lines(results: Path) -> list[str]:
     out = [
         "| restart to first commit | cold | warm standby | warm / cold | restarts (cold, warm) |",
@@ -136,18 +141,12 @@ def warm_lines(results: Path) -> list[str]:
     if local is not None:
         a = local["per_arm"]
         c, w = a["cold"]["first_commit_after_restart_s"], a["warm"]["first_commit_after_restart_s"]
-        out.append(
-            f"| local mode, the demo job (restart decided -> first commit) | {rng(c)} s | {rng(w)} s | "
-            f"{w['median'] / c['median']:.2f} | {c['n']}, {w['n']} |"
-        )
+        out.append(warm_row("local mode, the demo job (restart decided -> first commit)", c, w))
     slurm = load(results, "warm_restart_slurm")
     if slurm is not None:
         s = slurm["summary"]
         c, w = s["cold"]["running_to_commit_s"], s["warm"]["running_to_commit_s"]
-        out.append(
-            f"| Slurm lab, node daemons (job RUNNING again -> first commit) | {rng(c)} s | {rng(w)} s | "
-            f"{w['median'] / c['median']:.2f} | {c['n']}, {w['n']} |"
-        )
+        out.append(warm_row("Slurm lab, node daemons (job RUNNING again -> first commit)", c, w))
     return out if len(out) > 2 else []
 
 

@@ -13,6 +13,7 @@ import signal
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
+from lamplighter.slurm.render import WARM_TASK_MODULE
 from lamplighter.supervisor import procfs
 from lamplighter.supervisor.procfs import PROC, ProcStat
 from lamplighter.trainer.contract import ENV_JOB, ENV_REPLICA_ID
@@ -20,7 +21,6 @@ from lamplighter.trainer.contract import ENV_JOB, ENV_REPLICA_ID
 # Set only by the task wrapper of a rendered group script (and by local mode's launcher) in the
 # trainer's own environment: the batch shell and srun carry LAMPLIGHTER_JOB too, but not RANK.
 TRAINER_MARK = "RANK"
-WARM_TASK_MODULE = b"lamplighter.slurm.warm_task"
 # The e2e harness and the demo start each node daemon with this set to the node's name.
 ENV_SUPERVISOR_NODE = "LAMPLIGHTER_SUPERVISOR_NODE"
 
@@ -55,7 +55,7 @@ def trainer_procs(job: str, replica_id: int, proc: Path = PROC) -> list[ProcStat
     out: list[ProcStat] = []
     for st in found:
         argv = procfs.read_cmdline(proc, st.pid) or []
-        if len(argv) >= 3 and argv[2] == WARM_TASK_MODULE:
+        if len(argv) >= 3 and argv[2] == WARM_TASK_MODULE.encode():
             pid = procfs.warm_trainer_of(proc, st.pid)
             trainer = None if pid is None else procfs.read_stat(proc, pid)
             if trainer is None:
