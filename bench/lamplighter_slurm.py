@@ -87,6 +87,8 @@ class LamplighterSlurm:
         self.job: JobConfig | None = None
         self.setup_s = 0.0
         self.since = 0.0  # when this run's job was submitted: the lab's action logs hold earlier runs too
+        self.extra: dict[str, int] = {}  # into the run's record: its task starts, warm and cold
+        self._answers_before: dict[str, int] = {}
 
     def _job(self, lab: SlurmLab, port: int) -> JobConfig:
         base = job_config(
@@ -114,6 +116,8 @@ class LamplighterSlurm:
         port = pick_port_range(1)
         # A run after another: no job left, every node up and resumed (a crash or a drain of the last run).
         reset_cluster(self.lab.cluster)
+        if self.w.standbys:
+            self._answers_before = self.lab.standby_answers()
         self.since = time.time()
         self.setup_s = time.monotonic() - t0  # the harness's, not lamplighter's: a run's time limit leaves it out
         self.job = self._job(self.lab, port)
@@ -138,6 +142,12 @@ class LamplighterSlurm:
             except SlurmError:
                 pass
         self.detections = read_detections(self.lab.action_logs(), self.sub, since=self.since)
+
+    def settle(self) -> None:
+        if self.w.standbys:
+            self.lab.wait_standbys_quiet()
+            after = self.lab.standby_answers()
+            self.extra = {f"{k}_starts": after[k] - self._answers_before.get(k, 0) for k in after}
 
     def kill_lighthouse(self) -> None:
         """Chaos: SIGKILL the job's own Lighthouse (its Slurm job's script starts it again, like systemd would)."""

@@ -22,10 +22,12 @@ from typing import Protocol
 
 from bench.procs import find_trainers, hurt, node_of, release
 from bench.runrecord import Fault, RunRecord, StepFollower
+from lamplighter.lab.testcluster import wait_until
 from lamplighter.supervisor.chaos import PlannedFault, pick_group
 
 TICK_S = 0.1
 PROC_SCAN_S = 0.3  # /proc scans cost CPU on a busy 2-core machine
+SETTLE_S = 120.0
 
 
 class SlurmStrategy(Protocol):
@@ -35,12 +37,16 @@ class SlurmStrategy(Protocol):
     run_id: str
     # Times the strategy noticed a failure, with the replica it blames (None: the whole job).
     detections: list[tuple[float, int | None]]
+    extra: dict[str, int]  # counts the strategy adds to the run's record (lamplighter: warm and cold starts)
 
     def start(self) -> None: ...
 
     def tick(self, now: float) -> None: ...
 
     def stop(self) -> None: ...
+
+    # After the run: wait until nothing the strategy started still uses the CPU (the next run's baseline).
+    def settle(self) -> None: ...
 
 
 def drive(
@@ -126,6 +132,10 @@ def drive(
         t_end = time.time()
         strategy.stop()
         release(list(find_trainers(strategy.run_id).values()))
+        # Leftovers of this run would slow the next run (on 2 cores a standby's refill, importing torch, is
+        # half the machine): checkpoint-restart right after lamplighter took 0.40 s per step, else 0.26-0.31.
+        wait_until(lambda: not find_trainers(strategy.run_id), SETTLE_S, f"{strategy.name}'s trainers to exit")
+        strategy.settle()
     steps.poll()
     attribute_detections(faults, strategy.detections)
     lh_starts = getattr(strategy, "lighthouse_starts", [])
@@ -148,7 +158,7 @@ def drive(
         faults=faults,
         starts=starts,
         steps=steps.records,
-        extra={"faults_not_injected": injector.remaining, "faults_dropped": injector.dropped},
+        extra={"faults_not_injected": injector.remaining, "faults_dropped": injector.dropped, **strategy.extra},
     )
 
 

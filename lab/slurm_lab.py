@@ -279,6 +279,33 @@ class SlurmLab:
 
         wait_until(lambda: all(ready(n) for n in self.compute), timeout, "every node's standbys ready")
 
+    def standby_answers(self) -> dict[str, int]:
+        """How many task starts every node's broker has answered warm and cold since it started."""
+        total = {"warm": 0, "cold": 0}
+        for node in self.compute:
+            status = read_broker_status(self.standby_socket(node), timeout=5)
+            for key in total:
+                total[key] += int(status[key])
+        return total
+
+    def wait_standbys_quiet(self, timeout: float = 120.0) -> None:
+        """Every node's pool full and ready again and no trainer of a standby left: after a job, the refills
+        (each imports torch) and the dying trainers are done, and use no CPU that the next job would miss."""
+
+        def quiet(node: str) -> bool:
+            try:
+                status = read_broker_status(self.standby_socket(node), timeout=5)
+            except OSError:
+                return False
+            return pool_quiet(status, self.settings.standby)
+
+        wait_until(lambda: all(quiet(n) for n in self.compute), timeout, "every node's standbys refilled and idle")
+
+
+def pool_quiet(status: dict[str, Any], want: int) -> bool:
+    """A broker's status (`lamplighter standby --status`) with `want` standbys ready and no trainer left."""
+    return int(status["ready"]) >= want and not status["trainers"]
+
 
 def leftover_job_processes(job: str) -> list[int]:
     """PIDs of processes still carrying the job's name in their environment (trainers, batch shells)."""

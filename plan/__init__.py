@@ -1,7 +1,7 @@
 """plan: what faults cost a training job, by strategy, before it runs (`lamplighter plan`).
 
 Public modules (the package re-exports nothing: import them):
-    goodput_model   pure first-order model: goodput and lost GPU-hours of lamplighter, checkpoint-restart
+    goodput_model   pure goodput model: goodput and lost GPU-hours of lamplighter, checkpoint-restart
                     (Young/Daly interval) and a 10 s poll runner, from cluster size, failure rate and costs
     plan_cli        `lamplighter plan`: the table, --json, --sweep over cluster sizes, --plot
 

@@ -1,4 +1,4 @@
-"""A first-order goodput model: lamplighter, checkpoint-restart and a 10 s poll runner on N GPUs.
+"""A goodput model: lamplighter, checkpoint-restart and a 10 s poll runner on N GPUs.
 
 Pure functions of frozen dataclasses: no I/O, no torch. Every time is in seconds, every size in
 bytes, every bandwidth in bytes per second, every rate per second.
@@ -11,12 +11,19 @@ Notation (all per job):
     h      share of faults that are hangs (the process lives, the step never ends); the rest are exits
     S      state bytes of one model replica = params * bytes_per_param
 
-Goodput is the fraction of the fault-free throughput that is kept, 1 - (GPU-seconds lost per second) / N,
-floored at 0. "Fault-free" means no faults and no checkpoints. Lost GPU-hours per day = (1 - goodput) * N * 24.
+Goodput is the fraction of the fault-free throughput that is kept: the share of GPU-seconds that train.
+"Fault-free" means no faults and no checkpoints. Lost GPU-hours per day = (1 - goodput) * N * 24.
 
-Assumptions shared by all three (why the model is first order):
-- Faults are a Poisson process, rare against recovery: a fault during a recovery costs nothing extra
-  (valid while M is much longer than every recovery time below; the CLI prints M).
+How losses compose (the same rule `replay` applies to a recorded run's faults):
+- A fault takes its u GPUs out for a recovery time, and stalls every other group for a while (torchft's
+  quorum change). A group is training at a moment unless some fault's window covers it: windows that
+  overlap count once, not twice (with 3 groups and dense faults, adding them up counted the same
+  seconds twice and under-predicted the benchmark by 24%).
+- Faults strike what is running: a group that is out is not hit again until it is back (an alternating
+  renewal process), so the share of time a unit is out is uLD / (1 + uLD), never above 1.
+
+Assumptions shared by all three:
+- Faults are a Poisson process in the running time of each unit (u GPUs), independent between units.
 - A free node takes a failed node's place at once (a spare, or the scheduler's idle pool); waiting for
   a repair is not modelled.
 - Throughput is proportional to the GPUs training: a group out of R costs 1/R of the samples (torchft
@@ -26,6 +33,7 @@ Assumptions shared by all three (why the model is first order):
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 GB = 1e9
@@ -189,23 +197,34 @@ def young_daly_interval_s(write_s: float, mtbf_s: float) -> float:
     return math.sqrt(2.0 * write_s * mtbf_s) if math.isfinite(mtbf_s) else math.inf
 
 
-def _result(
-    strategy: str, cluster: Cluster, lost_fraction: float, per_fault: float, detail: dict[str, float]
-) -> Result:
-    goodput = min(1.0, max(0.0, 1.0 - lost_fraction))
+def _result(strategy: str, cluster: Cluster, goodput: float, per_fault: float, detail: dict[str, float]) -> Result:
+    goodput = min(1.0, max(0.0, goodput))
     rate = job_failure_rate(cluster)
     mtbf_h = 1.0 / rate / HOUR if rate > 0 else math.inf
     lost = (1.0 - goodput) * cluster.gpus * 24.0
     return Result(strategy, goodput, lost, mtbf_h, per_fault, detail)
 
 
-def lamplighter(cluster: Cluster, work: Workload, costs: Costs) -> Result:
-    """A fault costs the u GPUs it takes out for detect + restart + heal, and every survivor a stall.
+def groups_goodput(cluster: Cluster, out_s: float, stall_s: float) -> tuple[float, float]:
+    """(goodput, available) when each fault takes its unit out for out_s and stalls every other unit stall_s.
 
-    per fault = u * (d + r_g + S / (g * b_heal)) + (N - u) * s, with d = (1-h) d_exit + h d_hang and
-    s = (1-h) s_exit + h s_hang; goodput = 1 - L * per fault / N.
-    The stall covers the quorum change at the fault; the heal's sender and the rejoin are taken as free
-    (torchft sends from a live peer while it trains). No periodic checkpoint is counted.
+    A unit of u GPUs fails at rate u*lam while it runs and is out for out_s (the mean over kinds): it runs a
+    share A = 1 / (1 + u*lam*out_s) of the time. The other units fail at (N - u)*lam*A, each fault
+    stalling this one for stall_s (the mean); stalls are Poisson, so a moment is free of every stall with
+    probability exp(-(N - u)*lam*A*stall_s), whatever their overlaps. goodput = A * that probability.
+    """
+    lam, u, n = cluster.failures_per_gpu_s, gpus_per_fault(cluster), cluster.gpus
+    available = 1.0 / (1.0 + u * lam * out_s)
+    return available * math.exp(-(n - u) * lam * available * stall_s), available
+
+
+def lamplighter(cluster: Cluster, work: Workload, costs: Costs) -> Result:
+    """A fault takes the u GPUs of its unit out for detect + restart + heal, and stalls every survivor.
+
+    out = d + r_g + S / (g * b_heal), with d = (1-h) d_exit + h d_hang; s = (1-h) s_exit + h s_hang;
+    goodput = groups_goodput(out, s). The stall covers the quorum change at the fault; the heal's sender
+    and the rejoin are taken as free (torchft sends from a live peer while it trains). No periodic
+    checkpoint is counted. cost_per_fault_gpu_s = u * out + (N - u) * s, the first-order cost of one fault.
     """
     h = cluster.hang_share
     detect = (1 - h) * costs.detect_s + h * costs.hang_detect_s
@@ -213,19 +232,20 @@ def lamplighter(cluster: Cluster, work: Workload, costs: Costs) -> Result:
     out_s = detect + costs.group_restart_s + heal_s(cluster, work, costs)
     u = gpus_per_fault(cluster)
     per_fault = u * out_s + (cluster.gpus - u) * stall  # the failed GPUs' stall is inside their out time
-    lost = job_failure_rate(cluster) * per_fault / cluster.gpus
-    detail = {"group_out_s": out_s, "heal_s": heal_s(cluster, work, costs), "stall_s": stall}
-    return _result("lamplighter", cluster, lost, per_fault, detail)
+    goodput, available = groups_goodput(cluster, out_s, stall)
+    detail = {"group_out_s": out_s, "heal_s": heal_s(cluster, work, costs), "stall_s": stall, "available": available}
+    return _result("lamplighter", cluster, goodput, per_fault, detail)
 
 
 def checkpoint_restart(cluster: Cluster, work: Workload, costs: Costs) -> Result:
     """Every fault stops all N GPUs; the job checkpoints every tau seconds of compute.
 
-    C = S / b_write, tau = sqrt(2 C M) (or the fixed interval), per fault = N * (d + r_job + S / b_read + tau / 2)
-    with d = (1-h) d_exit + h d_hang (a hang holds the job until the collective times out);
-    goodput = 1 - C / tau - L * (d + r_job + S / b_read + tau / 2).
-    tau / 2 is the expected work since the last checkpoint (faults uniform within an interval); the
-    sum (rather than a product) of the two losses is Young's first-order form, fine while C << tau << M.
+    The job runs until a fault (exponential, mean M = 1/L), then is down D = d + r_job + S / b_read, with
+    d = (1-h) d_exit + h d_hang (a hang holds the job until the collective times out). While it runs it
+    computes tau, writes C = S / b_write, and so on; a fault loses the work since the last checkpoint. A
+    run of length T keeps floor(T / (tau + C)) * tau, whose mean is tau * q / (1 - q), q = exp(-(tau + C) / M):
+    goodput = tau * q / ((1 - q) * (M + D)). For C << tau << M this is Young's first-order
+    1 - C / tau - (D + tau / 2) / M, and tau = sqrt(2 C M) (or the fixed interval) is its optimum.
     """
     rate = job_failure_rate(cluster)
     write = checkpoint_write_s(work, costs)
@@ -234,32 +254,76 @@ def checkpoint_restart(cluster: Cluster, work: Workload, costs: Costs) -> Result
     tau = costs.ckpt_interval_s if costs.ckpt_interval_s is not None else young_daly_interval_s(write, mtbf)
     h = cluster.hang_share
     detect = (1 - h) * costs.ckpt_detect_s + h * costs.ckpt_hang_detect_s
-    down_s = detect + costs.job_restart_s + read + (tau / 2 if math.isfinite(tau) else 0.0)
-    overhead = write / tau if math.isfinite(tau) else 0.0
-    lost = overhead + rate * down_s
-    detail = {"checkpoint_s": write, "interval_s": tau, "read_s": read, "job_down_s": down_s, "overhead": overhead}
-    return _result("ckpt-restart", cluster, lost, cluster.gpus * down_s, detail)
+    down_s = detect + costs.job_restart_s + read
+    if not math.isfinite(mtbf):
+        goodput = tau / (tau + write) if math.isfinite(tau) else 1.0
+    else:
+        q = math.exp(-(tau + write) / mtbf)
+        goodput = tau * q / ((1.0 - q) * (mtbf + down_s)) if q < 1.0 else 0.0
+    overhead = write / (tau + write) if math.isfinite(tau) else 0.0
+    rollback = tau / 2 if math.isfinite(tau) else 0.0
+    detail = {
+        "checkpoint_s": write,
+        "interval_s": tau,
+        "read_s": read,
+        "job_down_s": down_s + rollback,
+        "overhead": overhead,
+    }
+    return _result("ckpt-restart", cluster, goodput, cluster.gpus * (down_s + rollback), detail)
 
 
 def poll_runner(cluster: Cluster, work: Workload, costs: Costs) -> Result:
     """lamplighter's costs with a poll's detection, and hangs never detected.
 
     An exit: the group's Slurm job ends, the next poll (on average p / 2 later) resubmits it:
-    u * (p/2 + r_g + heal) + (N - u) * s_exit. A hang: the job stays RUNNING, holding its GPUs until its
-    time limit T (on average T / 2 away, faults uniform in a job's life), then as an exit:
-    u * (T/2 + p/2 + r_g + heal) + (N - u) * s_hang. per fault = (1-h) exit + h hang; goodput = 1 - L * per fault / N.
+    out p/2 + r_g + heal, survivors' stall s_exit. A hang: the job stays RUNNING, holding its GPUs until
+    its time limit T (on average T / 2 away, faults uniform in a job's life), then as an exit:
+    out T/2 + p/2 + r_g + heal, stall s_hang. goodput = groups_goodput of the means over kinds.
     """
     h = cluster.hang_share
     heal = heal_s(cluster, work, costs)
     back_s = costs.poll_s / 2 + costs.group_restart_s + heal
+    hang_out = costs.time_limit_s / 2 + back_s
     u, n = gpus_per_fault(cluster), cluster.gpus
-    exit_cost = u * back_s + (n - u) * costs.stall_s
-    hang_cost = u * (costs.time_limit_s / 2 + back_s) + (n - u) * costs.hang_stall_s
-    per_fault = (1 - h) * exit_cost + h * hang_cost
-    lost = job_failure_rate(cluster) * per_fault / n
     stall = (1 - h) * costs.stall_s + h * costs.hang_stall_s
-    detail = {"exit_out_s": back_s, "hang_out_s": costs.time_limit_s / 2 + back_s, "heal_s": heal, "stall_s": stall}
-    return _result(f"poll-{costs.poll_s:g}s", cluster, lost, per_fault, detail)
+    out_s = (1 - h) * back_s + h * hang_out
+    per_fault = u * out_s + (n - u) * stall
+    goodput, available = groups_goodput(cluster, out_s, stall)
+    detail = {"exit_out_s": back_s, "hang_out_s": hang_out, "heal_s": heal, "stall_s": stall, "available": available}
+    return _result(f"poll-{costs.poll_s:g}s", cluster, goodput, per_fault, detail)
+
+
+def replay(
+    groups: int,
+    faults: Sequence[tuple[float, int, str]],
+    start: float,
+    end: float,
+    out_s: Mapping[str, float],
+    stall_s: Mapping[str, float],
+) -> float:
+    """The share of group-seconds in [start, end] that train, for faults at known times.
+
+    Each fault (time, group, kind) takes its group out for out_s[kind] and stalls every other group for
+    stall_s[kind]; a group trains when no window covers it (the composition rule of the closed forms above,
+    applied to recorded or simulated fault times instead of a rate).
+    """
+    if end <= start or groups <= 0:
+        raise ValueError(f"replay needs a positive span and groups, not [{start}, {end}] and {groups}")
+    lost = sum(
+        covered([(t, t + (out_s[kind] if who == g else stall_s[kind])) for t, who, kind in faults], start, end)
+        for g in range(groups)
+    )
+    return 1.0 - lost / (groups * (end - start))
+
+
+def covered(spans: Sequence[tuple[float, float]], start: float, end: float) -> float:
+    """Seconds of [start, end] inside at least one span: overlapping spans count once."""
+    total, reached = 0.0, start
+    for a, b in sorted(spans):
+        a, b = max(a, reached), min(b, end)
+        if b > a:
+            total, reached = total + b - a, b
+    return total
 
 
 STRATEGIES = (lamplighter, checkpoint_restart, poll_runner)

@@ -1,6 +1,6 @@
 """`lamplighter plan`: what faults cost a job under lamplighter, checkpoint-restart and a 10 s poll runner.
 
-A first-order model (lamplighter/plan/goodput_model.py holds every formula and assumption): from the
+A goodput model (lamplighter/plan/goodput_model.py holds every formula and assumption): from the
 cluster size, a failure rate (default: Llama 3's 419 unexpected interruptions in 54 days on 16,384
 GPUs), the model's state size, checkpoint bandwidth and restart costs, it prints per strategy the
 goodput (fraction of fault-free throughput kept), the GPU-hours lost per day and the job's MTBF.
@@ -319,7 +319,7 @@ def plot(args: argparse.Namespace, path: str) -> None:
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("goodput (fraction of fault-free)")
     axes[0].legend()
-    fig.suptitle("lamplighter plan: first-order goodput model (defaults marked 'assumed' in --help)")
+    fig.suptitle("lamplighter plan: goodput model (defaults marked 'assumed' in --help)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

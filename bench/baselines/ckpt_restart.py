@@ -72,6 +72,7 @@ class CheckpointRestart:
         self.repo = repo or Path(__file__).resolve().parent.parent.parent
         self.replicas = job.groups.count
         self.detections: list[tuple[float, int | None]] = []
+        self.extra: dict[str, int] = {}
         self.requeues: list[float] = []
         self.job_id: int | None = None
         self.next_watch = 0.0
@@ -106,6 +107,9 @@ class CheckpointRestart:
                 self.api.start_now(self.job_id)
             except (SlurmError, TimeoutError):
                 pass
+
+    def settle(self) -> None:
+        """Nothing of this strategy outlives its trainers, which `drive` waits for."""
 
     def stop(self) -> None:
         if self.job_id is not None:

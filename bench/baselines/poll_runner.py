@@ -35,6 +35,7 @@ class PollRunner:
         self.run_dir = Path(job.run_dir)
         self.replicas = job.groups.count
         self.detections: list[tuple[float, int | None]] = []
+        self.extra: dict[str, int] = {}
         self.submissions: list[tuple[float, int, int]] = []  # (t, group, job id)
         self.jobs: dict[int, int] = {}
         self.scripts: list[Path] = []
@@ -82,6 +83,9 @@ class PollRunner:
         """Chaos: the Lighthouse process dies (in the example nobody restarts it)."""
         if self.lighthouse is not None:
             self.lighthouse.kill()
+
+    def settle(self) -> None:
+        """Nothing of this strategy outlives its trainers, which `drive` waits for."""
 
     def stop(self) -> None:
         for jid in self.jobs.values():

@@ -20,6 +20,7 @@ from realparts import wait_for
 
 from lamplighter.configs.schema import NodeStandbyConfig
 from lamplighter.daemon.standby_broker import StandbyBroker
+from lamplighter.lab.slurm_lab import pool_quiet
 from lamplighter.slurm.warm_task import PREFIX
 
 # Records what it sees, then exits with its last argument; "wait" waits for SIGTERM and exits 42 on it.
@@ -165,6 +166,26 @@ def test_a_stopped_trainer_whose_task_is_gone_dies_with_the_service(tmp_path: Pa
     t.wait(timeout=30)
     broker.close()  # no cycle ran since the task ended
     assert trainer.wait(timeout=30) == -signal.SIGKILL
+
+
+def test_the_pool_is_quiet_only_once_its_trainer_is_gone_and_it_is_refilled(
+    tmp_path: Path, broker: StandbyBroker
+) -> None:
+    # The benchmark waits for this between runs: a refill importing torch would slow the next run's steps.
+    assert pool_quiet(broker.status(), want=1)
+    t = task(tmp_path, broker.cfg.socket, [sys.executable, str(probe(tmp_path)), "wait"])
+    wait_for(lambda: (tmp_path / "probe.json.waiting").exists(), 60, "the warm trainer running")
+    assert not pool_quiet(broker.status(), want=1)
+    t.send_signal(signal.SIGTERM)  # forwarded: the trainer exits 42
+    assert t.wait(timeout=30) == 42
+    clock = iter(range(1, 10_000))
+
+    def after_a_cycle() -> bool:
+        broker.cycle(float(next(clock)))  # reaps the trainer once it has exited, starts a new standby
+        return pool_quiet(broker.status(), want=1)
+
+    wait_for(after_a_cycle, 60, "the trainer reaped and a new standby past its preload")
+    assert broker.status()["started"] == 2 and broker.status()["trainers"] == []
 
 
 def test_a_bad_request_gets_a_reason_not_a_standby(tmp_path: Path, broker: StandbyBroker) -> None:
