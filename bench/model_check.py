@@ -50,7 +50,7 @@ TOLERANCE = 0.10  # the issue's bar: within 10% of the measured goodput
 
 
 def median_of(table: dict[str, Any], kind: str, strategy: str, key: str) -> float:
-    cell = table.get(kind, {}).get(strategy, {}).get(key, {})
+    cell = table.get(kind, {}).get(strategy, {}).get(key) or {}
     if not cell.get("n"):
         raise ValueError(f"recovery.json has no {key} for {strategy} {kind}")
     return float(cell["median"])
