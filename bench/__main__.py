@@ -218,8 +218,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--time-limit",
         type=float,
-        default=1.3,
-        help="a faulted run stops at its target or at this multiple of its fault-free time, whichever is first",
+        default=1.2,
+        help="a faulted run stops at its target or after this multiple of lamplighter's fault-free training time "
+        "to the target (counted from its first commit: 24 s of faults at the default 20 s), whichever is first",
     )
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument(

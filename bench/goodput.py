@@ -6,8 +6,9 @@ For each repetition: a fault-free run of every strategy, then one run per
 MTBF, strategies interleaved (their order rotates per repetition), each to
 the same target step with the same fault schedule (lamplighter's planner,
 seed = repetition and MTBF). The baselines run on a real Slurm cluster
-started on this machine (lamplighter.lab.testcluster); lamplighter runs in
-local mode (see README: its Slurm path was not ready when this was built).
+started on this machine (lamplighter.lab.testcluster); lamplighter runs on
+the same cluster with its node daemons and warm standbys (`--lamplighter
+local`: in local mode). The fault schedule: bench/fault_schedule.py.
 Raw runs go to bench/results/goodput.json; the recovery anatomy of every
 fault to bench/results/recovery.json.
 """
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import random
 import shutil
 import sys
 import time
@@ -26,6 +26,7 @@ from typing import Any
 from bench.baselines.ckpt_restart import CheckpointRestart
 from bench.baselines.ckpt_trainer import read_events
 from bench.baselines.poll_runner import PollRunner
+from bench.fault_schedule import schedule
 from bench.jobspec import BUILD, Workload, job_config
 from bench.lamplighter_arm import run_local
 from bench.lamplighter_slurm import LamplighterSlurm, lamplighter_lab
@@ -39,25 +40,8 @@ from lamplighter.supervisor.chaos import PlannedFault
 from lamplighter.supervisor.ports import free_port
 
 STRATEGIES = ("lamplighter", "ckpt-restart", "poll-10s")
+LOCAL_START_S = 20.0  # local mode's launch to first commit: 3-5 s here, cold
 GUESS_STEP_S = 0.25  # a fault-free torchft step of the benchmark's job here: 0.23-0.28 s in the runs so far
-START_AFTER_S = 3.0  # no fault in the first seconds of training
-
-
-def schedule(mtbf_s: float | None, seed: int, kinds: list[str], horizon_s: float) -> list[PlannedFault]:
-    """One fault at a random moment of every MTBF-long window after START_AFTER_S, kinds drawn from the seed.
-
-    The mean time between faults is the MTBF, as with exponential gaps, but a short run cannot draw zero
-    faults by chance: with only a few windows per run, exponential gaps left whole runs fault-free.
-    """
-    if mtbf_s is None:
-        return []
-    rng = random.Random(seed)
-    out, k = [], 0
-    while START_AFTER_S + k * mtbf_s < horizon_s:
-        at = START_AFTER_S + (k + rng.random()) * mtbf_s
-        out.append(PlannedFault(round(at, 3), rng.choice(kinds), None))
-        k += 1
-    return out
 
 
 def checkpoint_choice(run_dir: Path, run: RunRecord) -> dict[str, Any] | None:
@@ -138,7 +122,9 @@ class Bench:
             return run
         if strategy == "lamplighter":
             job = job_config(f"b-{tag}", run_dir, w, run_id=run_id)
-            return run_local(job, planned, seed=seed, timeout_s=timeout_s, mtbf_s=mtbf_s, rep=rep, python=self.python)
+            # Local mode's limit is wall time from the launch: its start-up comes on top of the training budget.
+            wall_s = timeout_s + LOCAL_START_S
+            return run_local(job, planned, seed=seed, timeout_s=wall_s, mtbf_s=mtbf_s, rep=rep, python=self.python)
         reset_cluster(self.cluster)
         conf = str(self.cluster.conf_path)
         if strategy == "ckpt-restart":
@@ -177,7 +163,7 @@ class Bench:
         return run
 
 
-MIN_STEPS = 30  # a rate over fewer steps would be mostly the first step's jitter
+MIN_STEPS = 20  # a rate over fewer steps would be mostly the first step's jitter
 
 
 def steps_for(train_s: float, step_s: float) -> int:
@@ -216,7 +202,7 @@ def run_all(
         for rep in range(reps):
             k = rep % len(strategies)
             order = list(strategies[k:] + strategies[:k])
-            free_pace: dict[str, tuple[float, float]] = {}  # strategy -> (s per fault-free step, startup s)
+            free_pace: dict[str, float] = {}  # strategy -> seconds per fault-free step
             if calibrate_s:
                 free_steps = steps_for(calibrate_s * free_share, step_s)
             else:
@@ -224,17 +210,18 @@ def run_all(
             for level, mtbf in enumerate([None, *mtbfs]):
                 seed = 1000 * (rep + 1) + level
                 if mtbf is not None and calibrate_s and "lamplighter" in free_pace:
-                    step_s = free_pace["lamplighter"][0]
+                    step_s = free_pace["lamplighter"]
                     b.w = w = Workload(**{**w.__dict__, "steps": steps_for(calibrate_s, step_s)})
                     log(f"[goodput] rep {rep}: {step_s * 1000:.0f} ms per fault-free step -> target {w.steps} steps")
                 for strategy in order:
-                    # One wall-clock budget for every strategy's faulted run of a repetition (the first strategy's
-                    # fault-free time to the target, x time_limit), so that each is exposed to the faults as long:
-                    # a run stops at its target or at the budget, whichever comes first. Goodput is a rate, and a
-                    # strategy that cannot keep up with the faults would otherwise take all the time there is.
-                    pace, startup = free_pace.get(strategies[0], free_pace.get(strategy, (0.5, 60.0)))
-                    base = pace * w.steps + startup
-                    timeout = time_limit * base if mtbf is not None else 300.0
+                    # One training-time budget for every strategy's faulted run of a repetition (the first
+                    # strategy's fault-free training time to the target, x time_limit), counted from each run's
+                    # first commit, so that each is exposed to the same faults as long whatever its start-up
+                    # (checkpoint-restart's 9-12 s start had cut its exposure to 7 scheduled faults). A run stops
+                    # at its target or at the budget: goodput is a rate, and a strategy that cannot keep up with
+                    # the faults would otherwise take all the time there is.
+                    pace = free_pace.get(strategies[0], free_pace.get(strategy, 0.5))
+                    timeout = time_limit * pace * w.steps if mtbf is not None else 300.0
                     planned = schedule(mtbf, seed, kinds, horizon_s=timeout)
                     t0 = time.monotonic()
                     run = b.one(
@@ -250,7 +237,7 @@ def run_all(
                     m = run_metrics(run)
                     if mtbf is None and m["train_s"]:
                         # train_s runs from the first committed step to the target: free_steps - 1 steps.
-                        free_pace[strategy] = (m["train_s"] / max(1, free_steps - 1), m["startup_s"] or 0.0)
+                        free_pace[strategy] = m["train_s"] / max(1, free_steps - 1)
                     row = {"run": run.summary(), "metrics": m}
                     out.append(row)
                     log(

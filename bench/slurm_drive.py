@@ -28,6 +28,7 @@ from lamplighter.supervisor.chaos import PlannedFault, pick_group
 TICK_S = 0.1
 PROC_SCAN_S = 0.3  # /proc scans cost CPU on a busy 2-core machine
 SETTLE_S = 120.0
+STARTUP_S = 180.0  # a strategy whose first commit takes longer is stopped
 
 
 class SlurmStrategy(Protocol):
@@ -61,6 +62,8 @@ def drive(
     crash_node: Callable[[str], None] | None = None,
     until_recovered: bool = False,
 ) -> RunRecord:
+    """One run, to `target` or to `timeout_s` seconds of training after the first commit (the fault schedule's
+    clock), whichever comes first; a strategy without a commit after STARTUP_S is stopped."""
     steps = StepFollower(strategy.run_dir, strategy.replicas)
     injector = Injector(planned, seed)
     faults: list[Fault] = []
@@ -101,7 +104,7 @@ def drive(
             ):
                 reached = True
                 break
-            if now - t_start > timeout_s:
+            if out_of_time(now, t_start, t_train, timeout_s):
                 break
             if t_train is None:
                 t_train = steps.first_commit()
@@ -160,6 +163,12 @@ def drive(
         steps=steps.records,
         extra={"faults_not_injected": injector.remaining, "faults_dropped": injector.dropped, **strategy.extra},
     )
+
+
+def out_of_time(now: float, t_start: float, t_train: float | None, budget_s: float) -> bool:
+    """The budget counts training from the first commit, so a slow start-up does not shorten a run's
+    exposure to the faults; before the first commit, only STARTUP_S bounds it."""
+    return now - t_start > STARTUP_S if t_train is None else now - t_train > budget_s
 
 
 def healthy_replicas(

@@ -142,3 +142,13 @@ def test_every_result_file_of_one_bench_run_carries_its_stamp(
     assert results_io.environment()["bench_run"] == "abc1234 2026-11-26T08:00:00Z"
     monkeypatch.delenv(results_io.ENV_BENCH_RUN)
     assert results_io.environment()["bench_run"] is None
+
+
+def test_a_runs_budget_counts_from_its_first_commit_not_its_start(bench: ModuleType) -> None:
+    from bench.slurm_drive import STARTUP_S, out_of_time
+
+    # Checkpoint-restart's 10 s start-up no longer eats into its 24 s of exposure to the faults.
+    assert not out_of_time(now=130.0, t_start=100.0, t_train=110.0, budget_s=24.0)
+    assert out_of_time(now=134.1, t_start=100.0, t_train=110.0, budget_s=24.0)
+    assert not out_of_time(now=100.0 + STARTUP_S - 1, t_start=100.0, t_train=None, budget_s=24.0)
+    assert out_of_time(now=100.0 + STARTUP_S + 1, t_start=100.0, t_train=None, budget_s=24.0)
