@@ -107,6 +107,10 @@ class Bench:
         shutil.rmtree(run_dir.parent / f"{tag}.in", ignore_errors=True)
         run_id = f"{tag}-{int(time.time())}"
         if strategy == "lamplighter" and self.lamplighter_mode == "slurm":
+            if mtbf_s is None:
+                # A fault-free run measures the training rate only (its start-up is not counted): it starts
+                # cold, so that no standby needs refilling after it (the refill waits out restart.refill_after_s).
+                w = Workload(**{**w.__dict__, "standbys": 0})
             ll = LamplighterSlurm(self.lamplighter_lab(), run_dir, w, run_id, tag)
             run = drive(
                 ll,
