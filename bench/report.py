@@ -38,6 +38,8 @@ FILES = {
     "daemon": ("daemon_cost",),
     "heal": ("heal_bandwidth",),
 }
+# Files computed from other files alone (no measurement): they belong to the run their sources came from.
+DERIVED = {"model_check": ("goodput", "recovery")}
 HEAL_TRANSPORTS = ("http", "pg", "pg-inplace", "tcp")
 PROJECTIONS = ((1024, "8b"), (1024, "70b"), (16384, "8b"), (16384, "70b"))
 
@@ -70,17 +72,25 @@ def stamp_lines(results: Path) -> list[str]:
         lines.append("**A `--quick` smoke run: not results.**")
     if run.get("failed"):
         lines.append(f"**Parts that failed:** {', '.join(sorted(run['failed']))}.")
-    other = []
+    other, recomputed = [], []
     for names in FILES.values():
         for name in names:
             doc = load(results, name)
             if doc is None:
                 other.append(f"{name}.json (missing)")
-            elif doc["environment"].get("bench_run") != stamp:
+            elif doc["environment"].get("bench_run") == stamp:
+                continue
+            elif name in DERIVED and all(doc["source"][s].get("bench_run") == stamp for s in DERIVED[name]):
+                sources = " and ".join(f"{s}.json" for s in DERIVED[name])
+                recomputed.append(
+                    f"{name}.json was recomputed from its {sources} at commit {doc['environment'].get('commit')}"
+                )
+            else:
                 other.append(f"{name}.json (commit {doc['environment'].get('commit')}, another run)")
-    lines.append(
-        "Files from other runs: " + "; ".join(other) + "." if other else "Every file below comes from that run."
-    )
+    if other:
+        lines.append("Files from other runs: " + "; ".join(other) + ".")
+    else:
+        lines.append("Every file below comes from that run" + (f" ({'; '.join(recomputed)})." if recomputed else "."))
     return lines
 
 

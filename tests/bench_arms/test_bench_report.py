@@ -33,7 +33,7 @@ def test_a_file_from_another_run_is_named_as_such(report: ModuleType, tmp_path: 
     stamp = run["environment"]["bench_run"]
     assert stamp, "the committed bench_run.json carries no stamp"
     text = report.render(results)
-    assert "Every file below comes from that run." in text, text.split("\n")[2:5]
+    assert "Every file below comes from that run" in text, text.split("\n")[2:5]
     # An older heal result copied over this run's: the tables must not pass it off as the run's.
     heal = json.loads((results / "heal_bandwidth.json").read_text())
     heal["environment"] = {**heal["environment"], "bench_run": "0000000 2026-01-01T00:00:00Z", "commit": "0000000"}
@@ -42,4 +42,23 @@ def test_a_file_from_another_run_is_named_as_such(report: ModuleType, tmp_path: 
     text = report.render(results)
     assert "heal_bandwidth.json (commit 0000000, another run)" in text
     assert "overhead.json (missing)" in text
-    assert "Every file below comes from that run." not in text
+    assert "Every file below comes from that run" not in text
+
+
+def test_a_model_check_recomputed_from_the_runs_files_belongs_to_it_and_one_from_others_does_not(
+    report: ModuleType, tmp_path: Path
+) -> None:
+    results = tmp_path / "results"
+    shutil.copytree(REPO / "bench" / "results", results)
+    check = json.loads((results / "model_check.json").read_text())
+    stamp = json.loads((results / "bench_run.json").read_text())["environment"]["bench_run"]
+    check["environment"] = {**check["environment"], "bench_run": None, "commit": "1234567"}
+    for source in ("goodput", "recovery"):
+        check["source"][source] = {**check["source"][source], "bench_run": stamp}
+    (results / "model_check.json").write_text(json.dumps(check))
+    assert "model_check.json was recomputed from its goodput.json and recovery.json at commit 1234567" in (
+        report.render(results)
+    )
+    check["source"]["recovery"]["bench_run"] = "0000000 2026-01-01T00:00:00Z"  # fed another run's recoveries
+    (results / "model_check.json").write_text(json.dumps(check))
+    assert "model_check.json (commit 1234567, another run)" in report.render(results)
