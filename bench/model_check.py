@@ -128,17 +128,14 @@ MODEL_FN = {"lamplighter": gm.lamplighter, "ckpt-restart": gm.checkpoint_restart
 
 def windows(strategy: str, comp: dict[str, float], tau: float) -> tuple[dict[str, float], dict[str, float]]:
     """(out_s, stall_s) per fault kind: how long a fault takes its group out, and stalls the others."""
-    inf = math.inf
+    stall = {"kill": comp["stall_s"], "hang": comp["hang_stall_s"]}
     if strategy == "poll-10s":  # the next poll sees an exit; a hang holds the group to the run's end
-        return {"kill": POLL_S / 2 + comp["restart_s"], "hang": inf}, {
-            "kill": comp["stall_s"],
-            "hang": comp["hang_stall_s"],
-        }
+        return {"kill": POLL_S / 2 + comp["restart_s"], "hang": math.inf}, stall
     out = {"kill": comp["detect_s"] + comp["restart_s"], "hang": comp["hang_detect_s"] + comp["hang_restart_s"]}
     if strategy == "ckpt-restart":  # the whole job goes down, and loses half an interval of work
         down = {k: v + tau / 2 for k, v in out.items()}
         return down, down
-    return out, {"kill": comp["stall_s"], "hang": comp["hang_stall_s"]}
+    return out, stall
 
 
 def predict_run(

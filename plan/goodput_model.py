@@ -20,7 +20,8 @@ How losses compose (the same rule `replay` applies to a recorded run's faults):
   overlap count once, not twice (with 3 groups and dense faults, adding them up counted the same
   seconds twice and under-predicted the benchmark by 24%).
 - Faults strike what is running: a group that is out is not hit again until it is back (an alternating
-  renewal process), so the share of time a unit is out is uLD / (1 + uLD), never above 1.
+  renewal process), so the share of time a unit is out is u*lam*D / (1 + u*lam*D) for a recovery of D
+  seconds, never above 1.
 
 Assumptions shared by all three:
 - Faults are a Poisson process in the running time of each unit (u GPUs), independent between units.
