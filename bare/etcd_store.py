@@ -5,8 +5,10 @@ Why etcd3gw: it is maintained (OpenStack), typed, pure Python over `requests`
 to one endpoint; Store keeps one client per member and tries them in turn, so
 losing a member (or being cut off from it) costs one timeout, not the role.
 
-Every call is bounded by `timeout_s`; a member that cannot be reached is
-skipped for the rest of the call, and only when none answered does the call
+Every call is bounded by `timeout_s` per member, and inside `until(deadline)`
+by the deadline as well (a host daemon's fence deadline: a call blocked on a
+cut link must not hold its trainers' kill back). A member that cannot be
+reached is skipped for the rest of the call, and only when none answered does the call
 raise EtcdError, naming what was asked and what each member said. A request
 etcd refuses (a bad key, an unknown lease) is not retried elsewhere: it would
 be refused there too. `requests_made` counts every HTTP request, for etcd's
@@ -16,7 +18,8 @@ load per host.
 from __future__ import annotations
 
 import base64
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -107,6 +110,7 @@ class Store:
     requests_made: int = 0
     _clients: list[Etcd3Client] = field(default_factory=list, repr=False)
     _first: int = 0  # the member that answered last: asked first next time
+    _deadline: tuple[float, Callable[[], float]] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not self.endpoints:
@@ -135,12 +139,29 @@ class Store:
                 )
             )
 
+    @contextmanager
+    def until(self, deadline: float | None, clock: Callable[[], float]) -> Iterator[None]:
+        """Every call inside ends by `deadline` (on `clock`): a member is given only the time left, and none
+        is asked once it is gone. `None`: no deadline, only the timeout."""
+        was, self._deadline = self._deadline, None if deadline is None else (deadline, clock)
+        try:
+            yield
+        finally:
+            self._deadline = was
+
     def call(self, what: str, path: str, payload: dict[str, Any]) -> dict[str, Any]:
         problems: list[str] = []
         n = len(self._clients)
         for i in range(n):
             k = (self._first + i) % n
             client = self._clients[k]
+            client.timeout = self.timeout_s
+            if self._deadline is not None:
+                left = self._deadline[0] - self._deadline[1]()
+                if left <= 0:
+                    problems.append(f"{self.endpoints[k]}: not asked, the call's deadline had passed")
+                    continue
+                client.timeout = min(self.timeout_s, left)
             self.requests_made += 1
             try:
                 out: dict[str, Any] = client.post(client.get_url(path), json=payload)

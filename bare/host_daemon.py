@@ -98,21 +98,31 @@ class HostDaemon:
         self.placer = Placer(self.store, self.keys, self.me, self.ttl_s)
 
     def cycle(self) -> list[HostAction]:
-        self.lease.renew(self.clock())
-        fence = self.lease.fence_due(self.clock(), self.margin_s)
-        if not fence[0]:
-            self._read()
-            self._check_gpus()
-            self._place()
+        # Every etcd call before the kills has a deadline: on a cut link each member costs its whole timeout,
+        # which can add up past the fence margin, and the fence is decided from the clock after the calls,
+        # never from a reading taken before one that blocked.
+        deadline, renew_first = self.lease.renewal_deadline(self.clock(), self.margin_s)
+        if renew_first:
+            with self.store.until(deadline, self.clock):
+                self.lease.renew(self.clock())
+        if not self.lease.fence_due(self.clock(), self.margin_s)[0]:
+            with self.store.until(self.lease.fence_at(self.margin_s), self.clock):
+                self._read()
+                self._check_gpus()
+                self._place()
         ended = self._reap()
         trainers = [Trainer(j, g, e, gp.popens[0].pid) for (j, g), (e, gp) in self.running.items()] + ended
         restart = {name: job.restart for name, job in self.jobs.items()}
+        fence = self.lease.fence_due(self.clock(), self.margin_s)
         hung = {} if fence[0] else self._hung()
         d = decide(self.clock(), self.me, self.assigned, trainers, self.history, restart, fence, self.taken_out, hung)
         self.history = d.history
-        for a in d.actions:
-            self._do(a)
+        with self.store.until(self.lease.fence_at(self.margin_s), self.clock):  # a report must not delay a kill
+            for a in d.actions:
+                self._do(a)
         self.done += d.actions
+        if not renew_first:  # the lease had expired: its trainers are gone now, so the host may wait on etcd
+            self.lease.renew(self.clock())
         return d.actions
 
     def _place(self) -> None:

@@ -34,6 +34,20 @@ def fence_due(now: float, renewed_at: float | None, ttl_s: float, margin_s: floa
     return False, f"lease good for {left:.1f} s more"
 
 
+def renewal_deadline(now: float, renewed_at: float | None, ttl_s: float, margin_s: float) -> tuple[float | None, bool]:
+    """Pure: by when a renewal sent at `now` must end, and whether to try it before the fence's kills.
+
+    Before the fence deadline: by it. Past it, etcd may still hold the lease, and a renewal it grants proves
+    nobody has this host's groups, so it may run to the expiry. Past the expiry: after the kills, with no
+    deadline. Never renewed: no deadline, and nothing runs yet."""
+    if renewed_at is None:
+        return None, True
+    fence, expiry = renewed_at + ttl_s - margin_s, renewed_at + ttl_s
+    if now < fence:
+        return fence, True
+    return (expiry, True) if now < expiry else (None, False)
+
+
 @dataclass
 class HostLease:
     store: Store
@@ -74,6 +88,13 @@ class HostLease:
 
     def fence_due(self, now: float, margin_s: float) -> tuple[bool, str]:
         return fence_due(now, self.renewed_at, self.ttl_s, margin_s)
+
+    def fence_at(self, margin_s: float) -> float | None:
+        """When the host must have killed its trainers if no renewal succeeds before; None: never renewed."""
+        return None if self.renewed_at is None else self.renewed_at + self.ttl_s - margin_s
+
+    def renewal_deadline(self, now: float, margin_s: float) -> tuple[float | None, bool]:
+        return renewal_deadline(now, self.renewed_at, self.ttl_s, margin_s)
 
     def leave(self) -> None:
         """A clean stop: the host's key goes at once instead of after its TTL."""

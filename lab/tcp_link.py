@@ -2,7 +2,9 @@
 
 `cut()` closes every connection through it and refuses new ones until
 `mend()`; the far side sees its peer vanish, as with a pulled cable or a
-partition, while both processes keep running.
+partition, while both processes keep running. `silence()` drops every byte
+instead and answers nothing, as a partition that loses packets does: each
+request through it waits out its whole timeout.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ class TcpLink:
     target: tuple[str, int]
     listen: socket.socket = field(init=False)
     is_cut: bool = False
+    is_silent: bool = False
     _conns: list[socket.socket] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _closed: bool = False
@@ -38,6 +41,10 @@ class TcpLink:
             if self.is_cut:
                 client.close()
                 continue
+            if self.is_silent:  # accepted and never answered (closed by mend)
+                with self._lock:
+                    self._conns.append(client)
+                continue
             try:
                 server = socket.create_connection(self.target, timeout=2)
             except OSError:
@@ -51,7 +58,8 @@ class TcpLink:
     def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
         try:
             while data := src.recv(65536):
-                dst.sendall(data)
+                if not self.is_silent:
+                    dst.sendall(data)
         except OSError:
             pass
         finally:
@@ -72,8 +80,13 @@ class TcpLink:
                 s.close()
             self._conns.clear()
 
+    def silence(self) -> None:
+        self.is_silent = True
+
     def mend(self) -> None:
-        self.is_cut = False
+        if self.is_silent:  # connections that lost bytes are of no use: their clients connect again
+            self.cut()
+        self.is_cut = self.is_silent = False
 
     def close(self) -> None:
         self._closed = True

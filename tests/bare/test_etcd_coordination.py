@@ -142,3 +142,19 @@ def test_an_unreachable_etcd_is_an_error_that_names_every_endpoint(tmp_path: Pat
     assert all(end in str(e.value) for end in ends) and "read /lamplighter/x" in str(e.value)
     with pytest.raises(ValueError, match="expected http"):
         Store(["127.0.0.1:2379"])
+
+
+def test_a_call_past_its_deadline_asks_no_member(store: Store, request: pytest.FixtureRequest) -> None:
+    """A host daemon's calls end by its fence deadline (host_daemon.cycle): once it has passed, none is sent."""
+    key = Keys(f"c-{request.node.name[:40]}").root + "x"
+    store.put(key, "1")
+    asked = store.requests_made
+    with store.until(10.0, lambda: 10.5), pytest.raises(EtcdError, match="deadline had passed") as e:
+        store.get(key)
+    assert store.requests_made == asked and all(end in str(e.value) for end in store.endpoints)
+    with store.until(10.0, lambda: 9.5):  # time left: asked, with at most that long to answer
+        entry = store.get(key)
+    assert entry is not None and entry.value == "1"
+    with store.until(10.0, lambda: 10.5):
+        pass
+    assert store.get(key) is not None  # the deadline ends with its block

@@ -7,12 +7,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 import pytest
 
-from lamplighter.bare.etcd_store import Store
+from lamplighter.bare.etcd_store import Entry, Store
 from lamplighter.bare.host_daemon import HostDaemon
 from lamplighter.bare.keys import Keys
 from lamplighter.bare.placement import Assignment
@@ -41,13 +42,28 @@ def alive(pid: int) -> bool:
         return False
 
 
+@dataclass
+class SilentFromItsNextRead(Store):
+    """A host's way to etcd that goes silent between its renewal and its read once armed: a partition that
+    strikes mid-cycle, losing packets, so that every call after it waits out its whole timeout."""
+
+    armed: TcpLink | None = None
+
+    def prefix(self, prefix: str) -> tuple[int, list[Entry]]:
+        if self.armed is not None:
+            self.armed.silence()
+            self.armed = None
+        return super().prefix(prefix)
+
+
 class Hosts:
-    def __init__(self, etcd: EtcdCluster, tmp: Path, cluster: str, names: list[HostEntry]) -> None:
+    def __init__(self, etcd: EtcdCluster, tmp: Path, cluster: str, names: list[HostEntry], *, members: int = 1) -> None:
+        """`members`: how many etcd members each host is given, all behind its one link (one real member)."""
         self.keys = Keys(cluster)
         self.links = {h.name: TcpLink(("127.0.0.1", etcd.members[0].client_port)) for h in names}
         self.daemons = {
             h.name: HostDaemon(
-                Store([self.links[h.name].url], timeout_s=0.5),
+                SilentFromItsNextRead([self.links[h.name].url] * members, timeout_s=0.5),
                 self.keys,
                 h.name,
                 names,
@@ -133,6 +149,11 @@ def test_a_cut_host_fences_its_trainer_before_the_spare_starts_the_group(etcd: E
         assert [(r["to"], r["epoch"]) for r in moved] == [("s1", 2)]
         f = fencing({"t": t_cut, "host": "h2", "group": 1, "epoch": 1, "epoch_after": 2}, lines, [])
         assert f["fenced"] and f["fence_before_start_s"] > 0, f
+        hosts.links["h2"].mend()
+        hosts.cycle_until(lambda: hosts.daemons["h2"].lease.error is None, 10, "h2 back in etcd")
+        hosts.cycle_until(lambda: True, 5, "one more round")
+        assert not hosts.runs("h2", "bt", 1) and hosts.runs("s1", "bt", 1, epoch=2) and hosts.runs("h1", "bt", 0)
+        # Run last: the daemons do not cycle while it runs, and a host that outlives its lease kills its trainers.
         why = subprocess.run(
             [sys.executable, "-m", "lamplighter", "why", "bt", "--run-dir", str(tmp_path / "runs" / "bt")],
             capture_output=True,
@@ -141,10 +162,37 @@ def test_a_cut_host_fences_its_trainer_before_the_spare_starts_the_group(etcd: E
         )
         assert why.returncode == 0, why.stderr
         assert "group bt/g1 (bare metal)" in why.stdout and "fencing: lease not renewed" in why.stdout, why.stdout
-        hosts.links["h2"].mend()
-        hosts.cycle_until(lambda: hosts.daemons["h2"].lease.error is None, 10, "h2 back in etcd")
-        hosts.cycle_until(lambda: True, 5, "one more round")
-        assert not hosts.runs("h2", "bt", 1) and hosts.runs("s1", "bt", 1, epoch=2) and hosts.runs("h1", "bt", 0)
+    finally:
+        hosts.close()
+
+
+def test_a_link_gone_silent_mid_cycle_still_fences_before_the_lease_can_expire(
+    etcd: EtcdCluster, tmp_path: Path
+) -> None:
+    """Found by CI in `make demo-bare`: a partition right after a renewal left the host blocked in a read, then
+    deciding from a fence check made before it; the kill came after etcd could expire the lease and the group
+    had started elsewhere. Ttl 2 s, margin 0.7 s, three members behind the host's link at 0.5 s each: that
+    read alone outlasts the lease."""
+    names = [HostEntry("h1"), HostEntry("h2"), HostEntry("s1", spare=True)]
+    hosts = Hosts(etcd, tmp_path, "silent", names, members=3)
+    try:
+        hosts.submit(job(tmp_path, "bs", 2, SLEEPER))
+        hosts.cycle_until(lambda: hosts.runs("h1", "bs", 0) and hosts.runs("h2", "bs", 1), 20, "both groups run")
+        h2 = hosts.daemons["h2"]
+        assert isinstance(h2.store, SilentFromItsNextRead)
+        h2.store.armed = hosts.links["h2"]
+        killed_by: list[float] = []
+
+        def note_the_kill() -> None:
+            if not killed_by and any(a.kind == "kill" for a in h2.done):
+                killed_by.append(time.monotonic())
+
+        hosts.cycle_until(lambda: hosts.runs("s1", "bs", 1, epoch=2), 30, "the spare runs group 1", note_the_kill)
+        assert hosts.links["h2"].is_silent and h2.lease.renewed_at is not None
+        kill = next(a for a in h2.done if a.kind == "kill")
+        assert "fencing: lease not renewed" in kill.reason
+        # etcd counts the TTL from the renewal it received, which was sent no sooner than renewed_at.
+        assert killed_by[0] < h2.lease.renewed_at + h2.ttl_s, (killed_by[0] - h2.lease.renewed_at, kill)
     finally:
         hosts.close()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lamplighter.bare.host_lease import fence_due
+from lamplighter.bare.host_lease import fence_due, renewal_deadline
 from lamplighter.bare.keys import Keys, check_name
 from lamplighter.bare.placement import Assignment, HostView, place
 
@@ -73,3 +73,12 @@ def test_a_host_fences_itself_before_its_lease_can_expire() -> None:
     assert not due and "0.1 s more" in why
     due, why = fence_due(12.5, 10.0, 3, 0.5)
     assert due and "not renewed for 2.5 s" in why
+
+
+def test_a_renewal_ends_by_the_fence_deadline_and_past_the_expiry_waits_for_the_kills() -> None:
+    # renewed at 10, ttl 3, margin 0.5: fence at 12.5, expiry at 13
+    assert renewal_deadline(5.0, None, 3, 0.5) == (None, True)  # first registration: nothing runs yet
+    assert renewal_deadline(11.0, 10.0, 3, 0.5) == (12.5, True)
+    # Late (a stalled daemon): etcd may still hold the lease, and granting it proves the groups are still here.
+    assert renewal_deadline(12.6, 10.0, 3, 0.5) == (13.0, True)
+    assert renewal_deadline(13.0, 10.0, 3, 0.5) == (None, False)
