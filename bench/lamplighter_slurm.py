@@ -145,8 +145,7 @@ class LamplighterSlurm:
 
     def settle(self) -> None:
         if self.w.standbys:
-            self.lab.wait_standbys_quiet()
-            after = self.lab.standby_answers()
+            after = self.lab.wait_standbys_quiet()
             self.extra = {f"{k}_starts": after[k] - self._answers_before.get(k, 0) for k in after}
 
     def kill_lighthouse(self) -> None:

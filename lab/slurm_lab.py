@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -270,36 +271,43 @@ class SlurmLab:
 
     def wait_standbys_ready(self, timeout: float = 120.0) -> None:
         """Every compute node's standbys past their imports (LabSettings.standby), so a job's first start is warm."""
-
-        def ready(node: str) -> bool:
-            try:
-                return int(read_broker_status(self.standby_socket(node), timeout=5)["ready"]) >= self.settings.standby
-            except OSError:
-                return False
-
-        wait_until(lambda: all(ready(n) for n in self.compute), timeout, "every node's standbys ready")
+        want = self.settings.standby
+        self._wait_brokers(lambda st: int(st["ready"]) >= want, timeout, "every node's standbys ready")
 
     def standby_answers(self) -> dict[str, int]:
         """How many task starts every node's broker has answered warm and cold since it started."""
-        total = {"warm": 0, "cold": 0}
-        for node in self.compute:
-            status = read_broker_status(self.standby_socket(node), timeout=5)
-            for key in total:
-                total[key] += int(status[key])
-        return total
+        return answers(self._wait_brokers(lambda st: True, 30.0, "every node's broker answers"))
 
-    def wait_standbys_quiet(self, timeout: float = 120.0) -> None:
+    def wait_standbys_quiet(self, timeout: float = 120.0) -> dict[str, int]:
         """Every node's pool full and ready again and no trainer of a standby left: after a job, the refills
-        (each imports torch) and the dying trainers are done, and use no CPU that the next job would miss."""
+        (each imports torch) and the dying trainers are done, and use no CPU that the next job would miss.
+        Returns `standby_answers`, from the same reading."""
+        want = self.settings.standby
+        return answers(self._wait_brokers(lambda st: pool_quiet(st, want), timeout, "every node's standbys quiet"))
 
-        def quiet(node: str) -> bool:
-            try:
-                status = read_broker_status(self.standby_socket(node), timeout=5)
-            except OSError:
-                return False
-            return pool_quiet(status, self.settings.standby)
+    def _wait_brokers(
+        self, ok: Callable[[dict[str, Any]], bool], timeout: float, what: str
+    ) -> dict[str, dict[str, Any]]:
+        """Every compute node's broker status, once each is `ok` (a broker that does not answer yet is not)."""
+        seen: dict[str, dict[str, Any]] = {}
 
-        wait_until(lambda: all(quiet(n) for n in self.compute), timeout, "every node's standbys refilled and idle")
+        def all_ok() -> bool:
+            for node in self.compute:
+                try:
+                    seen[node] = read_broker_status(self.standby_socket(node), timeout=5)
+                except OSError:
+                    return False
+                if not ok(seen[node]):
+                    return False
+            return True
+
+        wait_until(all_ok, timeout, what)
+        return seen
+
+
+def answers(statuses: dict[str, dict[str, Any]]) -> dict[str, int]:
+    """Task starts answered warm and cold, summed over the nodes' broker statuses."""
+    return {key: sum(int(st[key]) for st in statuses.values()) for key in ("warm", "cold")}
 
 
 def pool_quiet(status: dict[str, Any], want: int) -> bool:

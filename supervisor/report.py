@@ -192,6 +192,9 @@ def survivor_stall(
     start = fault.t_injected
     end = until if until is not None else start
     worst: float | None = None
+    # Once the faulted group commits again, a stall that a later fault starts is that fault's, even when the
+    # survivors' last commit before it fell inside this window (`make demo-bare` strikes within a step).
+    later = [f.t_injected for f in all_faults if f.t_injected is not None and f.t_injected > end]
     for g, recs in by_group.items():
         if fault.group is not None and g == fault.group:
             continue
@@ -202,7 +205,10 @@ def survivor_stall(
         gaps = [
             b.t - a.t
             for a, b in itertools.pairwise(c)
-            if b.t >= start and a.t <= end and a.attempt == b.attempt and not any(a.t < t <= b.t for t in own)
+            if b.t >= start
+            and a.t <= end
+            and a.attempt == b.attempt
+            and not any(a.t < t <= b.t for t in [*own, *later])
         ]
         if normal is None or not gaps:
             continue

@@ -16,6 +16,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from bench.baselines.baseline import Baseline
 from lamplighter.configs.schema import JobConfig
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.slurm.requeue import requeue_now
@@ -54,7 +55,7 @@ def render_script(job: JobConfig, run_dir: Path, python: str, mtbf_s: float | No
     )
 
 
-class CheckpointRestart:
+class CheckpointRestart(Baseline):
     name = "ckpt-restart"
 
     def __init__(
@@ -66,13 +67,9 @@ class CheckpointRestart:
         mtbf_s: float | None = None,
         repo: Path | None = None,
     ) -> None:
-        assert job.run_dir is not None
+        super().__init__(job)
         self.job, self.api, self.run_id, self.python, self.mtbf_s = job, api, run_id, python, mtbf_s
-        self.run_dir = Path(job.run_dir)
         self.repo = repo or Path(__file__).resolve().parent.parent.parent
-        self.replicas = job.groups.count
-        self.detections: list[tuple[float, int | None]] = []
-        self.extra: dict[str, int] = {}
         self.requeues: list[float] = []
         self.job_id: int | None = None
         self.next_watch = 0.0
@@ -107,9 +104,6 @@ class CheckpointRestart:
                 self.api.start_now(self.job_id)
             except (SlurmError, TimeoutError):
                 pass
-
-    def settle(self) -> None:
-        """Nothing of this strategy outlives its trainers, which `drive` waits for."""
 
     def stop(self) -> None:
         if self.job_id is not None:

@@ -17,6 +17,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from bench.baselines.baseline import Baseline
 from lamplighter.configs.schema import JobConfig
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.slurm.render import render_job
@@ -26,16 +27,12 @@ from lamplighter.supervisor.lighthouse import lighthouse_argv
 POLL_S = 10.0
 
 
-class PollRunner:
+class PollRunner(Baseline):
     name = "poll-10s"
 
     def __init__(self, job: JobConfig, api: SlurmActions, run_id: str, python: str) -> None:
+        super().__init__(job)
         self.job, self.api, self.run_id, self.python = job, api, run_id, python
-        assert job.run_dir is not None
-        self.run_dir = Path(job.run_dir)
-        self.replicas = job.groups.count
-        self.detections: list[tuple[float, int | None]] = []
-        self.extra: dict[str, int] = {}
         self.submissions: list[tuple[float, int, int]] = []  # (t, group, job id)
         self.jobs: dict[int, int] = {}
         self.scripts: list[Path] = []
@@ -83,9 +80,6 @@ class PollRunner:
         """Chaos: the Lighthouse process dies (in the example nobody restarts it)."""
         if self.lighthouse is not None:
             self.lighthouse.kill()
-
-    def settle(self) -> None:
-        """Nothing of this strategy outlives its trainers, which `drive` waits for."""
 
     def stop(self) -> None:
         for jid in self.jobs.values():

@@ -20,7 +20,7 @@ from realparts import wait_for
 
 from lamplighter.configs.schema import NodeStandbyConfig
 from lamplighter.daemon.standby_broker import StandbyBroker
-from lamplighter.lab.slurm_lab import pool_quiet
+from lamplighter.lab.slurm_lab import answers, pool_quiet
 from lamplighter.slurm.warm_task import PREFIX
 
 # Records what it sees, then exits with its last argument; "wait" waits for SIGTERM and exits 42 on it.
@@ -186,6 +186,8 @@ def test_the_pool_is_quiet_only_once_its_trainer_is_gone_and_it_is_refilled(
 
     wait_for(after_a_cycle, 60, "the trainer reaped and a new standby past its preload")
     assert broker.status()["started"] == 2 and broker.status()["trainers"] == []
+    # The one task was answered warm; a second node's broker adds its own counts.
+    assert answers({"n1": broker.status(), "n2": {"warm": 2, "cold": 1}}) == {"warm": 3, "cold": 1}
 
 
 def test_a_bad_request_gets_a_reason_not_a_standby(tmp_path: Path, broker: StandbyBroker) -> None:

@@ -206,3 +206,18 @@ def test_a_redo_under_a_reused_quorum_id_is_still_a_redo() -> None:
     rep = build_report(runs, [], target_steps=10, t_start=0.0, t_end=33.0)
     assert rep["steps_lost"] == 0 and rep["steps_redone_from_fallback"] == 1
     assert rep["weights_identical"] is True, rep["hash_mismatches"]
+
+
+def test_a_stall_started_by_the_next_fault_is_that_faults() -> None:
+    """Found in `make demo-bare`: a hang struck 0.06 s after the killed group's first commit, and the survivors'
+    2 s stall it caused was counted for the kill too, since their last commit before it fell in the kill's window."""
+    runs = {
+        0: [rec(0, s, float(s)) for s in range(1, 11)] + [rec(0, 11, 12.0), rec(0, 12, 13.0), rec(0, 13, 16.0)],
+        1: [rec(1, s, float(s)) for s in range(1, 11)] + [rec(1, 12, 13.0, attempt=1), rec(1, 13, 16.0, attempt=1)],
+        2: [rec(2, s, float(s)) for s in range(1, 14)] + [rec(2, 14, 17.0, attempt=1)],
+    }
+    kill = FaultRecord(kind="kill", group=1, planned_at_s=10.0, t_injected=10.5, attempt=0, t_restarted=11.0)
+    hang = FaultRecord(kind="hang", group=2, planned_at_s=13.0, t_injected=13.05, attempt=0, t_restarted=15.0)
+    rep = build_report(runs, [kill, hang], target_steps=13, t_start=0.0, t_end=17.0)
+    # The kill: group 0's 10 -> 12 gap (1 s over its step); the hang: the 13 -> 16 gap (2 s over).
+    assert [f["survivor_stall_s"] for f in rep["faults"]] == [1.0, 2.0]
