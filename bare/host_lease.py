@@ -21,11 +21,16 @@ from lamplighter.bare.keys import Keys
 log = logging.getLogger(__name__)
 
 
+def fence_at(renewed_at: float, ttl_s: float, margin_s: float) -> float:
+    """Pure: when a host that last renewed at `renewed_at` must have killed its trainers."""
+    return renewed_at + ttl_s - margin_s
+
+
 def fence_due(now: float, renewed_at: float | None, ttl_s: float, margin_s: float) -> tuple[bool, str]:
     """Pure: must the host kill its trainers now (its lease may be about to expire), and why."""
     if renewed_at is None:
         return True, "this host never renewed its lease: it may run nothing"
-    left = renewed_at + ttl_s - margin_s - now
+    left = fence_at(renewed_at, ttl_s, margin_s) - now
     if left <= 0:
         return True, (
             f"lease not renewed for {now - renewed_at:.1f} s (ttl {ttl_s:g} s, margin {margin_s:g} s): "
@@ -42,7 +47,7 @@ def renewal_deadline(now: float, renewed_at: float | None, ttl_s: float, margin_
     deadline. Never renewed: no deadline, and nothing runs yet."""
     if renewed_at is None:
         return None, True
-    fence, expiry = renewed_at + ttl_s - margin_s, renewed_at + ttl_s
+    fence, expiry = fence_at(renewed_at, ttl_s, margin_s), renewed_at + ttl_s
     if now < fence:
         return fence, True
     return (expiry, True) if now < expiry else (None, False)
@@ -91,7 +96,7 @@ class HostLease:
 
     def fence_at(self, margin_s: float) -> float | None:
         """When the host must have killed its trainers if no renewal succeeds before; None: never renewed."""
-        return None if self.renewed_at is None else self.renewed_at + self.ttl_s - margin_s
+        return None if self.renewed_at is None else fence_at(self.renewed_at, self.ttl_s, margin_s)
 
     def renewal_deadline(self, now: float, margin_s: float) -> tuple[float | None, bool]:
         return renewal_deadline(now, self.renewed_at, self.ttl_s, margin_s)

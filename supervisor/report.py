@@ -200,15 +200,13 @@ def survivor_stall(
             continue
         # A group down for a fault of its own in the window is not a survivor of this one.
         own = [f.t_injected for f in all_faults if f.group == g and f.t_injected is not None]
+        not_this = own + later  # a gap holding one of these is another fault's
         normal = normal_step_s(recs)
         c = committed(recs)
         gaps = [
             b.t - a.t
             for a, b in itertools.pairwise(c)
-            if b.t >= start
-            and a.t <= end
-            and a.attempt == b.attempt
-            and not any(a.t < t <= b.t for t in [*own, *later])
+            if b.t >= start and a.t <= end and a.attempt == b.attempt and not any(a.t < t <= b.t for t in not_this)
         ]
         if normal is None or not gaps:
             continue
