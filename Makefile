@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.lamplighter-installed
 GPUSIM  := build/gpusim/lib/libamd_smi.so
 PYTEST_ARGS ?=
 
-.PHONY: install test test-fast lint typecheck demo demo-slurm demo-bare soak bench bench-costs bench-big cluster-up cluster-down gpusim readme clean
+.PHONY: install test test-fast lint typecheck demo demo-slurm demo-bare demo-results bench-slurm soak bench bench-costs bench-big cluster-up cluster-down gpusim readme clean
 
 install: $(STAMP)
 
@@ -49,6 +49,15 @@ demo-slurm: $(STAMP)
 # a GPU fault, a crash of the placer's host and a cut link: build/demo-bare/report.json (needs root).
 demo-bare: $(STAMP) gpusim
 	$(BIN)/python -m lamplighter.lab.demo_bare --dir build/demo-bare
+
+# The three demos above, once each at one clean commit, kept in bench/results and printed into the README
+# (about 15 minutes; demo-bare needs root).
+demo-results: $(STAMP) gpusim
+	$(BIN)/python -m bench.demos
+
+# Slurm's own latencies on the test cluster, without lamplighter (about 2 minutes): bench/results/slurm_timings.json.
+bench-slurm: $(STAMP)
+	$(BIN)/python -m bench.slurm_timings
 
 # At least 100 overlapping faults of every kind on the Slurm lab (about 20 minutes): build/soak/report.json.
 soak: $(STAMP) gpusim

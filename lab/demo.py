@@ -20,10 +20,12 @@ from pathlib import Path
 from lamplighter.configs.schema import HealthConfig, RestartConfig
 from lamplighter.lab.e2e_run import drained_nodes, per_kind_lines, prepare_run
 from lamplighter.lab.slurm_lab import LabSettings, SlurmLab
+from lamplighter.lab.source_stamp import source_stamp
 from lamplighter.lab.testcluster import pick_port_range, slurm_installed, wait_until
 from lamplighter.slurm.chaos_slurm import KINDS
 from lamplighter.supervisor.report import run_ok
 
+HANG_TIMEOUT_S = 8.0
 DEFAULT_KINDS = ("kill", "hang", "gpu", "node-crash", "lighthouse-kill", "supervisor-kill")
 
 
@@ -49,13 +51,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"demo-slurm: unknown kinds {bad} (known: {', '.join(KINDS)})", file=sys.stderr)
         return 2
     root = args.dir.resolve()
+    source = source_stamp()  # at the start: the code that ran, whatever happens to the tree meanwhile
     shutil.rmtree(root, ignore_errors=True)
     port = pick_port_range(1)
     lab = SlurmLab(
         root / "lab",
         LabSettings(
             compute_nodes=6,
-            health=HealthConfig(hang_timeout_s=8.0, poll_interval_s=0.5),
+            health=HealthConfig(hang_timeout_s=HANG_TIMEOUT_S, poll_interval_s=0.5),
             restart=RestartConfig(budget_per_group=10, crash_loop_max=10),
         ),
     )
@@ -87,8 +90,14 @@ def main(argv: list[str] | None = None) -> int:
         drained = drained_nodes(run)
         states = run.wait_end(900)
         report = run.report(
-            extra={"drained_nodes": drained, "slurm_end_states": {str(k): v for k, v in states.items()}}
+            extra={
+                "drained_nodes": drained,
+                "slurm_end_states": {str(k): v for k, v in states.items()},
+                "hang_timeout_s": HANG_TIMEOUT_S,
+                "source": source,
+            }
         )
+        (root / "report.json").write_text(json.dumps(report, indent=2) + "\n")  # where make demo-results finds it
         print("\n".join(per_kind_lines(report)))
         ok = run_ok(report)
         print(

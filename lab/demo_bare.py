@@ -48,6 +48,7 @@ from lamplighter.gpusim.state import StateDir
 from lamplighter.lab.bare_hosts import HostLab
 from lamplighter.lab.bare_report import build_bare_report, per_fault_lines
 from lamplighter.lab.etcd_cluster import EtcdCluster
+from lamplighter.lab.source_stamp import source_stamp
 from lamplighter.lab.testcluster import wait_until
 from lamplighter.slurm.chaos_slurm import read_records
 from lamplighter.supervisor.lighthouse import Lighthouse
@@ -64,6 +65,7 @@ JOB = "bare-demo"
 POLL_S = 0.5
 LEASE_TTL_S = 4
 FENCE_MARGIN_S = 2.0
+HANG_TIMEOUT_S = 5.0
 
 
 class BareDemo:
@@ -128,7 +130,7 @@ class BareDemo:
                 "heartbeat_timeout_ms": 500,
             },
             "torchft": {"pg_timeout_s": 2, "timeout_s": 3, "quorum_timeout_s": 4, "connect_timeout_s": 10},
-            "health": {"hang_timeout_s": 5, "poll_interval_s": POLL_S},
+            "health": {"hang_timeout_s": HANG_TIMEOUT_S, "poll_interval_s": POLL_S},
             "restart": {"budget_per_group": 5, "backoff_initial_s": 0},
         }
         self.job_yaml.write_text(yaml.safe_dump(doc, sort_keys=False))
@@ -160,6 +162,7 @@ class BareDemo:
                 "spares": SPARES,
                 "lease_ttl_s": LEASE_TTL_S,
                 "fence_margin_s": FENCE_MARGIN_S,
+                "hang_timeout_s": HANG_TIMEOUT_S,
             },
         }
         (folder / "node.yaml").write_text(yaml.safe_dump(node, sort_keys=False))
@@ -298,20 +301,6 @@ class BareDemo:
             self.etcd.stop()
 
 
-def source_stamp() -> dict[str, Any]:
-    """The commit the demo ran at, and whether the tree had changes (a result from a dirty tree says so)."""
-    here = Path(__file__).resolve().parent
-
-    def git(*args: str) -> str:
-        try:
-            out = subprocess.run(["git", *args], capture_output=True, text=True, timeout=10, cwd=here)
-        except OSError:
-            return ""
-        return out.stdout.strip() if out.returncode == 0 else ""
-
-    return {"commit": git("rev-parse", "--short", "HEAD") or None, "dirty": bool(git("status", "--porcelain"))}
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m lamplighter.lab.demo_bare",
@@ -384,6 +373,7 @@ def main(argv: list[str] | None = None) -> int:
                 "etcd_load": load,
                 "lease_ttl_s": LEASE_TTL_S,
                 "fence_margin_s": FENCE_MARGIN_S,
+                "hang_timeout_s": HANG_TIMEOUT_S,
                 "source": source_stamp(),
             },
         )

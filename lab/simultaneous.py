@@ -22,9 +22,9 @@ import yaml
 
 from lamplighter.configs.loader import load_job
 from lamplighter.configs.schema import ChaosConfig, ChaosEvent, HealthConfig, RestartConfig
-from lamplighter.lab.demo_bare import source_stamp
 from lamplighter.lab.e2e_run import LabRun, lab_job_config
 from lamplighter.lab.slurm_lab import LabSettings, SlurmLab
+from lamplighter.lab.source_stamp import source_stamp
 from lamplighter.lab.testcluster import pick_port_range, slurm_installed
 from lamplighter.slurm.chaos_runner import run_schedule
 

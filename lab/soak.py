@@ -43,10 +43,10 @@ import yaml
 
 from lamplighter.configs.loader import load_job
 from lamplighter.configs.schema import ChaosConfig, HealthConfig, RestartConfig
-from lamplighter.lab.demo_bare import source_stamp
 from lamplighter.lab.e2e_run import LabRun, lab_job_config
 from lamplighter.lab.run_report import read_action_logs
 from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, leftover_job_processes
+from lamplighter.lab.source_stamp import source_stamp
 from lamplighter.lab.testcluster import pick_port_range, slurm_installed
 from lamplighter.slurm.chaos_runner import run_schedule
 from lamplighter.slurm.chaos_slurm import CHAOS_FILE, GPU_FAULTS, KINDS, read_records

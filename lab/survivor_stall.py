@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lamplighter.lab.demo_bare import source_stamp
+from lamplighter.lab.source_stamp import source_stamp
 from lamplighter.supervisor.local_cli import add_parser, run_local
 from lamplighter.trainer.contract import RunPaths
 from lamplighter.trainer.quick_rendezvous import SETUP_FAILED

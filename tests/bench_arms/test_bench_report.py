@@ -62,3 +62,61 @@ def test_a_model_check_recomputed_from_the_runs_files_belongs_to_it_and_one_from
     check["source"]["recovery"]["bench_run"] = "0000000 2026-01-01T00:00:00Z"  # fed another run's recoveries
     (results / "model_check.json").write_text(json.dumps(check))
     assert "model_check.json (commit 1234567, another run)" in report.render(results)
+
+
+def test_the_readme_holds_each_demos_table_and_slurms_timings_from_their_result_files(report: ModuleType) -> None:
+    text = (REPO / "README.md").read_text()
+    for mode in report.demo_tables.MODES:
+        begin, end = report.demo_tables.markers(mode)
+        block = report.embedded(text, begin, end)
+        assert block is not None, f"README.md has no {begin} block"
+        assert (REPO / "bench" / "results" / f"demo-{mode}.json").exists(), f"no kept result of {mode}"
+        assert block == report.demo_tables.render_mode(REPO / "bench" / "results", mode), (
+            f"README.md's {mode} demo table is stale: run `python -m bench.report --write README.md`"
+        )
+    timings = importlib.import_module("bench.slurm_timings")
+    assert (REPO / "bench" / "results" / "slurm_timings.json").exists(), "no kept result of make bench-slurm"
+    assert report.embedded(text, timings.BEGIN, timings.END) == timings.render_block(), "stale: make bench-slurm"
+
+
+def test_a_failed_demo_says_so_and_a_missing_one_is_named(report: ModuleType, tmp_path: Path) -> None:
+    fault = {
+        "kind": "kill",
+        "group": 1,
+        "detection_latency_s": 0.02,
+        "restart_after_detection_s": 0.5,
+        "first_commit_after_restart_s": 0.68,
+        "survivor_stall_s": 0.64,
+        "warm": True,
+        "detected_as": "trainer exited -9 | by its supervisor",
+    }
+    rep = {
+        "groups": {"0": {}, "1": {}},
+        "faults": [fault],
+        "steps_committed": 800,
+        "target_steps": 900,
+        "wall_s": 100.0,
+        "steps_lost": 3,
+        "weights_identical": False,
+        "weights_check": "state hashes compared on 799 shared steps",
+        "goodput": None,
+    }
+    doc = {"environment": {"commit": "abc1234", "when": "2026-11-26T00:00:00Z"}, "exit_code": 1, "report": rep}
+    (tmp_path / "demo-local.json").write_text(json.dumps(doc))
+    text = report.demo_tables.render_mode(tmp_path, "local")
+    assert "**It FAILED (exit code 1).**" in text and "**3 steps lost**" in text and "at commit abc1234" in text
+    assert "| kill (SIGKILL) | group 1 | 0.02 | +0.50 | +0.68 (warm standby) | 0.64 | trainer exited -9 / by" in text
+    assert "`bench/results/demo-slurm.json` is missing" in report.demo_tables.render_mode(tmp_path, "slurm")
+    # --write replaces each block the file holds and leaves the rest alone
+    readme = tmp_path / "README.md"
+    begin, end = report.demo_tables.markers("local")
+    readme.write_text(f"intro\n{begin}\nold\n{end}\noutro\n")
+    rewritten, found = report.rewrite(readme.read_text(), tmp_path)
+    assert found == 1 and rewritten == f"intro\n{text}\noutro\n"
+
+
+def test_make_demo_results_names_the_demos_it_knows(report: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+    demos = importlib.import_module("bench.demos")
+    with pytest.raises(SystemExit) as e:
+        demos.main(["--only", "local,nope"])
+    assert e.value.code == 2 and "unknown ['nope'] (known: local, slurm, bare)" in capsys.readouterr().err
