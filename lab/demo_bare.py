@@ -32,6 +32,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,7 @@ from lamplighter.lab.bare_hosts import HostLab
 from lamplighter.lab.bare_report import build_bare_report, per_fault_lines
 from lamplighter.lab.etcd_cluster import EtcdCluster
 from lamplighter.lab.source_stamp import source_stamp
-from lamplighter.lab.testcluster import wait_until
+from lamplighter.lab.testcluster import ClusterError, wait_until
 from lamplighter.slurm.chaos_slurm import read_records
 from lamplighter.supervisor.lighthouse import Lighthouse
 from lamplighter.supervisor.ports import free_port
@@ -80,6 +81,7 @@ class BareDemo:
         self.admin: Store | None = None
         self.gpu_root = ensure_built().parent.parent
         self.job_yaml = root / "job.yaml"
+        self.daemons: dict[str, subprocess.Popen[bytes]] = {}
 
     # -- bring-up ---------------------------------------------------------------------------------------------
     def up(self) -> None:
@@ -99,10 +101,10 @@ class BareDemo:
         # The first host boots first and so becomes the placer; it also gets group 0 (the first host in the
         # order): the host crash then hits a placer that runs a group, every time.
         self.boot(HOSTS[0])
-        wait_until(lambda: self.placer() == HOSTS[0], 60, f"{HOSTS[0]} becomes the placer")
+        wait_until(self.booted(lambda: self.placer() == HOSTS[0]), 60, f"{HOSTS[0]} becomes the placer")
         for host in HOSTS[1:] + SPARES:
             self.boot(host)
-        wait_until(self._all_alive, 60, "every host daemon holds its lease in etcd")
+        wait_until(self.booted(self._all_alive), 60, "every host daemon holds its lease in etcd")
 
     def _tls(self, name: str) -> dict[str, str]:
         assert self.etcd is not None and self.etcd.pki is not None
@@ -162,13 +164,25 @@ class BareDemo:
                 "spares": SPARES,
                 "lease_ttl_s": LEASE_TTL_S,
                 "fence_margin_s": FENCE_MARGIN_S,
-                "hang_timeout_s": HANG_TIMEOUT_S,
             },
         }
         (folder / "node.yaml").write_text(yaml.safe_dump(node, sort_keys=False))
         env = {**sim_env(self.gpu_root, gpus.root), "PYTHONUNBUFFERED": "1"}
         argv = [sys.executable, "-m", "lamplighter", "supervise", "--config", str(folder / "node.yaml")]
-        self.lab.start(host, argv, env, folder / "daemon.log")
+        self.daemons[host] = self.lab.start(host, argv, env, folder / "daemon.log")
+
+    def booted(self, cond: Callable[[], bool]) -> Callable[[], bool]:
+        """`cond`, failing at once when a booted daemon has exited (a bad node.yaml, say), not at the timeout."""
+
+        def check() -> bool:
+            for host, proc in self.daemons.items():
+                if proc.poll() is not None:
+                    log = self.root / "hosts" / host / "daemon.log"
+                    tail = log.read_text(errors="replace").strip().splitlines()[-3:] if log.exists() else []
+                    raise ClusterError(f"host {host}'s daemon exited {proc.returncode}: {' / '.join(tail)}")
+            return cond()
+
+        return check
 
     def _all_alive(self) -> bool:
         assert self.admin is not None
