@@ -16,6 +16,7 @@ what you get: a live table (per group: step, loss, state, restarts; steps/s), th
 and RUN_DIR/report/report.json + timeline.png: every fault with its detection, restart and
 first-commit times, committed steps, steps lost (must be 0), weights identical, goodput.
 exit status: 0 target reached with nothing lost and identical weights, 1 not, 2 bad input.
+Ctrl-C, SIGTERM and SIGHUP end the groups and the Lighthouse, write the report and exit 1.
 
 examples:
   lamplighter local configs/demo.yaml
@@ -67,6 +68,7 @@ def run_local(args: argparse.Namespace) -> int:
     from lamplighter.configs.validate_cli import report_invalid
     from lamplighter.supervisor.chaos import ChaosSpecError, parse_chaos
     from lamplighter.supervisor.local_mode import LocalModeError, LocalOptions, LocalRun
+    from lamplighter.supervisor.termination import Terminated, interrupt_on_termination
     from lamplighter.trainer.adapter import job_run_dir
 
     try:
@@ -83,12 +85,19 @@ def run_local(args: argparse.Namespace) -> int:
             chaos = parse_chaos(args.chaos)
         run_dir = Path(args.run_dir or job_run_dir(job))
         report_dir = Path(args.report) if args.report else run_dir / "report"
-        baseline = resolve_baseline(args.baseline, job, run_dir, live=not args.no_live)
-        run = LocalRun(
-            job,
-            LocalOptions(run_dir=run_dir, report_dir=report_dir, chaos=chaos, live=not args.no_live, baseline=baseline),
-        )
-        report = run.run()
+        with interrupt_on_termination():
+            baseline = resolve_baseline(args.baseline, job, run_dir, live=not args.no_live)
+            run = LocalRun(
+                job,
+                LocalOptions(
+                    run_dir=run_dir, report_dir=report_dir, chaos=chaos, live=not args.no_live, baseline=baseline
+                ),
+            )
+            report = run.run()
+    except Terminated as e:
+        # Between the two runs of --baseline auto: the fault-free one has already ended its processes.
+        print(f"lamplighter local: stopped by {e}, before the faulted run started", file=sys.stderr)
+        return 1
     except (ChaosSpecError, LocalModeError, ValidationError, ValueError, OSError) as e:
         print(f"lamplighter local: {e}", file=sys.stderr)
         return 2
@@ -103,6 +112,7 @@ def resolve_baseline(value: str | None, job: Any, run_dir: Path, *, live: bool) 
     from lamplighter.configs.schema import ChaosConfig
     from lamplighter.supervisor.baseline import Baseline, BaselineError, from_report, parse_baseline, read_report
     from lamplighter.supervisor.local_mode import LocalOptions, LocalRun
+    from lamplighter.supervisor.termination import Terminated
 
     if value is None:
         return None
@@ -119,6 +129,9 @@ def resolve_baseline(value: str | None, job: Any, run_dir: Path, *, live: bool) 
         LocalOptions(run_dir=where, report_dir=where / "report", chaos=ChaosConfig.model_validate({}), live=live),
     )
     report = clean.run()
+    if report.get("interrupted"):
+        # Ctrl-C or SIGTERM during the fault-free run stops the command, not just that run.
+        raise Terminated("an interrupt during the fault-free run")
     try:
         return from_report(report, str(where / "report" / "report.json"), target_steps=n, groups=groups)
     except BaselineError as e:

@@ -341,9 +341,10 @@ class LocalRun:
                 self.watcher.wait(
                     max(0.0, min(next_check, self._next_fault_at(), self.clock() + MAX_WAIT_S) - self.clock())
                 )
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:
             interrupted = True
-            self._say("interrupted: stopping the groups and the Lighthouse")
+            by = f" by {e}" if str(e) else ""  # Terminated names its signal; Ctrl-C's has no text
+            self._say(f"interrupted{by}: stopping the groups and the Lighthouse")
         finally:
             for g in range(len(self.groups)):
                 self._kill_group(g)
