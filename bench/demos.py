@@ -34,7 +34,17 @@ LOCAL_CONFIG = REPO / "configs" / "demo.yaml"
 def command(mode: str, where: Path) -> list[str]:
     """The make target's command, with its output under `where`."""
     if mode == "local":
-        return [sys.executable, "-m", "lamplighter", "local", str(LOCAL_CONFIG), "--baseline", "auto"]
+        return [
+            sys.executable,
+            "-m",
+            "lamplighter",
+            "local",
+            str(LOCAL_CONFIG),
+            "--baseline",
+            "auto",
+            "--run-dir",
+            str(where),
+        ]
     module = "lamplighter.lab.demo" if mode == "slurm" else "lamplighter.lab.demo_bare"
     return [sys.executable, "-m", module, "--dir", str(where)]
 
@@ -59,8 +69,6 @@ def run_one(mode: str, results: Path) -> int:
     shutil.rmtree(where, ignore_errors=True)  # a local run dir left over would be resumed, not started afresh
     where.mkdir(parents=True)
     cmd = command(mode, where)
-    if mode == "local":
-        cmd += ["--run-dir", str(where)]
     print(f"== {MODES[mode]}: {' '.join(cmd)}", flush=True)
     t0 = time.time()
     rc = subprocess.run(cmd, cwd=REPO).returncode
