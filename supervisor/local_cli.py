@@ -17,6 +17,8 @@ and RUN_DIR/report/report.json + timeline.png: every fault with its detection, r
 first-commit times, committed steps, steps lost (must be 0), weights identical, goodput.
 exit status: 0 target reached with nothing lost and identical weights, 1 not, 2 bad input.
 Ctrl-C, SIGTERM and SIGHUP end the groups and the Lighthouse, write the report and exit 1.
+`echo N > RUN_DIR/stop-at` makes the running job stop at step N (the reference trainer
+reads it about once a second; the report judges the target against it).
 
 examples:
   lamplighter local configs/demo.yaml

@@ -39,6 +39,7 @@ from lamplighter.supervisor.standby import StandbyPool
 from lamplighter.supervisor.step_tail import StepTail
 from lamplighter.supervisor.trainer_proc import TrainerProc
 from lamplighter.trainer.contract import RunPaths, write_json_atomic
+from lamplighter.trainer.stop_at import final_target, read_stop_at
 
 LIGHTHOUSE_READY_S = 60.0
 MAX_WAIT_S = 0.25  # the loop's longest sleep when nothing happens (chaos timing, live view)
@@ -314,6 +315,7 @@ class LocalRun:
                 self._pending = []
                 if now >= next_check:
                     next_check = now + h.poll_interval_s
+                    hang.target_step = self._target()
                     obs += [*hang.observe(now), *dstate.observe(now)]
                     self._note_lighthouse(now)
                     try:
@@ -366,6 +368,10 @@ class LocalRun:
         at = self.injector.next_at_s()
         return float("inf") if at is None or self.t_train is None else self.t_train + at
 
+    def _target(self) -> int:
+        """trainer.steps, or the step the owner told the running job to stop at (the run dir's stop-at)."""
+        return final_target(self.job.trainer.steps, read_stop_at(self.run_dir))
+
     def _note_lighthouse(self, now: float) -> None:
         """Record the Lighthouse's steps (the report of a trainer that logs none), say once when it cannot be read."""
         if self.lh_progress.polled_at != now:
@@ -391,7 +397,7 @@ class LocalRun:
             self.t0,
             rows,
             self.tail.steps_per_s(now),
-            self.job.trainer.steps,
+            self._target(),
             lh,
             len([f for f in self.journal.faults if f.kind != "unplanned"]),
         )
@@ -413,6 +419,7 @@ class LocalRun:
             target_steps=self.job.trainer.steps,
             t_start=self.t0,
             t_end=self.clock(),
+            stop_at=read_stop_at(self.run_dir),
             baseline_samples_per_s=None if self.opts.baseline is None else self.opts.baseline.samples_per_s,
             baseline_source="" if self.opts.baseline is None else self.opts.baseline.source,
             extra={
