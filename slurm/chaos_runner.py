@@ -61,7 +61,7 @@ def run_schedule(
     injector = ChaosInjector(plan(cfg, len(ctx.sub.groups)), cfg.seed, mode)
     t0 = time.monotonic()
     watching: list[Recovery] = []
-    while injector.remaining or watching or ctx.pending_healers:
+    while not injector.done or watching or ctx.pending_healers:
         for r in [r for r in watching if r.poll()]:
             watching.remove(r)
             yield r.finish()
@@ -73,10 +73,10 @@ def run_schedule(
         if mode == "gentle" and watching:
             time.sleep(poll)
             continue
-        healthy = healthy_groups(ctx) if injector.remaining else []
+        healthy = healthy_groups(ctx) if not injector.done else []
         seen = Targets(
             healthy=healthy,
-            present=running_groups(ctx) if mode == "exact" and injector.remaining else healthy,
+            present=running_groups(ctx) if mode == "exact" and not injector.done else healthy,
             lighthouse_healthy=len(healthy) >= 1 or mode == "exact",
         )
         shot = injector.due(time.monotonic() - t0, seen)
