@@ -59,7 +59,8 @@ demo-results: $(STAMP) gpusim
 bench-slurm: $(STAMP)
 	$(BIN)/python -m bench.slurm_timings
 
-# At least 100 overlapping faults of every kind on the Slurm lab (about 20 minutes): build/soak/report.json.
+# Overlapping faults of every kind on the Slurm lab until 100 have struck, the job training until they are
+# done (its wall time is in the report): build/soak/report.json.
 soak: $(STAMP) gpusim
 	$(BIN)/python -m lamplighter.lab.soak --dir build/soak
 

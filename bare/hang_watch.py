@@ -17,6 +17,7 @@ from lamplighter.supervisor.checks.lighthouse_progress import LighthouseProgress
 from lamplighter.supervisor.lighthouse_status import LighthouseStatus, fetch_status
 from lamplighter.supervisor.observations import Hung
 from lamplighter.supervisor.trainer_proc import TrainerProc
+from lamplighter.trainer.stop_at import final_target, read_stop_at
 
 FETCH_TIMEOUT_S = 0.5  # a dead Lighthouse must not stall the host's cycle
 
@@ -42,7 +43,8 @@ class JobHangWatch:
         def fetch() -> LighthouseStatus:
             return fetch_status(address, FETCH_TIMEOUT_S)
 
-        run_dir = Path(job.run_dir or f"runs/{job.name}")
+        run_dir = self._run_dir = Path(job.run_dir or f"runs/{job.name}")
+        self._steps = job.trainer.steps
         sources, _ = progress_sources(job.health.progress, run_dir, LighthouseProgress(fetch))
         self._table = _Table()
         self._check = HangCheck(
@@ -55,4 +57,5 @@ class JobHangWatch:
 
     def observe(self, now: float, procs: Sequence[TrainerProc]) -> list[Hung]:
         self._table.procs = list(procs)
+        self._check.target_step = final_target(self._steps, read_stop_at(self._run_dir))
         return self._check.observe(now)

@@ -111,7 +111,10 @@ def run_local(
         steps=steps,
         extra={
             "exit_code": proc.returncode,
-            "faults_not_injected": report.get("chaos_not_injected"),
+            # The schedule's faults never fired: due within the run, or after its end.
+            "faults_not_injected": None
+            if "chaos_not_injected" not in report
+            else report["chaos_not_injected"] + (report.get("chaos_after_end") or 0),
             "steps_lost_by_report": report.get("steps_lost"),
             "weights_identical": report.get("weights_identical"),
         },

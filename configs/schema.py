@@ -128,7 +128,12 @@ class TrainerConfig(Strict):
     )
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment for the trainer processes.")
     steps: int = Field(
-        200, ge=1, description="Target number of committed steps; the job is done when a group reaches it."
+        200,
+        ge=1,
+        description=(
+            "Target number of committed steps; the job is done when a group reaches it (or the smaller step "
+            "its owner writes in <run_dir>/stop-at while it runs)."
+        ),
     )
     backend: Literal["auto", "gloo", "nccl"] = Field(
         "auto", description="Process-group backend: auto picks NCCL/RCCL when GPUs exist, else gloo."

@@ -41,6 +41,7 @@ from lamplighter.supervisor.observations import DState, MemoryHigh
 from lamplighter.supervisor.procfs import ProcStat
 from lamplighter.supervisor.trainer_proc import TrainerProc
 from lamplighter.trainer.contract import read_lighthouse_address
+from lamplighter.trainer.stop_at import final_target, read_stop_at
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +148,7 @@ class JobWatch:
             self._said.address = self.address
         h = self.settings.health
         check = HangCheck(
-            self._table, self._sources(), h.hang_timeout_s, h.startup_timeout_s, target_step=self.settings.target_step
+            self._table, self._sources(), h.hang_timeout_s, h.startup_timeout_s, target_step=self._target_step()
         )
         found = check.observe(now)
         self._log_lighthouse()
@@ -169,6 +170,13 @@ class JobWatch:
                 )
             )
         return out
+
+    def _target_step(self) -> int | None:
+        """trainer.steps, or the step the owner told the running job to stop at (its run dir's stop-at)."""
+        target = self.settings.target_step
+        if target is None or self.run_dir is None:
+            return target
+        return final_target(target, read_stop_at(Path(self.run_dir)))
 
     def _log_lighthouse(self) -> None:
         err = self.lighthouse.error if self.address is not None else None

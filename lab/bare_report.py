@@ -29,6 +29,7 @@ from lamplighter.supervisor.report import build_report, run_ok
 from lamplighter.supervisor.run_dir_actions import ACTIONS_FILE
 from lamplighter.trainer.contract import RunPaths
 from lamplighter.trainer.steplog import StepRecord, read_steps
+from lamplighter.trainer.stop_at import read_stop_at
 
 DETECTING = ("ended", "kill", "move", "out")
 
@@ -124,6 +125,7 @@ def build_bare_report(
         target_steps=target_steps,
         t_start=t_start,
         t_end=t_end,
+        stop_at=read_stop_at(run_dir),
         extra={"mode": "bare-metal", "t_training_started": first_step, **(extra or {})},
     )
     for row, ex in zip(report["faults"], extras, strict=True):

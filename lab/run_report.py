@@ -12,7 +12,9 @@ Per fault:
   t_restarted  the group's job RUNNING again (node_after: where), or the
                Lighthouse listening again, or the daemon back.
 The rest (first commit after, survivor stall, steps lost, identical weights,
-goodput) is `lamplighter.supervisor.report.build_report`, unchanged.
+goodput) is `lamplighter.supervisor.report.build_report`, unchanged; the
+target it judges is the submission's trainer.steps, or the step the run
+directory's `stop-at` names when that is smaller (trainer/stop_at.py).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from lamplighter.supervisor.lighthouse_steplog import read_lighthouse_steps
 from lamplighter.supervisor.report import build_report
 from lamplighter.trainer.contract import RunPaths
 from lamplighter.trainer.steplog import StepRecord, read_steps
+from lamplighter.trainer.stop_at import read_stop_at
 
 REPORT_FILE = "report.json"
 TIMELINE_FILE = "timeline.png"
@@ -153,6 +156,7 @@ def write_report(
         target_steps=sub.target_steps,
         t_start=sub.submitted_at,
         t_end=end,
+        stop_at=read_stop_at(Path(sub.run_dir)),
         extra={
             "job": sub.job,
             "mode": "slurm",

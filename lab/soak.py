@@ -6,10 +6,19 @@ faults at random (exponential gaps, mean shorter than a recovery), so faults
 overlap and strike groups that are still restarting or healing. The soak
 plays the operator: a node whose GPU fault was injected is repaired (the fault
 cleared) and given back with `lamplighter nodes resume` a while later; a
-crashed node is restarted. At the end it checks and prints:
+crashed node is restarted.
 
-- the target reached; committed steps lost 0 (steps redone from the fallback
-  checkpoint, when no live peer held the state, are counted apart);
+The job trains as long as the schedule needs, whatever the machine's speed:
+its trainer.steps is far out, faults are drawn until --faults of them struck
+something (a miss, a group between attempts, does not count), and once every
+one has been watched to its recovery and the operator has repaired
+everything, the soak writes the job's stop-at file (trainer/stop_at.py): a
+step a few seconds ahead, which every group reads before it gets there. Only
+when the job has ended there does it check and print:
+
+- the target reached (the stop step); committed steps lost 0 (steps redone
+  from the fallback checkpoint, when no live peer held the state, are counted
+  apart);
 - every heal bit-identical (weights_identical);
 - no node drained without a GPU fault on it, no node marked down that was not
   crashed (wrong_drains, wrong_downs);
@@ -52,6 +61,9 @@ from lamplighter.slurm.chaos_runner import run_schedule
 from lamplighter.slurm.chaos_slurm import CHAOS_FILE, GPU_FAULTS, KINDS, read_records
 from lamplighter.slurm.proc_find import listener_procs
 from lamplighter.slurm.run import SlurmError
+from lamplighter.trainer.contract import RunPaths
+from lamplighter.trainer.steplog import StepRecord, read_steps
+from lamplighter.trainer.stop_at import write_stop_at
 
 SOAK_KINDS = KINDS  # every kind lamplighter chaos can inject on the lab
 GPU_KINDS = tuple(GPU_FAULTS)
@@ -59,7 +71,11 @@ REPAIR_GPU_AFTER_S = 20.0  # the operator replaces the GPU, then resumes the nod
 RESTART_NODE_AFTER_S = 10.0  # a crashed node reboots
 PARTITION_S = 20.0  # a cut-off node answers again after this (chaos restores it); the operator resumes it
 HEAL_PAD_MB = 128  # a heal carries this much extra state, so kill-healer can strike during the transfer
-GUESS_STEPS_PER_S = 12.0  # the lab's pace under faults on 2 cores: sizes the target to outlast the faults
+FAR_STEPS = 10_000_000  # trainer.steps: never reached, the soak stops the job (stop-at) when the faults are done
+TIME_LIMIT = "04:00:00"  # a bound for the Slurm jobs, far past a soak's length: no renewal falls into it
+STOP_LEAD_S = 10.0  # the stop step lies this far ahead at the job's recent pace (every group reads it once a second)
+MIN_LEAD_STEPS = 30  # ... and at least this many steps ahead, when the job has just been stalled
+PACE_WINDOW_S = 30.0  # the recent pace: committed steps over this last stretch
 
 
 @dataclass
@@ -224,6 +240,17 @@ def wrong_node_actions(
     return drains, downs
 
 
+def stop_step(records: list[StepRecord], now: float) -> int:
+    """The step to stop the job at: STOP_LEAD_S ahead of its highest commit at its recent pace, and at
+    least MIN_LEAD_STEPS ahead (a running group must read the file before it gets there)."""
+    done = [r for r in records if r.committed]
+    high = max((r.step for r in done), default=0)
+    recent = [r for r in done if r.t >= now - PACE_WINDOW_S]
+    span = max((r.t for r in recent), default=0.0) - min((r.t for r in recent), default=0.0)
+    pace = (max(r.step for r in recent) - min(r.step for r in recent)) / span if span > 0 else 0.0
+    return high + max(MIN_LEAD_STEPS, math.ceil(pace * STOP_LEAD_S))
+
+
 def orphans(run: LabRun, job: str, lighthouse_port: int) -> dict[str, Any]:
     assert run.sub is not None
     queued: list[Any]
@@ -244,7 +271,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--dir", type=Path, default=Path("build/soak"), help="where the lab and report go (wiped first)")
     ap.add_argument(
-        "--faults", type=int, default=100, help="faults that must hit something (default 100; 15%% more are drawn)"
+        "--faults",
+        type=int,
+        default=100,
+        help="faults drawn until this many hit something (default 100); the job trains until they are done",
     )
     ap.add_argument("--mtbf", type=float, default=7.0, help="mean seconds between faults (default 7)")
     ap.add_argument("--seed", type=int, default=1)
@@ -255,7 +285,6 @@ def main(argv: list[str] | None = None) -> int:
         help="torchft.rendezvous_timeout_ms for the job (default: the schema's, 'adaptive'; null: pg_timeout_s)",
     )
     ap.add_argument("--kinds", default=",".join(SOAK_KINDS), help="fault kinds to draw from")
-    ap.add_argument("--steps", type=int, default=None, help="target steps (default: sized to outlast the faults)")
     args = ap.parse_args(argv)
     missing = slurm_installed()
     if missing:
@@ -290,10 +319,8 @@ def main(argv: list[str] | None = None) -> int:
     lab.up(start_daemons=True)
     try:
         lab.wait_daemons_alive()
-        # Exact faults at a group with no process (between attempts) are recorded as missed: draw more.
-        planned = math.ceil(args.faults * 1.15)
-        steps = args.steps or int((30 + planned * args.mtbf) * GUESS_STEPS_PER_S)
-        cfg = lab_job_config(lab, root / "soak", name="soak", steps=steps, groups=3, port=port)
+        cfg = lab_job_config(lab, root / "soak", name="soak", steps=FAR_STEPS, groups=3, port=port)
+        cfg["slurm"]["time"] = TIME_LIMIT
         # The fallback checkpoint: when overlapping faults leave no live peer, the job goes back to it.
         cfg["trainer"]["checkpoint"] = {"enabled": True, "interval_s": 10}
         cfg["trainer"].setdefault("model", {})["heal_pad_mb"] = HEAL_PAD_MB
@@ -305,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         job = load_job(path)
         run = LabRun(lab, job, path)
         sub = run.submit()
-        log(f"submitted {steps} steps: groups {sub.groups}; waiting for every group to commit")
+        log(f"submitted: groups {sub.groups}, training until the faults are done; waiting for every group to commit")
         run.wait_all_committing()
         usage_start = daemon_usage(lab)
         operator = Operator(lab, log)
@@ -316,21 +343,29 @@ def main(argv: list[str] | None = None) -> int:
             seed=args.seed,
             kinds=kinds,
             start_after_s=0,
-            max_faults=planned,
             mode="exact",
         )
-        n = 0
+        n = struck = 0
         ctx = run.ctx
         ctx.partition_s = PARTITION_S
-        for rec in run_schedule(ctx, chaos, recovery_timeout=180.0, poll=0.2):
+        for rec in run_schedule(ctx, chaos, recovery_timeout=180.0, poll=0.2, strikes=args.faults):
             operator.saw(rec)
             if rec["event"] in ("injected", "missed"):
                 n += 1
+                struck += rec["event"] == "injected"
                 what = rec.get("why") or f"node {rec.get('node')}"
-                log(f"fault {n}/{planned}: {rec['event']} {rec['kind']} group {rec.get('group')} ({what})")
+                log(
+                    f"fault {n} ({struck}/{args.faults} struck): {rec['event']} {rec['kind']} group "
+                    f"{rec.get('group')} ({what})"
+                )
+            elif rec.get("job_ended"):
+                log(f"the job ended before the recovery of {rec['kind']} was seen: {rec['job_ended']}")
         ctx.wait_restores()
         operator.stop()
-        log("every fault injected and watched; waiting for the job to reach its target")
+        paths = RunPaths(Path(sub.run_dir))
+        end = stop_step([r for g in sub.groups for r in read_steps(paths.steps(g))], time.time())
+        write_stop_at(paths.root, end)
+        log(f"every fault delivered and watched; the job stops at step {end} ({paths.stop_at()})")
         states = run.wait_end(1800)
         usage_end = daemon_usage(lab)
         report = run.report(extra={"slurm_end_states": {str(k): v for k, v in states.items()}})
@@ -345,10 +380,12 @@ def main(argv: list[str] | None = None) -> int:
             "faults": report["faults"],
             "missed": missed,
             "faults_injected": len(injected),
+            "faults_wanted": args.faults,
             "by_kind": by_kind(report["faults"]),
             "reached_target": report["reached_target"],
             "steps_committed": report["steps_committed"],
             "target_steps": report["target_steps"],
+            "stop_at": report["stop_at"],
             "steps_lost": report["steps_lost"],
             "steps_redone_from_fallback": report["steps_redone_from_fallback"],
             "weights_identical": report["weights_identical"],
@@ -379,7 +416,7 @@ def verdict(soak: dict[str, Any], want: int, log: Callable[[str], None]) -> int:
     if soak["faults_injected"] < want:
         problems.append(f"only {soak['faults_injected']} faults hit something (want {want})")
     if not soak["reached_target"]:
-        problems.append("target not reached")
+        problems.append(f"target (the stop step) not reached: {soak['steps_committed']}/{soak['target_steps']}")
     if soak["steps_lost"]:
         problems.append(f"{soak['steps_lost']} committed steps lost")
     if soak["weights_identical"] is not True:
@@ -406,10 +443,12 @@ def verdict(soak: dict[str, Any], want: int, log: Callable[[str], None]) -> int:
             f"{mm(row['back_to_commit_s']):>18}{mm(row['survivor_stall_s']):>18}{mm(row['survivor_stall_no_hang_s']):>18}"
         )
     log(
-        f"steps {soak['steps_committed']}/{soak['target_steps']}, lost {soak['steps_lost']}, redone from fallback "
-        f"{soak['steps_redone_from_fallback']}, weights identical {soak['weights_identical']}, missed "
-        f"{len(soak['missed'])}, daemon RSS {soak['daemon_rss_mb_start']} -> {soak['daemon_rss_mb_end']} MB, "
-        f"daemon CPU {soak['daemon_cpu_s_per_min']} s/min, wall {soak['wall_s']} s"
+        f"faults struck {soak['faults_injected']}, missed {len(soak['missed'])}; steps "
+        f"{soak['steps_committed']}/{soak['target_steps']}, lost {soak['steps_lost']}, redone from fallback "
+        f"{soak['steps_redone_from_fallback']}, weights identical {soak['weights_identical']}, wrong drains "
+        f"{len(soak['wrong_drains'])}, wrong downs {len(soak['wrong_downs'])}, orphans "
+        f"{sum(len(v) for v in soak['orphans'].values())}, daemon RSS {soak['daemon_rss_mb_start']} -> "
+        f"{soak['daemon_rss_mb_end']} MB, daemon CPU {soak['daemon_cpu_s_per_min']} s/min, wall {soak['wall_s']} s"
     )
     for p in problems:
         log(f"PROBLEM: {p}")

@@ -7,7 +7,7 @@ Public modules (the package re-exports nothing: import them):
     requeue       move a group's job off a failed node and start it now
     render, submission   sbatch scripts, and the record of a submission
     renew, release, warm_task   torch-free helpers the rendered scripts run (warm_task: a task in a warm standby)
-    chaos_slurm, chaos_runner, proc_find   faults on a real cluster
+    chaos_slurm, chaos_runner, proc_find   faults on a real cluster; job_end: when a job is over, seen from outside
     job_cli, render_cli, why_cli, nodes_cli, healthcheck_cli   `lamplighter submit|status|cancel|chaos|render|why|nodes|healthcheck`
 
 Layer: above supervisor (configs, gpusim -> trainer -> supervisor -> slurm -> daemon; lab -> bench).

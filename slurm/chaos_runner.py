@@ -7,6 +7,11 @@ whose job is not running, or has no trainer process yet, is missed and says
 so. gentle (random draws' default): a fault waits for a running group that
 committed in its current attempt, with another such group left as the live
 peer, and is watched until its target commits again before the next one fires.
+
+The schedule runs as long as the job does: a random draw has no end of its
+own (but max=N), nothing is drawn once every group job has left the queue,
+and when the job is over (job_end.py) the loop stops and its open recovery
+watches end, saying so, instead of waiting out their timeout.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any
 from lamplighter.configs.schema import ChaosConfig
 from lamplighter.slurm.chaos_healer import drain
 from lamplighter.slurm.chaos_slurm import ChaosContext, ChaosError, Recovery, append_record, inject
+from lamplighter.slurm.job_end import JobEnd
 from lamplighter.slurm.run import SlurmError
 from lamplighter.supervisor.chaos import plan
 from lamplighter.supervisor.chaos_injector import ChaosInjector, Shot, Targets
@@ -54,29 +60,53 @@ def running_groups(ctx: ChaosContext) -> list[int]:
 
 
 def run_schedule(
-    ctx: ChaosContext, cfg: ChaosConfig, recovery_timeout: float, poll: float = 0.5
+    ctx: ChaosContext,
+    cfg: ChaosConfig,
+    recovery_timeout: float,
+    poll: float = 0.5,
+    strikes: int | None = None,
+    job_end: JobEnd | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """Inject every planned fault; yield each injection, miss and recovery record as it happens."""
+    """Inject planned faults while the job runs; yield each injection, miss and recovery record as it happens.
+
+    strikes: draw until that many faults struck something (a miss does not count), then only watch.
+    Once every group job is out of the queue nothing more is drawn; once the job is over (`job_end`,
+    by default job_end.py's rule) the loop stops, and the watches still open end saying so."""
     mode = cfg.resolved_mode
     injector = ChaosInjector(plan(cfg, len(ctx.sub.groups)), cfg.seed, mode)
+    end = job_end or JobEnd(ctx.sub, ctx.api)
     t0 = time.monotonic()
     watching: list[Recovery] = []
-    while injector.remaining or watching or ctx.pending_healers:
+    struck = 0
+
+    def count(rec: dict[str, Any]) -> None:
+        nonlocal struck
+        if rec["event"] == "injected":
+            struck += 1
+            watching.append(Recovery(ctx, rec, time.monotonic() + recovery_timeout))
+            if strikes is not None and struck >= strikes:
+                injector.stop()
+
+    while not injector.done or watching or ctx.pending_healers:
+        if end.look():
+            injector.stop()
+            for r in watching:
+                yield r.finish(job_ended=end.reason)
+            return
         for r in [r for r in watching if r.poll()]:
             watching.remove(r)
             yield r.finish()
         for rec in drain(ctx.fired):  # kill-healer: the healer killed (or the heal never seen)
             ctx.pending_healers -= 1
             yield rec
-            if rec["event"] == "injected":
-                watching.append(Recovery(ctx, rec, time.monotonic() + recovery_timeout))
-        if mode == "gentle" and watching:
-            time.sleep(poll)
+            count(rec)
+        if (mode == "gentle" and watching) or injector.done or end.ending:
+            time.sleep(poll)  # gentle: one fault at a time; ending: no group job left to strike
             continue
-        healthy = healthy_groups(ctx) if injector.remaining else []
+        healthy = healthy_groups(ctx)
         seen = Targets(
             healthy=healthy,
-            present=running_groups(ctx) if mode == "exact" and injector.remaining else healthy,
+            present=running_groups(ctx) if mode == "exact" else healthy,
             lighthouse_healthy=len(healthy) >= 1 or mode == "exact",
         )
         shot = injector.due(time.monotonic() - t0, seen)
@@ -89,8 +119,7 @@ def run_schedule(
             continue
         rec = _shoot(ctx, shot)
         yield rec
-        if rec["event"] == "injected":
-            watching.append(Recovery(ctx, rec, time.monotonic() + recovery_timeout))
+        count(rec)
 
 
 def _shoot(ctx: ChaosContext, shot: Shot) -> dict[str, Any]:

@@ -21,7 +21,8 @@ Every injection is appended to `<run_dir>/chaos.jsonl` (one JSON object a
 line, event "injected"), and what was then seen from outside (the group's
 Slurm job requeued, running again and where, its first commit) as event
 "recovered", so the report pairs injection, detection and recovery without
-trusting the component under test. A fault that ends by itself (a partition
+trusting the component under test. A watch ends with the job (job_end.py):
+its record then says so ("job_ended") instead of waiting out its timeout. A fault that ends by itself (a partition
 healing, the controller coming back) adds event "restored" when it does.
 """
 
@@ -41,6 +42,7 @@ from typing import Any, Protocol
 from lamplighter.slurm import proc_find
 from lamplighter.slurm.actions import SlurmApi
 from lamplighter.slurm.hostlist import expand_hostlist
+from lamplighter.slurm.job_end import JobEnd
 from lamplighter.slurm.run import SlurmError
 from lamplighter.slurm.submission import Submission
 from lamplighter.supervisor.procfs import ProcStat
@@ -383,14 +385,21 @@ class Recovery:
                 out["t_first_commit"] = first_commit_after(run_dir, list(ctx.sub.groups), rec["t"])
         return out["t_first_commit"] is not None or time.monotonic() >= self.deadline
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self, job_ended: str | None = None) -> dict[str, Any]:
+        """Journal what was seen; `job_ended`: the watch stopped because the job is over (no recovery can come)."""
+        if job_ended is not None:
+            self.out["job_ended"] = job_ended
         append_record(self.ctx.journal, self.out)
         return self.out
 
 
 def observe_recovery(ctx: ChaosContext, rec: dict[str, Any], timeout: float, poll: float = 0.2) -> dict[str, Any]:
-    """Watch (bounded) until the fault's target commits again; append and return the 'recovered' record."""
+    """Watch (bounded) until the fault's target commits again or the job is over; append and return the
+    'recovered' record."""
     r = Recovery(ctx, rec, time.monotonic() + timeout)
+    end = JobEnd(ctx.sub, ctx.api)
     while not r.poll():
+        if end.look():
+            return r.finish(job_ended=end.reason)
         time.sleep(poll)
     return r.finish()

@@ -30,6 +30,7 @@ from lamplighter.supervisor.health_report import ENV_CLUSTER_STATUS_DIR, NodeRep
 from lamplighter.supervisor.lighthouse_status import LighthouseStatus, LighthouseStatusError, fetch_status
 from lamplighter.trainer.contract import RunPaths
 from lamplighter.trainer.steplog import StepRecord, parse_step
+from lamplighter.trainer.stop_at import final_target, read_stop_at
 
 RATE_WINDOW_S = 60.0
 TAIL_BYTES = 256 * 1024
@@ -117,7 +118,7 @@ def build_status(
     out: dict[str, Any] = {
         "job": sub.job,
         "run_dir": sub.run_dir,
-        "target_steps": sub.target_steps,
+        "target_steps": final_target(sub.target_steps, read_stop_at(Path(sub.run_dir))),
         "step": max((r.step for r in all_steps if r.committed), default=0),
         "steps_per_s": steps_per_s(all_steps, now),
         "groups": groups,

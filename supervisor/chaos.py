@@ -6,13 +6,16 @@ reads a file holding either a list of events (`- {at_s: 15, kind: kill, group: 1
 or a mapping with the keys of the `chaos:` section. `mode` (chaos_injector.py):
 exact fires each fault at its time whatever its target's state, gentle waits
 for a healthy target; schedules default to exact, random draws to gentle. Everything here is pure:
-the same config and seed always give the same plan.
+the same config and seed always give the same plan. A random plan has no end (but max=N): a run
+takes its faults as its clock reaches them, so none is drawn past the run's end.
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_args
@@ -26,8 +29,6 @@ LOCAL_KINDS: tuple[str, ...] = ("kill", "hang", "hang-collective", "exception", 
 ALL_KINDS: tuple[str, ...] = get_args(ChaosKind)
 # Kinds that hit the job as a whole (the Lighthouse, the Slurm controller), not one group.
 UNTARGETED_KINDS: tuple[str, ...] = ("lighthouse-kill", "slurmctld-restart")
-# Upper bound on random faults drawn when max_faults is not set (a day of 1 s MTBF is far beyond any run).
-MAX_RANDOM_FAULTS = 10_000
 
 
 class ChaosSpecError(ValueError):
@@ -136,30 +137,50 @@ class PlannedFault:
     group: int | None
 
 
-def plan(cfg: ChaosConfig, n_groups: int) -> list[PlannedFault]:
-    """The faults this config injects, in time order. Explicit schedules win over mtbf_s."""
+def plan(cfg: ChaosConfig, n_groups: int) -> Iterator[PlannedFault]:
+    """The faults this config injects, in time order. Explicit schedules win over mtbf_s.
+
+    A random draw (mtbf_s) has no end of its own but max_faults: its faults are drawn as they are
+    taken (ChaosInjector takes them as its run's clock reaches them), so a run draws only as far as
+    it lasts. A schedule's events are checked here, at once."""
     if not cfg.enabled:
-        return []
+        return iter(())
     for ev in cfg.schedule:
         if ev.group is not None and ev.group >= n_groups:
             raise ChaosSpecError(
                 f"chaos event at {ev.at_s:g} s targets group {ev.group}, but the job has {n_groups} groups"
             )
     if cfg.schedule:
-        out = [PlannedFault(e.at_s, e.kind, e.group) for e in cfg.schedule]
-    elif cfg.mtbf_s is not None:
-        rng = random.Random(cfg.seed)
-        count = cfg.max_faults if cfg.max_faults is not None else MAX_RANDOM_FAULTS
-        t = cfg.start_after_s
-        out = []
-        for _ in range(count):
-            t += rng.expovariate(1.0 / cfg.mtbf_s)
-            out.append(PlannedFault(round(t, 3), rng.choice(cfg.kinds), None))
-    else:
-        return []
-    if cfg.max_faults is not None:
-        out = sorted(out, key=lambda f: f.at_s)[: cfg.max_faults]
-    return sorted(out, key=lambda f: f.at_s)
+        out = sorted((PlannedFault(e.at_s, e.kind, e.group) for e in cfg.schedule), key=lambda f: f.at_s)
+        return iter(out if cfg.max_faults is None else out[: cfg.max_faults])
+    if cfg.mtbf_s is not None:
+        return _draws(cfg.mtbf_s, cfg.seed, list(cfg.kinds), cfg.start_after_s, cfg.max_faults)
+    return iter(())
+
+
+def is_random(cfg: ChaosConfig) -> bool:
+    """Faults drawn at random (mtbf_s), not an explicit schedule."""
+    return cfg.enabled and not cfg.schedule and cfg.mtbf_s is not None
+
+
+def chaos_plan_text(cfg: ChaosConfig, n_groups: int) -> str:
+    """What a run will inject, in a few words (a random plan has no count before the run ends)."""
+    if not cfg.enabled:
+        return "no chaos"
+    if is_random(cfg):
+        assert cfg.mtbf_s is not None
+        most = "" if cfg.max_faults is None else f", at most {cfg.max_faults}"
+        return f"chaos faults drawn as the run goes (mean gap {cfg.mtbf_s:g} s{most})"
+    return f"{sum(1 for _ in plan(cfg, n_groups))} chaos faults scheduled"
+
+
+def _draws(mtbf_s: float, seed: int, kinds: list[str], start_s: float, most: int | None) -> Iterator[PlannedFault]:
+    """Exponential gaps with mean mtbf_s after start_s, kinds from the seed; the same seed, the same faults."""
+    rng = random.Random(seed)
+    t = start_s
+    for _ in itertools.count() if most is None else range(most):
+        t += rng.expovariate(1.0 / mtbf_s)
+        yield PlannedFault(round(t, 3), rng.choice(kinds), None)
 
 
 def pick_group(healthy: list[int], fault_index: int, seed: int) -> int:

@@ -14,10 +14,16 @@ gentle (random draws' default)
     group left as the live peer that heals it (torchft cannot heal a group
     that has no live peer, which is the fallback checkpoint's business); a
     Lighthouse that has seen a commit since it last started.
+
+The plan is taken as the run's clock reaches it: a random plan has no end
+(but max=N), and its next fault is drawn only when the one before has fired,
+so a run never holds faults planned past its end.
 """
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from lamplighter.supervisor.chaos import UNTARGETED_KINDS, PlannedFault, pick_group
@@ -43,30 +49,65 @@ class Targets:
 
 
 class ChaosInjector:
-    def __init__(self, planned: list[PlannedFault], seed: int, mode: str = "gentle") -> None:
+    """Takes planned faults in order as the run's clock reaches them (a random plan is drawn no further)."""
+
+    def __init__(self, planned: Iterable[PlannedFault], seed: int, mode: str = "gentle") -> None:
         if mode not in ("exact", "gentle"):
             raise ValueError(f"chaos mode {mode!r}: exact or gentle")
-        self._planned = planned
+        self._source = iter(planned)
+        self._drawn: deque[PlannedFault] = deque()  # drawn from the plan, not fired yet
         self._seed = seed
         self.mode = mode
-        self._next = 0
+        self._next = 0  # faults fired (struck or missed)
+        self._stopped = False
 
     @property
-    def remaining(self) -> int:
-        return len(self._planned) - self._next
+    def fired(self) -> int:
+        return self._next
+
+    @property
+    def done(self) -> bool:
+        """No fault left to fire: the plan is over, or the run stopped it."""
+        return self._peek() is None
+
+    def stop(self) -> None:
+        """Fire nothing more (the job ended, or the caller has the faults it wanted)."""
+        self._stopped = True
+
+    def _peek(self) -> PlannedFault | None:
+        return None if self._stopped else self._first()
+
+    def _first(self) -> PlannedFault | None:
+        if not self._drawn:
+            f = next(self._source, None)
+            if f is None:
+                return None
+            self._drawn.append(f)
+        return self._drawn[0]
 
     def next_at_s(self) -> float | None:
-        return self._planned[self._next].at_s if self._next < len(self._planned) else None
+        f = self._peek()
+        return None if f is None else f.at_s
+
+    def unfired_by(self, elapsed_s: float) -> int:
+        """Faults planned at or before `elapsed_s` that were not fired (drawing the plan that far, no further)."""
+        if self._first() is None:
+            return 0
+        while self._drawn[-1].at_s <= elapsed_s:
+            f = next(self._source, None)
+            if f is None:
+                break
+            self._drawn.append(f)
+        return sum(1 for f in self._drawn if f.at_s <= elapsed_s)
 
     def due(self, elapsed_s: float, seen: Targets) -> Shot | None:
         """The next fault if it is due (and, gentle, has a healthy target now); at most one per call."""
-        if self._next >= len(self._planned):
-            return None
-        f = self._planned[self._next]
-        if elapsed_s < f.at_s:
+        f = self._peek()
+        if f is None or elapsed_s < f.at_s:
             return None
         shot = self._exact(f, seen) if self.mode == "exact" else self._gentle(f, seen)
         if shot is not None:
+            self._drawn.popleft()
             self._next += 1
         return shot
 

@@ -14,9 +14,13 @@ HELP = "run the Lighthouse and the replica groups on this machine, supervised, o
 EPILOG = """\
 what you get: a live table (per group: step, loss, state, restarts; steps/s), then a summary
 and RUN_DIR/report/report.json + timeline.png: every fault with its detection, restart and
-first-commit times, committed steps, steps lost (must be 0), weights identical, goodput.
+first-commit times, committed steps, steps lost (must be 0), weights identical, goodput, and
+how many chaos faults were planned within the run and how many struck (random draws are made
+as the run goes, so none is counted past its end; a schedule's events after the end are).
 exit status: 0 target reached with nothing lost and identical weights, 1 not, 2 bad input.
 Ctrl-C, SIGTERM and SIGHUP end the groups and the Lighthouse, write the report and exit 1.
+`echo N > RUN_DIR/stop-at` makes the running job stop at step N (the reference trainer
+reads it about once a second; the report judges the target against it).
 
 examples:
   lamplighter local configs/demo.yaml

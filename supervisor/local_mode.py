@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 from lamplighter.configs.schema import ChaosConfig, JobConfig
 from lamplighter.supervisor.baseline import Baseline
-from lamplighter.supervisor.chaos import LOCAL_KINDS, ChaosSpecError, plan
+from lamplighter.supervisor.chaos import LOCAL_KINDS, ChaosSpecError, chaos_plan_text, is_random, plan
 from lamplighter.supervisor.chaos_injector import ChaosInjector, Shot, Targets
 from lamplighter.supervisor.checks.dstate import DStateCheck
 from lamplighter.supervisor.checks.exit_watcher import ExitWatcher
@@ -39,6 +39,7 @@ from lamplighter.supervisor.standby import StandbyPool
 from lamplighter.supervisor.step_tail import StepTail
 from lamplighter.supervisor.trainer_proc import TrainerProc
 from lamplighter.trainer.contract import RunPaths, write_json_atomic
+from lamplighter.trainer.stop_at import final_target, read_stop_at
 
 LIGHTHOUSE_READY_S = 60.0
 MAX_WAIT_S = 0.25  # the loop's longest sleep when nothing happens (chaos timing, live view)
@@ -302,7 +303,7 @@ class LocalRun:
             write_json_atomic(self.paths.lighthouse(), {"address": self.lh.address, "job": self.job.name})
             self._say(
                 f"Lighthouse up on {self.lh.address}; starting {self.job.groups.count} groups, target "
-                f"{self.job.trainer.steps} steps, {self.injector.remaining} chaos faults planned"
+                f"{self.job.trainer.steps} steps, {chaos_plan_text(self.opts.chaos, self.job.groups.count)}"
             )
             for g in range(self.job.groups.count):
                 self._start_group(g, 0, self.clock())
@@ -314,6 +315,7 @@ class LocalRun:
                 self._pending = []
                 if now >= next_check:
                     next_check = now + h.poll_interval_s
+                    hang.target_step = self._target()
                     obs += [*hang.observe(now), *dstate.observe(now)]
                     self._note_lighthouse(now)
                     try:
@@ -366,6 +368,29 @@ class LocalRun:
         at = self.injector.next_at_s()
         return float("inf") if at is None or self.t_train is None else self.t_train + at
 
+    def _target(self) -> int:
+        """trainer.steps, or the step the owner told the running job to stop at (the run dir's stop-at)."""
+        return final_target(self.job.trainer.steps, read_stop_at(self.run_dir))
+
+    def _chaos_tally(self, t_end: float) -> dict[str, Any]:
+        """What chaos did within the run: faults planned up to when injection stopped (the job finishing, or
+        its end), how many fired; for a schedule, how many of its events fell after that. A random plan was
+        drawn only that far: it has no count beyond the run."""
+        cfg = self.opts.chaos
+        stop = t_end if self.state.finishing_since is None else min(t_end, self.state.finishing_since)
+        unfired = 0 if self.t_train is None else self.injector.unfired_by(stop - self.t_train)
+        planned = self.injector.fired + unfired
+        after = None
+        if cfg.enabled and not is_random(cfg):
+            after = sum(1 for _ in plan(cfg, self.job.groups.count)) - planned
+        return {
+            "chaos_plan": None if not cfg.enabled else "random" if is_random(cfg) else "schedule",
+            "chaos_planned": planned,
+            "chaos_struck": self.injector.fired - len(self.chaos_missed),
+            "chaos_not_injected": unfired,
+            "chaos_after_end": after,
+        }
+
     def _note_lighthouse(self, now: float) -> None:
         """Record the Lighthouse's steps (the report of a trainer that logs none), say once when it cannot be read."""
         if self.lh_progress.polled_at != now:
@@ -391,7 +416,7 @@ class LocalRun:
             self.t0,
             rows,
             self.tail.steps_per_s(now),
-            self.job.trainer.steps,
+            self._target(),
             lh,
             len([f for f in self.journal.faults if f.kind != "unplanned"]),
         )
@@ -407,12 +432,14 @@ class LocalRun:
         if not any(by_group.values()):
             by_group = read_lighthouse_steps(self.lh_steps.path, groups)
             steps_source = "the Lighthouse (the trainer keeps no step log)"
+        t_end = self.clock()
         report = build_report(
             by_group,
             self.journal.faults,
             target_steps=self.job.trainer.steps,
             t_start=self.t0,
-            t_end=self.clock(),
+            t_end=t_end,
+            stop_at=read_stop_at(self.run_dir),
             baseline_samples_per_s=None if self.opts.baseline is None else self.opts.baseline.samples_per_s,
             baseline_source="" if self.opts.baseline is None else self.opts.baseline.source,
             extra={
@@ -427,7 +454,7 @@ class LocalRun:
                     for g, gs in enumerate(self.state.groups)
                 },
                 "lighthouse_restarts": self.state.lighthouse.restarts,
-                "chaos_not_injected": self.injector.remaining,
+                **self._chaos_tally(t_end),
                 "chaos_mode": self.injector.mode,
                 "chaos_missed": self.chaos_missed,
                 "decisions": self.decisions,

@@ -4,6 +4,12 @@ Definitions (all from the groups' step logs, StepRecord, and the fault journal):
 
 steps_committed
     The highest step any group committed.
+target_steps
+    The job's final target: trainer.steps (configured_steps), or the step
+    its owner told the running job to stop at (`<run_dir>/stop-at`,
+    trainer/stop_at.py; stop_at) when that is smaller.
+reached_target
+    steps_committed >= target_steps.
 steps_lost
     The number of distinct step numbers that were committed and then rolled
     back. Step s counts as lost when (a) a group commits step j after having
@@ -56,6 +62,7 @@ from typing import Any
 
 from lamplighter.supervisor.fault_journal import FaultRecord
 from lamplighter.trainer.steplog import StepRecord
+from lamplighter.trainer.stop_at import final_target
 
 
 def committed(records: Sequence[StepRecord]) -> list[StepRecord]:
@@ -257,8 +264,10 @@ def build_report(
     t_end: float,
     baseline_samples_per_s: float | None = None,
     baseline_source: str = "given",
+    stop_at: int | None = None,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """The report; `target_steps` is trainer.steps, `stop_at` the owner's stop step if the run dir held one."""
     fault_rows: list[dict[str, Any]] = []
     for f in faults:
         restart_ref = f.t_restarted
@@ -288,10 +297,13 @@ def build_report(
     base = baseline_samples_per_s
     good = useful.rate / base if useful.rate is not None and base else None
     steps = max((r.step for recs in by_group.values() for r in committed(recs)), default=0)
+    target = final_target(target_steps, stop_at)
     report: dict[str, Any] = {
         "steps_committed": steps,
-        "target_steps": target_steps,
-        "reached_target": steps >= target_steps,
+        "target_steps": target,
+        "reached_target": steps >= target,
+        "configured_steps": target_steps,
+        "stop_at": stop_at,
         "steps_lost": len(lost),
         "lost_step_numbers": sorted(lost)[:100],
         "steps_redone_from_fallback": len(redone),

@@ -22,6 +22,24 @@ def _goodput_line(report: dict[str, Any]) -> str:
     )
 
 
+def _chaos_lines(report: dict[str, Any]) -> list[str]:
+    """Faults planned within the run and what became of them; a random plan has nothing beyond the run."""
+    if not report.get("chaos_plan"):
+        return []
+    missed = report.get("chaos_missed") or []
+    line = (
+        f"chaos: {report['chaos_planned']} faults planned within the run, {report['chaos_struck']} struck, "
+        f"{len(missed)} hit nothing"
+    )
+    if report.get("chaos_not_injected"):
+        line += f", {report['chaos_not_injected']} due but not fired before the job ended"
+    out = [line]
+    out += [f"planned {m['kind']} at {m['planned_at_s']:g} s hit nothing: {m['why']}" for m in missed]
+    if report.get("chaos_after_end"):
+        out.append(f"{report['chaos_after_end']} scheduled faults fell after the job ended")
+    return out
+
+
 def summary_text(report: dict[str, Any], report_dir: Path) -> str:
     ok = run_ok(report)
     lines = [
@@ -52,9 +70,6 @@ def summary_text(report: dict[str, Any], report_dir: Path) -> str:
     for g, st in report.get("group_status", {}).items():
         if st["status"] == "given_up":
             lines.append(f"group {g} GIVEN UP: {st['reason']}")
-    for m in report.get("chaos_missed") or []:
-        lines.append(f"planned {m['kind']} at {m['planned_at_s']:g} s hit nothing: {m['why']}")
-    if report.get("chaos_not_injected"):
-        lines.append(f"{report['chaos_not_injected']} planned faults were not injected (the job ended first)")
+    lines += _chaos_lines(report)
     lines.append(f"report: {report_dir / 'report.json'}   timeline: {report.get('timeline') or '-'}")
     return "\n".join(lines)

@@ -6,6 +6,7 @@ ft_setup and train_state need torch):
     heartbeat  write_heartbeat: the progress signal any trainer may write (no torch)
     steplog    StepRecord and the per-step JSON-lines log
     progress   the job's progress, and what a starting group must do about it
+    stop_at    the owner's "stop at step N" for a running job (run dir's stop-at; no torch)
     identity   who this trainer process is, from its environment
     adapter    a third-party trainer's (torchtitan's) argv and environment
     main       the reference trainer (`python -m lamplighter.trainer --config PATH`)

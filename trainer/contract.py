@@ -56,6 +56,13 @@ Files, all under the run directory (RunPaths below), written atomically
                                          a healing peer (optional; chaos's
                                          kill-healer needs it).
     checkpoint/                          the durable fallback checkpoint.
+    stop-at                              written by the job's owner, read by
+                                         the trainer: one step number; stop
+                                         there instead of at trainer.steps
+                                         when it is smaller (stop_at.py). The
+                                         reference trainer reads it at most
+                                         once a second; the run reports judge
+                                         the target against it.
 """
 
 from __future__ import annotations
@@ -128,6 +135,10 @@ class RunPaths:
 
     def checkpoint_dir(self) -> Path:
         return self.root / "checkpoint"
+
+    def stop_at(self) -> Path:
+        """The owner's "stop at step N" for the running job (stop_at.py)."""
+        return self.root / "stop-at"
 
     def logs(self) -> Path:
         return self.root / "logs"

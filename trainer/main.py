@@ -35,6 +35,7 @@ from lamplighter.trainer.identity import Identity, IdentityError, current_identi
 from lamplighter.trainer.log import TrainerLog
 from lamplighter.trainer.progress import StartAction, decide_start, read_job_progress, write_progress
 from lamplighter.trainer.steplog import StepRecord, append_step
+from lamplighter.trainer.stop_at import StopAt
 
 if TYPE_CHECKING:
     import torch
@@ -84,7 +85,8 @@ def train(job: JobConfig, ident: Identity, log: TrainerLog, clock: Callable[[], 
     """Train this process's share until the job's target step; returns an exit code of contract.py."""
     t_start = clock()
     paths = contract.RunPaths(Path(ident.run_dir))
-    target = job.trainer.steps
+    stop = StopAt(paths.root, job.trainer.steps)
+    target = stop.target()
     write_heartbeat(
         paths.heartbeat(ident.replica_id, ident.rank), step=0, now=clock(), pid=os.getpid(), attempt=ident.attempt
     )
@@ -96,7 +98,7 @@ def train(job: JobConfig, ident: Identity, log: TrainerLog, clock: Callable[[], 
     fence = Fence(paths.fence(ident.replica_id), Claim(ident.slurm_job_id, ident.attempt))
     if ident.rank == 0:
         fence.claim()  # before the Manager: an older process of this group stops committing from here on
-    run = build_run(job, ident, log, clock, paths, t_start, fence)
+    run = build_run(job, ident, log, clock, paths, t_start, fence, stop)
     fallback = load_checkpoint(run.checkpoint_dir) if job_progress > 0 else None
     gate = StartGate(run, job_progress, fallback, deadline=clock() + job.torchft.quorum_timeout_s)
     log(f"ready after {clock() - t_start:.2f} s (device {run.device}, transport {job.trainer.checkpoint_transport})")
@@ -125,6 +127,7 @@ class Run:
     checkpoint_dir: Path
     writer: FallbackWriter | None  # rank 0 only, when the fallback checkpoint is enabled
     fence: Fence  # checked before each commit: a newer attempt of this group fences this one
+    stop: StopAt  # trainer.steps, or the owner's stop-at step when smaller (read at most once a second)
 
     @property
     def manager(self) -> Manager:
@@ -132,7 +135,7 @@ class Run:
 
     @property
     def target(self) -> int:
-        return self.job.trainer.steps
+        return self.stop.target()
 
     def heartbeat(self, step: int) -> None:
         hb = self.paths.heartbeat(self.ident.replica_id, self.ident.rank)
@@ -152,6 +155,7 @@ def build_run(
     paths: contract.RunPaths,
     t_start: float,
     fence: Fence,
+    stop: StopAt,
 ) -> Run:
     """Model, optimizer, torchft's Manager, DDP and the fallback checkpoint writer."""
     # torch and torchft are imported here, not at the top: the package imports without them (tests/packaging).
@@ -195,12 +199,17 @@ def build_run(
         if ck.enabled and ident.rank == 0
         else None,
         fence=fence,
+        stop=stop,
     )
 
 
 def train_to_target(run: Run, gate: StartGate) -> int:
     """Per step: chaos's inject file, a quorum, the start decision (once), then the step itself."""
-    while run.manager.current_step() < run.target:
+    told = run.target
+    while run.manager.current_step() < (target := run.target):
+        if target != told:
+            run.log(f"target now step {target}: {run.paths.stop_at()} (trainer.steps {run.job.trainer.steps})")
+            told = target
         check_inject(run.paths.inject_exception(run.ident.replica_id))
         take_quorum(run)
         if not gate.decided:

@@ -9,8 +9,9 @@ is never called hung while one source sees it advance.
   (importing torch, loading a large model, joining the quorum and healing take
   minutes on a real cluster).
 - Progress, then none: hung after `hang_timeout_s`.
-- Progress up to the job's last step (`target_step`; the Lighthouse sees a
-  step at the next quorum, so one short of it counts): the group is
+- Progress up to the job's last step (`target_step`: trainer.steps, or the
+  owner's stop-at step when smaller; the Lighthouse sees a step at the next
+  quorum, so one short of it counts): the group is
   finishing (saving, shutting its process groups down), which is given
   `startup_timeout_s` too, not `hang_timeout_s`.
 
@@ -80,7 +81,7 @@ class HangCheck:
         target_step: int | None = None,
     ) -> None:
         self._table = table
-        self._target = target_step
+        self.target_step = target_step  # the caller lowers it when the owner's stop-at file does
         self._sources = list(sources)
         self._hang = hang_timeout_s
         self._startup = startup_timeout_s
@@ -103,7 +104,8 @@ class HangCheck:
         for g in group_attempts(self._table):
             p = self.progress(g)
             last, limit = (g.started_at, self._startup) if p is None else (p.t, self._hang)
-            finishing = p is not None and p.step is not None and self._target is not None and p.step >= self._target - 1
+            target = self.target_step
+            finishing = p is not None and p.step is not None and target is not None and p.step >= target - 1
             if finishing:
                 limit = max(self._hang, self._startup)
             silent = now - max(last, excuse)

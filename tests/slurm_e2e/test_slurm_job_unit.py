@@ -485,3 +485,51 @@ def test_kill_healer_kills_the_group_then_the_peer_that_announces_a_send(tmp_pat
         for p in procs.values():
             p.kill()
             p.wait()
+
+
+def test_chaos_stops_with_the_job_and_its_open_watches_end_saying_so(tmp_path: Path) -> None:
+    """Regression (make soak at 24f4ff1): faults were still drawn after the job had ended, and every fault
+    struck near its end waited out its whole recovery watch (180 s) for a recovery that could not come."""
+    from lamplighter.configs.schema import ChaosConfig
+    from lamplighter.slurm.chaos_runner import run_schedule
+    from lamplighter.slurm.chaos_slurm import ChaosContext
+    from lamplighter.slurm.job_end import JobEnd
+
+    api = FakeSlurm(["n1", "n2", "n3", "n4"])
+    sub = submit_job(lab_job(tmp_path), api, config_path="x.yaml", probe=ok_probe, read_address=published)
+    ctx = ChaosContext(sub, api)
+    # A random draw with no max: it has no end of its own.
+    chaos = ChaosConfig(enabled=True, mtbf_s=0.01, seed=1, kinds=["exception"], start_after_s=0, mode="exact")
+    end = JobEnd(sub, api, grace_s=0.0, every_s=0.0)
+    out = run_schedule(ctx, chaos, recovery_timeout=3600.0, poll=0.01, job_end=end)
+    struck = next(out)
+    assert struck["event"] == "injected"
+    for jid in sub.groups.values():
+        api.finish(jid)  # the job reaches its target
+    rest = list(out)
+    assert [r["event"] for r in rest] == ["recovered"] and rest[0]["of_t"] == struck["t"]
+    assert "every group job ended" in rest[0]["job_ended"] and rest[0]["t_first_commit"] is None
+    assert end.over
+
+
+def test_chaos_draws_until_its_strikes_a_miss_not_counting_then_only_watches(tmp_path: Path) -> None:
+    from lamplighter.configs.schema import ChaosConfig
+    from lamplighter.slurm.chaos_runner import run_schedule
+    from lamplighter.slurm.chaos_slurm import ChaosContext
+
+    now = [0.0]
+    api = FakeSlurm(["n1", "n2", "n3", "n4"], clock=lambda: now[0])
+    sub = submit_job(lab_job(tmp_path), api, config_path="x.yaml", probe=ok_probe, read_address=published)
+    for jid in sub.groups.values():
+        api.requeue(jid)  # every group between attempts: exact faults hit nothing
+    ctx = ChaosContext(sub, api)
+    chaos = ChaosConfig(enabled=True, mtbf_s=0.01, seed=1, kinds=["exception"], start_after_s=0, mode="exact")
+    seen: list[dict[str, object]] = []
+    for rec in run_schedule(ctx, chaos, recovery_timeout=0.0, poll=0.001, strikes=2):
+        seen.append(rec)
+        if [r["event"] for r in seen].count("missed") == 2:
+            now[0] += 60.0  # the groups run again
+    events = [r["event"] for r in seen]
+    assert events.count("missed") == 2 and events.count("injected") == 2, events
+    last_strike = max(i for i, e in enumerate(events) if e == "injected")
+    assert set(events[last_strike + 1 :]) == {"recovered"}, events  # nothing drawn after the second strike

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from lamplighter.lab.soak import by_kind, wrong_node_actions
+from lamplighter.lab.soak import MIN_LEAD_STEPS, STOP_LEAD_S, by_kind, stop_step, wrong_node_actions
+from lamplighter.trainer.steplog import StepRecord
 
 INJECTED = [
     {"t": 10.0, "kind": "gpu", "node": "n3"},
@@ -70,3 +71,18 @@ def test_a_stall_with_a_hang_in_its_window_is_set_apart() -> None:
     assert rows["kill"]["survivor_stall_s"] == {"median": 1.8, "max": 3.4, "n": 4}
     assert rows["kill"]["survivor_stall_no_hang_s"] == {"median": 0.5, "max": 0.6, "n": 2}
     assert rows["hang"]["survivor_stall_no_hang_s"] is None
+
+
+def commit(step: int, t: float, committed: bool = True) -> StepRecord:
+    return StepRecord(t, 0, step, committed, 3, 1, None, 1.0, "h", 0, 16, 0)
+
+
+def test_the_stop_step_lies_seconds_ahead_at_the_jobs_own_recent_pace() -> None:
+    """No step target guessed from a rate: the soak stops the job a few seconds past where it is, at the pace
+    it has now, so every group reads the stop step (once a second) before it gets there."""
+    fast = [commit(s, 100.0 + s / 20) for s in range(1, 801)]  # 20 steps/s, up to step 800 at t=140
+    assert stop_step(fast, now=140.0) == 800 + int(20 * STOP_LEAD_S)
+    slow = [commit(s, 100.0 + s / 2) for s in range(1, 81)]  # 2 steps/s
+    assert stop_step(slow, now=140.0) == 80 + MIN_LEAD_STEPS
+    stalled = [*fast[:400], commit(801, 141.0, committed=False)]  # nothing committed lately: the floor
+    assert stop_step(stalled, now=200.0) == 400 + MIN_LEAD_STEPS

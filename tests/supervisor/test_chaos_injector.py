@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from lamplighter.configs.schema import ChaosConfig
-from lamplighter.supervisor.chaos import PlannedFault
+from lamplighter.supervisor.chaos import PlannedFault, plan
 from lamplighter.supervisor.chaos_injector import ChaosInjector, Targets
 
 
@@ -28,7 +30,7 @@ def test_gentle_waits_for_time_and_for_a_healthy_peer() -> None:
     assert shot is not None and shot.group in (0, 2)
     assert inj.due(7.0, seen([0, 2], lighthouse=False)) is None
     shot = inj.due(7.0, seen([]))
-    assert shot is not None and shot.group is None and inj.remaining == 0
+    assert shot is not None and shot.group is None and inj.done
     assert inj.due(100.0, seen([0, 1, 2])) is None
 
 
@@ -43,7 +45,7 @@ def test_exact_fires_on_time_at_a_restarting_group_and_says_when_it_hits_nothing
     assert shot is not None and shot.group == 2 and shot.missed is None
     # The Lighthouse is hit while it has seen no commit.
     shot = inj.due(7.0, seen([], lighthouse=False))
-    assert shot is not None and shot.group is None and shot.missed is None and inj.remaining == 0
+    assert shot is not None and shot.group is None and shot.missed is None and inj.done
 
     gone = ChaosInjector([PlannedFault(1.0, "kill", 0), PlannedFault(2.0, "hang", None)], seed=0, mode="exact")
     a, b = gone.due(1.0, seen([], present=[1])), gone.due(2.0, seen([]))
@@ -57,3 +59,24 @@ def test_schedules_default_to_exact_and_random_draws_to_gentle() -> None:
     assert ChaosConfig(mtbf_s=10, mode="exact").resolved_mode == "exact"
     with pytest.raises(ValueError, match="exact or gentle"):
         ChaosInjector([], seed=0, mode="rough")
+
+
+def test_a_random_plan_is_drawn_only_as_far_as_the_run_goes() -> None:
+    """Regression: a random plan was drawn 10,000 faults deep up front, and a run's end counted them all."""
+    cfg = ChaosConfig(enabled=True, mtbf_s=20.0, seed=1, start_after_s=0, kinds=["kill"])
+    inj = ChaosInjector(plan(cfg, 3), seed=1, mode="gentle")
+    assert not inj.done and inj.next_at_s() is not None
+    shot = inj.due(inj.next_at_s() or 0.0, seen([0, 1, 2]))
+    assert shot is not None and inj.fired == 1
+    # Two minutes of run: the faults planned by then and not fired, and nothing beyond.
+    first_ten = list(itertools.islice(plan(cfg, 3), 10))  # the plan itself has no end: take what is asked for
+    assert inj.unfired_by(120.0) == sum(1 for f in first_ten[1:] if f.at_s <= 120.0) < 10
+    assert inj.unfired_by(-1.0) == 0
+    inj.stop()  # the job ended: nothing more fires
+    assert inj.done and inj.due(1e9, seen([0, 1, 2])) is None
+
+
+def test_a_schedule_counts_its_events_not_fired_by_a_time() -> None:
+    inj = ChaosInjector(PLAN, seed=0, mode="exact")
+    assert inj.due(5.0, seen([0, 1])) is not None
+    assert (inj.unfired_by(6.5), inj.unfired_by(100.0), inj.fired) == (1, 2, 1)

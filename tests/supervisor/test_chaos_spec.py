@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -52,14 +53,17 @@ def test_schedule_file_list_and_mapping(tmp_path: Path) -> None:
 
 def test_random_plan_is_seeded_and_spaced_from_start() -> None:
     cfg = ChaosConfig(enabled=True, mtbf_s=10.0, seed=3, start_after_s=5.0, max_faults=50, kinds=["kill", "hang"])
-    a, b = plan(cfg, 3), plan(cfg, 3)
+    a, b = list(plan(cfg, 3)), list(plan(cfg, 3))
     assert a == b and len(a) == 50
     assert all(f.at_s > 5.0 for f in a) and [f.at_s for f in a] == sorted(f.at_s for f in a)
     mean_gap = (a[-1].at_s - 5.0) / 50
     assert 5.0 < mean_gap < 20.0
     assert {f.kind for f in a} == {"kill", "hang"}
-    assert plan(cfg.model_copy(update={"seed": 4}), 3) != a
-    assert plan(cfg.model_copy(update={"enabled": False}), 3) == []
+    assert list(plan(cfg.model_copy(update={"seed": 4}), 3)) != a
+    assert list(plan(cfg.model_copy(update={"enabled": False}), 3)) == []
+    # Without max_faults the draws go on as long as they are taken, the same ones: max only cuts them off.
+    endless = plan(cfg.model_copy(update={"max_faults": None}), 3)
+    assert list(itertools.islice(endless, 60))[:50] == a
 
 
 def test_event_for_missing_group_is_refused() -> None:

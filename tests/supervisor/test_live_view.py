@@ -39,7 +39,11 @@ def test_summary_names_faults_and_verdict() -> None:
         "fault_free_samples_per_s": 280.0,
         "fault_free_source": "given (--baseline)",
         "goodput": 0.89,
+        "chaos_plan": "schedule",
+        "chaos_planned": 3,
+        "chaos_struck": 1,
         "chaos_not_injected": 1,
+        "chaos_after_end": 2,
         "chaos_missed": [{"kind": "kill", "planned_at_s": 12.0, "why": "group 0 has no process"}],
         "faults": [
             {
@@ -56,5 +60,7 @@ def test_summary_names_faults_and_verdict() -> None:
     text = summary_text(report, Path("/r"))
     assert "demo OK" in text and "steps lost 0" in text and "goodput 0.89" in text
     assert "kill" in text and "group 1" in text and "4.40s" in text
-    assert "group 2 GIVEN UP: crash loop" in text and "1 planned faults were not injected" in text
+    assert "group 2 GIVEN UP: crash loop" in text
+    assert "chaos: 3 faults planned within the run, 1 struck, 1 hit nothing, 1 due but not fired" in text
     assert "planned kill at 12 s hit nothing: group 0 has no process" in text
+    assert "2 scheduled faults fell after the job ended" in text

@@ -221,3 +221,14 @@ def test_a_stall_started_by_the_next_fault_is_that_faults() -> None:
     rep = build_report(runs, [kill, hang], target_steps=13, t_start=0.0, t_end=17.0)
     # The kill: group 0's 10 -> 12 gap (1 s over its step); the hang: the 13 -> 16 gap (2 s over).
     assert [f["survivor_stall_s"] for f in rep["faults"]] == [1.0, 2.0]
+
+
+def test_the_target_is_the_owners_stop_step_when_it_told_the_job_to_stop_early() -> None:
+    """A job trained "until told" (trainer.steps far out, then a stop-at file) reached the step it was told."""
+    rep = build_report(healthy_run(), [], target_steps=1_000_000, t_start=0.0, t_end=16.0, stop_at=15)
+    assert rep["target_steps"] == 15 and rep["reached_target"]
+    assert (rep["configured_steps"], rep["stop_at"]) == (1_000_000, 15)
+    short = build_report(healthy_run(), [], target_steps=1_000_000, t_start=0.0, t_end=16.0, stop_at=20)
+    assert short["target_steps"] == 20 and not short["reached_target"]
+    plain = build_report(healthy_run(), [], target_steps=15, t_start=0.0, t_end=16.0)
+    assert plain["target_steps"] == 15 and plain["stop_at"] is None and plain["reached_target"]

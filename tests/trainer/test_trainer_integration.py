@@ -17,6 +17,7 @@ from lamplighter.trainer.fallback_checkpoint import load_checkpoint
 from lamplighter.trainer.main import INJECTED_MESSAGE
 from lamplighter.trainer.progress import read_job_progress
 from lamplighter.trainer.steplog import StepRecord, read_steps
+from lamplighter.trainer.stop_at import write_stop_at
 
 pytestmark = pytest.mark.integration
 
@@ -128,6 +129,23 @@ def test_killed_group_heals_from_live_peer_bit_identical(make_trainers: MakeTrai
     assert first.state_hash == hs[first.step]  # bit-identical to the peer at the same step
     assert_same_hashes(survivor, restarted)
     assert "healed from peer:0" in t.log_text(1, attempt=1)
+
+
+def test_a_running_job_stops_at_the_step_its_owner_writes_in_stop_at(make_trainers: MakeTrainers) -> None:
+    """A job trained "until told": trainer.steps far out, then the owner's stop-at file ends it at a step."""
+    t = make_trainers(tiny_job(steps=1_000_000))
+    procs = [t.start(0), t.start(1)]
+    wait_for(lambda: min(last_step(t, 0), last_step(t, 1)) >= 10, EXIT_DEADLINE_S, "both groups to commit 10 steps")
+    # Far enough ahead that both groups read the file (at most a second apart) before they get there.
+    end = max(last_step(t, 0), last_step(t, 1)) + 100
+    write_stop_at(t.run_dir, end)
+    for p in procs:
+        assert p.wait(EXIT_DEADLINE_S) == contract.EXIT_DONE
+    assert last_step(t, 0) == last_step(t, 1) == end
+    assert f"target now step {end}" in t.log_text(0)
+    late = t.start(0, attempt=1)  # a group that starts after the end finds the job done
+    assert late.wait(EXIT_DEADLINE_S) == contract.EXIT_DONE
+    assert f"the job already reached step {end} (target {end}): nothing to do" in t.log_text(0, attempt=1)
 
 
 def kill_both_after(t: Trainers, steps: int, cond: Callable[[], bool] = lambda: True) -> int:
