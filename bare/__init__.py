@@ -10,6 +10,6 @@ Public modules (the package re-exports nothing: import them):
     job_cli      `lamplighter submit|status|cancel` of a bare-metal job (etcd), and `lamplighter hosts`
     host_daemon  one host daemon: lease, placer role, trainers (die with the daemon: setpriv --pdeathsig)
 
-Layer: an adapter beside slurm (configs, gpusim -> trainer -> supervisor -> slurm, bare -> daemon; lab -> bench).
+Layer: an adapter beside slurm (configs, gpusim -> trainer -> supervisor -> injob -> slurm, bare -> daemon; lab -> bench).
 May import: configs, gpusim, trainer, supervisor
 """

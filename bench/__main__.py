@@ -13,7 +13,7 @@ run goes on, exiting 1 at the end):
   model       the goodput model's prediction for the goodput runs (bench.model_check): model_check.json;
               its projection from 64 to 16k GPUs (lamplighter plan --plot): plan_sweep.png
   warm        restart to first commit with and without a warm standby, local mode: warm_restart.json
-  warm-slurm  "running again" to first commit with and without, on Slurm: warm_restart_slurm.json
+  warm-slurm  kill to first commit on Slurm: in-job spare, in-job cold, requeue: warm_restart_slurm.json
   overhead    torchft's per-step cost against plain DDP: overhead.json
   quorum      Lighthouse quorum time for 2..64 groups: lighthouse_quorum.json
   gpu-probe   the GPU check's cost: gpu_probe_cost.json
@@ -242,7 +242,10 @@ def main(argv: list[str] | None = None) -> int:
         help="lamplighter's arm: on Slurm with its node daemons (auto: when installed), or local mode",
     )
     ap.add_argument(
-        "--standbys", type=int, default=2, help="warm standbys per node for lamplighter's arm on Slurm (0: cold)"
+        "--standbys",
+        type=int,
+        default=2,
+        help="above 0: each group of lamplighter's arm on Slurm keeps a warm spare step (0: cold)",
     )
     ap.add_argument("--scenarios", action="store_true", help="add one node-crash and one Lighthouse-loss run each")
     ap.add_argument("--big-state", type=int, default=1024, metavar="MB", help="the big arm's extra state per replica")

@@ -7,7 +7,7 @@ MTBF, strategies interleaved (their order rotates per repetition), each to
 the same target step with the same fault schedule (lamplighter's planner,
 seed = repetition and MTBF). The baselines run on a real Slurm cluster
 started on this machine (lamplighter.lab.testcluster); lamplighter runs on
-the same cluster with its node daemons and warm standbys (`--lamplighter
+the same cluster with its node daemons and warm in-job spares (`--lamplighter
 local`: in local mode). The fault schedule: bench/fault_schedule.py.
 Raw runs go to bench/results/goodput.json; the recovery anatomy of every
 fault to bench/results/recovery.json.
@@ -109,7 +109,7 @@ class Bench:
         if strategy == "lamplighter" and self.lamplighter_mode == "slurm":
             if mtbf_s is None:
                 # A fault-free run measures the training rate only (its start-up is not counted): it starts
-                # cold, so that no standby needs refilling after it (the refill waits out restart.refill_after_s).
+                # cold: no spare importing torch beside it.
                 w = Workload(**{**w.__dict__, "standbys": 0})
             ll = LamplighterSlurm(self.lamplighter_lab(), run_dir, w, run_id, tag)
             run = drive(

@@ -27,8 +27,8 @@ class Workload:
     # groups send it with every heal (trainer.model.heal_pad_mb), the checkpoint-restart trainer writes it into
     # every checkpoint and reads it back on every restart.
     state_pad_mb: int = 0
-    # lamplighter's arm on Slurm only: warm standbys per compute node (`lamplighter standby`), which the job's
-    # tasks use (slurm.standby_socket), as a deployment following deploy/README.md would. 0: every start is cold.
+    # lamplighter's arm on Slurm only: above 0, each group keeps a warm spare step in its own allocation
+    # (slurm.spare), which its in-job restarts use. 0: every start is cold.
     standbys: int = 2
 
     def model(self) -> dict[str, Any]:
@@ -46,7 +46,7 @@ class Workload:
 # share this one machine (the lab per run, the baselines' cluster, other test suites), all numbering jobs
 # from 1, so that port is often taken. Under Slurm the trainer therefore picks its port itself, from a
 # range those never use (bench.gpu_time_trainer, ENV_PORT_FROM_JOB): a plain `python -m` command, which a
-# node's warm standby can run.
+# group's warm spare can run.
 LOCAL_TRAINER = ["{python}", "-m", "bench.gpu_time_trainer", "--config", "{config}"]
 
 

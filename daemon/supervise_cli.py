@@ -9,9 +9,11 @@ SIGTERM/SIGINT: STOPPING=1, close everything; trainers are left running
 
 Environment read here and nowhere else:
     NOTIFY_SOCKET, WATCHDOG_USEC, WATCHDOG_PID   systemd (sd_notify.py)
-    LAMPLIGHTER_TEST_PAUSE_BEFORE=<action kind>  tests only: stop for good before
-    LAMPLIGHTER_TEST_PAUSE_FILE=<path>           that action (executor.py)
     ROCM_PATH / LD_LIBRARY_PATH / LAMPLIGHTER_GPUSIM_DIR   passed on to the GPU probe workers
+Not read: LAMPLIGHTER_SET (a root daemon takes its settings from its node.yaml
+and its command line, --set, only). Tests stop the executor before an action
+with --test-pause-before KIND --test-pause-file PATH (executor.py): flags on
+the command line that systemd runs, never the environment.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from lamplighter.supervisor.health_report import HealthPublisher, summarize
 
 log = logging.getLogger("lamplighter.supervise")
 
+# Where the command line's test flags travel to build_executor (set from --test-pause-*, never inherited).
 ENV_PAUSE_BEFORE = "LAMPLIGHTER_TEST_PAUSE_BEFORE"
 ENV_PAUSE_FILE = "LAMPLIGHTER_TEST_PAUSE_FILE"
 ACTIONS_FILE = "actions.jsonl"
@@ -67,17 +70,27 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--config", required=True, help="node config YAML (e.g. /etc/lamplighter/node.yaml)")
     add_override_args(p)
     p.add_argument("--once", action="store_true", help="run one cycle, print the status as JSON, exit")
+    # Tests only: stop for good before carrying out the first action of this kind (executor.py).
+    p.add_argument("--test-pause-before", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--test-pause-file", default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=main_args)
 
 
 def main_args(args: argparse.Namespace) -> int:
     try:
-        cfg = load_node(args.config, args.overrides, os.environ)
+        cfg = load_node(args.config, args.overrides)  # no LAMPLIGHTER_SET from the environment: a root daemon's
     except ConfigError as e:
         return report_invalid(e)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    env = dict(os.environ)
+    if args.test_pause_before:
+        env[ENV_PAUSE_BEFORE] = args.test_pause_before
+        env[ENV_PAUSE_FILE] = args.test_pause_file or ""
+    else:
+        env.pop(ENV_PAUSE_BEFORE, None)
+        env.pop(ENV_PAUSE_FILE, None)
     try:
-        return run_daemon(cfg, os.environ, once=args.once)
+        return run_daemon(cfg, env, once=args.once)
     except StateError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -117,6 +130,9 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
     metrics = DaemonMetrics()
     api = SlurmActions(SlurmCli(slurm_conf=cfg.slurm_conf))
     executor = build_executor(env, node, state, api, sink, metrics)
+    executor.observe = cfg.mode == "observe"
+    if executor.observe:
+        log.warning("mode observe: every action is decided and logged as 'would ...', none is taken")
     notifier = Notifier.from_env(env)
     stop = threading.Event()
     if not once:

@@ -28,10 +28,10 @@ from lamplighter.trainer.steplog import read_steps
 
 
 def lab_job_config(
-    lab: SlurmLab, run_dir: Path, *, name: str, steps: int, groups: int, port: int = 0, standby: bool = False
+    lab: SlurmLab, run_dir: Path, *, name: str, steps: int, groups: int, port: int = 0, spare: bool = False
 ) -> dict[str, Any]:
     """A small job for the lab: one whole compute node per group (never the head), its Lighthouse job on the head;
-    with `standby`, its tasks start in the node daemons' warm standbys (LabSettings.standby)."""
+    with `spare`, each group keeps a warm spare step in its allocation (slurm.spare)."""
     cfg: dict[str, Any] = {
         "name": name,
         "run_dir": str(run_dir),
@@ -52,8 +52,10 @@ def lab_job_config(
         "health": lab.settings.health.model_dump(mode="json"),
         "restart": lab.settings.restart.model_dump(mode="json"),
     }
-    if standby:
-        cfg["slurm"]["standby_socket"] = str(lab.standby_socket())
+    if spare:
+        cfg["slurm"]["spare"] = True
+        # The reference trainer's own imports too, as local mode's standbys take them.
+        cfg["restart"]["standby_preload"] = [*cfg["restart"]["standby_preload"], "lamplighter.trainer.main"]
     return cfg
 
 

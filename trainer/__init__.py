@@ -11,6 +11,6 @@ ft_setup and train_state need torch):
     adapter    a third-party trainer's (torchtitan's) argv and environment
     main       the reference trainer (`python -m lamplighter.trainer --config PATH`)
 
-Layer: above configs (configs, gpusim -> trainer -> supervisor -> slurm -> daemon; lab -> bench).
+Layer: above configs (configs, gpusim -> trainer -> supervisor -> injob -> slurm -> daemon; lab -> bench).
 May import: configs
 """
