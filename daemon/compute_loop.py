@@ -50,6 +50,7 @@ from lamplighter.daemon.fencing import StaleWatch
 from lamplighter.daemon.job_identity import Verdict, verify
 from lamplighter.daemon.job_settings import JobSettings, JobSettingsCache, read_job_settings
 from lamplighter.daemon.job_watch import Fetch, JobWatch, trainer_proc
+from lamplighter.daemon.lighthouse_reads import LighthouseReads, lighthouse_place
 from lamplighter.daemon.metrics import DaemonMetrics
 from lamplighter.daemon.node_policy import (
     REASON_PREFIX,
@@ -73,7 +74,7 @@ from lamplighter.slurm.parsers import JobInfo
 from lamplighter.slurm.run import SlurmError
 from lamplighter.supervisor.checks.exit_watcher import ExitWatcher
 from lamplighter.supervisor.gpu.observation import GpuObservation
-from lamplighter.supervisor.lighthouse_status import LighthouseStatus, fetch_status
+from lamplighter.supervisor.lighthouse_status import fetch_status
 from lamplighter.supervisor.observations import Observation, ProcessExited
 from lamplighter.supervisor.procfs import ProcStat, read_uid, snapshot
 from lamplighter.supervisor.run_dir_actions import RunDirActions
@@ -121,10 +122,6 @@ class ExitSource(Protocol):
     def close(self) -> None: ...
 
 
-def fetch_lighthouse(address: str, timeout_s: float) -> LighthouseStatus:
-    return fetch_status(address, timeout=timeout_s)
-
-
 def lighthouse_timeout_s(poll_interval_s: float) -> float:
     """A Lighthouse read's bound: well below a poll interval, so a dead one never stalls the cycle."""
     return min(1.0, poll_interval_s / 4)
@@ -143,7 +140,7 @@ class ComputeLoop:
     exit_grace_s: float = 10.0
     slow_every: int = 5  # D-state and memory read all of /proc: every this many cycles
     watcher: ExitSource | None = None  # default: pidfds (ExitWatcher)
-    fetch_lighthouse: Fetch = fetch_lighthouse
+    fetch_lighthouse: Fetch | None = None  # tests: read here, in the cycle; default: LighthouseReads (off the cycle)
     read_settings: Callable[[str | None, int], JobSettings] = read_job_settings
     policy: NodePolicyState = field(default_factory=NodePolicyState)
     trainers: dict[tuple[int, int], NodeTrainer] = field(default_factory=dict)  # every verified process here
@@ -167,7 +164,13 @@ class ComputeLoop:
         self._by_pid: dict[int, NodeTrainer] = {}
         self._exits: dict[str, tuple[NodeTrainer, float]] = {}  # job id -> (exited task root, when)
         self._killed: set[tuple[int, int]] = set()  # processes a kill was decided for: never fenced again
+        self._jobs_seen: dict[str, tuple[str | None, int]] = {}  # job id -> (its run dir, its owner), kept a while
         self.fencing = StaleWatch()
+        self.lighthouse_reads = LighthouseReads(
+            lambda address, timeout: fetch_status(address, timeout=timeout),
+            lambda job, uid: lighthouse_place(self.api, self.cfg.job_prefix, job, uid),
+        )
+        self.executor.observe = self.executor.observe or self.cfg.mode == "observe"
         if self.executor.job_log is None:
             self.executor.job_log = RunDirActions(self.run_dir_of, self.uid_of)
         # The VM fault history outlives the daemon: a restart must not forgive a node its faults.
@@ -198,12 +201,14 @@ class ComputeLoop:
         if self.policy.vm_faults != before:
             self.executor.state.set_policy(now, VM_FAULTS_KEY, self.policy.vm_faults_json())
         self.cycles += 1
-        self.settings.keep(
+        keep = (
             {t.job_id for t in self.trainers.values()}
             | {t.job_id for t in self._by_pid.values()}  # exits not reported yet
             | set(self._exits)
             | set(self.policy.jobs)
         )
+        self.settings.keep(keep)
+        self._jobs_seen = {j: v for j, v in self._jobs_seen.items() if j in keep}
         if self.metrics is not None:
             self.metrics.gpus(now, self.last_gpus)
             self.metrics.trainer_faults(now, events, {a.target for a in actions})
@@ -249,6 +254,10 @@ class ComputeLoop:
         self._killed &= present
         self._stale = stale
         self.trainers = current
+        for t in current.values():
+            have = self._jobs_seen.get(t.job_id)
+            if have is None or (have[0] is None and t.run_dir):
+                self._jobs_seen[t.job_id] = (t.run_dir, t.uid)
         roots = task_roots(list(current.values()))
         for t in roots:
             if t.key not in self._watched:
@@ -325,11 +334,12 @@ class ComputeLoop:
             first = key not in self._roots
             self._roots.setdefault(key, []).append(t)
             if key not in self.watches:
+                fetch = self.fetch_lighthouse or self.lighthouse_reads.reader(t.proc.job_name, t.uid)
                 self.watches[key] = JobWatch(
                     t.proc.job_name,
                     t.run_dir or s.run_dir,
                     s,
-                    self.fetch_lighthouse,
+                    fetch,
                     lighthouse_timeout_s(self.cfg.health.poll_interval_s),
                     self.proc_root,
                     lambda: self._snap,
@@ -340,6 +350,7 @@ class ComputeLoop:
                 self.watches[key].use(s)  # the job's first task decides (every group of a job has one job.json)
         for key in [k for k in self.watches if k not in self._roots]:
             del self.watches[key]
+        self.lighthouse_reads.forget({(t.proc.job_name, t.uid) for ts in self._roots.values() for t in ts})
 
     def _on_exit(self, obs: ProcessExited) -> None:
         t = self._by_pid.pop(obs.pid, None)
@@ -480,18 +491,16 @@ class ComputeLoop:
 
     def run_dir_of(self, job_id: str) -> str | None:
         """The run directory of a Slurm job seen on this node (its trainers' environment, else its job.json)."""
-        for t in self.trainers.values():
-            if t.job_id == job_id and t.run_dir:
-                return t.run_dir
+        seen = self._jobs_seen.get(job_id)
+        if seen is not None and seen[0]:
+            return seen[0]
         s = self.settings.known().get(job_id)
         return s.run_dir if s is not None else None
 
     def uid_of(self, job_id: str) -> int | None:
         """The owner of a Slurm job seen on this node (Slurm's UserId, which its processes' uid matched)."""
-        for t in [*self.trainers.values(), *(t for t, _ in self._exits.values())]:
-            if t.job_id == job_id:
-                return t.uid
-        return self.settings.owner(job_id)
+        seen = self._jobs_seen.get(job_id)
+        return seen[1] if seen is not None else self.settings.owner(job_id)
 
     def status(self) -> dict[str, Any]:
         by_job: dict[str, list[NodeTrainer]] = {}

@@ -43,7 +43,7 @@ from lamplighter.supervisor.procfs import same_process
 
 log = logging.getLogger(__name__)
 
-JOURNALED = ("kill_local", "drain", "requeue", "mark_down")
+JOURNALED = ("kill_local", "drain", "requeue", "mark_down", "resume")
 
 
 @dataclass
@@ -156,6 +156,9 @@ class Executor:
         if kind == "mark_down":
             self.api.mark_down(target, reason)
             return {}
+        if kind == "resume":
+            self.api.resume(target)
+            return {}
         if kind == "requeue":
             start_at, attempt = before.get("start_at"), before.get("attempt")
             return requeue_elsewhere(
@@ -200,6 +203,8 @@ class Executor:
                 return self.api.node(p.target).is_drained
             if p.kind == "mark_down":
                 return self.api.node(p.target).is_down
+            if p.kind == "resume":
+                return not self.api.node(p.target).is_drained
             if p.kind == "requeue":
                 before = p.before.get("restarts")
                 info = self.api.job(int(p.target))

@@ -14,8 +14,12 @@ node-wide evidence:
 - otherwise it drains the node with that reason (new jobs stay away; every
   other tenant's job keeps running) and requeues only the lamplighter group
   jobs running there, each once.
-Both count against the same rate limit as drains. The head runs no
-Lighthouse: each job brings its own, as a Slurm job of its own (slurm/render.py).
+Both count against the same rate limit as drains. A node it drained for
+silence is resumed once its slurmd answers the probe again and Slurm sees it
+registered and up (as ReturnToService=2 would a DOWN node): an outage of the
+head's own link costs the cluster no capacity beyond its length. The head
+runs no Lighthouse: each job brings its own, as a Slurm job of its own
+(slurm/render.py).
 """
 
 from __future__ import annotations
@@ -50,6 +54,11 @@ RETRY_S = 10.0  # a failed job whose config could not be read, or whose requeue 
 FAILED_GRACE_S = 3.0
 
 
+def silence_reason(node: str) -> str:
+    """How the reason of a node the head drained for silence starts."""
+    return f"{REASON_PREFIX}slurmd on {node} silent"
+
+
 def decide_nodes(
     now: float,
     silent_since: dict[str, float],
@@ -63,6 +72,11 @@ def decide_nodes(
     name)); within the rate limit either way."""
     out: list[NodeAction] = []
     hist = list(history)
+    for name, back in sorted(nodes.items()):
+        silence_drain = back.is_drained and (back.reason or "").startswith(silence_reason(name))
+        if silence_drain and name not in silent_since and back.registered and not back.is_down:
+            why = f"{REASON_PREFIX}slurmd on {name} answers again and Slurm sees it up: resuming it (drained: {back.reason})"
+            out.append(NodeAction("resume", name, why, {"type": "node-back", "node": name, "slurm_state": back.state}))
     for name, since in sorted(silent_since.items()):
         info = nodes.get(name)
         if info is None or info.is_down or now - since < cfg.node_silence_s:
@@ -129,6 +143,9 @@ class HeadLoop:
     metrics: DaemonMetrics | None = None
     _restarts: dict[int, int] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        self.executor.observe = self.executor.observe or self.cfg.mode == "observe"
+
     def start(self, now: float) -> None:
         return None  # nothing to start: each job brings its own Lighthouse (a Slurm job of its own)
 
@@ -137,7 +154,7 @@ class HeadLoop:
         try:
             queue = self.api.jobs(self.cfg.job_prefix)
             jobs = [j for j in queue if j.state == "RUNNING"]
-            nodes = {n.name: n for n in self.api.nodes()} if jobs else {}
+            nodes = {n.name: n for n in self.api.nodes()}
         except SlurmError as e:
             log.error("head: cannot read the queue or nodes: %s", e)
             return []
@@ -149,6 +166,8 @@ class HeadLoop:
         self._release_held(now, queue)
         self._requeue_failed(now)
         watched = {name for j in jobs for name in expand_hostlist(j.nodes)}
+        # Nodes it drained for silence are probed on: resumed once they answer (decide_nodes).
+        watched |= {n for n, i in nodes.items() if i.is_drained and (i.reason or "").startswith(silence_reason(n))}
         probe_timeout = min(1.0, self.cfg.node_silence_s / 2)
         for name in list(self.silent_since):
             if name not in watched:

@@ -60,7 +60,7 @@ from lamplighter.supervisor.gpu.faults import (
 from lamplighter.supervisor.policy import judge_failure, restart_reason
 from lamplighter.supervisor.ratelimit import may_drain
 
-NodeActionKind = Literal["kill_local", "drain", "requeue", "mark_down", "give_up", "log", "report"]
+NodeActionKind = Literal["kill_local", "drain", "requeue", "mark_down", "resume", "give_up", "log", "report"]
 TrainerEventKind = Literal["exit", "hang", "dstate", "memory", "vmfault", "stale"]
 JobRef = tuple[str, str | None, int]  # (Slurm job id, group, attempt) an action is about
 DEFAULT_RESTART = RestartConfig()  # a job whose config cannot be read

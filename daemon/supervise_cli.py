@@ -48,8 +48,9 @@ from lamplighter.daemon.sd_notify import Notifier, watchdog_interval
 from lamplighter.daemon.state_store import DaemonState, StateError
 from lamplighter.daemon.status_socket import StatusServer
 from lamplighter.slurm.actions import SlurmActions
+from lamplighter.slurm.parsers import parse_show_config
 from lamplighter.slurm.requeue import ScontrolJobUpdate
-from lamplighter.slurm.run import SlurmCli
+from lamplighter.slurm.run import SlurmCli, SlurmError
 from lamplighter.supervisor.health_report import HealthPublisher, summarize
 
 log = logging.getLogger("lamplighter.supervise")
@@ -130,8 +131,7 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
     metrics = DaemonMetrics()
     api = SlurmActions(SlurmCli(slurm_conf=cfg.slurm_conf))
     executor = build_executor(env, node, state, api, sink, metrics)
-    executor.observe = cfg.mode == "observe"
-    if executor.observe:
+    if cfg.mode == "observe":
         log.warning("mode observe: every action is decided and logged as 'would ...', none is taken")
     notifier = Notifier.from_env(env)
     stop = threading.Event()
@@ -143,6 +143,8 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
     status: StatusServer | None = None
     try:
         recover_pending(executor)
+        if cfg.role == "compute" and (why := check_proctrack(api)) is not None:
+            log.error("%s", why)
         role_loop, recovery = build_loop(cfg, node, api, executor, env, state, metrics)
         loop = role_loop  # set before the head loop starts: a failed start still closes it
         if isinstance(role_loop, HeadLoop):
@@ -227,6 +229,23 @@ def build_executor(
         pause_before=env.get(ENV_PAUSE_BEFORE) or None,
         pause_file=Path(pause_file) if pause_file else None,
     )
+
+
+def check_proctrack(api: SlurmActions) -> str | None:
+    """Why this daemon cannot tell a job's processes (None: Slurm tracks them with cgroups)."""
+    try:
+        conf = parse_show_config(api.cli.run("scontrol", "show", "config"))
+    except SlurmError as e:
+        return (
+            f"cannot read Slurm's configuration ({e}): if ProctrackType is not proctrack/cgroup, no trainer is adopted"
+        )
+    kind = conf.get("ProctrackType", "")
+    if kind != "proctrack/cgroup":
+        return (
+            f"Slurm's ProctrackType is {kind or 'unset'}, not proctrack/cgroup: the daemon knows a job's processes by "
+            "their Slurm cgroup (never by their environment), so it adopts no trainer here"
+        )
+    return None
 
 
 def recover_pending(executor: Executor) -> None:

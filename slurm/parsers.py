@@ -308,3 +308,13 @@ def parse_squeue(text: str) -> list[QueueEntry]:
         jid, name, state, reason, nodes, user = (p.strip() for p in parts)
         out.append(QueueEntry(int(jid), name, state, _none_if_null(reason), nodes or None, user))
     return out
+
+
+def parse_show_config(text: str) -> dict[str, str]:
+    """`scontrol show config`: its `Key = Value` lines (the header and blank lines skipped)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() and " " not in key.strip():
+            out[key.strip()] = value.strip()
+    return out

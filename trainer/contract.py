@@ -211,7 +211,7 @@ def lighthouse_address(run_dir: Path, owner: int | None = None) -> tuple[str | N
         raw = read_owned(path, owner=os.getuid() if owner is None else owner, max_bytes=SMALL_FILE_BYTES)
         address = json.loads(raw)["address"]
     except OwnedFileError as e:
-        return None, e.why if e.why != "no such file" else None
+        return None, str(e) if e.why != "no such file" else None
     except (ValueError, KeyError, TypeError):
         return None, f"{path}: not a JSON object with an address"
     if not isinstance(address, str) or not address.startswith(("http://", "https://")):

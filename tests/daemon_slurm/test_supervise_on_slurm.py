@@ -313,9 +313,14 @@ def test_a_killed_trainer_restarts_in_its_warm_spare_inside_the_job(daemons: Dae
     spare = wait_for(lambda: journal.exists() and '"spare"' in journal.read_text(), 30, "the spare step started")
     assert spare
     os.kill(pid, signal.SIGKILL)
-    start = wait_for(lambda: (p := run_dir / "starts" / "0-1.json").exists() and json.loads(p.read_text()), 30, "warm")
-    cgroup = Path(f"/proc/{start['pid']}/cgroup").read_text()
-    assert f"/job_{job}/step_" in cgroup and "/step_0" not in cgroup  # the spare's step, in the job's cgroup
+    wait_for(lambda: (run_dir / "starts" / "0-1.json").exists(), 30, "the trainer of in-job restart 1")
+
+    def new_trainer() -> dict[str, Any] | None:
+        return next((t for t in daemons.status(node).get("trainers", []) if t["step"] != "0"), None)
+
+    trainer = wait_for(new_trainer, 30, "the daemon to watch the trainer in the spare's step")
+    cgroup = Path(f"/proc/{trainer['pid']}/cgroup").read_text()
+    assert f"/job_{job}/step_{trainer['step']}" in cgroup  # the spare's step, in the job's own cgroup
     events = [json.loads(x) for x in journal.read_text().splitlines()]
     assert [e["how"] for e in events if e["event"] == "started"] == ["cold", "warm"]
     cycles = daemons.status(node).get("cycles", 0)
@@ -325,12 +330,17 @@ def test_a_killed_trainer_restarts_in_its_warm_spare_inside_the_job(daemons: Dae
     assert "restarted in the job, nothing to do" in daemons.log(node)
 
 
-def test_head_marks_dead_node_down_before_slurm(daemons: Daemons, cluster: TestCluster) -> None:
+def test_head_drains_a_silent_node_and_moves_its_groups_leaving_down_to_slurm(
+    daemons: Daemons, cluster: TestCluster
+) -> None:
+    """A crashed node: the head's own probe is no node-wide evidence, so it drains the node (no new jobs) and
+    requeues the lamplighter group there, and leaves marking it DOWN (which kills every tenant's jobs there)
+    to Slurm's own ping; the other tenant's job on a crashed node is Slurm's alone."""
     api = SlurmActions(cluster.cli())
     daemons.start("head", role="head", gpus=False, node_silence_s=1.0)
     daemons.wait_ready("head", gpus=False)
     # The plain job's node is kept out of the lamplighter job's reach: Slurm would otherwise requeue
-    # it onto that (dead, not yet noticed) node, and the head role would rightly mark that one down too.
+    # it onto that (dead, not yet noticed) node.
     plain = daemons.root / "plain.sh"
     plain.write_text(
         f"#!/bin/bash\n#SBATCH --job-name=plain\n#SBATCH --requeue\n"
@@ -346,8 +356,9 @@ def test_head_marks_dead_node_down_before_slurm(daemons: Daemons, cluster: TestC
     times: dict[str, float] = {}
     while len(times) < 4 and time.monotonic() - t0 < 90:
         now = time.monotonic() - t0
-        if "ours_down" not in times and api.node(node_a).is_down:
-            times["ours_down"] = now
+        a = api.node(node_a)
+        if "ours_drained" not in times and a.is_drained and (a.reason or "").startswith("lamplighter: slurmd on"):
+            times["ours_drained"] = now
         if "slurm_down" not in times and api.node(node_b).is_down:
             times["slurm_down"] = now
         if "ours_running" not in times and (n := running_on(api, job, 1)) and n != node_a:
@@ -356,16 +367,15 @@ def test_head_marks_dead_node_down_before_slurm(daemons: Daemons, cluster: TestC
             times["slurm_running"] = now
         time.sleep(0.05)
     assert len(times) == 4, times
-    reason_a = api.node(node_a).reason or ""
-    reason_b = api.node(node_b).reason or ""
-    assert reason_a.startswith("lamplighter: slurmd on"), reason_a
-    assert not reason_b.startswith("lamplighter"), reason_b
-    # Behaviour, not timing: lamplighter had marked its node down before Slurm had marked the other.
-    assert times["ours_down"] <= times["slurm_down"], times
+    assert not (api.node(node_b).reason or "").startswith("lamplighter"), api.node(node_b).reason
+    # Behaviour, not timing: drained (and its group moved) before Slurm had marked the other node down.
+    assert times["ours_drained"] <= times["slurm_down"], times
+    kinds = [a["action"] for a in daemons.actions("head")]
+    assert kinds[:2] == ["drain", "requeue"] and "mark_down" not in kinds[:2], kinds
     print(
-        f"\nnode crash: head role marked {node_a} down after {times['ours_down']:.2f} s, job running elsewhere "
-        f"after {times['ours_running']:.2f} s; Slurm alone: {node_b} DOWN after {times['slurm_down']:.2f} s "
-        f"({reason_b!r}), job running after {times['slurm_running']:.2f} s"
+        f"\nnode crash: head drained {node_a} after {times['ours_drained']:.2f} s, its group running elsewhere "
+        f"after {times['ours_running']:.2f} s; Slurm: {node_b} DOWN after {times['slurm_down']:.2f} s, its job "
+        f"running after {times['slurm_running']:.2f} s"
     )
 
 
