@@ -255,8 +255,8 @@ class ComputeLoop:
         self._stale = stale
         self.trainers = current
         for t in current.values():
-            have = self._jobs_seen.get(t.job_id)
-            if have is None or (have[0] is None and t.run_dir):
+            seen = self._jobs_seen.get(t.job_id)
+            if seen is None or (seen[0] is None and t.run_dir):
                 self._jobs_seen[t.job_id] = (t.run_dir, t.uid)
         roots = task_roots(list(current.values()))
         for t in roots:
