@@ -572,7 +572,7 @@ class NodeDaemonHealthConfig(NodeHealthConfig):
 
     A VM fault (a GPU page fault) is most often the application's own bug: it
     restarts the group whose process faulted. Only VM faults on one node from
-    several different jobs point at the node, and drain it.
+    several different users point at the node, and drain it.
     """
 
     vm_fault_drain_after: int = Field(
@@ -580,15 +580,16 @@ class NodeDaemonHealthConfig(NodeHealthConfig):
         ge=1,
         le=1000,
         description=(
-            "Drain the node once GPU VM faults from this many different jobs fell within vm_fault_window_s "
-            "(1: drain on the first VM fault). Fewer: only the faulting group is restarted."
+            "Drain the node once GPU VM faults from this many different users (uids) fell within "
+            "vm_fault_window_s (1: drain on the first VM fault). Fewer: only the faulting group is restarted; a "
+            "fault of no lamplighter job's process restarts nobody."
         ),
     )
     vm_fault_window_s: float = Field(
         86_400.0,
         gt=0,
         le=30 * 86_400,
-        description="The window over which VM faults of different jobs on this node are counted (kept across "
+        description="The window over which VM faults of different users on this node are counted (kept across "
         "daemon restarts).",
     )
 
@@ -976,7 +977,10 @@ class NodeConfig(Strict):
     max_drain_fraction: float = Field(0.25, gt=0, le=1, description="Never drain more than this fraction of nodes...")
     drain_window_s: float = Field(3600.0, gt=0, description="...within this window.")
     node_silence_s: float = Field(
-        5.0, gt=0, description="Head role: a node supervisor silent this long is marked down."
+        5.0,
+        gt=0,
+        description="Head role: a node whose slurmd is silent this long is drained and its lamplighter groups "
+        "moved; it is marked down only if Slurm too reports it not responding.",
     )
     mode: Literal["act", "observe"] = Field(
         "act",
