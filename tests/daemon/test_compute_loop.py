@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import pwd
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -191,10 +192,11 @@ def test_vm_faults_of_different_users_drain_the_node_even_across_a_daemon_restar
         node.run(1)
         node.slurm.cancel(job_c)
 
-        # Another user's job, and run directory.
-        run_b, config_b = node.job_dir(JobConfig(name="titan", health={**HEALTH, "progress": "off"}), owner=1001)
-        job_b = node.submit("titan", 0, user_id=1001)
-        node.task(PID0 + 200, job_b, "titan", 0, run_dir=run_b, config=config_b, uid=1001)
+        # Another user's job, and run directory (a user with a passwd entry, as Slurm's slurmstepd requires).
+        other = pwd.getpwnam("nobody").pw_uid
+        run_b, config_b = node.job_dir(JobConfig(name="titan", health={**HEALTH, "progress": "off"}), owner=other)
+        job_b = node.submit("titan", 0, user_id=other)
+        node.task(PID0 + 200, job_b, "titan", 0, run_dir=run_b, config=config_b, uid=other)
         assert node.run(2) == []
         node.gpus.next = [vm_fault(3, PID0 + 200)]
         results = node.run(1)
@@ -212,7 +214,7 @@ def test_vm_faults_of_different_users_drain_the_node_even_across_a_daemon_restar
         lines_b = [json.loads(x) for x in (run_b / "actions.jsonl").read_text().splitlines()]
         assert [r["action"] for r in lines_b] == ["kill_local", "drain", "requeue"]
         assert lines_b[1]["jobs"] == [{"job_id": str(job_b), "group": "titan/g0", "attempt": 0}]
-        assert (run_b / "actions.jsonl").stat().st_uid == 1001  # written as the job's user, not as root
+        assert (run_b / "actions.jsonl").stat().st_uid == other  # written as the job's user, not as root
     finally:
         node.close()
         node.remove()
