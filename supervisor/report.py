@@ -30,8 +30,10 @@ weights_identical
     logs no state hash (steps read from the Lighthouse) or a heal had no step
     to compare: not checked, never a vacuous true.
 t_first_commit_after
-    The first committed step of the fault's group after its restart (for a
-    Lighthouse fault: of any group after the Lighthouse's restart).
+    The first committed step of the fault's group after its restart, by an
+    attempt whose first commit came after the restart (never a late row of
+    the attempt the fault ended); for a Lighthouse fault, of any group after
+    the Lighthouse's restart.
 survivor_stall_s
     For each group the fault did not hit (every group for a Lighthouse fault),
     the longest gap between two of its consecutive commits that overlaps
@@ -175,10 +177,21 @@ def shared_steps(by_group: dict[int, list[StepRecord]]) -> int:
 
 
 def first_commit_after(by_group: dict[int, list[StepRecord]], group: int | None, t: float | None) -> float | None:
+    """The first commit after `t`; for a group's fault, by an attempt of that group that first committed after `t`.
+
+    A row of the attempt the fault ended can still come after its restart (the Lighthouse's status lags the
+    kill by a sample), and timed recovery from the old attempt's own step ("first commit 0.00 s after restart").
+    """
     if t is None:
         return None
-    groups = list(by_group) if group is None else [group]
-    times = [r.t for g in groups for r in committed(by_group.get(g, [])) if r.t > t]
+    if group is None:  # the Lighthouse's restart: any group's next commit
+        times = [r.t for recs in by_group.values() for r in committed(recs) if r.t > t]
+        return min(times) if times else None
+    recs = committed(by_group.get(group, []))
+    born: dict[int, float] = {}
+    for r in recs:
+        born.setdefault(r.attempt, r.t)
+    times = [r.t for r in recs if r.t > t and born[r.attempt] > t]
     return min(times) if times else None
 
 
