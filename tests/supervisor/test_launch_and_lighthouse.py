@@ -46,7 +46,14 @@ def test_a_one_process_group_gets_a_real_port(tmp_path: Path) -> None:
     ports = set()
     for g in range(2):
         _, envs = group_launch(
-            single, group=g, attempt=0, lighthouse="x", config_path=tmp_path, run_dir=tmp_path, python="/py", base_env={}
+            single,
+            group=g,
+            attempt=0,
+            lighthouse="x",
+            config_path=tmp_path,
+            run_dir=tmp_path,
+            python="/py",
+            base_env={},
         )
         assert envs[0]["WORLD_SIZE"] == "1"
         ports.add(int(envs[0]["MASTER_PORT"]))
