@@ -624,6 +624,23 @@ class HealthConfig(NodeHealthConfig):
             "model, joining the quorum and healing from a peer: minutes for a large model)."
         ),
     )
+    hang_pace_factor: float = Field(
+        2.0,
+        ge=0,
+        le=100,
+        description=(
+            "k: a group that made progress is hung after no progress for max(hang_timeout_s, k x the longest "
+            "interval between two progress marks seen in this job, at most hang_timeout_max_s). Semi-synchronous "
+            "trainers (DiLoCo, LocalSGD) advance torchft's step only at a sync; until one interval was seen, "
+            "startup_timeout_s applies. 0: the fixed hang_timeout_s."
+        ),
+    )
+    hang_timeout_max_s: float | None = Field(
+        None,
+        gt=0,
+        le=86_400,
+        description="The most the learned hang limit may reach (null: startup_timeout_s): a real hang is seen by then.",
+    )
     d_state_max_s: float = Field(
         60.0, gt=0, le=86_400, description="A trainer in uninterruptible sleep this long is stuck."
     )
@@ -905,6 +922,11 @@ def timeout_hierarchy_problems(job: JobConfig) -> list[str]:
             f"health.hang_timeout_s ({h.hang_timeout_s} s) must exceed the longest torchft wait "
             f"(pg {ft.pg_timeout_s} s, timeout {ft.timeout_s} s, quorum {ft.quorum_timeout_s} s): "
             "the supervisor would kill groups that are only waiting for a peer's timeout"
+        )
+    if h.hang_timeout_max_s is not None and h.hang_timeout_max_s < h.hang_timeout_s:
+        out.append(
+            f"health.hang_timeout_max_s ({h.hang_timeout_max_s} s) is below health.hang_timeout_s "
+            f"({h.hang_timeout_s} s): the cap on the learned hang limit cannot be below the fixed one"
         )
     if h.startup_timeout_s < h.hang_timeout_s:
         out.append(

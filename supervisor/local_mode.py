@@ -26,6 +26,7 @@ from lamplighter.supervisor.checks.exit_watcher import ExitWatcher
 from lamplighter.supervisor.checks.hang import HangCheck, progress_sources
 from lamplighter.supervisor.checks.lighthouse_progress import LighthouseProgress
 from lamplighter.supervisor.checks.memory import MemoryCheck, MemoryCheckError
+from lamplighter.supervisor.checks.progress_pace import pace_rule
 from lamplighter.supervisor.fault_journal import FaultJournal, FaultRecord
 from lamplighter.supervisor.lighthouse import Lighthouse
 from lamplighter.supervisor.lighthouse_status import LighthouseStatus, fetch_status
@@ -292,6 +293,7 @@ class LocalRun:
             h.startup_timeout_s,
             excused_since=lambda: self.lh.started_at or 0.0,
             target_step=self.job.trainer.steps,
+            pace_rule=pace_rule(h),
         )
         dstate = DStateCheck(self, h.d_state_max_s)
         memory = MemoryCheck(self, h.memory_max_percent)
