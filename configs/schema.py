@@ -90,9 +90,25 @@ class TorchtitanConfig(Strict):
     dataloader_checkpoint: bool = Field(
         True,
         description=(
-            "Checkpoint each replica's dataloader position every step (--checkpoint.enable "
-            "--checkpoint.enable_ft_dataloader_checkpoints), so a group that heals resumes its own data "
-            "instead of replaying it. Needs a shared dump folder."
+            "Checkpoint each replica's dataloader position every step (--checkpoint.enable_ft_dataloader_checkpoints), "
+            "so a group that heals resumes its own data instead of replaying it. Needs a shared dump folder. "
+            "--checkpoint.enable is rendered either way: without it torchtitan gives torchft no state to heal from."
+        ),
+    )
+    fixes: Literal["auto", "off"] = Field(
+        "auto",
+        description=(
+            "auto: lamplighter's torchtitan launch fixes the upstream bugs that break healing, on the torchtitan "
+            "versions that have them (torchft#347: the state dict taken on the training thread; torchtitan#4598: "
+            "the optimizer's current state), and logs each fix once at start; off: torchtitan as it is."
+        ),
+    )
+    state_hash: bool = Field(
+        False,
+        description=(
+            "Log a hash of each group's local parameter shards and optimizer state after every step "
+            "(<run_dir>/steps/<group>.jsonl), so the report proves weights identical after a heal. Costs a "
+            "pass over the state per step (copied to host memory on GPUs): on in the lab's demos, opt-in here."
         ),
     )
 
@@ -169,6 +185,11 @@ class TrainerConfig(Strict):
                     "-m, torchtitan.train, --module=..., --config=...]; lamplighter appends the fault-tolerance flags"
                 )
             problems = torchtitan_flags.conflicts(self.command, self.torchtitan.dataloader_checkpoint)
+            if torchtitan_flags.entry_module(self.command) is None:
+                problems.append(
+                    "trainer.kind torchtitan: trainer.command must run torchtitan as a module (`-m torchtitan.train`, "
+                    "after torchrun's own options): lamplighter's launch runs that module"
+                )
             if problems:
                 raise ValueError("\n".join(problems))
         return self

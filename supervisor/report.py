@@ -9,7 +9,10 @@ target_steps
     its owner told the running job to stop at (`<run_dir>/stop-at`,
     trainer/stop_at.py; stop_at) when that is smaller.
 reached_target
-    steps_committed >= target_steps.
+    steps_committed >= target_steps, in the trainer's own counting when its
+    step log carries one (trainer_steps: torchtitan counts attempted steps,
+    so a job that ran trainer.steps steps with one failed commit has
+    committed one torchft step fewer, and has still reached its target).
 steps_lost
     The number of distinct step numbers that were committed and then rolled
     back. Step s counts as lost when (a) a group commits step j after having
@@ -310,11 +313,14 @@ def build_report(
     base = baseline_samples_per_s
     good = useful.rate / base if useful.rate is not None and base else None
     steps = max((r.step for recs in by_group.values() for r in committed(recs)), default=0)
+    own = [r.trainer_step for recs in by_group.values() for r in committed(recs) if r.trainer_step is not None]
+    trainer_steps = max(own) if own else None
     target = final_target(target_steps, stop_at)
     report: dict[str, Any] = {
         "steps_committed": steps,
+        "trainer_steps": trainer_steps,
         "target_steps": target,
-        "reached_target": steps >= target,
+        "reached_target": (steps if trainer_steps is None else trainer_steps) >= target,
         "configured_steps": target_steps,
         "stop_at": stop_at,
         "steps_lost": len(lost),
