@@ -6,7 +6,9 @@ STAMP   := $(VENV)/.lamplighter-installed
 GPUSIM  := build/gpusim/lib/libamd_smi.so
 PYTEST_ARGS ?=
 
-.PHONY: install test test-fast lint typecheck demo demo-slurm demo-bare demo-results bench-slurm soak bench bench-costs bench-big cluster-up cluster-down gpusim readme clean
+TITAN_ENV := build/torchtitan-env
+
+.PHONY: install test test-fast lint typecheck titan-env demo demo-torchtitan demo-slurm demo-bare demo-results bench-slurm soak bench bench-costs bench-big cluster-up cluster-down gpusim readme clean
 
 install: $(STAMP)
 
@@ -32,7 +34,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy lamplighter tools/import_graph.py bench
 
-test: lint typecheck gpusim
+# The real torchtitan 0.3 from PyPI in a venv of its own (torch 2.13.0 first; generated data and tokenizer):
+# the torchtitan tests and `make demo-torchtitan` run it. Built once; about 1.5 GB.
+titan-env: $(STAMP)
+	$(BIN)/python -m lamplighter.lab.torchtitan_env --dir $(TITAN_ENV)
+
+test: lint typecheck gpusim titan-env
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
@@ -40,6 +47,11 @@ test-fast: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/lamplighter local configs/demo.yaml --baseline auto --run-dir runs/demo-$$(date +%Y%m%d-%H%M%S)
+
+# The real torchtitan (PyPI) under `lamplighter local`, 3 groups, per-step and DiLoCo, each through a kill, an
+# exception, a hang and a Lighthouse kill: build/demo-torchtitan/report.json (about 10 minutes).
+demo-torchtitan: titan-env
+	$(BIN)/python -m lamplighter.lab.demo_torchtitan --dir build/demo-torchtitan --env $(TITAN_ENV)
 
 # The whole Slurm path on a real local cluster: daemons, submit, one fault of each kind, report.
 demo-slurm: $(STAMP)

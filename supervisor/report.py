@@ -37,6 +37,10 @@ t_first_commit_after
     attempt whose first commit came after the restart (never a late row of
     the attempt the fault ended); for a Lighthouse fault, of any group after
     the Lighthouse's restart.
+steps_compared_after
+    Per fault: the steps its group committed after its restart, in the new
+    attempt (any group's, after a Lighthouse restart), whose state hash
+    another group committed too: how many steps checked that heal.
 survivor_stall_s
     For each group the fault did not hit (every group for a Lighthouse fault),
     the longest gap between two of its consecutive commits that overlaps
@@ -198,6 +202,29 @@ def first_commit_after(by_group: dict[int, list[StepRecord]], group: int | None,
     return min(times) if times else None
 
 
+def compared_after(by_group: dict[int, list[StepRecord]], group: int | None, t: float | None) -> int:
+    """Steps, committed after `t` by the fault's group in a new attempt (any group for a Lighthouse fault),
+    whose state hash another group also committed: how much the heal was checked by."""
+    if t is None:
+        return 0
+    hashed: dict[int, set[int]] = {}
+    for g, recs in by_group.items():
+        for r in committed(recs):
+            if r.state_hash:
+                hashed.setdefault(r.step, set()).add(g)
+    if group is None:
+        return sum(1 for s, gs in hashed.items() if len(gs) > 1 and any(_at(by_group, g, s) > t for g in gs))
+    recs = [r for r in committed(by_group.get(group, [])) if r.state_hash]
+    born: dict[int, float] = {}
+    for r in committed(by_group.get(group, [])):
+        born.setdefault(r.attempt, r.t)
+    return sum(1 for r in recs if r.t > t and born[r.attempt] > t and hashed.get(r.step, set()) - {group})
+
+
+def _at(by_group: dict[int, list[StepRecord]], g: int, step: int) -> float:
+    return max((r.t for r in committed(by_group.get(g, [])) if r.step == step), default=0.0)
+
+
 def normal_step_s(recs: Sequence[StepRecord]) -> float | None:
     ts = [r.t for r in committed(recs)]
     gaps = [b - a for a, b in itertools.pairwise(ts)]
@@ -300,6 +327,7 @@ def build_report(
                 "survivor_stall_s": None
                 if f.kind == "unplanned"
                 else _round(survivor_stall(by_group, f, t_first, faults)),
+                "steps_compared_after": compared_after(by_group, f.group, restart_ref),
             }
         )
     lost = lost_steps(by_group)

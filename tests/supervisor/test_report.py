@@ -80,6 +80,22 @@ def test_recovery_is_timed_from_the_new_attempts_own_rows() -> None:
     j.restarted(1, 11.0)
     f = build_report(runs, j.faults, target_steps=15, t_start=0.0, t_end=16.0)["faults"][0]
     assert f["t_first_commit_after"] == 13.0 and f["first_commit_after_restart_s"] == pytest.approx(2.0)
+    assert f["steps_compared_after"] == 3  # 13, 14, 15 of the new attempt, each also hashed by group 0
+
+
+def test_a_torchtitan_job_that_ran_its_steps_reached_its_target() -> None:
+    """torchtitan counts attempted steps: one failed commit, and its step 15 is torchft's 14. The job ran
+    trainer.steps in its own counting, and reads as reached (the report once said "14/15 committed")."""
+    from dataclasses import replace
+
+    runs = {
+        g: [replace(r, trainer_step=r.step + (1 if r.step >= 9 else 0)) for r in recs if r.step <= 14]
+        for g, recs in healthy_run().items()
+    }
+    rep = build_report(runs, [], target_steps=15, t_start=0.0, t_end=16.0)
+    assert rep["steps_committed"] == 14 and rep["trainer_steps"] == 15 and rep["reached_target"]
+    short = {g: [r for r in recs if r.step <= 13] for g, recs in runs.items()}
+    assert not build_report(short, [], target_steps=15, t_start=0.0, t_end=16.0)["reached_target"]
 
 
 def test_goodput_counts_each_step_of_the_final_timeline_once() -> None:
