@@ -61,37 +61,35 @@ MODE_FIELDS = (
 )
 
 
-def job_config(mode: str, env: TitanEnv, run_dir: Path, steps: int, faults: list[dict[str, Any]]) -> dict[str, Any]:
-    """The job, as a user would write it, plus the lab's CPU settings in trainer.env."""
+def titan_trainer(mode: str, env: TitanEnv, steps: int) -> dict[str, Any]:
+    """torchtitan as a user would write it (trainer.kind torchtitan), plus the lab's CPU settings in its env."""
     trainer_env = env.trainer_env()
     trainer_env["TT_SYNC_STEPS"] = str(SYNC_STEPS)
     return {
+        "kind": "torchtitan",
+        "python": str(env.python),
+        "steps": steps,
+        "command": [*TORCHRUN, "-m", "titan_cpu", "--module=titan_cpu_cfg", f"--config={CONFIGS[mode]}"],
+        "backend": "gloo",
+        "torchtitan": {"state_hash": True},
+        "env": trainer_env,
+    }
+
+
+TORCHFT = {"pg_timeout_s": 3, "timeout_s": 5, "quorum_timeout_s": 8, "connect_timeout_s": 10}
+HEALTH = {"hang_timeout_s": HANG_TIMEOUT_S, "startup_timeout_s": 120, "hang_timeout_max_s": 60}
+
+
+def job_config(mode: str, env: TitanEnv, run_dir: Path, steps: int, faults: list[dict[str, Any]]) -> dict[str, Any]:
+    """The local job: 3 groups, the lab's torchtitan, the faults on a schedule."""
+    return {
         "name": f"titan-{mode}",
         "run_dir": str(run_dir),
-        "trainer": {
-            "kind": "torchtitan",
-            "python": str(env.python),
-            "steps": steps,
-            "command": [
-                "{python}",
-                "-m",
-                "torch.distributed.run",
-                "--standalone",
-                "--nnodes=1",
-                "--nproc_per_node=1",
-                "-m",
-                "titan_cpu",
-                "--module=titan_cpu_cfg",
-                f"--config={CONFIGS[mode]}",
-            ],
-            "backend": "gloo",
-            "torchtitan": {"state_hash": True},
-            "env": trainer_env,
-        },
+        "trainer": titan_trainer(mode, env, steps),
         "groups": {"count": 3},
         "lighthouse": {"min_replicas": 1, "quorum_tick_ms": 20, "join_timeout_ms": 1000, "heartbeat_timeout_ms": 1000},
-        "torchft": {"pg_timeout_s": 3, "timeout_s": 5, "quorum_timeout_s": 8, "connect_timeout_s": 10},
-        "health": {"hang_timeout_s": HANG_TIMEOUT_S, "startup_timeout_s": 120, "hang_timeout_max_s": 60},
+        "torchft": dict(TORCHFT),
+        "health": dict(HEALTH),
         "restart": {"budget_per_group": 5, "backoff_initial_s": 0},
         "chaos": {"enabled": True, "schedule": faults},
     }
