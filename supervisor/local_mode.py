@@ -157,7 +157,9 @@ class LocalRun:
         if self.standbys is not None and attempt > 0:
             popens = self.standbys.take(argv, envs, cwd=Path.cwd(), log_path=log_path)
         if popens is not None:
-            gp = GroupProcesses.adopt(group=g, attempt=attempt, popens=popens, log_path=log_path, started_at=now)
+            gp = GroupProcesses.adopt(
+                group=g, attempt=attempt, popens=popens, log_path=log_path, started_at=now, env=envs[0]
+            )
         else:
             gp = GroupProcesses.start(group=g, attempt=attempt, argv=argv, envs=envs, log_path=log_path, started_at=now)
         self.groups[g] = gp
