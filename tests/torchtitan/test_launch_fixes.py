@@ -12,6 +12,7 @@ import pytest
 
 from lamplighter.trainer.adapter import TORCHTITAN_BOOT_DIR
 from lamplighter.trainer.torchtitan_boot.lamplighter_torchtitan.fixes import (
+    LR_ON_FAILED_COMMIT,
     TORCHFT_347,
     TORCHTITAN_4598,
     parse_version,
@@ -22,10 +23,10 @@ from lamplighter.trainer.torchtitan_boot.lamplighter_torchtitan.fixes import (
 @pytest.mark.parametrize(
     ("version", "per_step", "applied"),
     [
-        ("0.3.0", True, (TORCHFT_347, TORCHTITAN_4598)),
-        ("0.3.0+rocm6.4", True, (TORCHFT_347, TORCHTITAN_4598)),
-        ("0.3.0", False, (TORCHTITAN_4598,)),  # DiLoCo: the quorum runs on the training thread
-        ("0.3.1", True, (TORCHFT_347,)),  # torchtitan#4598 shipped after 0.3.0
+        ("0.3.0", True, (TORCHFT_347, TORCHTITAN_4598, LR_ON_FAILED_COMMIT)),
+        ("0.3.0+rocm6.4", True, (TORCHFT_347, TORCHTITAN_4598, LR_ON_FAILED_COMMIT)),
+        ("0.3.0", False, (TORCHTITAN_4598,)),  # DiLoCo: the quorum runs on the training thread, inner steps are local
+        ("0.3.1", True, (TORCHFT_347, LR_ON_FAILED_COMMIT)),  # torchtitan#4598 shipped after 0.3.0
         ("0.4.0", True, ()),  # newer than any release known to have either bug: nothing is patched
         ("", True, ()),  # unknown version: nothing is patched, and the log says so
     ],

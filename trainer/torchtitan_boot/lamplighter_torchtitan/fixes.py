@@ -12,8 +12,17 @@ torchtitan#4598 (merged after 0.3.0): `TorchFTOptimizersContainer.state_dict` re
     `last_epoch` only, so a healed replica takes its first step at the wrong rate and its weights never
     match its peers' again. Fix: the optimizer's current state dict, taken on the training thread.
 
+The learning rate on a failed commit (found by `make demo-torchtitan`, not filed upstream yet): torchtitan
+    steps its LR schedulers after every train step, committed or not, while torchft counts committed steps.
+    A replica that heals in a step whose commit then fails holds the sender's schedule, advanced once more
+    by its own failed step: from then on it trains at another learning rate than its peers, at the same
+    torchft step, and no heal ever corrects it (its step is not behind). Fix: in per-step mode the LR
+    schedulers step only when torchft committed the step, so the schedule is a function of the committed
+    step on every replica.
+
 DiLoCo and LocalSGD take their quorum on the training thread, under torchft's state-dict lock: #347 does
-not apply there (and a snapshot from before the step would be the wrong state at a sync); #4598 does.
+not apply there (and a snapshot from before the step would be the wrong state at a sync), nor does the
+learning-rate fix (inner steps are local and never fail a commit); #4598 does.
 
 `plan` decides, from the torchtitan version and the mode, which fixes apply: a pure function. A version
 newer than the last one known to carry a bug gets no fix for it (upstream shipped one, or lamplighter has
@@ -31,17 +40,22 @@ from typing import Any
 
 TORCHFT_347 = "torchft#347"
 TORCHTITAN_4598 = "torchtitan#4598"
+# Found by lamplighter's demo, not filed upstream yet: no issue number to name.
+LR_ON_FAILED_COMMIT = "the learning rate stepped on a step torchft did not commit"
 
 # The newest torchtitan release known to carry each bug (inclusive). Raise it when a release still has the
 # bug; releases after it get no fix.
 LAST_AFFECTED: dict[str, tuple[int, ...]] = {
     TORCHFT_347: (0, 3),  # every 0.3.x: torchtitan#4212 (state dict on the training thread) is open
     TORCHTITAN_4598: (0, 3, 0),  # fixed upstream after 0.3.0
+    LR_ON_FAILED_COMMIT: (0, 3),
 }
 WHY = {
     TORCHFT_347: "the state dict torchft sends a healing peer is taken on the training thread",
     TORCHTITAN_4598: "the optimizer state sent to a healing peer is its current one, not step 0's",
+    LR_ON_FAILED_COMMIT: "the learning-rate schedule advances with committed steps only",
 }
+PER_STEP_ONLY = (TORCHFT_347, LR_ON_FAILED_COMMIT)
 
 
 def parse_version(text: str) -> tuple[int, ...]:
@@ -64,9 +78,9 @@ def plan(version: str, per_step: bool, enabled: bool = True) -> Plan:
     """Which fixes torchtitan `version` needs in this mode (per_step: semi_sync_method None)."""
     v = parse_version(version)
     apply, notes = [], []
-    for fix in (TORCHFT_347, TORCHTITAN_4598):
-        if fix == TORCHFT_347 and not per_step:
-            continue  # semi-synchronous: the quorum runs on the training thread
+    for fix in (TORCHFT_347, TORCHTITAN_4598, LR_ON_FAILED_COMMIT):
+        if fix in PER_STEP_ONLY and not per_step:
+            continue  # semi-synchronous: the quorum runs on the training thread; inner steps are local
         if not v or not _at_most(v, LAST_AFFECTED[fix]):
             last = ".".join(map(str, LAST_AFFECTED[fix]))
             notes.append(f"lamplighter: no fix for {fix} on torchtitan {version} (known affected up to {last})")

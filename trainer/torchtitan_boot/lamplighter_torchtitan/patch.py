@@ -1,15 +1,19 @@
 """What lamplighter changes in torchtitan's fault-tolerant trainer, once its module is imported.
 
 `FaultTolerantTrainer.train_step` is wrapped. Before the step (on the training thread, before `zero_grad`
-starts torchft's quorum): the state-dict snapshot when torchft#347's fix applies (fixes.py). After it: one
-step-log line when the state hash is on (step_log.py), and the chaos "exception" of lamplighter's contract
-(`<run_dir>/inject/<group>.exception`, as the reference trainer honours it). Everything is decided at the
-first step, when the trainer's mode is known, and logged once.
+starts torchft's quorum): the state-dict snapshot when torchft#347's fix applies (fixes.py), and the chaos
+"exception" of lamplighter's contract (`<run_dir>/inject/<group>.exception`, as the reference trainer
+honours it). During it: torchft's commit answers are recorded (the LR schedulers step only on a commit when
+that fix applies). After it: lamplighter's heartbeat with torchtitan's own step count, and one step-log line
+when the state hash is on (step_log.py). Everything is decided at the first step, when the trainer's mode
+is known, and logged once.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import time
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,9 +45,12 @@ class _Run:
     per_step: bool
     snapshot: fixes.Snapshot | None
     fresh_optimizer: bool
+    lr_on_commit: bool
     log: StepLog | None
     inject: Path | None
+    beat: Path | None
     healed: list[bool] = field(default_factory=lambda: [False])
+    commits: list[bool] = field(default_factory=list)  # torchft's should_commit answers in this train step
     inner_steps: int = 0
 
 
@@ -65,10 +72,54 @@ def _first_step(trainer: Any, settings: Settings) -> _Run:
     if log is not None:
         fixes.say(f"lamplighter: logging a state hash every step to {log.path}")
     run_dir, group = env.get("LAMPLIGHTER_RUN_DIR"), env.get("LAMPLIGHTER_REPLICA_ID")
-    inject = Path(run_dir) / "inject" / f"{group}.exception" if run_dir and group is not None else None
-    run = _Run(per_step, snapshot, fresh, log, inject)
-    _watch_heals(trainer.ft_manager.manager, run.healed)
+    inject = beat = None
+    if run_dir and group is not None:
+        inject = Path(run_dir) / "inject" / f"{group}.exception"
+        beat = Path(run_dir) / "heartbeat" / f"{group}.{env.get('RANK', '0')}.json"
+    run = _Run(per_step, snapshot, fresh, fixes.LR_ON_FAILED_COMMIT in decided.apply, log, inject, beat)
+    manager = trainer.ft_manager.manager
+    _watch_heals(manager, run.healed)
+    _watch_commits(manager, run.commits)
+    if run.lr_on_commit:
+        _lr_on_commit(trainer, run.commits)
     return run
+
+
+def _watch_commits(manager: Any, answers: list[bool]) -> None:
+    """Record torchft's answer each time this replica asks whether to commit."""
+    ask = manager.should_commit
+
+    def should_commit(*args: Any, **kwargs: Any) -> bool:
+        answer = bool(ask(*args, **kwargs))
+        answers.append(answer)
+        return answer
+
+    manager.should_commit = should_commit
+
+
+def _lr_on_commit(trainer: Any, answers: list[bool]) -> None:
+    """The LR schedulers step only after a step torchft committed (fixes.LR_ON_FAILED_COMMIT)."""
+    schedulers = trainer.lr_schedulers
+    step = schedulers.step
+
+    def step_if_committed(*args: Any, **kwargs: Any) -> None:
+        if answers and answers[-1]:
+            step(*args, **kwargs)
+
+    schedulers.step = step_if_committed
+
+
+def _write_beat(path: Path, step: int) -> None:
+    """lamplighter's heartbeat (trainer/heartbeat.py's format), with torchtitan's own step: the supervisor's
+    hang check then sees every step, DiLoCo's inner steps too, and a group at its last step as finishing."""
+    attempt = os.environ.get("LAMPLIGHTER_ATTEMPT", "")
+    obj = {"step": step, "time": time.time(), "pid": os.getpid()}
+    if attempt.isdigit():
+        obj["attempt"] = int(attempt)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(obj))
+    os.replace(tmp, path)
 
 
 def _watch_heals(manager: Any, healed: list[bool]) -> None:
@@ -106,11 +157,14 @@ def patch(module: types.ModuleType, settings: Settings) -> None:
         manager = self.ft_manager.manager
         if run.snapshot is not None:
             run.snapshot.value = fixes.take_state_dict(self, run.fresh_optimizer)
-        before = manager.current_step()
+        run.commits.clear()
         out = original(self, data_iterator)
         run.inner_steps += 1
         after = manager.current_step()
-        committed = after > before
+        # torchft's answer, not its step: a heal moves the step to the sender's without a commit.
+        committed = any(run.commits)
+        if run.beat is not None:
+            _write_beat(run.beat, int(self.step))
         if run.log is not None and (committed or run.per_step):
             run.log.record(
                 step=after,
