@@ -7,7 +7,9 @@ CPU process each (torchrun, gloo; the CPU enablement is the lab's, torchtitan_cp
 - per-step: torchft's quorum and all-reduce every step (lamplighter's launch applies the fixes for
   torchft#347 and torchtitan#4598 on torchtitan 0.3.0: without them the replica that sends a heal dies);
 - diloco: torchtitan's DiLoCo, one fragment, syncing every SYNC_STEPS inner steps: torchft's step advances
-  only at a sync, further apart than the hang timeout (the hang check learns the job's pace).
+  only at a sync, further apart than the hang timeout. Its progress is read from the Lighthouse alone (not
+  the launch's per-step heartbeats), so the hang check must learn the job's pace: never hung between syncs,
+  and the hang inside the inner loop seen after k sync intervals.
 
 Each run meets a kill, an exception, a hang (SIGSTOP) and a Lighthouse kill, on a schedule, and logs a state
 hash every step. It writes build/demo-torchtitan/report.json (both runs' reports, and per mode and fault
@@ -89,7 +91,9 @@ def job_config(mode: str, env: TitanEnv, run_dir: Path, steps: int, faults: list
         "groups": {"count": 3},
         "lighthouse": {"min_replicas": 1, "quorum_tick_ms": 20, "join_timeout_ms": 1000, "heartbeat_timeout_ms": 1000},
         "torchft": dict(TORCHFT),
-        "health": dict(HEALTH),
+        # DiLoCo: progress as the Lighthouse sees it (a step per sync, further apart than the hang timeout), so
+        # the hang check judges it by the pace it learns; per-step mode also reads the launch's heartbeats.
+        "health": {**HEALTH, "progress": "lighthouse" if mode == "diloco" else "auto"},
         "restart": {"budget_per_group": 5, "backoff_initial_s": 0},
         "chaos": {"enabled": True, "schedule": faults},
     }
