@@ -89,7 +89,9 @@ def job_config(mode: str, env: TitanEnv, run_dir: Path, steps: int, faults: list
         "run_dir": str(run_dir),
         "trainer": titan_trainer(mode, env, steps),
         "groups": {"count": 3},
-        "lighthouse": {"min_replicas": 1, "quorum_tick_ms": 20, "join_timeout_ms": 1000, "heartbeat_timeout_ms": 1000},
+        # Two of three: a group that starts first cannot form a quorum alone and train a timeline of its own
+        # (torchtitan trains from scratch when its quorum holds no progress: two step-1s, one lost).
+        "lighthouse": {"min_replicas": 2, "quorum_tick_ms": 20, "join_timeout_ms": 1000, "heartbeat_timeout_ms": 1000},
         "torchft": dict(TORCHFT),
         # DiLoCo: progress as the Lighthouse sees it (a step per sync, further apart than the hang timeout), so
         # the hang check judges it by the pace it learns; per-step mode also reads the launch's heartbeats.

@@ -41,7 +41,10 @@ def titan_lab_job(
     cfg = lab_job_config(lab, run_dir, name=f"titan-{mode}", steps=steps, groups=groups, port=port)
     cfg["trainer"] = titan_trainer(mode, ensure(env_dir), steps)
     cfg["torchft"] = dict(TORCHFT)
-    cfg["lighthouse"].update({"min_replicas": 1, "heartbeat_timeout_ms": 1000, "join_timeout_ms": 1000})
+    # 2 of 3 (demo_torchtitan.py says why); with 2 groups the survivor must train on alone.
+    cfg["lighthouse"].update(
+        {"min_replicas": 2 if groups >= 3 else 1, "heartbeat_timeout_ms": 1000, "join_timeout_ms": 1000}
+    )
     return cfg
 
 

@@ -27,6 +27,7 @@ def test_a_per_step_job_heals_from_a_kill_with_identical_weights(titan_env: Tita
         "per-step", titan_env, tmp_path / "run", steps=24, faults=[{"at_s": 3, "kind": "kill", "group": 1}]
     )
     job["groups"]["count"] = 2
+    job["lighthouse"]["min_replicas"] = 1  # two groups: the survivor trains on alone while the other is down
     (tmp_path / "job.yaml").write_text(yaml.safe_dump(job))
     done = subprocess.run(
         [sys.executable, "-m", "lamplighter", "local", str(tmp_path / "job.yaml"), "--report", str(tmp_path)],
