@@ -6,7 +6,7 @@ CPU process each (torchrun, gloo; the CPU enablement is the lab's, torchtitan_cp
 
 - per-step: torchft's quorum and all-reduce every step (lamplighter's launch applies the fixes for
   torchft#347 and torchtitan#4598 on torchtitan 0.3.0: without them the replica that sends a heal dies);
-- diloco: torchtitan's DiLoCo, one fragment, syncing every SYNC_STEPS inner steps: torchft's step advances
+- diloco: torchtitan's DiLoCo, one fragment, syncing every 30 inner steps (MODES): torchft's step advances
   only at a sync, further apart than the hang timeout. Its progress is read from the Lighthouse alone (not
   the launch's per-step heartbeats), so the hang check must learn the job's pace: never hung between syncs,
   and the hang inside the inner loop seen after k sync intervals.
@@ -27,6 +27,7 @@ import json
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,18 +38,55 @@ from lamplighter.lab.torchtitan_env import DEFAULT_DIR, TitanEnv, ensure
 from lamplighter.supervisor.report import run_ok
 
 TORCHRUN = ["{python}", "-m", "torch.distributed.run", "--standalone", "--nnodes=1", "--nproc_per_node=1"]
-CONFIGS = {"per-step": "llama3_ft_cpu", "diloco": "llama3_ft_diloco_cpu"}
-SYNC_STEPS = 10  # DiLoCo: about 12 s between syncs here, above the 10 s hang timeout
 HANG_TIMEOUT_S = 10.0
-# Seconds after the first committed step, one fault at a time: a cold restart of torchtitan with its heal took
-# 40-50 s on 2 shared cores, and with 2 of 3 groups needed for a quorum, a fault during another's recovery
-# stalls the last survivor (a stall that then looks like a hang).
-FAULTS = (
-    {"at_s": 10, "kind": "kill", "group": 1},
-    {"at_s": 70, "kind": "exception", "group": 2},
-    {"at_s": 130, "kind": "hang", "group": 0},
-    {"at_s": 190, "kind": "lighthouse-kill"},
-)
+
+
+@dataclass(frozen=True)
+class Mode:
+    """What differs between the two runs."""
+
+    config: str  # titan_cpu_cfg's config
+    steps: int  # torchtitan steps: long enough for every fault and its recovery
+    torchft: dict[str, Any]
+    health: dict[str, Any]
+    faults: tuple[dict[str, Any], ...]  # seconds after the first committed step, one at a time
+    sync_steps: int = 0
+
+
+# A cold restart of torchtitan with its heal took 40-50 s on 2 shared cores; with 2 of 3 groups needed for a
+# quorum, a fault during another's recovery stalls the last survivor (a stall that then looks like a hang).
+MODES = {
+    "per-step": Mode(
+        "llama3_ft_cpu",
+        170,
+        {"pg_timeout_s": 3, "timeout_s": 5, "quorum_timeout_s": 8, "connect_timeout_s": 10},
+        {"hang_timeout_s": HANG_TIMEOUT_S, "startup_timeout_s": 120, "hang_timeout_max_s": 60, "progress": "auto"},
+        (
+            {"at_s": 10, "kind": "kill", "group": 1},
+            {"at_s": 70, "kind": "exception", "group": 2},
+            {"at_s": 130, "kind": "hang", "group": 0},
+            {"at_s": 190, "kind": "lighthouse-kill"},
+        ),
+    ),
+    # DiLoCo: a sync every 30 inner steps, 40-60 s apart here, above the 32 s hang timeout; progress read from
+    # the Lighthouse alone (a step per sync), so the hang check must learn the pace. Groups reach a sync up
+    # to tens of seconds apart on loaded cores: torchft's quorum waits 30 s for them (8 s failed them).
+    # A recovery waits for the next sync: faults 90 s apart.
+    "diloco": Mode(
+        "llama3_ft_diloco_cpu",
+        270,
+        {"pg_timeout_s": 3, "timeout_s": 5, "quorum_timeout_s": 30, "connect_timeout_s": 10},
+        {"hang_timeout_s": 32.0, "startup_timeout_s": 240, "hang_timeout_max_s": 150, "progress": "lighthouse"},
+        (
+            {"at_s": 10, "kind": "kill", "group": 1},
+            {"at_s": 100, "kind": "exception", "group": 2},
+            {"at_s": 190, "kind": "hang", "group": 0},
+            {"at_s": 280, "kind": "lighthouse-kill"},
+        ),
+        sync_steps=30,
+    ),
+}
+CONFIGS = {name: m.config for name, m in MODES.items()}
 
 
 MODE_FIELDS = (
@@ -67,7 +105,8 @@ MODE_FIELDS = (
 def titan_trainer(mode: str, env: TitanEnv, steps: int) -> dict[str, Any]:
     """torchtitan as a user would write it (trainer.kind torchtitan), plus the lab's CPU settings in its env."""
     trainer_env = env.trainer_env()
-    trainer_env["TT_SYNC_STEPS"] = str(SYNC_STEPS)
+    if MODES[mode].sync_steps:
+        trainer_env["TT_SYNC_STEPS"] = str(MODES[mode].sync_steps)
     return {
         "kind": "torchtitan",
         "python": str(env.python),
@@ -77,10 +116,6 @@ def titan_trainer(mode: str, env: TitanEnv, steps: int) -> dict[str, Any]:
         "torchtitan": {"state_hash": True},
         "env": trainer_env,
     }
-
-
-TORCHFT = {"pg_timeout_s": 3, "timeout_s": 5, "quorum_timeout_s": 8, "connect_timeout_s": 10}
-HEALTH = {"hang_timeout_s": HANG_TIMEOUT_S, "startup_timeout_s": 120, "hang_timeout_max_s": 60}
 
 
 def job_config(mode: str, env: TitanEnv, run_dir: Path, steps: int, faults: list[dict[str, Any]]) -> dict[str, Any]:
@@ -93,10 +128,8 @@ def job_config(mode: str, env: TitanEnv, run_dir: Path, steps: int, faults: list
         # Two of three: a group that starts first cannot form a quorum alone and train a timeline of its own
         # (torchtitan trains from scratch when its quorum holds no progress: two step-1s, one lost).
         "lighthouse": {"min_replicas": 2, "quorum_tick_ms": 20, "join_timeout_ms": 1000, "heartbeat_timeout_ms": 1000},
-        "torchft": dict(TORCHFT),
-        # DiLoCo: progress as the Lighthouse sees it (a step per sync, further apart than the hang timeout), so
-        # the hang check judges it by the pace it learns; per-step mode also reads the launch's heartbeats.
-        "health": {**HEALTH, "progress": "lighthouse" if mode == "diloco" else "auto"},
+        "torchft": dict(MODES[mode].torchft),
+        "health": dict(MODES[mode].health),
         "restart": {"budget_per_group": 5, "backoff_initial_s": 0},
         "chaos": {"enabled": True, "schedule": faults},
     }
@@ -180,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", type=Path, default=Path("build/demo-torchtitan"), help="output folder (wiped first)")
     ap.add_argument("--env", type=Path, default=DEFAULT_DIR, help="the torchtitan environment (built if missing)")
     ap.add_argument("--modes", default=",".join(CONFIGS), help="per-step, diloco, or both")
-    ap.add_argument("--steps", type=int, default=170, help="torchtitan steps per run (long enough for every fault)")
+    ap.add_argument("--steps", type=int, default=0, help="torchtitan steps per run (default: each mode's own)")
     args = ap.parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if bad := [m for m in modes if m not in CONFIGS]:
@@ -193,18 +226,26 @@ def main(argv: list[str] | None = None) -> int:
     root.mkdir(parents=True)
     reports, rows, wrong = {}, [], {}
     for mode in modes:
-        rep = run_mode(mode, env, root, args.steps, [dict(f) for f in FAULTS])
+        m = MODES[mode]
+        rep = run_mode(mode, env, root, args.steps or m.steps, [dict(f) for f in m.faults])
         reports[mode] = rep
         rows += fault_rows(mode, rep)
-        wrong[mode] = verdict(rep, len(FAULTS))
+        wrong[mode] = verdict(rep, len(m.faults))
     ok = not any(wrong.values())
     summary = {
         "source": source,
         "ok": ok,
         "problems": wrong,
         "groups": 3,
-        "hang_timeout_s": HANG_TIMEOUT_S,
-        "diloco_sync_steps": SYNC_STEPS,
+        "settings": {
+            mode: {
+                "steps": MODES[mode].steps,
+                "torchft": MODES[mode].torchft,
+                "health": MODES[mode].health,
+                "diloco_sync_steps": MODES[mode].sync_steps or None,
+            }
+            for mode in modes
+        },
         "faults": rows,
         **{
             f"{mode}": {

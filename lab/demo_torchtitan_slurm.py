@@ -24,7 +24,7 @@ import yaml
 
 from lamplighter.configs.loader import load_job
 from lamplighter.configs.schema import HealthConfig, RestartConfig
-from lamplighter.lab.demo_torchtitan import CONFIGS, HEALTH, TORCHFT, titan_trainer
+from lamplighter.lab.demo_torchtitan import CONFIGS, MODES, titan_trainer
 from lamplighter.lab.e2e_run import LabRun, drained_nodes, lab_job_config, per_kind_lines
 from lamplighter.lab.slurm_lab import LabSettings, SlurmLab
 from lamplighter.lab.source_stamp import source_stamp
@@ -40,7 +40,7 @@ def titan_lab_job(
 ) -> dict[str, Any]:
     cfg = lab_job_config(lab, run_dir, name=f"titan-{mode}", steps=steps, groups=groups, port=port)
     cfg["trainer"] = titan_trainer(mode, ensure(env_dir), steps)
-    cfg["torchft"] = dict(TORCHFT)
+    cfg["torchft"] = dict(MODES[mode].torchft)
     # 2 of 3 (demo_torchtitan.py says why); with 2 groups the survivor must train on alone.
     cfg["lighthouse"].update(
         {"min_replicas": 2 if groups >= 3 else 1, "heartbeat_timeout_ms": 1000, "join_timeout_ms": 1000}
@@ -48,10 +48,11 @@ def titan_lab_job(
     return cfg
 
 
-def lab_settings(compute_nodes: int) -> LabSettings:
+def lab_settings(compute_nodes: int, mode: str = "per-step") -> LabSettings:
+    """The job's health settings are the lab's (lab_job_config copies them): the mode's, polled every 0.5 s."""
     return LabSettings(
         compute_nodes=compute_nodes,
-        health=HealthConfig.model_validate({**HEALTH, "poll_interval_s": 0.5}),
+        health=HealthConfig.model_validate({**MODES[mode].health, "poll_interval_s": 0.5}),
         restart=RestartConfig(budget_per_group=10, crash_loop_max=10),
     )
 
@@ -96,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     root = args.dir.resolve()
     shutil.rmtree(root, ignore_errors=True)
     port = pick_port_range(1)
-    lab = SlurmLab(root / "lab", lab_settings(6))
+    lab = SlurmLab(root / "lab", lab_settings(6, args.mode))
     print(f"starting the lab under {root} ...", flush=True)
     lab.up(start_daemons=True)
     try:
