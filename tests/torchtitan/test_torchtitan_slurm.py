@@ -31,7 +31,8 @@ def run_steps(run_dir: Path, group: int) -> list[StepRecord]:
     return [r for r in read_steps(RunPaths(run_dir).steps(group)) if r.committed]
 
 
-STEPS = 30
+# Enough that group 0 is still training when group 1 is back from its requeue (about 30 s here).
+STEPS = 80
 
 
 @pytest.fixture
