@@ -71,17 +71,18 @@ MODES = {
     # DiLoCo: a sync every 30 inner steps, 40-60 s apart here, above the 32 s hang timeout; progress read from
     # the Lighthouse alone (a step per sync), so the hang check must learn the pace. Groups reach a sync up
     # to tens of seconds apart on loaded cores: torchft's quorum waits 30 s for them (8 s failed them).
-    # A recovery waits for the next sync: faults 90 s apart.
+    # A recovery waits for the next sync (60-90 s after the fault here): faults 90 s apart.
     "diloco": Mode(
         "llama3_ft_diloco_cpu",
-        270,
+        540,
         {"pg_timeout_s": 3, "timeout_s": 5, "quorum_timeout_s": 30, "connect_timeout_s": 10},
         {"hang_timeout_s": 32.0, "startup_timeout_s": 240, "hang_timeout_max_s": 150, "progress": "lighthouse"},
         (
             {"at_s": 10, "kind": "kill", "group": 1},
             {"at_s": 100, "kind": "exception", "group": 2},
-            {"at_s": 190, "kind": "hang", "group": 0},
-            {"at_s": 280, "kind": "lighthouse-kill"},
+            {"at_s": 190, "kind": "lighthouse-kill"},
+            # Last: seen after k x the learned sync interval, then a restart that waits for the next sync.
+            {"at_s": 240, "kind": "hang", "group": 0},
         ),
         sync_steps=30,
     ),
