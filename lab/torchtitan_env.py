@@ -13,6 +13,7 @@ installed there: its torchtitan launch reaches the trainers through PYTHONPATH, 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import subprocess
 import sys
@@ -74,6 +75,14 @@ def installed_torch(python: Path) -> str:
 def ensure(root: Path = DEFAULT_DIR, say: object = print) -> TitanEnv:
     """The environment under `root`, built if missing or built with other packages."""
     env = TitanEnv(root.resolve())
+    env.root.mkdir(parents=True, exist_ok=True)
+    # One builder at a time: test workers side by side (pytest-xdist) each ask for it.
+    with open(env.root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _ensure_locked(env, say)
+
+
+def _ensure_locked(env: TitanEnv, say: object) -> TitanEnv:
     stamp = env.root / "installed.json"
     want = {"torch": TORCH, "packages": list(PACKAGES)}
     have = json.loads(stamp.read_text()) if stamp.exists() else None
