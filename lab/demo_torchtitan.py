@@ -6,10 +6,10 @@ CPU process each (torchrun, gloo; the CPU enablement is the lab's, torchtitan_cp
 
 - per-step: torchft's quorum and all-reduce every step (lamplighter's launch applies the fixes for
   torchft#347 and torchtitan#4598 on torchtitan 0.3.0: without them the replica that sends a heal dies);
-- diloco: torchtitan's DiLoCo, one fragment, syncing every 30 inner steps (MODES): torchft's step advances
-  only at a sync, further apart than the hang timeout. Its progress is read from the Lighthouse alone (not
-  the launch's per-step heartbeats), so the hang check must learn the job's pace: never hung between syncs,
-  and the hang inside the inner loop seen after k sync intervals.
+- diloco: torchtitan's DiLoCo, one fragment, syncing every 10 inner steps (MODES): torchft's step advances
+  only at a sync. Its progress is read from the Lighthouse alone (not the launch's per-step heartbeats), so
+  the hang check judges it by the pace it learns (MODES says why the sync interval stays below the hang
+  timeout here).
 
 Each run meets a kill, an exception, a hang (SIGSTOP) and a Lighthouse kill, on a schedule, and logs a state
 hash every step. It writes build/demo-torchtitan/report.json (both runs' reports, and per mode and fault
@@ -68,23 +68,24 @@ MODES = {
             {"at_s": 190, "kind": "lighthouse-kill"},
         ),
     ),
-    # DiLoCo: a sync every 30 inner steps, 40-60 s apart here, above the 32 s hang timeout; progress read from
-    # the Lighthouse alone (a step per sync), so the hang check must learn the pace. Groups reach a sync up
-    # to tens of seconds apart on loaded cores: torchft's quorum waits 30 s for them (8 s failed them).
-    # A recovery waits for the next sync (60-90 s after the fault here): faults 90 s apart.
+    # DiLoCo: a sync every 10 inner steps (15-20 s here). A group that joins (its first quorum, or after a
+    # restart) waits for its peers' next sync, so torchft's quorum timeout must exceed the sync interval (8 s
+    # made every restarted group time out and crash, 30 s under a 50 s interval too), and the hang timeout
+    # must exceed the quorum timeout (validate): under torchft's own rules a DiLoCo job's hang timeout is
+    # above its sync interval. Progress is read from the Lighthouse alone (a step per sync), so the hang is
+    # judged by the learned pace. A recovery waits for the next sync: faults 70 s apart.
     "diloco": Mode(
         "llama3_ft_diloco_cpu",
-        540,
+        360,
         {"pg_timeout_s": 3, "timeout_s": 5, "quorum_timeout_s": 30, "connect_timeout_s": 10},
         {"hang_timeout_s": 32.0, "startup_timeout_s": 240, "hang_timeout_max_s": 150, "progress": "lighthouse"},
         (
             {"at_s": 10, "kind": "kill", "group": 1},
-            {"at_s": 100, "kind": "exception", "group": 2},
-            {"at_s": 190, "kind": "lighthouse-kill"},
-            # Last: seen after k x the learned sync interval, then a restart that waits for the next sync.
-            {"at_s": 240, "kind": "hang", "group": 0},
+            {"at_s": 80, "kind": "exception", "group": 2},
+            {"at_s": 150, "kind": "lighthouse-kill"},
+            {"at_s": 190, "kind": "hang", "group": 0},
         ),
-        sync_steps=30,
+        sync_steps=10,
     ),
 }
 CONFIGS = {name: m.config for name, m in MODES.items()}
