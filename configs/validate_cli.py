@@ -119,12 +119,8 @@ def run(args: argparse.Namespace) -> int:
         problems = node_job_problems(node, job)
         if problems and args.json:
             where = f"{args.file} with {args.node}"
-            doc = {
-                "valid": False,
-                "complete": True,
-                "errors": [{"file": where, "line": None, "key": "", "message": p} for p in problems],
-            }
-            print(json.dumps(doc, indent=2))
+            errors = [{"file": where, "line": None, "key": "", "message": p} for p in problems]
+            print(json.dumps({"valid": False, "complete": True, "errors": errors}, indent=2))
             return EXIT_INVALID
         for problem in problems:
             print(f"error: {args.file} with {args.node}: {problem}", file=sys.stderr)
