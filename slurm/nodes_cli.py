@@ -3,12 +3,13 @@
     lamplighter nodes                      drained/down nodes with a `lamplighter: ` reason (reason, age),
                                            and every daemon's published health (--cluster-status-dir)
     lamplighter nodes --all                every node out of service, whoever took it out
-    lamplighter nodes resume NODE          check NODE's GPUs once (the daemon's GPU check); resume it in
+    lamplighter nodes resume [NODE]        check NODE's GPUs once (the daemon's GPU check); resume it in
                                            Slurm only if they are healthy, else refuse and say why
 
-`nodes resume` reads the GPUs of the machine it runs on: run it on NODE itself
-(`ssh NODE lamplighter nodes resume NODE`), or on the test cluster give
---gpusim-root (the simulated GPUs of every node). A node drained by someone
+`nodes resume` reads the GPUs of the machine it runs on, so NODE is this host
+by default (SLURMD_NODENAME, node.yaml's node_name, else the host name): run it
+on the node (`ssh NODE lamplighter nodes resume`), or on the test cluster give
+NODE and --gpusim-root (the simulated GPUs of every node). A node drained by someone
 else (reason not starting with `lamplighter: `) is resumed only with --force.
 Exit status: 0 listed / resumed (or nothing to resume), 1 refused or failed, 2 bad input.
 """
@@ -67,7 +68,7 @@ def add_parser(sub: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    r.add_argument("node", metavar="NODE")
+    r.add_argument("node", metavar="NODE", nargs="?", default=None, help="the node to resume (default: this host)")
     r.add_argument("--slurm-conf", default=None, help="SLURM_CONF for the Slurm commands")
     r.add_argument(
         "--config", default=None, help="node config with the thresholds (default /etc/lamplighter/node.yaml)"
@@ -131,6 +132,8 @@ def run_resume(args: argparse.Namespace) -> int:
         cfg = node_config(args.config, args.overrides, env)
     except ConfigError as e:
         return report_invalid(e)
+    if args.node is None:
+        args.node = local_node_name(cfg, env)
     api = _api(args.slurm_conf or cfg.slurm_conf)
     try:
         info = api.node(args.node)
@@ -151,7 +154,7 @@ def run_resume(args: argparse.Namespace) -> int:
     if args.gpusim_root is None and args.node != here:
         print(
             f"lamplighter nodes resume: error: the GPU check reads this machine's GPUs ({here}), not {args.node}'s: "
-            f"run it on {args.node} (ssh {args.node} lamplighter nodes resume {args.node})",
+            f"run it on {args.node} (ssh {args.node} lamplighter nodes resume)",
             file=sys.stderr,
         )
         return EXIT_INVALID
