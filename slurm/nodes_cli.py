@@ -74,7 +74,12 @@ def add_parser(sub: Any) -> None:
         "--config", default=None, help="node config with the thresholds (default /etc/lamplighter/node.yaml)"
     )
     add_override_args(r)
-    r.add_argument("--gpus", type=int, default=None, help="GPUs the node must have (fewer is a fault)")
+    r.add_argument(
+        "--gpus",
+        type=int,
+        default=None,
+        help="GPUs the node must have, fewer is a fault (default: gpu_count in the config)",
+    )
     r.add_argument("--deadline", type=float, default=10.0, help="seconds for the GPU check (default 10)")
     r.add_argument("--force", action="store_true", help="resume a node someone else drained (after the GPU check)")
     r.add_argument(
@@ -166,7 +171,8 @@ def run_resume(args: argparse.Namespace) -> int:
     if not cfg.gpus:
         res_text, verdict = "no GPUs watched (gpus: false)", "healthy"
     else:
-        res = check_once(cfg.health, WorkerSpec(env=workers_env), args.deadline, args.gpus)
+        expected = args.gpus if args.gpus is not None else cfg.gpu_count
+        res = check_once(cfg.health, WorkerSpec(env=workers_env), args.deadline, expected)
         res_text, verdict = f"{res.summary()} ({res.elapsed_s:.2f} s)", res.verdict
     if verdict != "healthy":
         why = "the fault persists" if verdict == "faulty" else "its GPUs could not be checked"
