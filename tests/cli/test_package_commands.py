@@ -45,12 +45,18 @@ def test_init_refuses_to_overwrite_and_a_bad_name(tmp_path: Path, capsys: pytest
         job_file("custom", "../x")
 
 
-def test_init_to_stdout_and_its_help_teaches() -> None:
-    r = lamplighter("init", "--torchtitan")
-    assert r.returncode == 0 and r.stdout.startswith("# A torchtitan 0.3 job") and "name: my-job" in r.stdout
-    h = lamplighter("init", "--help")
-    assert "examples:" in h.stdout and "CHANGE" in h.stdout and "lamplighter validate" in h.stdout
-    assert lamplighter("init").returncode == 2  # a kind is required
+def test_init_to_stdout_and_its_help_teaches(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["init", "--torchtitan"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# A torchtitan 0.3 job") and "name: my-job" in out
+    with pytest.raises(SystemExit) as e:
+        main(["init", "--help"])
+    assert e.value.code == 0
+    h = capsys.readouterr().out
+    assert "examples:" in h and "CHANGE" in h and "lamplighter validate" in h
+    with pytest.raises(SystemExit) as e:
+        main(["init"])  # a kind is required
+    assert e.value.code == 2
 
 
 def test_deploy_files_are_every_deploy_file_but_the_standbys() -> None:
