@@ -139,7 +139,13 @@ class TrainerConfig(Strict):
         "auto", description="Process-group backend: auto picks NCCL/RCCL when GPUs exist, else gloo."
     )
     checkpoint_transport: Literal["http", "pg"] = Field(
-        "http", description="How a healing group receives weights from a peer."
+        "http",
+        description=(
+            "How a healing group receives weights from a peer (reference trainer). http: torchft's HTTP transport, "
+            "loading with weights_only=True, so a heal never unpickles code. pg: torchft's process-group transport "
+            "(faster for large states), which unpickles the sender's metadata: only where the job's network is "
+            "fenced off (deploy/SECURITY.md)."
+        ),
     )
     model: ModelConfig = Field(default_factory=ModelConfig, description="The reference trainer's model and data.")
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig, description="Fallback checkpoint.")
