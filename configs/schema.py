@@ -829,6 +829,11 @@ def cross_section_problems(job: JobConfig) -> list[str]:
         out.append(
             "placement bare-metal needs a fixed lighthouse.host and lighthouse.port: the hosts' trainers join it there"
         )
+    if job.placement == "bare-metal" and not (job.run_dir and job.run_dir.startswith("/")):
+        out.append(
+            "placement bare-metal needs run_dir, an absolute path every host sees: the job's trainers create their "
+            "logs, heartbeats and job.json there, as the job's user"
+        )
     if job.placement == "bare-metal" and job.groups.nodes > 1:
         out.append(
             f"placement bare-metal runs each replica group on one host, but groups.nodes is {job.groups.nodes}: "
