@@ -13,6 +13,13 @@ raise EtcdError, naming what was asked and what each member said. A request
 etcd refuses (a bad key, an unknown lease) is not retried elsewhere: it would
 be refused there too. `requests_made` counts every HTTP request, for etcd's
 load per host.
+
+With etcd's auth on, every request is made as the Store's etcd user: its
+password buys a token (once, and again when etcd says the token will not do:
+expired, or issued before a change of roles), sent with each request. The
+gateway cannot pass a client certificate's name on as the user; with auth on
+it refuses a certificate that has one, so the certificate admits the client
+and the password names it.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from lamplighter.bare.user_launch import APPEND_AS_USER, append_as, base_env, se
 ALICE = Account("alice", 1001, 1001, (1001, 27), "/home/alice")
 ROOT = Account("root", 0, 0, (0,), "/root")
 ACCOUNTS = {"alice": ALICE, "root": ROOT, "svc-alice": Account("svc-alice", 2001, 2001, (), "/srv")}
+REPO = Path(__file__).resolve().parents[2]
 HOSTILE = ["-rf", "a b", "it's", 'say "hi"', "$(touch pwned)", "`id`", "x;y", "tab\there", "*"]
 
 
@@ -178,3 +180,21 @@ def test_a_password_file_must_be_its_owners_alone_and_a_regular_file(tmp_path: P
     empty.chmod(0o600)
     with pytest.raises(CredentialsError, match="expected one line, the password"):
         Credentials.from_file("alice", str(empty))
+
+
+def lamplighter(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "lamplighter", *args], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_hosts_roles_prints_the_etcdctl_commands_for_every_host_submitter_and_operator() -> None:
+    config = str(REPO / "configs" / "bare-host.yaml")
+    out = lamplighter("hosts", "--config", config, "roles", "--submitter", "alice", "--operator", "ops")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    for who in ["gpu-h1", "gpu-h2", "gpu-h3", "gpu-h4", "gpu-s1", "alice", "ops"]:
+        assert f"etcdctl user add {who}" in lines, who
+    assert "etcdctl user grant-role ops lamplighter-mi325x-a-operator" in lines
+    bad = lamplighter("hosts", "--config", config, "roles", "--submitter", "$(id)")
+    assert bad.returncode == 2 and "etcd user '$(id)'" in bad.stderr and "etcdctl" not in bad.stdout
