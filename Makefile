@@ -32,11 +32,15 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy lamplighter tools/import_graph.py bench
 
+# Side by side (pytest-xdist): the heaviest tests start first (tests/conftest.py) and each runs its own cluster
+# on its own ports; pytest prints the 15 slowest at the end (setup.cfg).
+TEST_WORKERS ?= 3
 test: lint typecheck gpusim
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
+# The unit tier, for the inner loop: no Slurm, no etcd, no trainer processes (under a minute).
 test-fast: $(STAMP)
-	$(BIN)/pytest -m "not integration" $(PYTEST_ARGS)
+	$(BIN)/pytest -n 2 -m "not integration" $(PYTEST_ARGS)
 
 demo: $(STAMP)
 	$(BIN)/lamplighter local configs/demo.yaml --baseline auto --run-dir runs/demo-$$(date +%Y%m%d-%H%M%S)

@@ -59,6 +59,14 @@ class ModelConfig(Strict):
     lr: float = Field(3e-3, gt=0, le=10, description="AdamW learning rate.")
     seed: int = Field(0, ge=0, description="Seed for weights and the synthetic dataset.")
     dataset_size: int = Field(1_000_000, ge=1, description="Samples in the synthetic dataset before it wraps around.")
+    step_sleep_s: float = Field(
+        0.0,
+        ge=0,
+        le=3600,
+        description="Seconds every step sleeps between forward and backward, standing in for a real model's compute "
+        "(this model's step takes milliseconds, a real one's seconds): lab jobs then pace like real ones and leave "
+        "the CPU to the rest of the machine. 0: none.",
+    )
     heal_pad_mb: int = Field(
         0,
         ge=0,

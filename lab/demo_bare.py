@@ -20,11 +20,13 @@ second user). Then, one at a time, each after its group commits again:
   partition   a host's link is cut: it kills its trainers before its lease runs out, the group
               moves; the link comes back afterwards
 
-Writes report.json (faults, reached_target, steps_lost, weights_identical,
-what each host did) and timeline.png under --dir, prints per-fault numbers and
-tears everything down (only what it started). Needs root (network namespaces).
+The job trains until every fault has been recovered, then stops a few
+seconds later (its stop-at file), or at --steps. Writes report.json (faults,
+reached_target, steps_lost, weights_identical, what each host did) and
+timeline.png under --dir, prints per-fault numbers and tears everything down
+(only what it started). Needs root (network namespaces).
 
-    python -m lamplighter.lab.demo_bare [--dir build/demo-bare] [--steps 1000] [--kinds kill,hang]
+    python -m lamplighter.lab.demo_bare [--dir build/demo-bare] [--steps N] [--step-sleep S] [--kinds kill,hang]
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from lamplighter.gpusim.state import StateDir
 from lamplighter.lab.bare_hosts import HostLab
 from lamplighter.lab.bare_report import build_bare_report, per_fault_lines
 from lamplighter.lab.etcd_cluster import EtcdCluster
+from lamplighter.lab.run_end import stop_run
 from lamplighter.lab.source_stamp import source_stamp
 from lamplighter.lab.testcluster import ClusterError, wait_until
 from lamplighter.slurm.chaos_slurm import read_records
@@ -63,6 +66,7 @@ from lamplighter.supervisor.ports import free_port
 from lamplighter.supervisor.run_dir_actions import ACTIONS_FILE
 from lamplighter.trainer.contract import RunPaths
 from lamplighter.trainer.steplog import read_steps
+from lamplighter.trainer.stop_at import final_target, read_stop_at
 
 KINDS = ("kill", "hang", "gpu", "host-crash", "partition")
 HOSTS = ["h1", "h2", "h3", "h4"]
@@ -74,12 +78,14 @@ POLL_S = 0.5
 LEASE_TTL_S = 4
 FENCE_MARGIN_S = 2.0
 HANG_TIMEOUT_S = 5.0
+FAR_STEPS = 10_000_000  # trainer.steps without --steps: the demo stops the job (stop-at) once its faults are done
 
 
 class BareDemo:
-    def __init__(self, root: Path, steps: int) -> None:
+    def __init__(self, root: Path, steps: int, step_sleep_s: float = 0.0) -> None:
         self.root = root
         self.steps = steps
+        self.step_sleep_s = step_sleep_s
         self.lab = HostLab(HOSTS + SPARES)
         self.etcd: EtcdCluster | None = None
         self.lighthouse: Lighthouse | None = None
@@ -146,7 +152,14 @@ class BareDemo:
             },
             "trainer": {
                 "steps": self.steps,
-                "model": {"dim": 128, "layers": 2, "heads": 4, "seq_len": 64, "batch_size": 16},
+                "model": {
+                    "dim": 128,
+                    "layers": 2,
+                    "heads": 4,
+                    "seq_len": 64,
+                    "batch_size": 16,
+                    "step_sleep_s": self.step_sleep_s,
+                },
                 "checkpoint": {"interval_s": 20},
             },
             "groups": {"count": 3},
@@ -317,12 +330,15 @@ class BareDemo:
         return order[0]
 
     # -- end ----------------------------------------------------------------------------------------------------
-    def wait_end(self, timeout_s: float) -> None:
+    def wait_end(self, timeout_s: float) -> int:
+        """Wait until the job reaches its target (trainer.steps, or its stop-at step); return that target."""
+        target = final_target(self.steps, read_stop_at(self.run_dir))
         wait_until(
-            lambda: max((r.step for g in range(3) for r in self.committed(g)), default=0) >= self.steps,
+            lambda: max((r.step for g in range(3) for r in self.committed(g)), default=0) >= target,
             timeout_s,
-            f"the job reaches step {self.steps}",
+            f"the job reaches step {target}",
         )
+        return target
 
     def etcd_requests(self) -> float:
         """gRPC requests (unary and streams) every etcd member has served so far, from its own /metrics."""
@@ -356,7 +372,12 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument("--dir", type=Path, default=Path("build/demo-bare"), help="demo folder (wiped first)")
-    ap.add_argument("--steps", type=int, default=1000, help="target steps (long enough for every fault)")
+    ap.add_argument(
+        "--steps", type=int, default=None, help="target steps (default: train until every fault has been recovered)"
+    )
+    ap.add_argument(
+        "--step-sleep", type=float, default=0.0, help="trainer.model.step_sleep_s: pace the steps (default 0)"
+    )
     ap.add_argument("--kinds", default=",".join(KINDS), help=f"fault kinds, in order (known: {', '.join(KINDS)})")
     args = ap.parse_args(argv)
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
@@ -374,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     root = args.dir.resolve()
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
-    demo = BareDemo(root, args.steps)
+    demo = BareDemo(root, args.steps or FAR_STEPS, args.step_sleep)
     print(f"starting 4 hosts + 1 spare, etcd (3 members, TLS) and the Lighthouse under {root} ...", flush=True)
     try:
         demo.up()
@@ -398,7 +419,9 @@ def main(argv: list[str] | None = None) -> int:
             records.append(rec)
             shown = {k: rec.get(k) for k in ("kind", "group", "host", "host_after", "epoch_after")}
             print(json.dumps({**shown, "back_to_commit_s": round(rec["t_first_commit"] - rec["t"], 2)}), flush=True)
-        demo.wait_end(900)
+        if args.steps is None:
+            stop_run(demo.run_dir, range(3))  # every fault recovered: stop a few steps on
+        target = demo.wait_end(900)
         t_end = time.time()
         admin_used = demo.admin.requests_made - admin_before
         load = {
@@ -413,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
         report = build_bare_report(
             demo.run_dir,
             records,
-            target_steps=args.steps,
+            target_steps=target,
             t_start=t_submitted,
             t_end=t_end,
             out_dir=root,
