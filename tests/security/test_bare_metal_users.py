@@ -41,6 +41,7 @@ from lamplighter.supervisor.ports import free_port
 
 pytestmark = [
     pytest.mark.integration,
+    pytest.mark.xdist_group("bare-metal-users"),  # one worker: the module's etcd, account and daemon made once
     pytest.mark.skipif(os.geteuid() != 0 or shutil.which("useradd") is None, reason="needs root and useradd"),
 ]
 
@@ -51,6 +52,18 @@ PROBE = (
     'grep -E "^(Uid|Gid|Groups|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs):" /proc/self/status '
     '>"$LAMPLIGHTER_RUN_DIR/probe-$LAMPLIGHTER_REPLICA_ID.txt"; exec sleep 600'
 )
+# A trainer that beats three steps (trainer/heartbeat.py's file, written as its user), then hangs. (Braces
+# doubled: trainer.command's placeholders.)
+BEATS_THEN_HANGS = """
+beat="$LAMPLIGHTER_RUN_DIR/heartbeat/$LAMPLIGHTER_REPLICA_ID.0.json"
+mkdir -p "${{beat%/*}}"
+for step in 1 2 3; do
+    printf '{{"step": %d, "time": %s, "pid": %d, "attempt": %d}}' "$step" "$(date +%s.%N)" $$ "$LAMPLIGHTER_ATTEMPT" >"$beat.tmp"
+    mv "$beat.tmp" "$beat"
+    sleep 0.2
+done
+exec sleep 600
+"""
 
 
 @dataclass
@@ -68,7 +81,7 @@ class Bare:
         tls, creds = self.users[user]
         return Store(self.etcd.endpoints, timeout_s=2.0, tls=tls, auth=creds)
 
-    def job(self, name: str, run_dir: Path, user: str = "") -> str:
+    def job(self, name: str, run_dir: Path, user: str = "", **extra: object) -> str:
         """The job config `lamplighter submit` would write for `user` (its etcd section: how it reached etcd)."""
         tls, creds = self.users[user or self.alice.name]
         etcd = {
@@ -89,7 +102,7 @@ class Bare:
             "trainer": {"command": ["/bin/sh", "-c", PROBE]},
             "health": {"hang_timeout_s": 600, "startup_timeout_s": 600},
         }
-        return json.dumps(doc)
+        return json.dumps({**doc, **extra})
 
 
 def password_file(folder: Path, creds: Credentials) -> Path:
@@ -273,3 +286,27 @@ def test_a_host_that_could_write_specs_refuses_to_run(bare: Bare, tmp_path: Path
         assert host.running == {}
     finally:
         host.stop()
+
+
+def test_a_users_trainer_is_judged_by_the_progress_it_writes(bare: Bare) -> None:
+    """The host reads the heartbeats a trainer writes as its user (files its user owns, in its run directory):
+    a trainer that beats to step 3 and stops is killed as hung at step 3, not as one that never started."""
+    run = bare.shared / "beats"
+    quick = {
+        "trainer": {"command": ["/bin/sh", "-c", BEATS_THEN_HANGS]},
+        "health": {"hang_timeout_s": 3, "startup_timeout_s": 30, "progress": "heartbeat"},
+        "torchft": {"pg_timeout_s": 1, "timeout_s": 1, "quorum_timeout_s": 2},
+        "lighthouse": {"host": "127.0.0.1", "port": free_port(), "join_timeout_ms": 100},
+    }
+    alice = bare.store(bare.alice.name)
+    try:
+        alice.put(bare.keys.spec(bare.alice.name, "beats"), bare.job("beats", run, **quick))
+    finally:
+        alice.close()
+    line = wait_for(
+        lambda: next((x for x in bare.daemon_log.read_text().splitlines() if "kill beats group 0" in x), None),
+        60,
+        "the host to kill the hung trainer",
+    )
+    assert "hung: no progress for" in line and "last step 3, from heartbeat" in line, line
+    assert (run / "heartbeat" / "0.0.json").stat().st_uid == bare.alice.uid
