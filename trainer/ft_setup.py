@@ -71,7 +71,7 @@ def build_manager(
     from torchft.manager import Manager
     from torchft.process_group import ProcessGroupGloo, ProcessGroupNCCL
 
-    from lamplighter.trainer.heal_transport import WeightsOnlyHTTPTransport
+    from lamplighter.trainer.heal_transport import weights_only_http_transport
 
     ft = job.torchft
     pg_timeout = timedelta(seconds=ft.pg_timeout_s)
@@ -95,7 +95,7 @@ def build_manager(
     else:
         pg = quick_rendezvous_gloo(rendezvous_bound(ft.rendezvous_timeout_ms, pg_timeout), pg_timeout, log)
     # torchft's HTTP transport, loading with weights_only=True: a heal never unpickles code (heal_transport.py).
-    transport: Any = WeightsOnlyHTTPTransport(timeout=timeout, num_chunks=0)
+    transport: Any = weights_only_http_transport(timeout)
     if job.trainer.checkpoint_transport == "pg":
         from torchft.checkpointing.pg_transport import PGTransport
 

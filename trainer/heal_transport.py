@@ -20,23 +20,32 @@ import urllib.request
 from datetime import timedelta
 from typing import Any
 
-from torch.distributed._serialization import _streaming_load
-from torchft.checkpointing.http_transport import HTTPTransport
-
 
 class HealRefused(RuntimeError):
     """A peer served a state that is not plain weights; names the address."""
 
 
-class WeightsOnlyHTTPTransport(HTTPTransport[Any]):
-    """torchft's HTTPTransport (same server, same wire format), receiving with weights_only=True."""
+def load_weights_only(address: str, timeout: timedelta) -> object:
+    """What torchft's HTTPTransport._load_from_address does, with weights_only=True."""
+    from torch.distributed._serialization import _streaming_load
 
-    @classmethod
-    def _load_from_address(cls, address: str, timeout: timedelta) -> object:
-        with urllib.request.urlopen(address, timeout=timeout.total_seconds()) as f:
-            try:
-                return _streaming_load(f, weights_only=True)
-            except pickle.UnpicklingError as e:
-                # torch's message names the refused global; the first line is enough to say which.
-                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                raise HealRefused(f"heal from {address}: refused a state that is not plain weights: {first}") from e
+    with urllib.request.urlopen(address, timeout=timeout.total_seconds()) as f:
+        try:
+            return _streaming_load(f, weights_only=True)
+        except pickle.UnpicklingError as e:
+            # torch's message names the refused global; its first line is enough to say which.
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise HealRefused(f"heal from {address}: refused a state that is not plain weights: {first}") from e
+
+
+def weights_only_http_transport(timeout: timedelta) -> Any:
+    """torchft's HTTPTransport (same server, same wire format, the Manager's default num_chunks=0), receiving
+    with weights_only=True. Made here, not at import: this module imports without torch (the plain install)."""
+    from torchft.checkpointing.http_transport import HTTPTransport
+
+    class WeightsOnlyHTTPTransport(HTTPTransport[Any]):
+        @classmethod
+        def _load_from_address(cls, address: str, timeout: timedelta) -> object:
+            return load_weights_only(address, timeout)
+
+    return WeightsOnlyHTTPTransport(timeout=timeout, num_chunks=0)

@@ -16,7 +16,7 @@ from torch.distributed._serialization import _streaming_save
 from torchft.checkpointing.http_transport import HTTPTransport
 
 from lamplighter.configs.schema import ModelConfig
-from lamplighter.trainer.heal_transport import HealRefused, WeightsOnlyHTTPTransport
+from lamplighter.trainer.heal_transport import HealRefused, load_weights_only, weights_only_http_transport
 from lamplighter.trainer.model import build_model, lm_loss
 from lamplighter.trainer.train_state import TrainState
 
@@ -72,7 +72,13 @@ def test_torchfts_own_http_transport_runs_what_the_peer_serves(hostile_peer: tup
 def test_the_reference_trainers_transport_refuses_it_and_runs_nothing(hostile_peer: tuple[str, Path]) -> None:
     url, marker = hostile_peer
     with pytest.raises(HealRefused, match=r"heal from http://127\.0\.0\.1:\d+/checkpoint/7/full: refused"):
-        WeightsOnlyHTTPTransport._load_from_address(url, TIMEOUT)
+        load_weights_only(url, TIMEOUT)
+    transport = weights_only_http_transport(TIMEOUT)  # what build_manager gives the Manager
+    try:
+        with pytest.raises(HealRefused):
+            transport.recv_checkpoint(0, url.removesuffix("7/full"), 7, TIMEOUT)
+    finally:
+        transport.shutdown()
     assert not marker.exists()
 
 
@@ -86,12 +92,13 @@ def test_a_real_trainers_state_heals_through_it_bit_identical() -> None:
     optim.step()
     state = TrainState(model=model, optim=optim, replica_id=1, cursor=42)
     sent = {"user": {"default": state.state_dict()}, "torchft": {"step": 3, "batches_committed": 6}}
-    sender = WeightsOnlyHTTPTransport(timeout=TIMEOUT, num_chunks=0)
+    sender, receiver = weights_only_http_transport(TIMEOUT), weights_only_http_transport(TIMEOUT)
     try:
         sender.send_checkpoint([1], 3, sent, TIMEOUT)
-        got = WeightsOnlyHTTPTransport.recv_checkpoint(sender, 0, sender.metadata(), 3, TIMEOUT)
+        got = receiver.recv_checkpoint(0, sender.metadata(), 3, TIMEOUT)
     finally:
         sender.shutdown()
+        receiver.shutdown()
     assert got["torchft"] == {"step": 3, "batches_committed": 6}
     received = got["user"]["default"]
     assert received["data"] == {"cursor": 42} and received["sender"] == {"replica_id": 1}
