@@ -346,8 +346,10 @@ class HostDaemon:
     def _do(self, a: HostAction) -> None:
         ref = (a.job, a.group)
         log.warning("%s: %s %s group %s epoch %s: %s", self.me, a.kind, a.job, a.group, a.epoch, a.reason)
-        self._journal(a.kind, a.job, a.group, a.epoch, a.reason)
         if a.kind == "kill":
+            # Killed first, said after (at the time it was decided): the line goes to the run directory
+            # through a process of the job's user, and a fence must not wait for it.
+            ts = self.wall()
             have = self.running.get(ref)
             if have is not None and have[0] == a.epoch:
                 have[1].kill()
@@ -355,7 +357,10 @@ class HostDaemon:
                 self._started_under.pop(ref, None)
                 if a.failure:  # seen next cycle as the trainer's failure: the restart policy applies
                     self.unstarted.append(Trainer(a.job, a.group, a.epoch, a.pid or 0, exit_code=-9))
-        elif a.kind == "start":
+            self._journal(a.kind, a.job, a.group, a.epoch, a.reason, ts=ts)
+            return
+        self._journal(a.kind, a.job, a.group, a.epoch, a.reason)
+        if a.kind == "start":
             self._start(a)
         elif a.kind == "report_failed":
             doc = json.dumps({"host": self.me, "epoch": a.epoch, "reason": a.reason})
@@ -398,11 +403,19 @@ class HostDaemon:
         self._started_under[(a.job, a.group)] = sub.revision
 
     def _journal(
-        self, action: str, job: str | None, group: int | None, epoch: int | None, reason: str, **extra: object
+        self,
+        action: str,
+        job: str | None,
+        group: int | None,
+        epoch: int | None,
+        reason: str,
+        ts: float | None = None,
+        **extra: object,
     ) -> None:
         """One action line in this host's log and in its job's run directory; a log that cannot be written is
         said once and skipped (the action itself never fails for it)."""
-        rec: dict[str, object] = {"ts": round(self.wall(), 3), "node": self.me, "action": action}
+        when = self.wall() if ts is None else ts
+        rec: dict[str, object] = {"ts": round(when, 3), "node": self.me, "action": action}
         # As a Slurm daemon names the groups a line concerns (`lamplighter why` reads it), with no Slurm job;
         # a host-wide line concerns every group running here.
         if job is not None:
