@@ -265,7 +265,9 @@ class HostDaemon:
                     refusals[parts[0]] = entry.value
         submitted = {name: self._submitted(name, *how) for name, how in first.items()}
         self.submitted, self._refusals_seen = submitted, refusals
-        self.jobs = {name: sub.job for name, sub in submitted.items() if sub.job is not None and sub.account}
+        self.jobs = {
+            name: sub.job for name, sub in submitted.items() if sub.job is not None and sub.account is not None
+        }
         # A cancelled job, or one refused here, is in neither: its trainers are stale, none of it starts.
         self.assigned = {ref: a for ref, a in assigned.items() if ref[0] in self.jobs}
         self._forget = sorted(named - set(first))
@@ -427,20 +429,16 @@ class HostDaemon:
         rec["reason"] = reason
         rec["jobs"] = [{"job_id": BARE_METAL, "group": f"{j}/g{g}", "attempt": e} for j, g, e in refs]
         line = json.dumps({**rec, **extra})
-        own = self.state_dir / ACTIONS_FILE
-        writes: list[tuple[Path, Callable[[], None]]] = [(own, lambda: self._append_own(own, line))]
-        run_dirs = {(self._run_dir(j), self.submitted[j].account) for j, _, _ in refs if j in self.jobs}
-        for run_dir, account in sorted(run_dirs, key=lambda x: str(x[0])):
-            assert account is not None
-            writes.append(
-                (
-                    run_dir / ACTIONS_FILE,
-                    lambda d=run_dir, u=account: append_as(u, self.daemon_uid, d, ACTIONS_FILE, line),  # type: ignore[misc]
-                )
-            )
-        for path, write in writes:
+        # The host's own log as root (its state directory); a job's run directory as the job's account.
+        targets: list[tuple[Path, Account | None]] = [(self.state_dir / ACTIONS_FILE, None)]
+        mine = {(self._run_dir(j) / ACTIONS_FILE, self.submitted[j].account) for j, _, _ in refs if j in self.jobs}
+        targets += sorted(mine, key=lambda t: str(t[0]))
+        for path, account in targets:
             try:
-                write()
+                if account is None:
+                    self._append_own(path, line)
+                else:
+                    append_as(account, self.daemon_uid, path.parent, path.name, line)
                 self._journal_failed.discard(path)
             except OSError as e:
                 if path not in self._journal_failed:
