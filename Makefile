@@ -4,9 +4,10 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.lamplighter-installed
 GPUSIM  := build/gpusim/lib/libamd_smi.so
+PROMTOOL := build/promtool/usr/bin/promtool
 PYTEST_ARGS ?=
 
-.PHONY: install test test-fast lint typecheck demo demo-slurm demo-bare demo-results bench-slurm soak bench bench-costs bench-big cluster-up cluster-down gpusim readme clean
+.PHONY: install test test-fast lint typecheck promtool dist demo demo-slurm demo-bare demo-results bench-slurm soak bench bench-costs bench-big cluster-up cluster-down gpusim readme clean
 
 install: $(STAMP)
 
@@ -20,6 +21,14 @@ $(STAMP): setup.cfg pyproject.toml tools/ensure-system-deps.sh
 
 gpusim: $(STAMP)
 	$(BIN)/python -m lamplighter.gpusim.build --out build/gpusim
+
+# promtool checks the alert rules (tests/deploy); taken from Debian's prometheus package, which is not installed.
+promtool:
+	bash tools/promtool.sh build/promtool
+
+# The sdist and the wheel, as a release: dist/ (twine check dist/* passes; tests/packaging builds them too).
+dist: $(STAMP)
+	rm -rf dist && $(BIN)/python -m build --outdir dist . && $(BIN)/twine check dist/*
 
 # No import cycle between the top-level folders (the README's architecture graph).
 lint: $(STAMP)
@@ -35,7 +44,7 @@ typecheck: $(STAMP)
 # Side by side (pytest-xdist): the heaviest tests start first (tests/conftest.py) and each runs its own cluster
 # on its own ports; pytest prints the 15 slowest at the end (setup.cfg).
 TEST_WORKERS ?= 3
-test: lint typecheck gpusim
+test: lint typecheck gpusim promtool
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # The unit tier, for the inner loop: no Slurm, no etcd, no trainer processes (under a minute).
