@@ -17,10 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from realparts import missing
 
 from lamplighter.daemon.metrics import DaemonMetrics
 from lamplighter.supervisor.gpu.observation import GpuObservation
@@ -33,7 +33,7 @@ DASHBOARD = REPO / "deploy" / "grafana" / "lamplighter.json"
 def promtool() -> str:
     found = shutil.which("promtool") or str(REPO / "build" / "promtool" / "usr" / "bin" / "promtool")
     if not Path(found).is_file():
-        pytest.skip("no promtool: `make promtool` takes it from Debian's prometheus package (none found here)")
+        missing("promtool", "`make promtool` takes it from Debian's prometheus package (none found here)")
     return found
 
 
