@@ -4,11 +4,19 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.lamplighter-installed
 GPUSIM  := build/gpusim/lib/libamd_smi.so
+PROMTOOL := build/promtool/usr/bin/promtool
 PYTEST_ARGS ?=
 
-TITAN_ENV := build/torchtitan-env
+# The real torchtitan 0.3 from PyPI in a venv of its own (torch 2.13.0 first; generated data and tokenizer):
+# the torchtitan tests and `make demo-torchtitan` run it. Built once; about 1.5 GB.
+titan-env: $(STAMP)
+	$(BIN)/python -m lamplighter.lab.torchtitan_env --dir $(TITAN_ENV)
 
-.PHONY: install test test-fast lint typecheck titan-env demo demo-torchtitan demo-slurm demo-bare demo-results bench-slurm soak bench bench-costs bench-big cluster-up cluster-down gpusim readme clean
+# Side by side (pytest-xdist): the heaviest tests start first (tests/conftest.py) and each runs its own cluster
+# on its own ports; pytest prints the 15 slowest at the end (setup.cfg).
+TEST_WORKERS ?= 3
+test: lint typecheck gpusim titan-env
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 install: $(STAMP)
 
@@ -23,6 +31,14 @@ $(STAMP): setup.cfg pyproject.toml tools/ensure-system-deps.sh
 gpusim: $(STAMP)
 	$(BIN)/python -m lamplighter.gpusim.build --out build/gpusim
 
+# promtool checks the alert rules (tests/deploy); taken from Debian's prometheus package, which is not installed.
+promtool:
+	bash tools/promtool.sh build/promtool
+
+# The sdist and the wheel, as a release: dist/ (twine check dist/* passes; tests/packaging builds them too).
+dist: $(STAMP)
+	rm -rf dist && $(BIN)/python -m build --outdir dist . && $(BIN)/twine check dist/*
+
 # No import cycle between the top-level folders (the README's architecture graph).
 lint: $(STAMP)
 	$(BIN)/python tools/import_graph.py
@@ -34,6 +50,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy lamplighter tools/import_graph.py bench
 
+<<<<<<< HEAD
 # The real torchtitan 0.3 from PyPI in a venv of its own (torch 2.13.0 first; generated data and tokenizer):
 # the torchtitan tests and `make demo-torchtitan` run it. Built once; about 1.5 GB.
 titan-env: $(STAMP)
@@ -41,9 +58,17 @@ titan-env: $(STAMP)
 
 test: lint typecheck gpusim titan-env
 	$(BIN)/pytest $(PYTEST_ARGS)
+=======
+# Side by side (pytest-xdist): the heaviest tests start first (tests/conftest.py) and each runs its own cluster
+# on its own ports; pytest prints the 15 slowest at the end (setup.cfg).
+TEST_WORKERS ?= 3
+test: lint typecheck gpusim promtool
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+>>>>>>> main
 
+# The unit tier, for the inner loop: no Slurm, no etcd, no trainer processes (under a minute).
 test-fast: $(STAMP)
-	$(BIN)/pytest -m "not integration" $(PYTEST_ARGS)
+	$(BIN)/pytest -n 2 -m "not integration" $(PYTEST_ARGS)
 
 demo: $(STAMP)
 	$(BIN)/lamplighter local configs/demo.yaml --baseline auto --run-dir runs/demo-$$(date +%Y%m%d-%H%M%S)

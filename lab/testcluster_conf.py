@@ -6,13 +6,18 @@ from collections.abc import Mapping
 from pathlib import Path
 
 
-def render_slurm_conf(root: Path, nodes: int, base_port: int, overrides: Mapping[str, str] | None = None) -> str:
+def render_slurm_conf(
+    root: Path, nodes: int, base_port: int, overrides: Mapping[str, str] | None = None, *, sockets: Path | None = None
+) -> str:
     """slurm.conf for `nodes` slurmd on localhost; slurmctld on base_port, nodes on the ports after it.
+
+    sockets: a short folder for munged's socket and the spool (a Unix socket's path takes at most 107 bytes);
+    default: under root.
 
     overrides: `Key=Value` settings that replace the line of the same key, or are added before the nodes
     (a test's HealthCheckProgram, Prolog, SchedulerParameters).
     """
-    text = _conf(root, nodes, base_port)
+    text = _conf(root, nodes, base_port, sockets or root)
     extra = dict(overrides or {})
     lines = []
     for line in text.splitlines():
@@ -26,7 +31,7 @@ def render_slurm_conf(root: Path, nodes: int, base_port: int, overrides: Mapping
     return "\n".join(lines) + "\n"
 
 
-def _conf(root: Path, nodes: int, base_port: int) -> str:
+def _conf(root: Path, nodes: int, base_port: int, sockets: Path) -> str:
     r = root
     last = base_port + nodes
     return f"""\
@@ -40,9 +45,9 @@ SlurmUser=root
 AuthType=auth/munge
 # Own munged per cluster; cred_expire=5 (default 120) because a requeued job
 # may not start before BeginTime = now + cred_expire + 1.
-AuthInfo=socket={r}/munge/sock,cred_expire=5
+AuthInfo=socket={sockets}/munge/sock,cred_expire=5
 StateSaveLocation={r}/state
-SlurmdSpoolDir={r}/spool/%n
+SlurmdSpoolDir={sockets}/spool/%n
 SlurmctldPidFile={r}/run/slurmctld.pid
 SlurmdPidFile={r}/run/slurmd-%n.pid
 SlurmctldLogFile={r}/log/slurmctld.log

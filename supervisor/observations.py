@@ -136,5 +136,31 @@ class LighthouseDown:
         return f"Lighthouse (pid {self.pid}) {describe_exit(self.returncode)}"
 
 
+@dataclass(frozen=True)
+class LinkFault:
+    """A link training uses is missing, down, or flapping (supervisor/checks/links.py)."""
+
+    link: str  # interface name, or RDMA DEVICE:PORT
+    kind: str  # link-missing, link-down, link-flapping (supervisor/node_faults.py)
+    detail: str
+
+    @property
+    def reason(self) -> str:
+        return f"link {self.link} {self.detail}"
+
+
+@dataclass(frozen=True)
+class GpuCountLow:
+    """Fewer GPUs found than the node config's gpu_count."""
+
+    expected: int
+    found: int
+    kind: str = "gpu-count"
+
+    @property
+    def reason(self) -> str:
+        return f"{self.found} of {self.expected} GPUs found (gpu_count {self.expected} in the node config)"
+
+
 TrainerObservation = ProcessExited | Hung | DState | MemoryHigh | StartFailed
 Observation = TrainerObservation | LighthouseDown

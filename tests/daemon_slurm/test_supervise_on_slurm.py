@@ -338,6 +338,7 @@ def standby_status(config: Path) -> dict[str, Any]:
     return json.loads(out.stdout) if out.returncode == 0 else {}
 
 
+@pytest.mark.heavy(seconds=20)
 def test_head_marks_dead_node_down_before_slurm(daemons: Daemons, cluster: TestCluster) -> None:
     api = SlurmActions(cluster.cli())
     daemons.start("head", role="head", gpus=False, node_silence_s=1.0)

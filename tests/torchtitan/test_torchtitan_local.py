@@ -19,7 +19,7 @@ import yaml
 from lamplighter.lab.demo_torchtitan import job_config
 from lamplighter.lab.torchtitan_env import TitanEnv
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy(seconds=120)]
 
 # The survivor trains on alone after the kill: enough steps that it is still training when the killed group
 # is back (a cold restart and heal takes 20-45 s here), so the heal has a live peer and is checked.

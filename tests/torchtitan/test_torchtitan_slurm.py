@@ -24,7 +24,7 @@ from lamplighter.slurm.requeue import requeue_now
 from lamplighter.trainer.contract import RunPaths
 from lamplighter.trainer.steplog import StepRecord, read_steps
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy(seconds=180)]
 
 
 def run_steps(run_dir: Path, group: int) -> list[StepRecord]:
