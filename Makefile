@@ -7,16 +7,9 @@ GPUSIM  := build/gpusim/lib/libamd_smi.so
 PROMTOOL := build/promtool/usr/bin/promtool
 PYTEST_ARGS ?=
 
-# The real torchtitan 0.3 from PyPI in a venv of its own (torch 2.13.0 first; generated data and tokenizer):
-# the torchtitan tests and `make demo-torchtitan` run it. Built once; about 1.5 GB.
-titan-env: $(STAMP)
-	$(BIN)/python -m lamplighter.lab.torchtitan_env --dir $(TITAN_ENV)
+TITAN_ENV := build/torchtitan-env
 
-# Side by side (pytest-xdist): the heaviest tests start first (tests/conftest.py) and each runs its own cluster
-# on its own ports; pytest prints the 15 slowest at the end (setup.cfg).
-TEST_WORKERS ?= 3
-test: lint typecheck gpusim titan-env
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+.PHONY: install test test-fast lint typecheck promtool dist titan-env demo demo-torchtitan demo-slurm demo-bare demo-results bench-slurm soak bench bench-costs bench-big cluster-up cluster-down gpusim readme clean
 
 install: $(STAMP)
 
@@ -50,21 +43,16 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy lamplighter tools/import_graph.py bench
 
-<<<<<<< HEAD
 # The real torchtitan 0.3 from PyPI in a venv of its own (torch 2.13.0 first; generated data and tokenizer):
 # the torchtitan tests and `make demo-torchtitan` run it. Built once; about 1.5 GB.
 titan-env: $(STAMP)
 	$(BIN)/python -m lamplighter.lab.torchtitan_env --dir $(TITAN_ENV)
 
-test: lint typecheck gpusim titan-env
-	$(BIN)/pytest $(PYTEST_ARGS)
-=======
 # Side by side (pytest-xdist): the heaviest tests start first (tests/conftest.py) and each runs its own cluster
 # on its own ports; pytest prints the 15 slowest at the end (setup.cfg).
 TEST_WORKERS ?= 3
-test: lint typecheck gpusim promtool
+test: lint typecheck gpusim promtool titan-env
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
->>>>>>> main
 
 # The unit tier, for the inner loop: no Slurm, no etcd, no trainer processes (under a minute).
 test-fast: $(STAMP)
