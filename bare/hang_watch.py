@@ -18,11 +18,8 @@ from pathlib import Path
 from lamplighter.configs.schema import JobConfig
 from lamplighter.supervisor.checks.hang import HangCheck, progress_sources
 from lamplighter.supervisor.checks.lighthouse_progress import LighthouseProgress
-<<<<<<< HEAD
-from lamplighter.supervisor.checks.progress_pace import pace_rule
-=======
 from lamplighter.supervisor.checks.progress import Progress, ProgressSource
->>>>>>> main
+from lamplighter.supervisor.checks.progress_pace import pace_rule
 from lamplighter.supervisor.lighthouse_status import LighthouseStatus, fetch_status
 from lamplighter.supervisor.observations import Hung
 from lamplighter.supervisor.trainer_proc import TrainerProc
