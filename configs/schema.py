@@ -98,9 +98,25 @@ class TorchtitanConfig(Strict):
     dataloader_checkpoint: bool = Field(
         True,
         description=(
-            "Checkpoint each replica's dataloader position every step (--checkpoint.enable "
-            "--checkpoint.enable_ft_dataloader_checkpoints), so a group that heals resumes its own data "
-            "instead of replaying it. Needs a shared dump folder."
+            "Checkpoint each replica's dataloader position every step (--checkpoint.enable_ft_dataloader_checkpoints), "
+            "so a group that heals resumes its own data instead of replaying it. Needs a shared dump folder. "
+            "--checkpoint.enable is rendered either way: without it torchtitan gives torchft no state to heal from."
+        ),
+    )
+    fixes: Literal["auto", "off"] = Field(
+        "auto",
+        description=(
+            "auto: lamplighter's torchtitan launch fixes the upstream bugs that break healing, on the torchtitan "
+            "versions that have them (torchft#347: the state dict taken on the training thread; torchtitan#4598: "
+            "the optimizer's current state), and logs each fix once at start; off: torchtitan as it is."
+        ),
+    )
+    state_hash: bool = Field(
+        False,
+        description=(
+            "Log a hash of each group's local parameter shards and optimizer state after every step "
+            "(<run_dir>/steps/<group>.jsonl), so the report proves weights identical after a heal. Costs a "
+            "pass over the state per step (copied to host memory on GPUs): on in the lab's demos, opt-in here."
         ),
     )
 
@@ -183,6 +199,11 @@ class TrainerConfig(Strict):
                     "-m, torchtitan.train, --module=..., --config=...]; lamplighter appends the fault-tolerance flags"
                 )
             problems = torchtitan_flags.conflicts(self.command, self.torchtitan.dataloader_checkpoint)
+            if torchtitan_flags.entry_module(self.command) is None:
+                problems.append(
+                    "trainer.kind torchtitan: trainer.command must run torchtitan as a module (`-m torchtitan.train`, "
+                    "after torchrun's own options): lamplighter's launch runs that module"
+                )
             if problems:
                 raise ValueError("\n".join(problems))
         return self
@@ -638,6 +659,23 @@ class HealthConfig(NodeHealthConfig):
             "model, joining the quorum and healing from a peer: minutes for a large model)."
         ),
     )
+    hang_pace_factor: float = Field(
+        2.0,
+        ge=0,
+        le=100,
+        description=(
+            "k: a group that made progress is hung after no progress for max(hang_timeout_s, k x the longest "
+            "interval between two progress marks seen in this job, at most hang_timeout_max_s). Semi-synchronous "
+            "trainers (DiLoCo, LocalSGD) advance torchft's step only at a sync; until one interval was seen, "
+            "startup_timeout_s applies. 0: the fixed hang_timeout_s."
+        ),
+    )
+    hang_timeout_max_s: float | None = Field(
+        None,
+        gt=0,
+        le=86_400,
+        description="The most the learned hang limit may reach (null: startup_timeout_s): a real hang is seen by then.",
+    )
     d_state_max_s: float = Field(
         60.0, gt=0, le=86_400, description="A trainer in uninterruptible sleep this long is stuck."
     )
@@ -924,6 +962,11 @@ def timeout_hierarchy_problems(job: JobConfig) -> list[str]:
             f"health.hang_timeout_s ({h.hang_timeout_s} s) must exceed the longest torchft wait "
             f"(pg {ft.pg_timeout_s} s, timeout {ft.timeout_s} s, quorum {ft.quorum_timeout_s} s): "
             "the supervisor would kill groups that are only waiting for a peer's timeout"
+        )
+    if h.hang_timeout_max_s is not None and h.hang_timeout_max_s < h.hang_timeout_s:
+        out.append(
+            f"health.hang_timeout_max_s ({h.hang_timeout_max_s} s) is below health.hang_timeout_s "
+            f"({h.hang_timeout_s} s): the cap on the learned hang limit cannot be below the fixed one"
         )
     if h.startup_timeout_s < h.hang_timeout_s:
         out.append(

@@ -145,6 +145,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _hang_rule(job: JobConfig) -> str:
+    from lamplighter.configs.hang_rule import pace_rule
+
+    return pace_rule(job.health).describe()
+
+
 def summary(job: JobConfig, source: str) -> str:
     g, lh, ft = job.groups, job.lighthouse, job.torchft
     return "\n".join(
@@ -155,6 +161,7 @@ def summary(job: JobConfig, source: str) -> str:
             f"  join_timeout={lh.join_timeout_ms}ms  tick={lh.quorum_tick_ms}ms",
             f"  torchft     pg_timeout={ft.pg_timeout_s}s  timeout={ft.timeout_s}s  quorum_timeout={ft.quorum_timeout_s}s"
             f"  hang_timeout={job.health.hang_timeout_s}s",
+            f"  hangs       a group is {_hang_rule(job)}",
             f"  trainer     {' '.join(job.trainer.command) if job.trainer.command else 'reference trainer'}"
             f"  to step {job.trainer.steps}",
             f"  run_dir     {job.run_dir or 'runs/' + job.name}",
