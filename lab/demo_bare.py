@@ -2,10 +2,15 @@
 
 Four hosts and one spare (lab/bare_hosts.py: each in its own network, PID,
 mount and UTS namespace, with its own address on a bridge), a 3-member etcd
-with TLS client certificates and a Lighthouse on the bridge's gateway, a host
-daemon on every host (`lamplighter supervise`, role bare-metal, its own
-simulated GPUs), and a 3-group job submitted with `lamplighter submit`. Then,
-one at a time, each after its group commits again:
+with TLS client certificates and its auth on (each host its own etcd user and
+role, the job's submitter another: bare/etcd_roles.py) and a Lighthouse on the
+bridge's gateway, a host daemon on every host (`lamplighter supervise`, role
+bare-metal, its own simulated GPUs), and a 3-group job submitted with
+`lamplighter submit` by etcd user `demo`. Its trainers run as root, without
+capabilities, because the host configs say so (`trainer_users: {demo: root}`,
+`root_trainers: true`): the lab's interpreter lives under /root, which no
+other account reaches (tests/security runs bare-metal trainers as a real
+second user). Then, one at a time, each after its group commits again:
 
   kill        SIGKILL of a trainer: its host restarts it
   hang        SIGSTOP of a trainer: its host's hang check kills and restarts it
@@ -15,11 +20,13 @@ one at a time, each after its group commits again:
   partition   a host's link is cut: it kills its trainers before its lease runs out, the group
               moves; the link comes back afterwards
 
-Writes report.json (faults, reached_target, steps_lost, weights_identical,
-what each host did) and timeline.png under --dir, prints per-fault numbers and
-tears everything down (only what it started). Needs root (network namespaces).
+The job trains until every fault has been recovered, then stops a few
+seconds later (its stop-at file), or at --steps. Writes report.json (faults,
+reached_target, steps_lost, weights_identical, what each host did) and
+timeline.png under --dir, prints per-fault numbers and tears everything down
+(only what it started). Needs root (network namespaces).
 
-    python -m lamplighter.lab.demo_bare [--dir build/demo-bare] [--steps 1000] [--kinds kill,hang]
+    python -m lamplighter.lab.demo_bare [--dir build/demo-bare] [--steps N] [--step-sleep S] [--kinds kill,hang]
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from typing import Any
 import psutil
 import yaml
 
+from lamplighter.bare import etcd_roles
 from lamplighter.bare.etcd_store import Store
 from lamplighter.bare.keys import Keys
 from lamplighter.bare.placement import Assignment
@@ -49,6 +57,7 @@ from lamplighter.gpusim.state import StateDir
 from lamplighter.lab.bare_hosts import HostLab
 from lamplighter.lab.bare_report import build_bare_report, per_fault_lines
 from lamplighter.lab.etcd_cluster import EtcdCluster
+from lamplighter.lab.run_end import stop_run
 from lamplighter.lab.source_stamp import source_stamp
 from lamplighter.lab.testcluster import ClusterError, wait_until
 from lamplighter.slurm.chaos_slurm import read_records
@@ -57,22 +66,26 @@ from lamplighter.supervisor.ports import free_port
 from lamplighter.supervisor.run_dir_actions import ACTIONS_FILE
 from lamplighter.trainer.contract import RunPaths
 from lamplighter.trainer.steplog import read_steps
+from lamplighter.trainer.stop_at import final_target, read_stop_at
 
 KINDS = ("kill", "hang", "gpu", "host-crash", "partition")
 HOSTS = ["h1", "h2", "h3", "h4"]
 SPARES = ["s1"]
 CLUSTER = "demo"
 JOB = "bare-demo"
+SUBMITTER = "demo"  # the etcd user who submits the job
 POLL_S = 0.5
 LEASE_TTL_S = 4
 FENCE_MARGIN_S = 2.0
 HANG_TIMEOUT_S = 5.0
+FAR_STEPS = 10_000_000  # trainer.steps without --steps: the demo stops the job (stop-at) once its faults are done
 
 
 class BareDemo:
-    def __init__(self, root: Path, steps: int) -> None:
+    def __init__(self, root: Path, steps: int, step_sleep_s: float = 0.0) -> None:
         self.root = root
         self.steps = steps
+        self.step_sleep_s = step_sleep_s
         self.lab = HostLab(HOSTS + SPARES)
         self.etcd: EtcdCluster | None = None
         self.lighthouse: Lighthouse | None = None
@@ -82,13 +95,13 @@ class BareDemo:
         self.gpu_root = ensure_built().parent.parent
         self.job_yaml = root / "job.yaml"
         self.daemons: dict[str, subprocess.Popen[bytes]] = {}
+        self.etcd_users: dict[str, dict[str, str]] = {}  # etcd user -> its config (certificate, password)
 
     # -- bring-up ---------------------------------------------------------------------------------------------
     def up(self) -> None:
         self.lab.up()
-        self.etcd = EtcdCluster(self.root / "etcd", size=3, tls=True, host=self.lab.gateway).up()
-        assert self.etcd.pki is not None and self.etcd.admin is not None
-        self.admin = Store(self.etcd.endpoints, timeout_s=2.0, tls=self.etcd.admin)
+        self.etcd = EtcdCluster(self.root / "etcd", size=3, tls=True, auth=True, host=self.lab.gateway).up()
+        self.admin = self.etcd.admin_store(timeout_s=2.0)
         port = free_port(self.lab.gateway)
         job = self._job(port)
         # As a head host runs it under systemd: torchft's Lighthouse with its memory (a restart stands in
@@ -106,20 +119,47 @@ class BareDemo:
             self.boot(host)
         wait_until(self.booted(self._all_alive), 60, "every host daemon holds its lease in etcd")
 
-    def _tls(self, name: str) -> dict[str, str]:
-        assert self.etcd is not None and self.etcd.pki is not None
-        t = self.etcd.pki.client(name)
-        return {"ca_file": t.ca, "cert_file": t.cert, "key_file": t.key}
+    def _etcd_user(self, name: str, role: etcd_roles.Role) -> dict[str, str]:
+        """An etcd user with its role, certificate and password file (made once: a host boots again after a
+        crash with the same)."""
+        if name not in self.etcd_users:
+            assert self.etcd is not None
+            t = self.etcd.client_tls(name)
+            creds = self.etcd.add_user(name, role)
+            password = self.root / "etcd" / f"{name}.password"
+            password.write_text(creds.password + "\n")
+            password.chmod(0o600)
+            self.etcd_users[name] = {
+                "ca_file": t.ca,
+                "cert_file": t.cert,
+                "key_file": t.key,
+                "user": name,
+                "password_file": str(password),
+            }
+        return self.etcd_users[name]
 
     def _job(self, port: int) -> JobConfig:
         doc = {
             "name": JOB,
             "run_dir": str(self.run_dir),
             "placement": "bare-metal",
-            "bare_metal": {"cluster": CLUSTER, "etcd": {"endpoints": self._endpoints(), **self._tls("submit")}},
+            "bare_metal": {
+                "cluster": CLUSTER,
+                "etcd": {
+                    "endpoints": self._endpoints(),
+                    **self._etcd_user(SUBMITTER, etcd_roles.submitter_role(self.keys, SUBMITTER)),
+                },
+            },
             "trainer": {
                 "steps": self.steps,
-                "model": {"dim": 128, "layers": 2, "heads": 4, "seq_len": 64, "batch_size": 16},
+                "model": {
+                    "dim": 128,
+                    "layers": 2,
+                    "heads": 4,
+                    "seq_len": 64,
+                    "batch_size": 16,
+                    "step_sleep_s": self.step_sleep_s,
+                },
                 "checkpoint": {"interval_s": 20},
             },
             "groups": {"count": 3},
@@ -159,9 +199,16 @@ class BareDemo:
             "health": {"poll_interval_s": POLL_S, "probe_deadline_s": 2},
             "bare_metal": {
                 "cluster": CLUSTER,
-                "etcd": {"endpoints": self._endpoints(), "timeout_s": 1, **self._tls(f"host-{host}")},
+                "etcd": {
+                    "endpoints": self._endpoints(),
+                    "timeout_s": 1,
+                    **self._etcd_user(host, etcd_roles.host_role(self.keys, host)),
+                },
                 "hosts": HOSTS,
                 "spares": SPARES,
+                # Said explicitly, or the job would be refused: the lab's interpreter is reachable by root only.
+                "trainer_users": {SUBMITTER: "root"},
+                "root_trainers": True,
                 "lease_ttl_s": LEASE_TTL_S,
                 "fence_margin_s": FENCE_MARGIN_S,
             },
@@ -283,12 +330,15 @@ class BareDemo:
         return order[0]
 
     # -- end ----------------------------------------------------------------------------------------------------
-    def wait_end(self, timeout_s: float) -> None:
+    def wait_end(self, timeout_s: float) -> int:
+        """Wait until the job reaches its target (trainer.steps, or its stop-at step); return that target."""
+        target = final_target(self.steps, read_stop_at(self.run_dir))
         wait_until(
-            lambda: max((r.step for g in range(3) for r in self.committed(g)), default=0) >= self.steps,
+            lambda: max((r.step for g in range(3) for r in self.committed(g)), default=0) >= target,
             timeout_s,
-            f"the job reaches step {self.steps}",
+            f"the job reaches step {target}",
         )
+        return target
 
     def etcd_requests(self) -> float:
         """gRPC requests (unary and streams) every etcd member has served so far, from its own /metrics."""
@@ -322,7 +372,12 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument("--dir", type=Path, default=Path("build/demo-bare"), help="demo folder (wiped first)")
-    ap.add_argument("--steps", type=int, default=1000, help="target steps (long enough for every fault)")
+    ap.add_argument(
+        "--steps", type=int, default=None, help="target steps (default: train until every fault has been recovered)"
+    )
+    ap.add_argument(
+        "--step-sleep", type=float, default=0.0, help="trainer.model.step_sleep_s: pace the steps (default 0)"
+    )
     ap.add_argument("--kinds", default=",".join(KINDS), help=f"fault kinds, in order (known: {', '.join(KINDS)})")
     args = ap.parse_args(argv)
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
@@ -340,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     root = args.dir.resolve()
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
-    demo = BareDemo(root, args.steps)
+    demo = BareDemo(root, args.steps or FAR_STEPS, args.step_sleep)
     print(f"starting 4 hosts + 1 spare, etcd (3 members, TLS) and the Lighthouse under {root} ...", flush=True)
     try:
         demo.up()
@@ -364,7 +419,9 @@ def main(argv: list[str] | None = None) -> int:
             records.append(rec)
             shown = {k: rec.get(k) for k in ("kind", "group", "host", "host_after", "epoch_after")}
             print(json.dumps({**shown, "back_to_commit_s": round(rec["t_first_commit"] - rec["t"], 2)}), flush=True)
-        demo.wait_end(900)
+        if args.steps is None:
+            stop_run(demo.run_dir, range(3))  # every fault recovered: stop a few steps on
+        target = demo.wait_end(900)
         t_end = time.time()
         admin_used = demo.admin.requests_made - admin_before
         load = {
@@ -379,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
         report = build_bare_report(
             demo.run_dir,
             records,
-            target_steps=args.steps,
+            target_steps=target,
             t_start=t_submitted,
             t_end=t_end,
             out_dir=root,

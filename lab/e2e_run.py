@@ -15,6 +15,7 @@ import yaml
 
 from lamplighter.configs.loader import load_job
 from lamplighter.configs.schema import JobConfig
+from lamplighter.lab.run_end import stop_run
 from lamplighter.lab.run_report import write_report
 from lamplighter.lab.slurm_lab import SlurmLab
 from lamplighter.lab.testcluster import wait_until
@@ -28,14 +29,24 @@ from lamplighter.trainer.steplog import read_steps
 
 
 def lab_job_config(
-    lab: SlurmLab, run_dir: Path, *, name: str, steps: int, groups: int, port: int = 0, spare: bool = False
+    lab: SlurmLab,
+    run_dir: Path,
+    *,
+    name: str,
+    steps: int,
+    groups: int,
+    port: int = 0,
+    spare: bool = False,
+    step_sleep_s: float = 0.0,
 ) -> dict[str, Any]:
     """A small job for the lab: one whole compute node per group (never the head), its Lighthouse job on the head;
-    with `spare`, each group keeps a warm spare step in its allocation (slurm.spare)."""
+    with `spare`, each group keeps a warm spare step in its allocation (slurm.spare); `step_sleep_s` paces its
+    steps (trainer.model.step_sleep_s)."""
+    model = {"dim": 64, "layers": 2, "heads": 4, "seq_len": 64, "batch_size": 16, "step_sleep_s": step_sleep_s}
     cfg: dict[str, Any] = {
         "name": name,
         "run_dir": str(run_dir),
-        "trainer": {"steps": steps, "model": {"dim": 64, "layers": 2, "heads": 4, "seq_len": 64, "batch_size": 16}},
+        "trainer": {"steps": steps, "model": model},
         "groups": {"count": groups, "nodes": 1},
         "lighthouse": {"host": "127.0.0.1", "port": port},
         "torchft": {"timeout_s": 3, "quorum_timeout_s": 3, "connect_timeout_s": 10, "pg_timeout_s": 3},
@@ -119,13 +130,22 @@ class LabRun:
         assert self.sub is not None
         return wait_ended(self.sub, self.api, timeout)
 
+    def finish(self, timeout: float) -> dict[int, str]:
+        """What the run was for has happened: stop the job a few steps ahead of where it is (its stop-at file,
+        lab/run_end.py) and wait for every Slurm job of it to end."""
+        assert self.sub is not None
+        stop_run(Path(self.sub.run_dir), self.sub.groups)
+        return self.wait_end(timeout)
+
     def report(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
         assert self.sub is not None
         return write_report(self.sub, action_logs=self.lab.action_logs(), extra=extra)
 
 
-def prepare_run(lab: SlurmLab, work: Path, *, name: str, steps: int, groups: int, port: int = 0) -> LabRun:
-    cfg = lab_job_config(lab, work / name, name=name, steps=steps, groups=groups, port=port)
+def prepare_run(
+    lab: SlurmLab, work: Path, *, name: str, steps: int, groups: int, port: int = 0, step_sleep_s: float = 0.0
+) -> LabRun:
+    cfg = lab_job_config(lab, work / name, name=name, steps=steps, groups=groups, port=port, step_sleep_s=step_sleep_s)
     path = work / f"{name}.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return LabRun(lab, load_job(path), path)

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import shutil
 import signal
 import statistics
@@ -53,6 +52,7 @@ import yaml
 from lamplighter.configs.loader import load_job
 from lamplighter.configs.schema import ChaosConfig, HealthConfig, RestartConfig
 from lamplighter.lab.e2e_run import LabRun, lab_job_config
+from lamplighter.lab.run_end import stop_run
 from lamplighter.lab.run_report import read_action_logs
 from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, leftover_job_processes
 from lamplighter.lab.source_stamp import source_stamp
@@ -62,8 +62,6 @@ from lamplighter.slurm.chaos_slurm import CHAOS_FILE, GPU_FAULTS, KINDS, read_re
 from lamplighter.slurm.proc_find import listener_procs
 from lamplighter.slurm.run import SlurmError
 from lamplighter.trainer.contract import RunPaths
-from lamplighter.trainer.steplog import StepRecord, read_steps
-from lamplighter.trainer.stop_at import write_stop_at
 
 SOAK_KINDS = KINDS  # every kind lamplighter chaos can inject on the lab
 GPU_KINDS = tuple(GPU_FAULTS)
@@ -75,7 +73,6 @@ FAR_STEPS = 10_000_000  # trainer.steps: never reached, the soak stops the job (
 TIME_LIMIT = "04:00:00"  # a bound for the Slurm jobs, far past a soak's length: no renewal falls into it
 STOP_LEAD_S = 10.0  # the stop step lies this far ahead at the job's recent pace (every group reads it once a second)
 MIN_LEAD_STEPS = 30  # ... and at least this many steps ahead, when the job has just been stalled
-PACE_WINDOW_S = 30.0  # the recent pace: committed steps over this last stretch
 
 
 @dataclass
@@ -240,17 +237,6 @@ def wrong_node_actions(
     return drains, downs
 
 
-def stop_step(records: list[StepRecord], now: float) -> int:
-    """The step to stop the job at: STOP_LEAD_S ahead of its highest commit at its recent pace, and at
-    least MIN_LEAD_STEPS ahead (a running group must read the file before it gets there)."""
-    done = [r for r in records if r.committed]
-    high = max((r.step for r in done), default=0)
-    recent = [r for r in done if r.t >= now - PACE_WINDOW_S]
-    span = max((r.t for r in recent), default=0.0) - min((r.t for r in recent), default=0.0)
-    pace = (max(r.step for r in recent) - min(r.step for r in recent)) / span if span > 0 else 0.0
-    return high + max(MIN_LEAD_STEPS, math.ceil(pace * STOP_LEAD_S))
-
-
 def orphans(run: LabRun, job: str, lighthouse_port: int) -> dict[str, Any]:
     assert run.sub is not None
     queued: list[Any]
@@ -363,8 +349,7 @@ def main(argv: list[str] | None = None) -> int:
         ctx.wait_restores()
         operator.stop()
         paths = RunPaths(Path(sub.run_dir))
-        end = stop_step([r for g in sub.groups for r in read_steps(paths.steps(g))], time.time())
-        write_stop_at(paths.root, end)
+        end = stop_run(paths.root, sub.groups, STOP_LEAD_S, MIN_LEAD_STEPS)
         log(f"every fault delivered and watched; the job stops at step {end} ({paths.stop_at()})")
         states = run.wait_end(1800)
         usage_end = daemon_usage(lab)

@@ -14,6 +14,7 @@ sends anything.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -151,6 +152,9 @@ class TestCluster:
         if nodes < 1:
             raise ValueError(f"a cluster needs at least one node, got {nodes}")
         self.root = Path(root).resolve()
+        # Unix sockets (munged's, the step daemons' in the spool) take at most 107 bytes of path: a short folder
+        # for them, named after the root so that down() from a fresh process finds it.
+        self.sockets = Path(tempfile.gettempdir()) / f"ll-{hashlib.sha1(str(self.root).encode()).hexdigest()[:10]}"
         self.nodes = nodes
         self.base_port = base_port
         self.conf_overrides = dict(conf or {})
@@ -186,10 +190,15 @@ class TestCluster:
         # A fresh cluster every time: old job state would confuse tests.
         for sub in ("state", "spool"):
             shutil.rmtree(self.root / sub, ignore_errors=True)
-        for sub in ("munge", "state", "spool", "run", "log"):
+        shutil.rmtree(self.sockets, ignore_errors=True)
+        for sub in ("munge", "state", "run", "log"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
+        for sub in ("munge", "spool"):
+            (self.sockets / sub).mkdir(parents=True, exist_ok=True)
+        # The spool, where it can be found (the step daemons' sockets are in it).
+        (self.root / "spool").symlink_to(self.sockets / "spool")
         # munged refuses a socket folder others can write to.
-        os.chmod(self.root / "munge", 0o711)
+        os.chmod(self.sockets / "munge", 0o711)
         self._save_records({})
         try:
             self._write_conf()
@@ -216,6 +225,7 @@ class TestCluster:
         if first is not None:
             release_job_ids(first)
             self.first_job_id = None
+        shutil.rmtree(self.sockets, ignore_errors=True)
 
     def crash_node(self, name: str) -> None:
         """SIGKILL the node's namespace: slurmd, step daemons and job processes die at once."""
@@ -324,7 +334,12 @@ class TestCluster:
             self.first_job_id = reserve_first_job_id()
         self.conf_path.write_text(
             render_slurm_conf(
-                self.root, self.nodes, self.base_port, self.conf_overrides, first_job_id=self.first_job_id
+                self.root,
+                self.nodes,
+                self.base_port,
+                self.conf_overrides,
+                first_job_id=self.first_job_id,
+                sockets=self.sockets,
             )
         )
         (self.root / "cgroup.conf").write_text(CGROUP_CONF)
@@ -352,14 +367,15 @@ class TestCluster:
                 "munged",
                 "-F",
                 "--force",
-                f"--socket={m / 'sock'}",
+                f"--socket={self.sockets / 'munge' / 'sock'}",
                 f"--key-file={key}",
                 f"--pid-file={m / 'munged.pid'}",
                 f"--log-file={self.root / 'log' / 'munged.log'}",
                 f"--seed-file={m / 'munged.seed'}",
             ],
         )
-        wait_until(lambda: (m / "sock").exists(), 10.0, f"munged socket {m / 'sock'}")
+        sock = self.sockets / "munge" / "sock"
+        wait_until(sock.exists, 10.0, f"munged socket {sock}")
 
     def _start_node(self, name: str) -> None:
         self._start(

@@ -7,14 +7,23 @@ from pathlib import Path
 
 
 def render_slurm_conf(
-    root: Path, nodes: int, base_port: int, overrides: Mapping[str, str] | None = None, *, first_job_id: int = 1
+    root: Path,
+    nodes: int,
+    base_port: int,
+    overrides: Mapping[str, str] | None = None,
+    *,
+    first_job_id: int = 1,
+    sockets: Path | None = None,
 ) -> str:
     """slurm.conf for `nodes` slurmd on localhost; slurmctld on base_port, nodes on the ports after it.
+
+    sockets: a short folder for munged's socket and the spool (a Unix socket's path takes at most 107 bytes);
+    default: under root.
 
     overrides: `Key=Value` settings that replace the line of the same key, or are added before the nodes
     (a test's HealthCheckProgram, Prolog, SchedulerParameters).
     """
-    text = _conf(root, nodes, base_port, first_job_id)
+    text = _conf(root, nodes, base_port, first_job_id, sockets or root)
     extra = dict(overrides or {})
     lines = []
     for line in text.splitlines():
@@ -28,7 +37,7 @@ def render_slurm_conf(
     return "\n".join(lines) + "\n"
 
 
-def _conf(root: Path, nodes: int, base_port: int, first_job_id: int) -> str:
+def _conf(root: Path, nodes: int, base_port: int, first_job_id: int, sockets: Path) -> str:
     r = root
     last = base_port + nodes
     return f"""\
@@ -42,9 +51,9 @@ SlurmUser=root
 AuthType=auth/munge
 # Own munged per cluster; cred_expire=5 (default 120) because a requeued job
 # may not start before BeginTime = now + cred_expire + 1.
-AuthInfo=socket={r}/munge/sock,cred_expire=5
+AuthInfo=socket={sockets}/munge/sock,cred_expire=5
 StateSaveLocation={r}/state
-SlurmdSpoolDir={r}/spool/%n
+SlurmdSpoolDir={sockets}/spool/%n
 SlurmctldPidFile={r}/run/slurmctld.pid
 SlurmdPidFile={r}/run/slurmd-%n.pid
 SlurmctldLogFile={r}/log/slurmctld.log
@@ -73,7 +82,7 @@ MessageTimeout=3
 # SIGKILL 2 s after SIGTERM when a job is cancelled or requeued.
 KillWait=2
 # Cgroup paths are machine-wide (/slurm_<node>/uid_<uid>/job_<id>) and every cluster names its nodes
-# n1..nN: each cluster numbers its jobs from a range of its own (testcluster.pick_first_job_id).
+# n1..nN: each cluster numbers its jobs from a range of its own (testcluster.reserve_first_job_id).
 FirstJobId={first_job_id}
 # Keep finished jobs visible to scontrol for 10 minutes (tests read their end state).
 MinJobAge=600

@@ -1,5 +1,7 @@
 """Fixtures shared across test folders: the simulated libamd_smi.so (built once per session) and a fresh
-8-GPU state folder. Fixtures of one area live in that folder's own conftest."""
+8-GPU state folder. Fixtures of one area live in that folder's own conftest. And the order tests start in
+when they run side by side (`make test`: pytest-xdist): the heaviest first, so that the last to finish is a
+short one."""
 
 from __future__ import annotations
 
@@ -48,3 +50,17 @@ def run_amdsmi(sim_env_for: dict[str, str]) -> Callable[[str], Any]:
         return json.loads(proc.stdout.strip().splitlines()[-1])
 
     return run
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Heavy tests (the `heavy` mark, longest first), then the other integration tests, then the unit tests.
+
+    With `--dist loadgroup` each worker takes the next test in this order when it is free, so the long runs
+    overlap each other and the short tests fill the gaps at the end."""
+
+    def rank(item: pytest.Item) -> tuple[float, bool]:
+        heavy = item.get_closest_marker("heavy")
+        seconds = float(heavy.kwargs.get("seconds", 60)) if heavy else 0.0
+        return (-seconds, item.get_closest_marker("integration") is None)
+
+    items.sort(key=rank)

@@ -7,11 +7,15 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 import pytest
 
+from lamplighter.lab.run_end import stop_run
 from lamplighter.lab.testcluster import slurm_installed
+from lamplighter.trainer.contract import RunPaths
+from lamplighter.trainer.steplog import read_steps
 
 T = TypeVar("T")
 
@@ -62,3 +66,36 @@ def in_threads(member: Callable[[int], None], ranks: tuple[int, ...] = (0, 1), t
         f"rank {r}: still running after {timeout} s" for r, t in zip(ranks, threads, strict=True) if t.is_alive()
     ]
     return errors
+
+
+# Jobs in tests pace their steps like real ones (trainer.model.step_sleep_s): the CPU goes to the parts under test
+# and to the tests that run beside them, not to a toy model's steps.
+STEP_SLEEP_S = 0.2
+# Jobs in tests train "until told": the test stops them (stop-at) once what it came for has happened.
+FAR_STEPS = 1_000_000
+
+
+def stop_once_all_commit_after(run_dir: Path, groups: int, after_s: float, timeout: float = 300.0) -> threading.Thread:
+    """In the background: once every group has committed a step `after_s` seconds past the job's first commit
+    (what the test came for is behind it), stop the job a few steps ahead (stop-at). For jobs a test runs in
+    this process (`lamplighter local`), which it cannot stop from its own thread otherwise."""
+    paths = RunPaths(run_dir)
+
+    def committed_after() -> bool:
+        recs = [[r for r in read_steps(paths.steps(g)) if r.committed] for g in range(groups)]
+        if not all(recs):
+            return False
+        t0 = min(r.t for rs in recs for r in rs)
+        return all(any(r.t >= t0 + after_s for r in rs) for rs in recs)
+
+    def watch() -> None:
+        deadline = time.monotonic() + timeout
+        while not committed_after():
+            if time.monotonic() > deadline:
+                return  # the test's own assertions say what went wrong
+            time.sleep(0.2)
+        stop_run(run_dir, range(groups))
+
+    thread = threading.Thread(target=watch, name="stop-once", daemon=True)
+    thread.start()
+    return thread

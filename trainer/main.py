@@ -327,6 +327,8 @@ def train_one_step(run: Run) -> None:
         sl.indices(cfg.dataset_size), seq_len=cfg.seq_len, vocab_size=cfg.vocab_size, seed=cfg.seed, table=run.table
     ).to(run.device)
     loss = lm_loss(run.ddp, tokens)
+    if cfg.step_sleep_s:
+        time.sleep(cfg.step_sleep_s)  # a real model's compute, paced (trainer.model.step_sleep_s)
     if take_inject(run.paths.inject_hang_collective(run.ident.replica_id)):
         hang_in_collective(run)
     loss.backward()

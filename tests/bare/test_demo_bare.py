@@ -8,14 +8,16 @@ import json
 from pathlib import Path
 
 import pytest
+from realparts import STEP_SLEEP_S
 
 from lamplighter.lab.demo_bare import main
 
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.heavy(seconds=60)
 def test_placer_host_crash_and_a_cut_link_on_real_hosts(tmp_path: Path) -> None:
-    rc = main(["--dir", str(tmp_path / "demo"), "--steps", "450", "--kinds", "host-crash,partition"])
+    rc = main(["--dir", str(tmp_path / "demo"), "--step-sleep", str(STEP_SLEEP_S), "--kinds", "host-crash,partition"])
     report = json.loads((tmp_path / "demo" / "report.json").read_text())
     crash, cut = report["faults"]
     summary = json.dumps({k: report[k] for k in ("checks", "steps_lost", "weights_check")}, indent=1)

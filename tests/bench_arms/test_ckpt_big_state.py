@@ -40,6 +40,7 @@ def run_trainer(config: Path, steps: int) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.integration
 def test_checkpoints_carry_the_extra_state_and_a_restart_reads_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -29,6 +29,7 @@ def test_digest_sees_one_flipped_bit(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.integration
+@pytest.mark.heavy(seconds=18)
 def test_every_transport_arrives_bit_identical(tmp_path: Path) -> None:
     pytest.importorskip("torchft")
     out = tmp_path / "heal.json"

@@ -117,7 +117,9 @@ def node(tmp_path: Path) -> Iterator[FakeNode]:
         n.remove()
 
 
-HEALTH = {"hang_timeout_s": 20, "startup_timeout_s": 60, "progress": "heartbeat"}
+# The fixed hang timeout: these tests are about whose processes a hang kills, not the learned pace
+# (tests/supervisor/test_progress_pace.py).
+HEALTH = {"hang_timeout_s": 20, "startup_timeout_s": 60, "progress": "heartbeat", "hang_pace_factor": 0}
 
 
 def kinds(results: list[dict]) -> list[str]:  # type: ignore[type-arg]

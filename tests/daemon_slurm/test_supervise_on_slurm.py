@@ -330,6 +330,7 @@ def test_a_killed_trainer_restarts_in_its_warm_spare_inside_the_job(daemons: Dae
     assert "restarted in the job, nothing to do" in daemons.log(node)
 
 
+@pytest.mark.heavy(seconds=20)
 def test_head_drains_a_silent_node_and_moves_its_groups_leaving_down_to_slurm(
     daemons: Daemons, cluster: TestCluster
 ) -> None:

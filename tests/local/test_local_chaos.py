@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from realparts import FAR_STEPS, STEP_SLEEP_S, stop_once_all_commit_after
 
 from lamplighter.supervisor.local_cli import add_parser, run_local
 
@@ -14,7 +15,7 @@ JOB = """
 name: chaos-all
 trainer:
   steps: {steps}
-  model: {{dim: 64, layers: 2, heads: 4, seq_len: 32, batch_size: 16}}
+  model: {{dim: 64, layers: 2, heads: 4, seq_len: 32, batch_size: 16, step_sleep_s: {step_sleep_s}}}
   checkpoint: {{enabled: false}}
 groups: {{count: 3}}
 lighthouse: {{port: 0, min_replicas: 1, quorum_tick_ms: 20, join_timeout_ms: 1000, heartbeat_timeout_ms: 500}}
@@ -42,10 +43,12 @@ def _args(*argv: str) -> argparse.Namespace:
 
 
 @pytest.mark.integration
+@pytest.mark.heavy(seconds=47)
 def test_every_fault_kind_heals_with_nothing_lost(tmp_path: Path) -> None:
-    # 1600 steps outlast the schedule even on a fast, quiet machine.
-    (tmp_path / "job.yaml").write_text(JOB.format(steps=1600))
+    (tmp_path / "job.yaml").write_text(JOB.format(steps=FAR_STEPS, step_sleep_s=STEP_SLEEP_S))
     (tmp_path / "chaos.yaml").write_text(SCHEDULE)
+    # Every group committing 4 s past the schedule's last fault (the Lighthouse's kill at 34 s): all recovered.
+    stop_once_all_commit_after(tmp_path / "run", 3, after_s=38.0)
     rc = run_local(
         _args(
             str(tmp_path / "job.yaml"),
@@ -95,6 +98,7 @@ def test_every_fault_kind_heals_with_nothing_lost(tmp_path: Path) -> None:
 
 
 @pytest.mark.integration
+@pytest.mark.heavy(seconds=20)
 def test_a_survivor_trains_alone_while_most_groups_restart(tmp_path: Path) -> None:
     """Two of three groups killed at the same instant (#16): the survivor trains alone while they restart.
 
@@ -109,11 +113,13 @@ def test_a_survivor_trains_alone_while_most_groups_restart(tmp_path: Path) -> No
     from lamplighter.trainer.contract import RunPaths
     from lamplighter.trainer.steplog import read_steps
 
-    job = JOB.format(steps=500).replace("backoff_initial_s: 0", "backoff_initial_s: 4")
+    job = JOB.format(steps=FAR_STEPS, step_sleep_s=STEP_SLEEP_S).replace("backoff_initial_s: 0", "backoff_initial_s: 4")
     assert "backoff_initial_s: 4" in job
     (tmp_path / "job.yaml").write_text(job)
     (tmp_path / "chaos.yaml").write_text("- {at_s: 3, kind: kill, group: 1}\n- {at_s: 3, kind: kill, group: 2}\n")
     run_dir = tmp_path / "run"
+    # Killed at 3 s and restarted 4 s later: every group committing at 10 s means both came back.
+    stop_once_all_commit_after(run_dir, 3, after_s=10.0)
     rc = run_local(
         _args(
             str(tmp_path / "job.yaml"),
@@ -137,13 +143,13 @@ def test_a_survivor_trains_alone_while_most_groups_restart(tmp_path: Path) -> No
 
 
 def test_bad_chaos_spec_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    (tmp_path / "job.yaml").write_text(JOB.format(steps=5))
+    (tmp_path / "job.yaml").write_text(JOB.format(steps=5, step_sleep_s=0))
     rc = run_local(_args(str(tmp_path / "job.yaml"), "--chaos", "mtbf=soon", "--run-dir", str(tmp_path / "run")))
     assert rc == 2 and "not a duration" in capsys.readouterr().err
 
 
 def test_unsupported_kind_in_local_mode_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    (tmp_path / "job.yaml").write_text(JOB.format(steps=5))
+    (tmp_path / "job.yaml").write_text(JOB.format(steps=5, step_sleep_s=0))
     rc = run_local(
         _args(str(tmp_path / "job.yaml"), "--chaos", "mtbf=5s,kinds=gpu", "--run-dir", str(tmp_path / "run"))
     )
@@ -151,7 +157,7 @@ def test_unsupported_kind_in_local_mode_is_exit_2(tmp_path: Path, capsys: pytest
 
 
 def test_previous_run_in_run_dir_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    (tmp_path / "job.yaml").write_text(JOB.format(steps=5))
+    (tmp_path / "job.yaml").write_text(JOB.format(steps=5, step_sleep_s=0))
     (tmp_path / "run" / "steps").mkdir(parents=True)
     rc = run_local(_args(str(tmp_path / "job.yaml"), "--run-dir", str(tmp_path / "run"), "--no-live"))
     assert rc == 2 and "previous run" in capsys.readouterr().err

@@ -11,22 +11,26 @@ from __future__ import annotations
 
 import argparse
 import json
+import threading
+import time
 from pathlib import Path
 
 import pytest
+from realparts import FAR_STEPS, STEP_SLEEP_S
 
 from lamplighter.supervisor.local_cli import add_parser, run_local
+from lamplighter.trainer.stop_at import write_stop_at
 
 FT_TRAINER = Path(__file__).parent.parent / "foreign" / "ft_trainer.py"
 
 JOB = """
 name: foreign
 trainer:
-  steps: 600  # the survivor must outlast the last restart, or the restarted group finds no peer to heal from
+  steps: {far}  # the test ends the run (the trainer's own target file) once both faults are recovered
   # As torchft's examples run it: under torchrun (which hosts the group's store), one agent per group.
   command: ["{{python}}", "-m", "torch.distributed.run", "--standalone", "--nnodes=1", "--nproc_per_node=1",
             "{trainer}", "--group", "{{replica_id}}", "--steps", "{{steps}}", "--out", "{{run_dir}}/own",
-            "--step-sleep", "0.05", "--pg-timeout", "2" {extra}]
+            "--step-sleep", "{step_sleep}", "--pg-timeout", "2", "--target-file", "{{run_dir}}/own/target" {extra}]
 groups: {{count: 2}}
 lighthouse: {{min_replicas: 1, quorum_tick_ms: 20, join_timeout_ms: 1000, heartbeat_timeout_ms: 500}}
 torchft: {{pg_timeout_s: 2, timeout_s: 3, quorum_timeout_s: 4, connect_timeout_s: 10}}
@@ -34,10 +38,44 @@ health: {{progress: {progress}, hang_timeout_s: 10, startup_timeout_s: 90, poll_
 restart: {{budget_per_group: 3, backoff_initial_s: 0, standby: {standby}}}
 """
 
+# Gentle: each fault waits until its target and the other group both commit in their current attempts, so the
+# hang never strikes the only group holding the state while the killed one is still restarting (on a busy
+# machine a restart under torchrun can take longer than the 9 s between the two), which would leave the
+# restarted group no peer to heal from.
 SCHEDULE = """
-- {at_s: 3, kind: kill, group: 1}
-- {at_s: 12, kind: hang, group: 0}
+mode: gentle
+schedule:
+  - {at_s: 3, kind: kill, group: 1}
+  - {at_s: 12, kind: hang, group: 0}
 """
+
+
+def end_once_recovered(run_dir: Path) -> list[int]:
+    """In the background: once both groups were restarted (two starts each in their logs) and both commit again,
+    past the last restart, end the run a little ahead (the trainer's target file, and stop-at for the report).
+    Returns a list that holds the end step once written."""
+    end: list[int] = []
+
+    def starts(g: int) -> int:
+        log = run_dir / "logs" / f"group{g}.log"
+        return log.read_text(errors="replace").count("] started, world") if log.exists() else 0
+
+    def last(g: int) -> int:
+        return max((s for s, h in own_hashes(run_dir).items() if g in h), default=0)
+
+    def watch() -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and min(starts(0), starts(1)) < 2:
+            time.sleep(0.2)
+        since = max(last(0), last(1))
+        while time.monotonic() < deadline and min(last(0), last(1)) < since + 20:
+            time.sleep(0.2)
+        end.append(max(last(0), last(1)) + 20)
+        (run_dir / "own" / "target").write_text(str(end[0]))
+        write_stop_at(run_dir, end[0])
+
+    threading.Thread(target=watch, name="end-once-recovered", daemon=True).start()
+    return end
 
 
 def own_hashes(run_dir: Path) -> dict[int, dict[int, str]]:
@@ -55,13 +93,24 @@ def own_hashes(run_dir: Path) -> dict[int, dict[int, str]]:
 @pytest.mark.parametrize(
     ("progress", "extra", "standby"), [("lighthouse", "", 0), ("heartbeat", ', "--lamplighter-heartbeat"', 1)]
 )
+@pytest.mark.heavy(seconds=45)
 def test_a_foreign_torchft_trainer_is_supervised_by_its_progress(
     tmp_path: Path, progress: str, extra: str, standby: int
 ) -> None:
     # With a standby, its process becomes the restarted group's torchrun (`python -m torch.distributed.run`).
-    (tmp_path / "job.yaml").write_text(JOB.format(trainer=FT_TRAINER, progress=progress, extra=extra, standby=standby))
+    (tmp_path / "job.yaml").write_text(
+        JOB.format(
+            trainer=FT_TRAINER,
+            progress=progress,
+            extra=extra,
+            standby=standby,
+            far=FAR_STEPS,
+            step_sleep=STEP_SLEEP_S,
+        )
+    )
     (tmp_path / "chaos.yaml").write_text(SCHEDULE)
     run_dir = tmp_path / "run"
+    end = end_once_recovered(run_dir)
     ap = argparse.ArgumentParser()
     add_parser(ap.add_subparsers())
     rc = run_local(
@@ -92,8 +141,8 @@ def test_a_foreign_torchft_trainer_is_supervised_by_its_progress(
     both = {s: h for s, h in hashes.items() if len(h) == 2}
     assert all(h[0] == h[1] for h in both.values())
     # Both groups were back and in step at the end: each heal left the restarted group identical to its peer.
-    assert len(both) >= 20 and max(both) == 600
-    assert max(hashes) == 600
+    assert end and len(both) >= 20 and max(both) == end[0]
+    assert max(hashes) == end[0]
     if progress == "heartbeat":
         assert (run_dir / "heartbeat").is_dir()
     else:

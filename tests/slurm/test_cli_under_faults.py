@@ -55,6 +55,7 @@ def cli(*args: str, conf: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.heavy(seconds=26)
 def test_slurmctld_stopped_part_way_through_submit(cluster: TestCluster, tmp_path: Path) -> None:
     api = SlurmActions(cluster.cli(timeout=5))
     job, config = job_config(tmp_path, cluster.conf_path)

@@ -58,6 +58,7 @@ def test_drained_node_gets_no_requeued_job(clean_slurm_cluster: TestCluster, tmp
     assert api.node(first).available or not api.node(first).is_drained
 
 
+@pytest.mark.heavy(seconds=19)
 def test_node_crash_requeues_automatically_and_no_requeue_job_fails(
     clean_slurm_cluster: TestCluster, tmp_path: Path
 ) -> None:

@@ -288,7 +288,7 @@ def test_lighthouse_script_runs_its_own_lighthouse_and_restarts_it(harness: dict
         "-m",
         "lamplighter.supervisor.lighthouse_main",
         "--bind",
-        "[::]:0",
+        "127.0.0.1:0",  # the address the job names, not a wildcard
         "--min_replicas",
         "2",
         "--join_timeout_ms",
@@ -394,8 +394,11 @@ def test_torchtitan_group_script_cpus_and_container(harness: dict[str, Path]) ->
         "--container-image=nvcr.io#rocm/pytorch:latest",
         "--container-mounts=/a:/a,/b:/c",
     ]
+    boot = TORCHTITAN.index("torchtitan.train")  # lamplighter's launch runs torchtitan's module
     assert rec["argv"] == [
-        *TORCHTITAN,
+        *TORCHTITAN[:boot],
+        "lamplighter_torchtitan",
+        *TORCHTITAN[boot:],
         "--fault_tolerance.enable",
         "--fault_tolerance.replica_id=1",
         "--fault_tolerance.group_size=2",
@@ -411,6 +414,9 @@ def test_torchtitan_group_script_cpus_and_container(harness: dict[str, Path]) ->
     assert (e["REPLICA_GROUP_ID"], e["NUM_REPLICA_GROUPS"]) == ("1", "2")
     # torchrun needs a port known before it starts, even for one process.
     assert e["MASTER_PORT"] == "30242" and e["PET_RDZV_ENDPOINT"].endswith(":30242")
+    # The launch's folder comes first on the trainer's path (the training environment has no lamplighter).
+    assert e["PYTHONPATH"].split(":")[0].endswith("trainer/torchtitan_boot")
+    assert (e["LAMPLIGHTER_TORCHTITAN_FIXES"], e["LAMPLIGHTER_TORCHTITAN_STATE_HASH"]) == ("auto", "0")
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 import yaml
-from realparts import require_slurm
+from realparts import FAR_STEPS, STEP_SLEEP_S, require_slurm
 
 from lamplighter.configs.loader import load_job
 from lamplighter.configs.schema import HealthConfig, RestartConfig
@@ -83,7 +83,7 @@ def foreign_job(lab: SlurmLab, work: Path, name: str) -> LabRun:
             "--group={replica_id}",
             "--steps={steps}",
             "--out={run_dir}/own",
-            "--step-sleep=0.05",
+            f"--step-sleep={STEP_SLEEP_S}",
             "--pg-timeout=3",
             "--target-file={run_dir}/own/target",
             # A rank stuck in a collective fails its peers' inner all-reduce after this long.
@@ -151,6 +151,7 @@ def recovered_once(run: LabRun, group: int, before: int, at_step: int, timeout: 
     assert max(both) > at_step, "no step after the heal was compared"
 
 
+@pytest.mark.heavy(seconds=130)
 def test_two_node_two_rank_groups_survive_kill_hang_gpu_and_node_crash(lab: SlurmLab, tmp_path: Path) -> None:
     run = foreign_job(lab, tmp_path, "mn")
     run.submit()
@@ -211,7 +212,7 @@ def single_node_job(lab: SlurmLab, work: Path, name: str) -> LabRun:
     cfg["trainer"] = {
         "steps": STEPS,
         "command": ["{python}", "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1", str(FT_TRAINER)]
-        + ["--group={replica_id}", "--steps={steps}", "--out={run_dir}/own", "--step-sleep=0.05"]
+        + ["--group={replica_id}", "--steps={steps}", "--out={run_dir}/own", f"--step-sleep={STEP_SLEEP_S}"]
         + ["--target-file={run_dir}/own/target"],
     }
     cfg["slurm"]["exclusive"] = False
@@ -226,6 +227,7 @@ def recorded_replicas(run: LabRun) -> set[str]:
     return {json.loads(line)["replica"] for line in text.splitlines() if line.strip()}
 
 
+@pytest.mark.heavy(seconds=40)
 def test_two_jobs_with_the_same_replica_names_never_share_a_quorum(lab: SlurmLab, tmp_path: Path) -> None:
     a, b = single_node_job(lab, tmp_path, "job-a"), single_node_job(lab, tmp_path, "job-b")
     a.submit()
@@ -254,11 +256,14 @@ def test_two_jobs_with_the_same_replica_names_never_share_a_quorum(lab: SlurmLab
         assert len(both) >= 10 and all(h[0] == h[1] for h in both.values())
 
 
+@pytest.mark.heavy(seconds=55)
 def test_reference_trainer_with_two_processes_per_node_on_two_nodes(lab: SlurmLab, tmp_path: Path) -> None:
     """The reference trainer as srun tasks (no torchrun): 2 nodes x 2 processes per group, a warm spare step of
     the same shape beside each; a rank killed on a group's second node ends its step on both nodes, and the
     group's agent hands its place to the spare (one line, forwarded by srun to all four tasks): no requeue."""
-    cfg: dict[str, Any] = lab_job_config(lab, tmp_path / "ref", name="ref", steps=300, groups=2, spare=True)
+    cfg: dict[str, Any] = lab_job_config(
+        lab, tmp_path / "ref", name="ref", steps=FAR_STEPS, groups=2, step_sleep_s=STEP_SLEEP_S, spare=True
+    )
     cfg["groups"] = {"count": 2, "nodes": 2, "procs_per_node": 2}
     path = tmp_path / "ref.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
@@ -282,7 +287,7 @@ def test_reference_trainer_with_two_processes_per_node_on_two_nodes(lab: SlurmLa
     assert len(victim) == 1 and signal_procs(victim, signal.SIGKILL)
     wait_until(lambda: '"how":"warm"' in journal.read_text(), 120, "group 1 restarted from its spare")
     wait_until(lambda: max(run.committed_steps(1)) > at + 10, 240, "group 1 committing again")
-    states = run.wait_end(600)
+    states = run.finish(600)
     assert run.sub is not None
     assert {states[run.sub.groups[g]] for g in (0, 1)} == {"COMPLETED"}, states
     assert restarts(run, 1) == before  # restarted inside its allocation: Slurm never requeued it

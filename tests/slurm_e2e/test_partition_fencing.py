@@ -21,7 +21,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from realparts import require_slurm
+from realparts import FAR_STEPS, STEP_SLEEP_S, require_slurm
 
 from lamplighter.configs.schema import HealthConfig, RestartConfig
 from lamplighter.lab.e2e_run import prepare_run
@@ -35,8 +35,6 @@ from lamplighter.trainer.steplog import read_steps
 
 pytestmark = pytest.mark.integration
 
-STEPS = 1500
-
 
 @pytest.fixture
 def lab(tmp_path: Path) -> Iterator[tuple[SlurmLab, int]]:
@@ -46,6 +44,7 @@ def lab(tmp_path: Path) -> Iterator[tuple[SlurmLab, int]]:
         tmp_path / "lab",
         LabSettings(
             compute_nodes=3,
+            gpus_per_node=2,
             health=HealthConfig(hang_timeout_s=15.0, poll_interval_s=0.5),
             restart=RestartConfig(budget_per_group=10, crash_loop_max=10),
         ),
@@ -69,9 +68,12 @@ def alive(procs: list[tuple[int, float]]) -> list[int]:
     return out
 
 
+@pytest.mark.heavy(seconds=48)
 def test_a_node_cut_off_from_slurm_has_its_old_trainers_fenced(lab: tuple[SlurmLab, int], tmp_path: Path) -> None:
     slurm_lab, port = lab
-    run = prepare_run(slurm_lab, tmp_path, name="split", steps=STEPS, groups=2, port=port)
+    run = prepare_run(
+        slurm_lab, tmp_path, name="split", steps=FAR_STEPS, groups=2, port=port, step_sleep_s=STEP_SLEEP_S
+    )
     sub = run.submit()
     run.wait_all_committing()
     group, node = run.group_on_node(prefer=0)
@@ -102,7 +104,7 @@ def test_a_node_cut_off_from_slurm_has_its_old_trainers_fenced(lab: tuple[SlurmL
         wait_until(lambda: not alive(old), 60, f"the old trainers of group {group} on {node} to be fenced")
     finally:
         slurm_lab.cluster.silence_node(node, silent=False)
-    states = run.wait_end(600)
+    states = run.finish(600)
     report = run.report()
 
     recs = read_steps(paths.steps(group))

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from realparts import require_slurm
+from realparts import FAR_STEPS, STEP_SLEEP_S, require_slurm
 
 from lamplighter.configs.schema import HealthConfig, RestartConfig
 from lamplighter.lab.e2e_run import LabRun, drained_nodes, per_kind_lines, prepare_run
@@ -29,6 +29,7 @@ pytestmark = pytest.mark.integration
 def settings(port: int) -> LabSettings:
     return LabSettings(
         compute_nodes=6,
+        gpus_per_node=2,
         health=HealthConfig(hang_timeout_s=8.0, poll_interval_s=0.5, probe_deadline_s=2.0),
         restart=RestartConfig(budget_per_group=10, crash_loop_max=10),
     )
@@ -86,11 +87,12 @@ def check_healed(run: LabRun, group: int) -> None:
     assert report["groups"][str(group)]["heals"] >= 1
 
 
+@pytest.mark.heavy(seconds=52)
 def test_slurm_node_crash_and_lighthouse_kill_without_daemons(
     lab_without_daemons: tuple[SlurmLab, int], tmp_path: Path
 ) -> None:
     lab, port = lab_without_daemons
-    run = prepare_run(lab, tmp_path, name="base", steps=1500, groups=2, port=port)
+    run = prepare_run(lab, tmp_path, name="base", steps=FAR_STEPS, groups=2, port=port, step_sleep_s=STEP_SLEEP_S)
     run.submit()
     run.wait_all_committing()
     group, node = run.group_on_node()
@@ -101,17 +103,17 @@ def test_slurm_node_crash_and_lighthouse_kill_without_daemons(
     lab.restart_node(node)
     lh = run.fault("lighthouse-kill", None, recovery_timeout=60)
     assert lh.recovered["t_first_commit"] is not None, lh.recovered
-    states = run.wait_end(300)
+    states = run.finish(300)
     report = run.report()
     print("\n" + "\n".join(per_kind_lines(report)))
     check_clean_end(run, report, states)
     assert drained_nodes(run) == {}
 
 
+@pytest.mark.heavy(seconds=70)
 def test_slurm_e2e_every_fault_kind(lab_with_daemons: tuple[SlurmLab, int], tmp_path: Path) -> None:
     lab, port = lab_with_daemons
-    # ~0.14 s a step with 3 groups on 2 busy cores: the six faults are over by ~60 s, training by ~150 s.
-    run = prepare_run(lab, tmp_path, name="e2e", steps=1100, groups=3, port=port)
+    run = prepare_run(lab, tmp_path, name="e2e", steps=FAR_STEPS, groups=3, port=port, step_sleep_s=STEP_SLEEP_S)
     run.submit()
     run.wait_all_committing()
     # Some fault-free steps first: the report's goodput baseline.
@@ -132,7 +134,7 @@ def test_slurm_e2e_every_fault_kind(lab_with_daemons: tuple[SlurmLab, int], tmp_
         if kind == "supervisor-kill":
             lab.wait_daemons_alive()
     drained = drained_nodes(run)
-    states = run.wait_end(420)
+    states = run.finish(420)
     report = run.report(extra={"drained_nodes": drained})
     print("\n" + "\n".join(per_kind_lines(report)))
     check_clean_end(run, report, states)

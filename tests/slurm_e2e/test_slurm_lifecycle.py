@@ -63,6 +63,7 @@ def cli(*argv: str) -> int:
     return rc
 
 
+@pytest.mark.heavy(seconds=25)
 def test_slurm_job_completes_and_releases_its_lighthouse(
     cluster: TestCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

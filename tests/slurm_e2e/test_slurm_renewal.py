@@ -6,10 +6,11 @@ renewal margin 5 s / spacing 25 s: groups 0, 1, 2 are warned 55, 30 and 5 s
 before their limit. Slurm checks time limits every 30 s and warns 30-60 s early,
 so with a one-minute limit groups 0 and 1 are warned at the first check after
 their start and group 2 at the same or the next: the renewal lease orders the
-groups warned together. The job trains for minutes, each group renewing
-several times; a renewed group is back (requeue delay, start, heal) in 10-30 s
-on this machine, so a group that cannot wait for everyone renews, near its
-limit, as soon as one other group is live and caught up.
+groups warned together. The job trains until every group has renewed twice
+and trained again (then the test stops it: its stop-at file); a renewed group
+is back (requeue delay, start, heal) in 10-30 s on this machine, so a group
+that cannot wait for everyone renews, near its limit, as soon as one other
+group is live and caught up.
 
 Prints the renewal timeline (run pytest with -s): for each renewal, when the
 group was warned, requeued (and how long before its limit), running again,
@@ -26,7 +27,7 @@ from typing import Any
 
 import pytest
 import yaml
-from realparts import require_slurm
+from realparts import FAR_STEPS, STEP_SLEEP_S, require_slurm
 
 from lamplighter.configs.loader import load_job
 from lamplighter.configs.schema import HealthConfig, RestartConfig
@@ -41,7 +42,7 @@ from lamplighter.trainer.steplog import read_steps
 pytestmark = pytest.mark.integration
 
 GROUPS = 3
-STEPS = 3000  # minutes on 2 busy cores: each group renews several times
+RENEWALS = 2  # each group renews this often (and trains again after each) before the test stops the job
 
 
 @pytest.fixture
@@ -52,6 +53,7 @@ def lab(tmp_path: Path) -> Iterator[tuple[SlurmLab, int]]:
         tmp_path / "lab",
         LabSettings(
             compute_nodes=4,
+            gpus_per_node=2,
             health=HealthConfig(hang_timeout_s=15.0, poll_interval_s=0.5, probe_deadline_s=2.0),
             # Renewals do not spend this budget (LAMPLIGHTER_RENEWALS; tests/daemon/test_node_policy.py);
             # it is large so that failures the renewal churn causes are recovered too.
@@ -115,7 +117,7 @@ def print_timeline(rows: list[dict[str, Any]], t0: float, wall: float, report: d
     def t(x: float | None) -> str:
         return "     -" if x is None else f"{x - t0:6.1f}"
 
-    print(f"\nrenewal timeline (seconds after submit; --time=1, {GROUPS} groups, {STEPS} steps)")
+    print(f"\nrenewal timeline (seconds after submit; --time=1, {GROUPS} groups, {report['target_steps']} steps)")
     print(
         f"{'group':>5} {'warned':>7} {'left':>5} {'requeued':>9} {'left':>5} {'commits again':>14} {'after':>6}  healed"
     )
@@ -132,9 +134,18 @@ def print_timeline(rows: list[dict[str, Any]], t0: float, wall: float, report: d
     )
 
 
+@pytest.mark.heavy(seconds=130)
 def test_job_outlives_a_one_minute_time_limit(lab: tuple[SlurmLab, int], tmp_path: Path) -> None:
     slurm_lab, port = lab
-    cfg = lab_job_config(slurm_lab, tmp_path / "renew", name="renew", steps=STEPS, groups=GROUPS, port=port)
+    cfg = lab_job_config(
+        slurm_lab,
+        tmp_path / "renew",
+        name="renew",
+        steps=FAR_STEPS,
+        groups=GROUPS,
+        port=port,
+        step_sleep_s=STEP_SLEEP_S,
+    )
     cfg["slurm"]["time"] = "1"
     # The groups are warned 55, 30 and 5 s before their one-minute limit (Slurm checks limits every 30 s).
     # The Lighthouse job has a limit of its own, longer than the run: three groups and the Lighthouse
@@ -149,7 +160,15 @@ def test_job_outlives_a_one_minute_time_limit(lab: tuple[SlurmLab, int], tmp_pat
     t0 = time.time()
     sub = run.submit()
     run.wait_all_committing()
-    states = run.wait_end(900)
+
+    def renewed() -> bool:
+        rows = renewal_timeline(Path(sub.run_dir), GROUPS)
+        return all(
+            sum(r["group"] == g and r["first_commit"] is not None for r in rows) >= RENEWALS for g in range(GROUPS)
+        )
+
+    wait_until(renewed, 900, f"every group to renew {RENEWALS} times and train again")
+    states = run.finish(600)
     wall = time.time() - t0
     report = run.report()
     rows = renewal_timeline(Path(sub.run_dir), GROUPS)

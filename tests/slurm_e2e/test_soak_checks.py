@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from lamplighter.lab.soak import MIN_LEAD_STEPS, STOP_LEAD_S, by_kind, stop_step, wrong_node_actions
+from lamplighter.lab.run_end import stop_step
+from lamplighter.lab.soak import MIN_LEAD_STEPS, STOP_LEAD_S, by_kind, wrong_node_actions
 from lamplighter.trainer.steplog import StepRecord
 
 INJECTED = [
@@ -81,8 +82,8 @@ def test_the_stop_step_lies_seconds_ahead_at_the_jobs_own_recent_pace() -> None:
     """No step target guessed from a rate: the soak stops the job a few seconds past where it is, at the pace
     it has now, so every group reads the stop step (once a second) before it gets there."""
     fast = [commit(s, 100.0 + s / 20) for s in range(1, 801)]  # 20 steps/s, up to step 800 at t=140
-    assert stop_step(fast, now=140.0) == 800 + int(20 * STOP_LEAD_S)
+    assert stop_step(fast, 140.0, STOP_LEAD_S, MIN_LEAD_STEPS) == 800 + int(20 * STOP_LEAD_S)
     slow = [commit(s, 100.0 + s / 2) for s in range(1, 81)]  # 2 steps/s
-    assert stop_step(slow, now=140.0) == 80 + MIN_LEAD_STEPS
+    assert stop_step(slow, 140.0, STOP_LEAD_S, MIN_LEAD_STEPS) == 80 + MIN_LEAD_STEPS
     stalled = [*fast[:400], commit(801, 141.0, committed=False)]  # nothing committed lately: the floor
-    assert stop_step(stalled, now=200.0) == 400 + MIN_LEAD_STEPS
+    assert stop_step(stalled, 200.0, STOP_LEAD_S, MIN_LEAD_STEPS) == 400 + MIN_LEAD_STEPS

@@ -64,6 +64,7 @@ def log_tail(run_dir: Path, group: int) -> str:
     return "\n".join(logs[-1].read_text().splitlines()[-30:]) if logs else ""
 
 
+@pytest.mark.heavy(seconds=66)
 def test_torchtitan_job_through_rendered_scripts(lab: tuple[SlurmLab, int], tmp_path: Path) -> None:
     slurm_lab, port = lab
     cfg = lab_job_config(slurm_lab, tmp_path / "titan", name="titan", steps=STEPS, groups=2, port=port)
