@@ -423,6 +423,13 @@ def reset_cluster(cluster: TestCluster, timeout: float = 30.0) -> None:
             cli.run("scancel", entry)
         except SlurmError:
             pass  # finished meanwhile
+    reset_nodes(cluster, timeout)
+    wait_until(lambda: not cli.run("squeue", "--noheader", "-o", "%i").split(), timeout, "the queue to empty")
+
+
+def reset_nodes(cluster: TestCluster, timeout: float = 30.0) -> None:
+    """Every node up and in service: a crashed one started again, a drained or down one resumed."""
+    cli = cluster.cli()
     for name in cluster.node_names:
         if not cluster.node_alive(name):
             cluster.restart_node(name, timeout)
@@ -433,7 +440,6 @@ def reset_cluster(cluster: TestCluster, timeout: float = 30.0) -> None:
             except SlurmError:
                 pass  # returned to service by itself meanwhile (ReturnToService=2)
     cluster.wait_nodes_ready(timeout)
-    wait_until(lambda: not cli.run("squeue", "--noheader", "-o", "%i").split(), timeout, "the queue to empty")
 
 
 @contextmanager
