@@ -139,8 +139,11 @@ class TestCluster:
         if self._load_records() and any(is_alive(r) for r in self._load_records().values()):
             raise ClusterError(f"a cluster already runs under {self.root}; run down() first")
         # A fresh cluster every time: old job state would confuse tests.
-        for sub in ("state", "spool"):
-            shutil.rmtree(self.root / sub, ignore_errors=True)
+        shutil.rmtree(self.root / "state", ignore_errors=True)
+        spool = self.root / "spool"
+        if spool.is_symlink():  # the last up()'s link: rmtree refuses a link (and ignore_errors hid it)
+            spool.unlink()
+        shutil.rmtree(spool, ignore_errors=True)
         shutil.rmtree(self.sockets, ignore_errors=True)
         for sub in ("munge", "state", "run", "log"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
