@@ -2,9 +2,10 @@
 
 One run per strategy delivers `n` faults of each kind, one at a time: each once the job is back at full
 strength (every replica has committed, in a quorum of all of them, since the last fault) and has stayed so
-for `settle_s`, so that the rate just before a fault is the job's full rate. A strategy that does not
-recover by itself within `cap_s` (the poll runner never replaces a hung group) is recorded as such, and the
-harness then ends the stuck process, as a repair would, so that the next fault finds the job whole. A
+for `settle_s`, so that the rate just before a fault is the job's full rate. A strategy that has not ended
+the struck process itself within `cap_s` (the poll runner never replaces a hung group) is recorded as such,
+and the harness then ends that process, as a repair would, so that the next fault finds the job whole (a
+restart still under way is left alone, however slow). A
 crashed node is started again once the job is whole (the repair of the node). Per fault, from the step logs:
 
 - back_s: the struck replica commits again (a new process of it); for checkpoint-restart the whole job;
@@ -107,11 +108,13 @@ class OneAtATime:
         return self.order[self.next - 1][0]
 
     def finished(self, now: float, job: JobView) -> bool:
-        if self.next < len(self.order):
+        if not self.next:
             return False
         since = self._whole(now, job)
-        # The last fault's recovery is in (or it was capped and given a while to come back).
-        return (since is not None and now - since >= self.settle_s) or now - self.last_t > 3 * self.cap_s
+        if since is None:
+            # Not whole again long after the last fault, even after a release: the run ends with what it has.
+            return now - self.last_t > 3 * self.cap_s
+        return self.next >= len(self.order) and now - since >= self.settle_s
 
 
 def progress_samples(recs: list[StepRecord], t0: float, t1: float) -> int:

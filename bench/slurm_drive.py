@@ -72,7 +72,8 @@ class Trigger(Protocol):
         ...
 
     def release(self, now: float, job: JobView) -> int | None:
-        """A replica whose stuck process the harness must end now (a per-fault run's cap), if any."""
+        """A replica whose stuck process the harness must end now (a per-fault run's cap), if any: the driver
+        ends the process the last fault struck, if it still runs (a strategy's slow restart is left alone)."""
         ...
 
     def finished(self, now: float, job: JobView) -> bool:
@@ -201,10 +202,12 @@ def drive(
                 if f is not None:
                     scan(now)  # the target as it is now, not as it was at the last scan
                     job.faults.append(courier.deliver(f, job))
-                stuck = trigger.release(now, job)
-                if stuck is not None and stuck in job.pids:
-                    release([job.pids[stuck]])
-                    job.faults[-1].released_at = time.time()
+                if trigger.release(now, job) is not None and job.faults:
+                    # The process the fault struck, if it is still there: never a newer one the strategy started.
+                    hit = job.faults[-1]
+                    if hit.pid is not None and hit.pid in job.pids.values():
+                        release([hit.pid])
+                        hit.released_at = time.time()
             time.sleep(TICK_S)
     finally:
         t_end = time.time()
