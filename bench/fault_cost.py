@@ -128,48 +128,68 @@ def progress_samples(recs: list[StepRecord], t0: float, t1: float) -> int:
     return total
 
 
-def stall(recs: list[StepRecord], t0: float) -> float | None:
-    """The gap between two commits of this replica that holds t0, minus its usual step before t0."""
+def rate(recs: list[StepRecord], t0: float, t1: float) -> int:
+    """Samples of every commit in (t0, t1], redone or not: the job's pace."""
+    return sum(r.samples for r in committed(recs) if t0 < r.t <= t1)
+
+
+def longest_gap(recs: list[StepRecord], t0: float, t1: float) -> float | None:
+    """The longest gap between two commits of this replica that overlaps [t0, t1], minus its usual step before t0."""
     c = committed(recs)
     before = [r.t for r in c if r.t <= t0]
-    after = next((r.t for r in c if r.t > t0), None)
-    if len(before) < 3 or after is None:
+    if len(before) < 3:
         return None
     normal = statistics.median(b - a for a, b in itertools.pairwise(before[-20:]))
-    return max(0.0, after - before[-1] - normal)
+    gaps = [b.t - a.t for a, b in itertools.pairwise(c) if b.t > t0 and a.t < t1]
+    return max(0.0, max(gaps) - normal) if gaps else None
+
+
+def first_commit_of_all(run: RunRecord, f: Fault, t0: float) -> float | None:
+    """When every replica has committed in a quorum of all of them after t0 (the struck one: after its restart)."""
+    whole = None
+    for i, recs in run.steps.items():
+        since = f.t_restarted if i == f.index and f.t_restarted is not None else t0
+        t = next((r.t for r in committed(recs) if r.t > since and r.participants == run.replicas), None)
+        if t is None:
+            return None
+        whole = t if whole is None else max(whole, t)
+    return whole
 
 
 def cost(run: RunRecord, f: Fault, settle_s: float, cap_s: float) -> dict[str, Any]:
     """One struck fault's cost (see the module docstring)."""
     t0 = f.t_injected
     a = anatomy(run, f)
-    pre = sum(progress_samples(recs, t0 - settle_s, t0) for recs in run.steps.values())
-    full_rate = pre / settle_s
-    whole = None
-    for i, recs in run.steps.items():
-        t = next((r.t for r in committed(recs) if r.t > t0 and r.participants == run.replicas), None)
-        if i == f.index and f.t_restarted is not None:
-            t = next((r.t for r in committed(recs) if r.t > f.t_restarted and r.participants == run.replicas), None)
-        if t is None:
-            whole = None
-            break
-        whole = t if whole is None else max(whole, t)
+    full_rate = sum(rate(recs, t0 - settle_s, t0) for recs in run.steps.values()) / settle_s
+    whole = first_commit_of_all(run, f, t0)
     capped = f.released_at is not None
-    end = f.released_at if capped else whole
+    back = None if capped or a["failed_commits_s"] is None else t0 + a["failed_commits_s"]
+    # Work lost to a rollback is redone after the job is whole again: count until it passes its step at t0 too.
+    progress = None if a["progress_s"] is None else t0 + a["progress_s"]
+    end = f.released_at if capped else None if whole is None else max(whole, progress or whole)
     lost = None
     if end is not None and full_rate > 0:
         got = sum(progress_samples(recs, t0, end) for recs in run.steps.values())
         lost = (end - t0) - got / full_rate
-    stalls = [stall(recs, t0) for i, recs in run.steps.items() if i != f.index]
-    known = [s for s in stalls if s is not None]
+    # The stall while the group is out, and the one its return brings (torchft's second quorum change).
+    until = back if back is not None else (f.released_at if capped else None) or t0 + cap_s
+    survivors = [recs for i, recs in run.steps.items() if i != f.index]
+    stalls = [x for x in (longest_gap(recs, t0, until) for recs in survivors) if x is not None]
+    rejoin = (
+        [x for x in (longest_gap(recs, back + 1e-6, whole) for recs in survivors) if x is not None]
+        if back is not None and whole is not None and whole > back
+        else []
+    )
+    detected = a["detect_s"] if not capped or (a["detect_s"] or 0) < cap_s else None  # noticed after the release
     return {
         "kind": f.kind,
         "group": f.index,
         "t_injected": t0,
         "capped_at_s": round(f.released_at - t0, 3) if capped and f.released_at is not None else None,
-        "detect_s": a["detect_s"],
-        "back_s": None if capped else a["failed_commits_s"],
-        "stall_s": round(max(known), 3) if known else None,
+        "detect_s": detected,
+        "back_s": None if back is None else round(back - t0, 3),
+        "stall_s": round(max(stalls), 3) if stalls else None,
+        "rejoin_stall_s": round(max(rejoin), 3) if rejoin else None,
         "whole_s": None if capped or whole is None else round(whole - t0, 3),
         "lost_job_s": None if lost is None else round(lost, 3),
         "full_rate_samples_per_s": round(full_rate, 2),
@@ -184,7 +204,7 @@ def summarize(costs: list[dict[str, Any]]) -> dict[str, Any]:
     ):
         cs = list(group)
         cell: dict[str, Any] = {"n": len(cs), "never": sum(c["capped_at_s"] is not None for c in cs)}
-        for key in ("detect_s", "back_s", "stall_s", "whole_s", "lost_job_s"):
+        for key in ("detect_s", "back_s", "stall_s", "rejoin_stall_s", "whole_s", "lost_job_s"):
             vals = [c[key] for c in cs if c[key] is not None]
             cell[key] = spread(vals) if vals else None
         table.setdefault(kind, {})[s] = cell

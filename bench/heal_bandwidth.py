@@ -81,9 +81,11 @@ def describe(name: str) -> str:
         return f"torchft HTTPTransport(num_chunks={name[6:]}): {name[6:]} parallel GETs"
     return {
         "pg": "torchft PGTransport over ProcessGroupGloo, receiver allocates (lamplighter's checkpoint_transport: pg)",
-        "pg-inplace": "torchft PGTransport(state_dict=...) over ProcessGroupGloo: received into the receiver's tensors",
+        "pg-inplace": "torchft PGTransport(state_dict=...) over ProcessGroupGloo: received into the receiver's tensors "
+        "(the reference trainer with transport pg: it creates its optimizer state when it starts)",
         "pg-inplace-model": "as pg-inplace, but only the weights exist in the receiver (optimizer state allocated)",
-        "tcp": "reference, not a torchft transport: raw tensor bytes over one loopback TCP socket",
+        "tcp": "reference, not a torchft transport: raw tensor bytes over one loopback TCP socket into the "
+        "receiver's resident tensors (the wire's limit)",
     }[name]
 
 

@@ -10,9 +10,11 @@ Transports (names of the --transports option):
   http        torchft HTTPTransport, num_chunks=0 (the Manager's default, and lamplighter's)
   http-cN     HTTPTransport(num_chunks=N): N parallel HTTP GETs, one per slice of the tensors
   pg          torchft PGTransport over a torchft ProcessGroupGloo (lamplighter's checkpoint_transport: pg)
-  pg-inplace  PGTransport(state_dict=...): received straight into the healing peer's own tensors
-  pg-inplace-model  the same, but only the weights exist beforehand (a fresh AdamW has no state yet)
-  tcp         no torchft: the raw tensor bytes over one loopback TCP socket (the wire's limit here)
+  pg-inplace  PGTransport(state_dict=...): received straight into the healing peer's own tensors (the
+              reference trainer with transport pg, which creates its optimizer state when it starts)
+  pg-inplace-model  the same, but only the weights exist beforehand (an optimizer that creates its state lazily)
+  tcp         no torchft: the raw tensor bytes over one loopback TCP socket, read into the receiver's own
+              resident tensors (the wire's limit here)
 """
 
 from __future__ import annotations
@@ -237,10 +239,13 @@ def _recv_exact(s: socket.socket, buf: memoryview) -> None:
         off += n
 
 
-def _tcp_recv(port: int) -> object:
+def _tcp_recv(port: int, into: object) -> object:
+    """The sender's tensors, each read straight into the receiver's own resident tensor of `into` (same layout):
+    the wire's limit, with no allocation and no serialisation."""
     import torch
-    from torch.utils._pytree import tree_unflatten
+    from torch.utils._pytree import tree_flatten, tree_unflatten
 
+    own = iter([v for v in tree_flatten(into)[0] if isinstance(v, torch.Tensor)])
     with socket.create_connection(("127.0.0.1", port)) as s:
         n = bytearray(8)
         _recv_exact(s, memoryview(n))
@@ -250,7 +255,8 @@ def _tcp_recv(port: int) -> object:
         values: list[object] = []
         for m in meta:
             if m[0] == "t":
-                t = torch.empty(m[2], dtype=m[1])
+                t = next(own)
+                assert t.dtype == m[1] and tuple(t.shape) == m[2], (t.dtype, t.shape, m)
                 _recv_exact(s, tensor_bytes(t).cast("B"))
                 values.append(t)
             else:
@@ -354,10 +360,12 @@ def _receiver(conn: Connection, transport: str, nbytes: int, chunk_bytes: int, t
 
         _instrument_http(stats)
         tp = HTTPTransport(timeout=timeout, num_chunks=chunks)
+    own: dict[str, Any] | None = None
+    if kind == "tcp":
+        own = build_state(nbytes, chunk_bytes, seed=0, fill="zeros")  # resident, as a trainer's own state is
     elif kind.startswith("pg"):
         from torchft.checkpointing.pg_transport import PGTransport
 
-        own: dict[str, Any] | None = None
         if kind.startswith("pg-inplace"):
             # A restarted trainer has built its model (and, if it materialised it, its optimizer state).
             own = build_state(nbytes, chunk_bytes, seed=0, fill="zeros")
@@ -372,7 +380,7 @@ def _receiver(conn: Connection, transport: str, nbytes: int, chunk_bytes: int, t
         _pg_join(pg, go["store_port"], go["rendezvous"], DST_RANK, timeout)
     t0 = time.perf_counter()
     if kind == "tcp":
-        got = _tcp_recv(go["port"])
+        got = _tcp_recv(go["port"], own)
     else:
         got = tp.recv_checkpoint(src_rank=SRC_RANK, metadata=go.get("metadata", "<n/a>"), step=STEP, timeout=timeout)
     recv_s = time.perf_counter() - t0

@@ -127,8 +127,8 @@ def cost_lines(results: Path) -> list[str]:
         f"after the fault; never: not within {cfg['cap_s']:g} s, when the harness ended the stuck process):",
         "",
         "| fault | strategy | n | detected | the group trains again (ckpt-restart: the job) | survivors' stall "
-        "| every group in the quorum again | job-seconds lost |",
-        "|---|---|---|---|---|---|---|---|",
+        "| their stall at its return | every group in the quorum again | job-seconds lost |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for kind, per in doc["table"].items():
         for s in (x for x in STRATEGY_ORDER if x in per):
@@ -141,7 +141,7 @@ def cost_lines(results: Path) -> list[str]:
             lost = rng(c["lost_job_s"], ".1f") + (f" (to the {cfg['cap_s']:g} s cap)" if never else "")
             out.append(
                 f"| {kind} | {s} | {n} | {rng(c['detect_s'], '.1f')} | {back} | {rng(c['stall_s'], '.1f')} "
-                f"| {whole} | {lost} |"
+                f"| {rng(c.get('rejoin_stall_s'), '.1f')} | {whole} | {lost} |"
             )
     out += [
         "",

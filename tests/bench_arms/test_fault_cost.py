@@ -27,7 +27,7 @@ def rec(group: int, t: float, step: int, participants: int = 3, attempt: int = 0
         step=step,
         committed=True,
         participants=participants,
-        quorum_id=1,
+        quorum_id=attempt + 1,  # as the checkpoint-restart trainer logs it: a new run of the job, a new quorum
         healed_from=None,
         loss=1.0,
         state_hash="h",
@@ -97,3 +97,23 @@ def test_the_next_fault_waits_until_every_group_committed_in_a_quorum_of_all_and
     assert nxt is not None and (nxt.group, nxt.kind) == (1, "hang")
     assert trigger.release(30.0, job) is None and trigger.release(42.3, job) == 1  # its cap: the harness ends it
     assert trigger.release(43.0, job) is None  # once
+
+
+def test_a_job_restart_counts_its_redone_steps_and_the_rate_before_it_is_its_pace_not_its_progress(
+    bench: ModuleType,
+) -> None:
+    from bench.fault_cost import cost
+    from bench.runrecord import Fault, RunRecord
+
+    # Checkpoint-restart: every rank commits steps 1..10 at 1..10 s, the job dies at 10.5, every rank runs again
+    # from 14 and redoes steps 7..10 (its checkpoint was at step 6) at 15..18, then 11 at 19.
+    steps = {g: [rec(g, float(t), t) for t in range(1, 11)] for g in range(3)}
+    for g in range(3):
+        steps[g] += [rec(g, 15.0 + k, 7 + k, attempt=1) for k in range(5)]
+    f = Fault(kind="kill", index=0, t_injected=10.5, t_restarted=14.0, t_detected=11.0)
+    run = RunRecord("ckpt-restart", None, 0, 0, 60.0, 3, 0.0, 20.0, True, "slurm", [f], {}, steps)
+    c = cost(run, f, settle_s=5.0, cap_s=20.0)
+    assert c["whole_s"] == 4.5 and c["back_s"] == 4.5  # every rank commits again at 15
+    # Until step 11 at 19: 8.5 s, of which one step's worth (30 samples at 30/s) is new progress.
+    assert c["lost_job_s"] == pytest.approx(8.5 - 1.0)
+    assert c["stall_s"] == pytest.approx(4.0)  # 10 -> 15 against a 1 s step
