@@ -13,11 +13,20 @@ raise EtcdError, naming what was asked and what each member said. A request
 etcd refuses (a bad key, an unknown lease) is not retried elsewhere: it would
 be refused there too. `requests_made` counts every HTTP request, for etcd's
 load per host.
+
+With etcd's auth on, every request is made as the Store's etcd user: its
+password buys a token (once, and again when etcd says the token will not do:
+expired, or issued before a change of roles), sent with each request. The
+gateway cannot pass a client certificate's name on as the user; with auth on
+it refuses a certificate that has one, so the certificate admits the client
+and the password names it.
 """
 
 from __future__ import annotations
 
 import base64
+import os
+import stat
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -43,6 +52,49 @@ class Tls:
     ca: str
     cert: str
     key: str
+
+
+class CredentialsError(ValueError):
+    """A password file that cannot be used; names the file and why."""
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """An etcd user and its password. With auth on, etcd decides what a request may do by its user, which
+    the gateway learns only from a token the password buys: it refuses to take a user from a certificate
+    (a certificate for it must carry no common name)."""
+
+    user: str
+    password: str = field(repr=False)
+
+    @classmethod
+    def from_file(cls, user: str, path: str) -> Credentials:
+        """The password in `path`: a regular file of this process's user that no one else may read (as ssh
+        keeps a private key), its first line."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as e:
+            raise CredentialsError(f"etcd password file {path}: {e.strerror}") from None
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise CredentialsError(f"etcd password file {path}: not a regular file")
+            if st.st_uid != os.geteuid():
+                raise CredentialsError(f"etcd password file {path}: owned by uid {st.st_uid}, not by this user")
+            if st.st_mode & 0o077:
+                raise CredentialsError(
+                    f"etcd password file {path}: others may read it (mode {stat.S_IMODE(st.st_mode):04o}): chmod 600"
+                )
+            text = f.read(4097).decode(errors="replace")
+        password = text.split("\n", 1)[0].strip()
+        if not password or len(text) > 4096:
+            raise CredentialsError(f"etcd password file {path}: expected one line, the password")
+        return cls(user, password)
+
+
+# What etcd says when a request's token will not do (expired, issued before a change of roles, or none):
+# authenticate again and retry once.
+TOKEN_PROBLEMS = ("invalid auth token", "revision of auth store is old", "user name is empty")
 
 
 @dataclass(frozen=True)
@@ -107,10 +159,12 @@ class Store:
     endpoints: Sequence[str]  # http(s)://host:port of each etcd member
     timeout_s: float = 2.0
     tls: Tls | None = None
+    auth: Credentials | None = None  # etcd auth on: every request as this user
     requests_made: int = 0
     _clients: list[Etcd3Client] = field(default_factory=list, repr=False)
     _first: int = 0  # the member that answered last: asked first next time
     _deadline: tuple[float, Callable[[], float]] | None = field(default=None, repr=False)
+    _token: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not self.endpoints:
@@ -150,6 +204,33 @@ class Store:
             self._deadline = was
 
     def call(self, what: str, path: str, payload: dict[str, Any]) -> dict[str, Any]:
+        if self.auth is None:
+            return self._send(what, path, payload)
+        if self._token is None:
+            self._authenticate()
+        try:
+            return self._send(what, path, payload)
+        except EtcdError as e:
+            if not any(p in str(e) for p in TOKEN_PROBLEMS):
+                raise
+        self._authenticate()
+        return self._send(what, path, payload)
+
+    def _authenticate(self) -> None:
+        assert self.auth is not None
+        for c in self._clients:
+            c.session.headers.pop("Authorization", None)
+        self._token = None
+        out = self._send(
+            f"authenticate as etcd user {self.auth.user}",
+            "/auth/authenticate",
+            {"name": self.auth.user, "password": self.auth.password},
+        )
+        self._token = str(out["token"])
+        for c in self._clients:
+            c.session.headers["Authorization"] = self._token
+
+    def _send(self, what: str, path: str, payload: dict[str, Any]) -> dict[str, Any]:
         problems: list[str] = []
         n = len(self._clients)
         for i in range(n):

@@ -4,6 +4,10 @@ The same check as local mode and the Slurm node daemon (supervisor/checks/hang.p
 progress from the sources the job's `health.progress` names (heartbeat files in
 its run directory, its Lighthouse), kept across cycles so a group that stops is
 seen stopping. A Lighthouse that cannot be read excuses the silence.
+
+A host restarts a group in place under the same epoch, which is the trainers'
+attempt number: progress from before the attempt's processes started (the
+killed trainer's last heartbeat, still in its file) is not theirs.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from pathlib import Path
 from lamplighter.configs.schema import JobConfig
 from lamplighter.supervisor.checks.hang import HangCheck, progress_sources
 from lamplighter.supervisor.checks.lighthouse_progress import LighthouseProgress
+from lamplighter.supervisor.checks.progress import Progress, ProgressSource
 from lamplighter.supervisor.lighthouse_status import LighthouseStatus, fetch_status
 from lamplighter.supervisor.observations import Hung
 from lamplighter.supervisor.trainer_proc import TrainerProc
@@ -26,6 +31,28 @@ def lighthouse_address(job: JobConfig) -> str:
     """Where the job's trainers and this check reach its Lighthouse (lighthouse.host, an IPv6 one bracketed)."""
     host = job.lighthouse.host
     return f"http://[{host}]:{job.lighthouse.port}" if ":" in host else f"http://{host}:{job.lighthouse.port}"
+
+
+class SinceStart:
+    """A progress source that counts nothing from before the processes it judges started.
+
+    Found in `make demo-bare`: a hung trainer killed and started again under the same epoch was killed
+    again 0.5 s later, "no progress for 6.9 s, last step 76": until the new process wrote its first
+    heartbeat, the old one's (same attempt) was taken for its progress, and its silence counted from it."""
+
+    def __init__(self, source: ProgressSource) -> None:
+        self._source = source
+        self.name = source.name
+
+    def refresh(self, now: float) -> None:
+        self._source.refresh(now)
+
+    def excused_until(self, now: float) -> float:
+        return self._source.excused_until(now)
+
+    def last_progress(self, group: int, attempt: int, started_at: float) -> Progress | None:
+        p = self._source.last_progress(group, attempt, started_at)
+        return p if p is not None and p.t >= started_at else None
 
 
 class _Table:
@@ -46,6 +73,7 @@ class JobHangWatch:
         run_dir = self._run_dir = Path(job.run_dir or f"runs/{job.name}")
         self._steps = job.trainer.steps
         sources, _ = progress_sources(job.health.progress, run_dir, LighthouseProgress(fetch))
+        sources = [SinceStart(x) for x in sources]
         self._table = _Table()
         self._check = HangCheck(
             self._table,

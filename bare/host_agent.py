@@ -6,7 +6,8 @@
   kill every trainer here and start none, until `lamplighter hosts resume`.
 - A trainer whose group is no longer assigned here, or is assigned under
   another epoch, is stale: killed (a trainer of an old epoch never runs beside
-  the new one).
+  the new one). So is one started for an earlier submission of its job (the
+  job cancelled and submitted again, perhaps by someone else, between two reads).
 - A group assigned here with no trainer of its epoch: started.
 - A trainer that hangs (no progress for the job's health.hang_timeout_s,
   seen by the job's own progress sources): killed, and counted as a failure.
@@ -36,6 +37,7 @@ class Trainer:
     epoch: int
     pid: int
     exit_code: int | None = None  # None: still running
+    spec: int = 0  # the create revision of the job's spec it was started for (0: not known)
 
 
 @dataclass(frozen=True)
@@ -77,11 +79,14 @@ def decide(
     fence: tuple[bool, str],
     taken_out: str | None = None,
     hung: Mapping[GroupRef, str] | None = None,
+    specs: Mapping[str, int] | None = None,
 ) -> Decision:
-    """`trainers`: the live ones, and those that ended since the last decision (each reported once)."""
+    """`trainers`: the live ones, and those that ended since the last decision (each reported once).
+    `specs`: each job's current spec (create revision); a trainer started for another one is stale."""
     out = Decision(history=dict(history))
     fence_now, why = fence
     live = [t for t in trainers if t.exit_code is None]
+    specs = specs or {}
     if fence_now:
         out.actions += [HostAction("kill", t.job, t.group, t.epoch, f"fencing: {why}", t.pid) for t in live]
         return out
@@ -91,6 +96,10 @@ def decide(
         return out
     mine = {ref: a for ref, a in assigned.items() if a.host == me}
     hung = hung or {}
+    resubmitted = [t for t in live if t.spec and specs.get(t.job, t.spec) != t.spec]
+    reason = "stale: its job was submitted again"
+    out.actions += [HostAction("kill", t.job, t.group, t.epoch, reason, t.pid) for t in resubmitted]
+    live = [t for t in live if t not in resubmitted]  # the new submission's trainer may start at once
     for t in live:
         a = assigned.get((t.job, t.group))
         if a is None or a.host != me or a.epoch != t.epoch:

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from lamplighter.bare.etcd_store import Store, absent, created_at, mod_revision_is, put, value_is
+from lamplighter.bare.etcd_store import Store, absent, created_at, delete_prefix, mod_revision_is, put, value_is
 from lamplighter.bare.keys import Keys
 from lamplighter.bare.placement import Assignment, HostView, Move, place
 
@@ -67,12 +67,23 @@ class Placer:
             log.warning("%s: no longer the placer (now %s)", self.me, now.value if now else "nobody")
         return now.value if now else None
 
+    def forget(self, job: str) -> bool:
+        """Delete what the cluster keeps about a job no spec names any more (cancelled), if we are the placer:
+        whether it did. A job of that name submitted meanwhile is placed afresh."""
+        if not self.leading:
+            return False
+        return self.store.txn(
+            f"{self.me} forgets cancelled job {job}",
+            [value_is(self.keys.placer, self.me)],
+            [delete_prefix(self.keys.job(job))],
+        )
+
     def resign(self) -> None:
         if self.lease:
             self.store.revoke(self.lease)
         self.lease, self.leading = 0, False
 
-    def read(self, job: str, hosts: Sequence[HostEntry]) -> ClusterView:
+    def read(self, job: str, spec_key: str, hosts: Sequence[HostEntry]) -> ClusterView:
         rev, entries = self.store.prefix(self.keys.root)
         by_key = {e.key: e for e in entries}
         views = []
@@ -95,14 +106,16 @@ class Placer:
             for g, d in reports.items()
             if g in assigned and d.get("epoch") == assigned[g].epoch and d.get("host") == assigned[g].host
         }
-        spec = by_key.get(self.keys.spec(job))
+        spec = by_key.get(spec_key)
         return ClusterView(rev, views, assigned, revisions, failed, spec.create_revision if spec else 0)
 
-    def step(self, job: str, groups: int, hosts: Sequence[HostEntry]) -> list[Move]:
-        """One placement round, if we are the placer: the moves written (refused ones are kept in `refused`)."""
+    def step(self, job: str, spec_key: str, groups: int, hosts: Sequence[HostEntry]) -> list[Move]:
+        """One placement round, if we are the placer: the moves written (refused ones are kept in `refused`).
+
+        spec_key: the job's spec (keys.spec(user, job)); a move holds only while that very spec is there."""
         if not self.leading:
             return []
-        view = self.read(job, hosts)
+        view = self.read(job, spec_key, hosts)
         if not view.spec_created:
             return []  # cancelled (or never submitted): nothing to place
         done = []
@@ -114,7 +127,7 @@ class Placer:
                 [
                     value_is(self.keys.placer, self.me),
                     mod_revision_is(key, view.key_revisions.get(m.group, 0)),
-                    created_at(self.keys.spec(job), view.spec_created),
+                    created_at(spec_key, view.spec_created),
                 ],
                 [put(key, m.new.to_json())],
             )

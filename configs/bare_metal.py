@@ -14,6 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 # Host, job and cluster names become etcd key segments (bare/keys.py): no '/', nothing that reaches another key.
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}")
+# A local account name as useradd takes it (no leading '-': it goes into setpriv's and getent's argv).
+ACCOUNT = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,31}\$?")
 
 
 class _Strict(BaseModel):
@@ -39,6 +41,26 @@ class EtcdConfig(_Strict):
     timeout_s: float = Field(
         2.0, gt=0, le=30, description="Each etcd request gives up after this (then the next member)."
     )
+    user: str | None = Field(
+        None,
+        description="This client's etcd user (etcd auth on): a host's own, or a submitter's, which names whose "
+        "account the job's trainers run as. Its role says what it may write (`lamplighter hosts roles`).",
+    )
+    password_file: str | None = Field(
+        None,
+        description="A file holding the etcd user's password, readable by its owner only (mode 0600). etcd's "
+        "gateway, which lamplighter talks to, cannot pass a certificate's name on: etcd knows the user by this.",
+    )
+    insecure_lab: bool = Field(
+        False,
+        description="A test machine only: allows http:// endpoints (anyone who reaches etcd may write a job every "
+        "host runs) and etcd without a user (any certificate holder may, as anyone).",
+    )
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, v: str | None) -> str | None:
+        return None if v is None else check_name(v, "etcd user")
 
     @field_validator("endpoints")
     @classmethod
@@ -59,6 +81,19 @@ class EtcdConfig(_Strict):
             raise ValueError("https etcd endpoints need ca_file, cert_file and key_file (client certificates)")
         if not https and any(tls):
             raise ValueError("ca_file/cert_file/key_file given but the etcd endpoints are http: use https")
+        if (self.user is None) != (self.password_file is None):
+            raise ValueError("etcd.user and etcd.password_file go together: etcd knows the user by its password")
+        if not https and not self.insecure_lab:
+            raise ValueError(
+                "etcd endpoints are http://: anyone who reaches etcd could write a job that every host runs; use "
+                "https with client certificates and an etcd user, or set etcd.insecure_lab: true on a test machine"
+            )
+        if self.user is None and not self.insecure_lab:
+            raise ValueError(
+                "no etcd.user: without etcd auth any certificate holder may write a job to run as anyone; give the "
+                "user and its password_file (`lamplighter hosts roles` sets etcd up), or set etcd.insecure_lab: true "
+                "on a test machine"
+            )
         return self
 
 
@@ -82,6 +117,16 @@ class BareMetalNodeConfig(BareMetalJobConfig):
     lease_ttl_s: int = Field(
         4, ge=2, le=60, description="A host whose lease is not renewed this long is dead: its groups move."
     )
+    trainer_users: dict[str, str] = Field(
+        default_factory=dict,
+        description="etcd user -> the local account its jobs' trainers run as, where the names differ (default: "
+        "the account of the same name; a user with no account here has its jobs refused).",
+    )
+    root_trainers: bool = Field(
+        False,
+        description="Let a job whose etcd user maps to root (uid 0) run its trainers as root (still without "
+        "capabilities). Off: such a job is refused.",
+    )
     fence_margin_s: float = Field(
         2.0,
         gt=0,
@@ -93,6 +138,15 @@ class BareMetalNodeConfig(BareMetalJobConfig):
     @classmethod
     def _hosts(cls, v: list[str]) -> list[str]:
         return [check_name(h, "host") for h in v]
+
+    @field_validator("trainer_users")
+    @classmethod
+    def _trainer_users(cls, v: dict[str, str]) -> dict[str, str]:
+        for user, account in v.items():
+            check_name(user, "etcd user")
+            if not ACCOUNT.fullmatch(account):
+                raise ValueError(f"trainer_users: {account!r} (for {user}) is not a local account name")
+        return v
 
     @model_validator(mode="after")
     def _consistent(self) -> BareMetalNodeConfig:

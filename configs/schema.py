@@ -147,7 +147,13 @@ class TrainerConfig(Strict):
         "auto", description="Process-group backend: auto picks NCCL/RCCL when GPUs exist, else gloo."
     )
     checkpoint_transport: Literal["http", "pg"] = Field(
-        "http", description="How a healing group receives weights from a peer."
+        "http",
+        description=(
+            "How a healing group receives weights from a peer (reference trainer). http: torchft's HTTP transport, "
+            "loading with weights_only=True, so a heal never unpickles code. pg: torchft's process-group transport "
+            "(faster for large states), which unpickles the sender's metadata: only where the job's network is "
+            "fenced off (deploy/SECURITY.md)."
+        ),
     )
     model: ModelConfig = Field(default_factory=ModelConfig, description="The reference trainer's model and data.")
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig, description="Fallback checkpoint.")
@@ -830,6 +836,11 @@ def cross_section_problems(job: JobConfig) -> list[str]:
     if job.placement == "bare-metal" and job.lighthouse.port == 0:
         out.append(
             "placement bare-metal needs a fixed lighthouse.host and lighthouse.port: the hosts' trainers join it there"
+        )
+    if job.placement == "bare-metal" and not (job.run_dir and job.run_dir.startswith("/")):
+        out.append(
+            "placement bare-metal needs run_dir, an absolute path every host sees: the job's trainers create their "
+            "logs, heartbeats and job.json there, as the job's user"
         )
     if job.placement == "bare-metal" and job.groups.nodes > 1:
         out.append(

@@ -32,6 +32,10 @@ def bare_host(cfg: NodeConfig, node: str, clock: Callable[[], float], env: Mappi
         ttl_s=bm.lease_ttl_s,
         margin_s=bm.fence_margin_s,
         gpus=_gpu_check(cfg, env) if cfg.gpus else None,
+        trainer_users=bm.trainer_users,
+        root_trainers=bm.root_trainers,
+        confined=bm.etcd.insecure_lab,  # a test machine: etcd is not asked what this host may write
+        daemon_env=dict(env),
     )
 
 

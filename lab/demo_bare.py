@@ -2,10 +2,15 @@
 
 Four hosts and one spare (lab/bare_hosts.py: each in its own network, PID,
 mount and UTS namespace, with its own address on a bridge), a 3-member etcd
-with TLS client certificates and a Lighthouse on the bridge's gateway, a host
-daemon on every host (`lamplighter supervise`, role bare-metal, its own
-simulated GPUs), and a 3-group job submitted with `lamplighter submit`. Then,
-one at a time, each after its group commits again:
+with TLS client certificates and its auth on (each host its own etcd user and
+role, the job's submitter another: bare/etcd_roles.py) and a Lighthouse on the
+bridge's gateway, a host daemon on every host (`lamplighter supervise`, role
+bare-metal, its own simulated GPUs), and a 3-group job submitted with
+`lamplighter submit` by etcd user `demo`. Its trainers run as root, without
+capabilities, because the host configs say so (`trainer_users: {demo: root}`,
+`root_trainers: true`): the lab's interpreter lives under /root, which no
+other account reaches (tests/security runs bare-metal trainers as a real
+second user). Then, one at a time, each after its group commits again:
 
   kill        SIGKILL of a trainer: its host restarts it
   hang        SIGSTOP of a trainer: its host's hang check kills and restarts it
@@ -41,6 +46,7 @@ from typing import Any
 import psutil
 import yaml
 
+from lamplighter.bare import etcd_roles
 from lamplighter.bare.etcd_store import Store
 from lamplighter.bare.keys import Keys
 from lamplighter.bare.placement import Assignment
@@ -67,6 +73,7 @@ HOSTS = ["h1", "h2", "h3", "h4"]
 SPARES = ["s1"]
 CLUSTER = "demo"
 JOB = "bare-demo"
+SUBMITTER = "demo"  # the etcd user who submits the job
 POLL_S = 0.5
 LEASE_TTL_S = 4
 FENCE_MARGIN_S = 2.0
@@ -88,13 +95,13 @@ class BareDemo:
         self.gpu_root = ensure_built().parent.parent
         self.job_yaml = root / "job.yaml"
         self.daemons: dict[str, subprocess.Popen[bytes]] = {}
+        self.etcd_users: dict[str, dict[str, str]] = {}  # etcd user -> its config (certificate, password)
 
     # -- bring-up ---------------------------------------------------------------------------------------------
     def up(self) -> None:
         self.lab.up()
-        self.etcd = EtcdCluster(self.root / "etcd", size=3, tls=True, host=self.lab.gateway).up()
-        assert self.etcd.pki is not None and self.etcd.admin is not None
-        self.admin = Store(self.etcd.endpoints, timeout_s=2.0, tls=self.etcd.admin)
+        self.etcd = EtcdCluster(self.root / "etcd", size=3, tls=True, auth=True, host=self.lab.gateway).up()
+        self.admin = self.etcd.admin_store(timeout_s=2.0)
         port = free_port(self.lab.gateway)
         job = self._job(port)
         # As a head host runs it under systemd: torchft's Lighthouse with its memory (a restart stands in
@@ -112,17 +119,37 @@ class BareDemo:
             self.boot(host)
         wait_until(self.booted(self._all_alive), 60, "every host daemon holds its lease in etcd")
 
-    def _tls(self, name: str) -> dict[str, str]:
-        assert self.etcd is not None and self.etcd.pki is not None
-        t = self.etcd.pki.client(name)
-        return {"ca_file": t.ca, "cert_file": t.cert, "key_file": t.key}
+    def _etcd_user(self, name: str, role: etcd_roles.Role) -> dict[str, str]:
+        """An etcd user with its role, certificate and password file (made once: a host boots again after a
+        crash with the same)."""
+        if name not in self.etcd_users:
+            assert self.etcd is not None
+            t = self.etcd.client_tls(name)
+            creds = self.etcd.add_user(name, role)
+            password = self.root / "etcd" / f"{name}.password"
+            password.write_text(creds.password + "\n")
+            password.chmod(0o600)
+            self.etcd_users[name] = {
+                "ca_file": t.ca,
+                "cert_file": t.cert,
+                "key_file": t.key,
+                "user": name,
+                "password_file": str(password),
+            }
+        return self.etcd_users[name]
 
     def _job(self, port: int) -> JobConfig:
         doc = {
             "name": JOB,
             "run_dir": str(self.run_dir),
             "placement": "bare-metal",
-            "bare_metal": {"cluster": CLUSTER, "etcd": {"endpoints": self._endpoints(), **self._tls("submit")}},
+            "bare_metal": {
+                "cluster": CLUSTER,
+                "etcd": {
+                    "endpoints": self._endpoints(),
+                    **self._etcd_user(SUBMITTER, etcd_roles.submitter_role(self.keys, SUBMITTER)),
+                },
+            },
             "trainer": {
                 "steps": self.steps,
                 "model": {
@@ -172,9 +199,16 @@ class BareDemo:
             "health": {"poll_interval_s": POLL_S, "probe_deadline_s": 2},
             "bare_metal": {
                 "cluster": CLUSTER,
-                "etcd": {"endpoints": self._endpoints(), "timeout_s": 1, **self._tls(f"host-{host}")},
+                "etcd": {
+                    "endpoints": self._endpoints(),
+                    "timeout_s": 1,
+                    **self._etcd_user(host, etcd_roles.host_role(self.keys, host)),
+                },
                 "hosts": HOSTS,
                 "spares": SPARES,
+                # Said explicitly, or the job would be refused: the lab's interpreter is reachable by root only.
+                "trainer_users": {SUBMITTER: "root"},
+                "root_trainers": True,
                 "lease_ttl_s": LEASE_TTL_S,
                 "fence_margin_s": FENCE_MARGIN_S,
             },

@@ -4,12 +4,19 @@ Each member gets its own data directory under the folder, and free client and
 peer ports. `up` waits until every member answers /health; `stop` ends only
 the processes it started, by PID; `kill(i)` SIGKILLs one member (a crashed
 etcd host) and `restart(i)` brings it back on its data.
+
+With `auth` (and TLS), etcd's auth is on as a site runs it: a root user (the
+lab's own, `admin_store()`), and `add_user` makes a lamplighter user with its
+role (bare/etcd_roles.py: a host, a submitter, an operator) and a random
+password. Every client certificate then carries no common name (etcd's gateway
+refuses one that does).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import ssl
@@ -19,7 +26,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lamplighter.bare.etcd_store import Tls
+from lamplighter.bare import etcd_roles
+from lamplighter.bare.etcd_store import Credentials, Store, Tls
 from lamplighter.lab.etcd_tls import Pki, make_pki
 from lamplighter.supervisor.ports import free_port
 
@@ -56,13 +64,17 @@ class EtcdCluster:
     size: int = 1
     tls: bool = False  # clients need a certificate of the cluster's CA (etcd --client-cert-auth)
     host: str = "127.0.0.1"  # the client address (e.g. a host lab's gateway, reached from its namespaces)
+    auth: bool = False  # etcd's auth on: every request as a user, each allowed only what its role grants
     members: list[Member] = field(default_factory=list)
     pki: Pki | None = None
     admin: Tls | None = None  # the lab's own client certificate (health checks, tests)
+    root: Credentials | None = None  # with auth: etcd's root user, the lab's
 
     def __post_init__(self) -> None:
         if not 1 <= self.size <= 5:
             raise ValueError(f"etcd cluster size {self.size}: 1 to 5 members")
+        if self.auth and not self.tls:
+            raise ValueError("etcd auth in the lab runs with TLS: passwords never cross plain http")
         if shutil.which(ETCD) is None:
             raise EtcdClusterError("etcd is not installed: apt-get install etcd-server (make install does it)")
 
@@ -74,7 +86,7 @@ class EtcdCluster:
         self.folder.mkdir(parents=True, exist_ok=True)
         if self.tls:
             self.pki = make_pki(self.folder / "pki", ips=tuple(dict.fromkeys(("127.0.0.1", self.host))))
-            self.admin = self.pki.client("lab-admin")
+            self.admin = self.pki.client("lab-admin", common_name=not self.auth)
         scheme = "https" if self.tls else "http"
         self.members = [
             Member(
@@ -91,7 +103,38 @@ class EtcdCluster:
         for m in self.members:
             self._start(m, new=True)
         self.wait_healthy(timeout_s)
+        if self.auth:
+            self._enable_auth()
         return self
+
+    def _enable_auth(self) -> None:
+        root = Credentials("root", secrets.token_hex(16))
+        plain = Store(self.endpoints, timeout_s=5.0, tls=self.admin)
+        plain.call("add etcd's root user", "/auth/user/add", {"name": root.user, "password": root.password})
+        plain.call("make it root", "/auth/user/grant", {"user": root.user, "role": "root"})
+        plain.call("turn etcd's auth on", "/auth/enable", {})
+        plain.close()
+        self.root = root
+
+    def client_tls(self, name: str) -> Tls:
+        """A client certificate of this cluster's CA for `name` (without a common name when auth is on)."""
+        assert self.pki is not None, "a TLS cluster"
+        return self.pki.client(name, common_name=not self.auth)
+
+    def admin_store(self, timeout_s: float = 5.0) -> Store:
+        """The lab's own client: root when auth is on."""
+        return Store(self.endpoints, timeout_s=timeout_s, tls=self.admin, auth=self.root)
+
+    def add_user(self, name: str, role: etcd_roles.Role) -> Credentials:
+        """An etcd user holding `role`, with a random password (auth on)."""
+        assert self.root is not None, "add_user needs auth=True"
+        creds = Credentials(name, secrets.token_hex(16))
+        admin = self.admin_store()
+        try:
+            etcd_roles.apply(admin, role, creds.user, creds.password)
+        finally:
+            admin.close()
+        return creds
 
     def _start(self, m: Member, new: bool) -> None:
         initial = ",".join(f"{x.name}={x.peer_url}" for x in self.members)

@@ -23,25 +23,33 @@ class Pki:
     server_cert: Path
     server_key: Path
 
-    def client(self, name: str) -> Tls:
-        """A client certificate for `name` (a host daemon, an admin), signed by this CA."""
-        return Tls(str(self.ca), *map(str, _signed(self.folder, name, self.ca, self.ca_key, "clientAuth", None)))
+    def client(self, name: str, common_name: bool = True) -> Tls:
+        """A client certificate for `name` (a host daemon, a submitter, an admin), signed by this CA.
+
+        common_name=False: `name` only as its organisational unit. With etcd's auth on, its gateway refuses
+        every certificate with a common name (it cannot pass it on as the user): clients then carry one
+        without, and name their user by password."""
+        subject = f"/CN={name}" if common_name else f"/O=lamplighter-lab/OU={name}"
+        cert, key = _signed(self.folder, name, self.ca, self.ca_key, "clientAuth", None, subject)
+        return Tls(str(self.ca), str(cert), str(key))
 
 
 def _openssl(*args: str) -> None:
     subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=30)
 
 
-def _key_and_csr(folder: Path, name: str) -> tuple[Path, Path]:
+def _key_and_csr(folder: Path, name: str, subject: str) -> tuple[Path, Path]:
     key, csr = folder / f"{name}.key", folder / f"{name}.csr"
     _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-             "-keyout", str(key), "-out", str(csr), "-subj", f"/CN={name}")  # fmt: skip
+             "-keyout", str(key), "-out", str(csr), "-subj", subject)  # fmt: skip
     os.chmod(key, 0o600)
     return key, csr
 
 
-def _signed(folder: Path, name: str, ca: Path, ca_key: Path, usage: str, san: str | None) -> tuple[Path, Path]:
-    key, csr = _key_and_csr(folder, name)
+def _signed(
+    folder: Path, name: str, ca: Path, ca_key: Path, usage: str, san: str | None, subject: str | None = None
+) -> tuple[Path, Path]:
+    key, csr = _key_and_csr(folder, name, subject or f"/CN={name}")
     ext = folder / f"{name}.ext"
     ext.write_text(f"extendedKeyUsage={usage}\n" + (f"subjectAltName={san}\n" if san else ""))
     cert = folder / f"{name}.crt"

@@ -348,12 +348,10 @@ def render_lighthouse_script(job: JobConfig, paths: RenderPaths, python: str) ->
     if job.slurm.head_node:
         header.append(f"#SBATCH --nodelist={sbatch_value(job.slurm.head_node, 'slurm.head_node')}")
     run_paths = contract.RunPaths(paths.run_dir)
+    # Bound to lighthouse.host only, never a wildcard: torchft's Lighthouse has no authentication, and its
+    # dashboard kills replicas (deploy/SECURITY.md).
     argv = lighthouse_argv(
-        lh,
-        lh.port,
-        [python, "-m", "lamplighter.supervisor.lighthouse_main"],
-        bind_host="[::]",
-        remember=run_paths.lighthouse_memory(),
+        lh, lh.port, [python, "-m", "lamplighter.supervisor.lighthouse_main"], remember=run_paths.lighthouse_memory()
     )
     argv += ["--publish", str(contract.RunPaths(paths.run_dir).lighthouse()), "--advertise", lh.host]
     argv += ["--record-steps", str(contract.RunPaths(paths.run_dir).lighthouse_steps())]

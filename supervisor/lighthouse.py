@@ -33,6 +33,13 @@ def fast_command() -> list[str]:
     return [sys.executable, "-m", "lamplighter.supervisor.lighthouse_main"]
 
 
+def bind_address(host: str, port: int) -> str:
+    """HOST:PORT for --bind, an IPv6 address in brackets (torchft parses the port after the last colon)."""
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"{host}:{port}"
+
+
 def lighthouse_argv(
     cfg: LighthouseConfig,
     port: int,
@@ -40,7 +47,9 @@ def lighthouse_argv(
     bind_host: str | None = None,
     remember: Path | None = None,
 ) -> list[str]:
-    """torchft_lighthouse's flags from the config; bind_host overrides cfg.host (e.g. "[::]" on a head node).
+    """torchft_lighthouse's flags from the config, bound to cfg.host (the address the job names) unless
+    bind_host says otherwise. Never a wildcard by default: torchft's Lighthouse has no authentication
+    (its dashboard kills replicas), so it listens only where the job's groups reach it (deploy/SECURITY.md).
 
     remember: lighthouse_main's memory file (lighthouse_memory.py); torchft's own script has no such flag."""
     grace = 2000 if cfg.restart_grace_ms is None else cfg.restart_grace_ms  # None: outside a job's config
@@ -48,7 +57,7 @@ def lighthouse_argv(
     return [
         *command,
         "--bind",
-        f"{bind_host or cfg.host}:{port}",
+        bind_address(bind_host or cfg.host, port),
         "--min_replicas",
         str(cfg.min_replicas),
         "--join_timeout_ms",
@@ -79,7 +88,7 @@ class Lighthouse:
 
     @property
     def address(self) -> str:
-        return f"http://{self.cfg.host}:{self.port}"
+        return f"http://{bind_address(self.cfg.host, self.port)}"
 
     def start(self, now: float) -> int:
         """Start it (not waiting for it to listen); returns its PID."""

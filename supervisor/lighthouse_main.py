@@ -67,8 +67,17 @@ def publish(path: Path, server_address: str, advertise: str | None) -> None:
     os.replace(tmp, path)
 
 
+WILDCARDS = ("", "0.0.0.0", "[::]", "::")
+
+
+def own_url(host: str, port: int | None) -> str:
+    """Where this process reaches its own server: the host it bound (torchft's address() names the machine,
+    which need not resolve to that address), loopback for a wildcard bind."""
+    return f"http://{'127.0.0.1' if host in WILDCARDS else host}:{port}"
+
+
 def watch_status(
-    address: str,
+    own: str,
     steps: Path | None,
     memory: Path | None,
     remember_after: float,
@@ -82,12 +91,11 @@ def watch_status(
     from lamplighter.supervisor.lighthouse_status import LighthouseStatusError, fetch_status
     from lamplighter.supervisor.lighthouse_steplog import LighthouseStepLog
 
-    port = urllib.parse.urlsplit(address).port
     log = LighthouseStepLog(steps) if steps is not None else None
     while True:
         try:
             now = time.time()
-            status = fetch_status(f"http://127.0.0.1:{port}", timeout=2.0)
+            status = fetch_status(own, timeout=2.0)
             if log is not None:
                 log.record(now, status)
             if memory is not None and now >= remember_after:
@@ -99,15 +107,13 @@ def watch_status(
         time.sleep(every_s)
 
 
-def stand_in_for_last_life(module: object, address: str, memory: Path, grace_ms: int) -> float:
+def stand_in_for_last_life(module: object, own: str, memory: Path, grace_ms: int) -> float:
     """Heartbeat for the replicas a recent memory names, for grace_ms; returns when remembering may resume."""
     from lamplighter.supervisor.lighthouse_memory import Memory, start_stand_in, to_stand_in_for
 
     replicas = to_stand_in_for(Memory.load(memory), time.time())
     if not replicas or grace_ms <= 0:
         return time.time()
-    port = urllib.parse.urlsplit(address).port
-    local = f"http://127.0.0.1:{port}"
     print(
         f"lighthouse_main: restarted; standing in for {len(replicas)} replicas seen alive before "
         f"({', '.join(replicas)}) for {grace_ms} ms",
@@ -115,7 +121,7 @@ def stand_in_for_last_life(module: object, address: str, memory: Path, grace_ms:
         flush=True,
     )
     start_stand_in(
-        lambda: module.LighthouseClient(local, timedelta(seconds=2)),  # type: ignore[attr-defined]
+        lambda: module.LighthouseClient(own, timedelta(seconds=2)),  # type: ignore[attr-defined]
         replicas,
         grace_ms / 1000,
     )
@@ -181,17 +187,26 @@ def main(argv: Sequence[str] | None = None) -> int:
                 file=sys.stderr,
             )
     if server is None:
-        server = serve(args.bind)
+        try:
+            server = serve(args.bind)
+        except Exception as e:  # an address of another machine, a port in use: say which, and stop
+            print(
+                f"lighthouse_main: cannot listen on {args.bind}: {e} (lighthouse.host must be an address of the "
+                "machine the Lighthouse runs on: on Slurm, slurm.head_node's)",
+                file=sys.stderr,
+            )
+            return 1
     address = str(server.address())  # type: ignore[attr-defined]
+    own = own_url(host, urllib.parse.urlsplit(address).port)
     remember_after = time.time()
     if args.remember is not None:  # before publishing: the groups reconnect as soon as they can
-        remember_after = stand_in_for_last_life(module, address, args.remember, args.restart_grace_ms)
+        remember_after = stand_in_for_last_life(module, own, args.remember, args.restart_grace_ms)
     if args.publish is not None:
-        publish(args.publish, address, args.advertise)
+        publish(args.publish, address, args.advertise or (None if host in WILDCARDS else host))
     if args.record_steps is not None or args.remember is not None:
         threading.Thread(
             target=watch_status,
-            args=(address, args.record_steps, args.remember, remember_after),
+            args=(own, args.record_steps, args.remember, remember_after),
             daemon=True,
             name="status",
         ).start()

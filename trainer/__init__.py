@@ -1,7 +1,7 @@
 """trainer: the reference torchft trainer, and the contract between any trainer and its supervisor.
 
 Public modules (the package re-exports nothing: import them; only main, model,
-ft_setup and train_state need torch):
+ft_setup, heal_transport and train_state need torch):
     contract   environment variables, exit codes and run-directory paths both sides use
     heartbeat  write_heartbeat: the progress signal any trainer may write (no torch)
     steplog    StepRecord and the per-step JSON-lines log
@@ -9,6 +9,7 @@ ft_setup and train_state need torch):
     stop_at    the owner's "stop at step N" for a running job (run dir's stop-at; no torch)
     identity   who this trainer process is, from its environment
     adapter    a third-party trainer's (torchtitan's) argv and environment
+    heal_transport  torchft's HTTP heal transport, loading with weights_only=True (never unpickles code)
     main       the reference trainer (`python -m lamplighter.trainer --config PATH`)
 
 Layer: above configs (configs, gpusim -> trainer -> supervisor -> slurm -> daemon; lab -> bench).

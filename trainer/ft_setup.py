@@ -71,6 +71,8 @@ def build_manager(
     from torchft.manager import Manager
     from torchft.process_group import ProcessGroupGloo, ProcessGroupNCCL
 
+    from lamplighter.trainer.heal_transport import weights_only_http_transport
+
     ft = job.torchft
     pg_timeout = timedelta(seconds=ft.pg_timeout_s)
     timeout = timedelta(seconds=ft.timeout_s)
@@ -92,7 +94,8 @@ def build_manager(
         pg = ProcessGroupGloo(timeout=pg_timeout)
     else:
         pg = quick_rendezvous_gloo(rendezvous_bound(ft.rendezvous_timeout_ms, pg_timeout), pg_timeout, log)
-    transport = None  # None: torchft's HTTP transport
+    # torchft's HTTP transport, loading with weights_only=True: a heal never unpickles code (heal_transport.py).
+    transport: Any = weights_only_http_transport(timeout)
     if job.trainer.checkpoint_transport == "pg":
         from torchft.checkpointing.pg_transport import PGTransport
 

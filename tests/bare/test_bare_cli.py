@@ -65,11 +65,14 @@ def cluster(tmp_path: Path, gpusim_root: Path) -> Iterator[tuple[Path, dict[str,
                 "health": {"poll_interval_s": 0.2},
                 "bare_metal": {
                     "cluster": "cli",
-                    "etcd": {"endpoints": etcd.endpoints, "timeout_s": 0.5},
+                    "etcd": {"endpoints": etcd.endpoints, "timeout_s": 0.5, "insecure_lab": True},
                     "hosts": ["h1"],
                     "spares": ["s1"],
                     "lease_ttl_s": 2,
                     "fence_margin_s": 0.7,
+                    # Submitted as root (no etcd user here): its trainer is this interpreter, which only root
+                    # reaches (tests/security runs trainers as another user).
+                    "root_trainers": True,
                 },
             }
             (tmp_path / f"{host}.yaml").write_text(yaml.safe_dump(node))
@@ -84,7 +87,7 @@ def cluster(tmp_path: Path, gpusim_root: Path) -> Iterator[tuple[Path, dict[str,
             "name": "cli-job",
             "run_dir": str(tmp_path / "run"),
             "placement": "bare-metal",
-            "bare_metal": {"cluster": "cli", "etcd": {"endpoints": etcd.endpoints}},
+            "bare_metal": {"cluster": "cli", "etcd": {"endpoints": etcd.endpoints, "insecure_lab": True}},
             "groups": {"count": 1},
             "lighthouse": {"host": "127.0.0.1", "port": 29511},
             "trainer": {"command": [sys.executable, "-c", "import time; time.sleep(600)", MARK]},

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lamplighter.bare.etcd_store import EtcdError, Store, created_at, delete_prefix, mod_revision_is, put, value_is
+from lamplighter.bare.etcd_store import EtcdError, Store, created_at, delete, mod_revision_is, put, value_is
 from lamplighter.bare.host_lease import HostLease
 from lamplighter.bare.keys import Keys
 from lamplighter.bare.placement import Assignment, place
@@ -52,12 +52,12 @@ def register(store: Store, keys: Keys, *names: str) -> dict[str, HostLease]:
 def test_one_placer_is_elected_and_a_deposed_one_cannot_write(store: Store, request: pytest.FixtureRequest) -> None:
     keys = Keys(f"c-{request.node.name[:40]}")
     register(store, keys, "h1", "h2", "s1")
-    store.put(keys.spec("job"), "{}")  # submitted (the placer places only submitted jobs)
+    store.put(keys.spec("u", "job"), "{}")  # submitted (the placer places only submitted jobs)
     a, b = Placer(store, keys, "h1", ttl_s=2), Placer(store, keys, "h2", ttl_s=2)
     assert a.campaign() == "h1" and b.campaign() == "h1"
     assert a.leading and not b.leading
-    assert b.step("job", 2, HOSTS) == []  # a follower moves nothing
-    moves = a.step("job", 2, HOSTS)
+    assert b.step("job", keys.spec("u", "job"), 2, HOSTS) == []  # a follower moves nothing
+    moves = a.step("job", keys.spec("u", "job"), 2, HOSTS)
     assert [(m.group, m.new.host, m.new.epoch) for m in moves] == [(0, "h1", 1), (1, "h2", 1)]
     # h1 stops renewing (dead): its placer key goes with its lease, and h2 takes the role.
     until(lambda: b.campaign() == "h2", 10, "h2 becomes the placer after h1's lease expired")
@@ -65,7 +65,7 @@ def test_one_placer_is_elected_and_a_deposed_one_cannot_write(store: Store, requ
     # h1 still believes it leads (it has not campaigned since): its write is refused, nothing changes.
     before = store.get(keys.group("job", 0))
     assert a.leading
-    assert a.step("job", 2, [HostEntry("s1", spare=True), HostEntry("h2")]) == []
+    assert a.step("job", keys.spec("u", "job"), 2, [HostEntry("s1", spare=True), HostEntry("h2")]) == []
     assert [m.group for m in a.refused] == [0, 1]
     assert store.get(keys.group("job", 0)) == before
 
@@ -73,19 +73,19 @@ def test_one_placer_is_elected_and_a_deposed_one_cannot_write(store: Store, requ
 def test_a_group_moves_to_the_spare_when_its_hosts_lease_expires(store: Store, request: pytest.FixtureRequest) -> None:
     keys = Keys(f"c-{request.node.name[:40]}")
     leases = register(store, keys, "h1", "h2", "s1")
-    store.put(keys.spec("job"), "{}")
+    store.put(keys.spec("u", "job"), "{}")
     placer = Placer(store, keys, "h1", ttl_s=2)
     placer.campaign()
-    placer.step("job", 2, HOSTS)
+    placer.step("job", keys.spec("u", "job"), 2, HOSTS)
 
     def h2_dead() -> bool:
         leases["h1"].renew(time.monotonic())
         leases["s1"].renew(time.monotonic())
         placer.campaign()
-        return not next(h for h in placer.read("job", HOSTS).hosts if h.name == "h2").alive
+        return not next(h for h in placer.read("job", keys.spec("u", "job"), HOSTS).hosts if h.name == "h2").alive
 
     until(h2_dead, 10, "h2's lease expires while the others renew")
-    [m] = placer.step("job", 2, HOSTS)
+    [m] = placer.step("job", keys.spec("u", "job"), 2, HOSTS)
     assert (m.group, m.new.host, m.new.epoch) == (1, "s1", 2)
     got = store.get(keys.group("job", 1))
     assert got is not None and Assignment.from_json(got.value) == m.new
@@ -96,18 +96,18 @@ def test_the_placer_never_places_a_cancelled_job(store: Store, request: pytest.F
     register(store, keys, "h1", "h2", "s1")
     placer = Placer(store, keys, "h1", ttl_s=2)
     placer.campaign()
-    assert placer.step("job", 1, HOSTS) == []  # not submitted
-    store.put(keys.spec("job"), "{}")
-    view = placer.read("job", HOSTS)
-    store.txn("cancel", [], [delete_prefix(keys.spec("job").rsplit("/", 1)[0] + "/")])  # between read and write
-    store.put(keys.spec("job"), "{}")  # and submitted again: a new submission, not the one read
+    assert placer.step("job", keys.spec("u", "job"), 1, HOSTS) == []  # not submitted
+    store.put(keys.spec("u", "job"), "{}")
+    view = placer.read("job", keys.spec("u", "job"), HOSTS)
+    store.txn("cancel", [], [delete(keys.spec("u", "job"))])  # between read and write
+    store.put(keys.spec("u", "job"), "{}")  # and submitted again: a new submission, not the one read
     [move] = place(1, view.assigned, view.hosts)
     ok = store.txn(
         "a placement from before the cancel",
         [
             value_is(keys.placer, "h1"),
             mod_revision_is(keys.group("job", 0), 0),
-            created_at(keys.spec("job"), view.spec_created),
+            created_at(keys.spec("u", "job"), view.spec_created),
         ],
         [put(keys.group("job", 0), move.new.to_json())],
     )

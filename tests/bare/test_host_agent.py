@@ -62,3 +62,13 @@ def test_exit_0_is_done_and_a_refusing_trainer_is_not_restarted() -> None:
     d = decide(0.0, "h1", assigned, trainers, {}, policy, OK)
     assert kinds(d) == [("done", 0, 1), ("report_failed", 1, 1)]
     assert decide(1.0, "h1", assigned, [], d.history, policy, OK).actions == []
+
+
+def test_a_trainer_of_an_earlier_submission_of_its_job_is_killed_and_the_new_one_starts() -> None:
+    """Cancelled and submitted again (by anyone) between two reads: same name, group and epoch, another job."""
+    assigned = {("j", 0): Assignment("h1", 1)}
+    old = [Trainer("j", 0, 1, pid=100, spec=7)]
+    d = decide(0.0, "h1", assigned, old, {}, POLICY, OK, specs={"j": 9})
+    assert kinds(d) == [("kill", 0, 1), ("start", 0, 1)] and "submitted again" in d.actions[0].reason
+    same = decide(0.0, "h1", assigned, old, {}, POLICY, OK, specs={"j": 7})
+    assert same.actions == []

@@ -3,6 +3,7 @@ group moves. The hosts share this machine; each host's way to etcd can be cut fo
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -27,6 +28,7 @@ from lamplighter.slurm.chaos_slurm import read_records
 pytestmark = pytest.mark.integration
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(600)"]
+USER = "tester"  # the etcd user the tests submit as
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +73,11 @@ class Hosts:
                 time.monotonic,
                 ttl_s=2,
                 margin_s=0.7,
+                # The trainers here are this interpreter's, which only root reaches (tests/security runs them as
+                # another user); etcd without auth, as insecure_lab would.
+                trainer_users={USER: "root"},
+                root_trainers=True,
+                confined=True,
             )
             for h in names
         }
@@ -82,7 +89,7 @@ class Hosts:
     def submit(self, job: JobConfig) -> None:
         for d in self.daemons.values():  # every host registered first: placement sees them all
             d.cycle()
-        self.admin.put(self.keys.spec(job.name), job.model_dump_json())
+        self.admin.put(self.keys.spec(USER, job.name), job.model_dump_json())
 
     def cycle_until(
         self, cond: Callable[[], bool], timeout_s: float, what: str, each: Callable[[], None] = lambda: None
@@ -294,5 +301,25 @@ def test_the_placer_dies_and_another_host_takes_the_role_within_its_lease(etcd: 
         # the next one when it expired after both living daemons had read it: never left vacant longer.
         assert len(vacant_rounds) <= 1, vacant_rounds
         hosts.cycle_until(lambda: hosts.runs("h2", "el", 0, epoch=2), 15, "group 0 moved to h2 by the new placer")
+    finally:
+        hosts.close()
+
+
+def test_a_spec_that_does_not_parse_is_refused_and_the_hosts_keep_running(etcd: EtcdCluster, tmp_path: Path) -> None:
+    """Found here: a host parsed every spec it read and raised on one that did not parse, so whoever could
+    write one malformed spec into etcd (bypassing `lamplighter submit`) stopped every host daemon at once."""
+    hosts = Hosts(etcd, tmp_path, "bad", [HostEntry("h1")])
+    try:
+        hosts.admin.put(hosts.keys.spec(USER, "garbage"), "{not json")
+        hosts.admin.put(hosts.keys.spec(USER, "invalid"), json.dumps({"name": "invalid", "groups": {"count": 0}}))
+        hosts.admin.put(hosts.keys.spec(USER, "renamed"), job(tmp_path, "other", 1, SLEEPER).model_dump_json())
+        hosts.submit(job(tmp_path, "fine", 1, SLEEPER))
+        hosts.cycle_until(lambda: hosts.runs("h1", "fine", 0), 20, "the valid job runs beside them")
+        refused = hosts.daemons["h1"].status()["refused"]
+        assert isinstance(refused, dict) and set(refused) == {"garbage", "invalid", "renamed"}
+        assert "not a valid job config" in refused["garbage"] and "groups.count" in refused["invalid"]
+        assert "names another job ('other')" in refused["renamed"]
+        said = hosts.admin.get(hosts.keys.refused("invalid", "h1"))
+        assert said is not None and "groups.count" in json.loads(said.value)["reason"]
     finally:
         hosts.close()

@@ -84,9 +84,31 @@ def test_all_hierarchy_violations_reported_each_on_its_line(tmp_path: Path) -> N
             "torchft.rendezvous_timeout_ms (2500 ms) is above torchft.pg_timeout_s (2 s)",
         ),
         (
-            "placement: bare-metal\nbare_metal: {cluster: c, etcd: {endpoints: ['http://127.0.0.1:2379']}}\n"
-            "lighthouse: {port: 29510}\ngroups: {nodes: 2}",
+            "placement: bare-metal\nbare_metal: {cluster: c, etcd: {endpoints: ['http://127.0.0.1:2379'], "
+            "insecure_lab: true}}\nlighthouse: {port: 29510}\ngroups: {nodes: 2}\nrun_dir: /r",
             "placement bare-metal runs each replica group on one host, but groups.nodes is 2",
+        ),
+        (
+            "placement: bare-metal\nbare_metal: {cluster: c, etcd: {endpoints: ['http://127.0.0.1:2379'], "
+            "insecure_lab: true}}\nlighthouse: {port: 29510}\nrun_dir: runs/x",
+            "placement bare-metal needs run_dir, an absolute path every host sees",
+        ),
+        (
+            "bare_metal: {etcd: {endpoints: ['http://127.0.0.1:2379']}}",
+            "etcd endpoints are http://: anyone who reaches etcd could write a job that every host runs",
+        ),
+        (
+            "bare_metal: {etcd: {endpoints: ['https://e:2379'], ca_file: c, cert_file: c, key_file: k}}",
+            "no etcd.user: without etcd auth any certificate holder may write a job to run as anyone",
+        ),
+        (
+            "bare_metal: {etcd: {endpoints: ['https://e:2379'], ca_file: c, cert_file: c, key_file: k, user: u}}",
+            "etcd.user and etcd.password_file go together",
+        ),
+        (
+            "bare_metal: {etcd: {endpoints: ['https://e:2379'], ca_file: c, cert_file: c, key_file: k, "
+            "user: '-rf', password_file: p}}",
+            "etcd user '-rf': 1-128 letters",
         ),
         ("health: {probe_deadline_s: 40, hang_timeout_s: 30}", "health.probe_deadline_s (40.0 s) must be below"),
         ("groups: {gpus_per_node: 2, procs_per_node: 4}", "groups.procs_per_node (4) exceeds groups.gpus_per_node (2)"),

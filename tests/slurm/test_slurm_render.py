@@ -287,7 +287,7 @@ def test_lighthouse_script_runs_its_own_lighthouse_and_restarts_it(harness: dict
         "-m",
         "lamplighter.supervisor.lighthouse_main",
         "--bind",
-        "[::]:0",
+        "127.0.0.1:0",  # the address the job names, not a wildcard
         "--min_replicas",
         "2",
         "--join_timeout_ms",

@@ -18,10 +18,11 @@ import pytest
 from realparts import wait_for
 
 from lamplighter.configs.schema import JobConfig
-from lamplighter.supervisor.lighthouse import Lighthouse
-from lamplighter.supervisor.lighthouse_main import find_extension
+from lamplighter.supervisor.lighthouse import Lighthouse, bind_address
+from lamplighter.supervisor.lighthouse_main import find_extension, own_url
 from lamplighter.supervisor.lighthouse_memory import Memory, stand_in, to_stand_in_for
 from lamplighter.supervisor.lighthouse_status import fetch_status
+from lamplighter.supervisor.ports import accepts_connections
 
 
 def test_only_a_recent_memory_is_stood_in_for(tmp_path: Path) -> None:
@@ -129,3 +130,35 @@ def test_after_a_restart_the_first_group_back_waits_for_a_majority(tmp_path: Pat
     finally:
         lh.kill()
     assert "standing in for 3 replicas" in (tmp_path / "lh.log").read_text()
+
+
+@pytest.mark.integration
+def test_a_lighthouse_listens_only_on_the_address_its_job_names_and_still_remembers(tmp_path: Path) -> None:
+    """Bound to 127.0.0.2, not a wildcard: nothing answers on 127.0.0.1. Its own status poll (which keeps the
+    memory) went to 127.0.0.1 whatever the bind, so a Lighthouse on any other address never remembered."""
+    job = JobConfig.model_validate({"name": "j", "lighthouse": {"host": "127.0.0.2", "port": 0}})
+    memory = tmp_path / "lighthouse-memory.json"
+    lh = Lighthouse(job.lighthouse, tmp_path / "lh.log", remember=memory)
+    try:
+        lh.start(time.time())
+        lh.wait_ready(60)
+        assert lh.address == f"http://127.0.0.2:{lh.port}"
+        assert not accepts_connections("127.0.0.1", lh.port)
+        client = _torchft().LighthouseClient(lh.address, timedelta(seconds=5))
+
+        def remembered() -> bool:
+            client.heartbeat("g0:aa", timedelta(seconds=2))
+            mem = Memory.load(memory)
+            return mem is not None and mem.replicas == ("g0:aa",)
+
+        wait_for(remembered, 30, "the Lighthouse to remember the replica heartbeating on 127.0.0.2")
+    finally:
+        lh.kill()
+    assert "reading its own status" not in (tmp_path / "lh.log").read_text()
+
+
+def test_an_ipv6_bind_address_is_bracketed_once() -> None:
+    assert bind_address("::1", 5) == "[::1]:5" and bind_address("[::1]", 5) == "[::1]:5"
+    assert bind_address("head-1", 29510) == "head-1:29510"
+    assert own_url("0.0.0.0", 7) == own_url("[::]", 7) == "http://127.0.0.1:7"
+    assert own_url("[::1]", 7) == "http://[::1]:7" and own_url("10.0.0.2", 7) == "http://10.0.0.2:7"

@@ -1,0 +1,39 @@
+"""A bare-metal host's hang check over a group restarted in place (same epoch, so the same attempt)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from lamplighter.bare.hang_watch import JobHangWatch
+from lamplighter.configs.schema import JobConfig
+from lamplighter.supervisor.trainer_proc import TrainerProc
+from lamplighter.trainer.contract import RunPaths
+from lamplighter.trainer.heartbeat import write_heartbeat
+
+
+def test_a_trainer_restarted_under_the_same_epoch_is_not_judged_by_the_killed_ones_heartbeat(tmp_path: Path) -> None:
+    """Found in `make demo-bare`: the restarted trainer was killed as hung 0.5 s after it started, its silence
+    counted from the last heartbeat of the trainer killed before it (attempt 1 both)."""
+    job = JobConfig.model_validate(
+        {
+            "name": "j",
+            "run_dir": str(tmp_path),
+            "health": {"hang_timeout_s": 5, "startup_timeout_s": 30, "progress": "heartbeat"},
+            "torchft": {"pg_timeout_s": 1, "timeout_s": 1, "quorum_timeout_s": 2},
+            "lighthouse": {"port": 29510, "join_timeout_ms": 100},
+        }
+    )
+    now = time.time()
+    beat = RunPaths(tmp_path).heartbeat(0, 0)
+    write_heartbeat(beat, step=76, now=now - 10, pid=111, attempt=1)  # the hung trainer's last beat
+    watch = JobHangWatch(job)
+    old = TrainerProc(group=0, rank=0, attempt=1, pid=111, started_at=now - 60)
+    [hung] = watch.observe(now, [old])
+    assert hung.last_step == 76  # the hung one is judged by its beat
+    new = TrainerProc(group=0, rank=0, attempt=1, pid=222, started_at=now - 0.5)
+    assert watch.observe(now, [new]) == []  # starting: its own startup time, not the old beat's silence
+    write_heartbeat(beat, step=77, now=now + 1, pid=222, attempt=1)
+    assert watch.observe(now + 5.9, [new]) == []
+    [again] = watch.observe(now + 6.1, [new])
+    assert again.last_step == 77 and again.started
