@@ -7,8 +7,10 @@ Each runs in its own spawned interpreter and talks to the driver over a multipro
 live peer calls ``disallow_checkpoint()`` before it would mutate its state again.
 
 Transports (names of the --transports option):
-  http        torchft HTTPTransport, num_chunks=0 (the Manager's default, and lamplighter's)
-  http-cN     HTTPTransport(num_chunks=N): N parallel HTTP GETs, one per slice of the tensors
+  http        the reference trainer's: torchft's HTTPTransport server, received by lamplighter's weights-only
+              loader (lamplighter/trainer/heal_transport.py)
+  http-torchft  torchft's HTTPTransport on both sides, num_chunks=0 (the Manager's default)
+  http-cN     torchft's HTTPTransport(num_chunks=N): N parallel HTTP GETs, one per slice of the tensors
   pg          torchft PGTransport over a torchft ProcessGroupGloo (lamplighter's checkpoint_transport: pg)
   pg-inplace  PGTransport(state_dict=...): received straight into the healing peer's own tensors (the
               reference trainer with transport pg, which creates its optimizer state when it starts)
@@ -187,12 +189,24 @@ def _instrument_http(stats: dict[str, float]) -> None:
         return out
 
     ht._streaming_save, ht._streaming_load = timed_save, timed_load
+    # lamplighter's weights-only loader (transport http) takes torch's loader from its module at each call.
+    import torch.distributed._serialization as ts
+
+    torch_load = ts._streaming_load
+
+    def timed_torch_load(f: Any, weights_only: bool = True) -> object:
+        t0 = time.perf_counter()
+        out = torch_load(_TimedIO(f, stats), weights_only=weights_only)
+        stats["total_s"] = stats.get("total_s", 0.0) + time.perf_counter() - t0
+        return out
+
+    ts._streaming_load = timed_torch_load
 
 
 def _transport_kind(name: str) -> tuple[str, int]:
     if name.startswith("http-c"):
         return "http", int(name.removeprefix("http-c"))
-    return name, 0
+    return ("http", 0) if name == "http-torchft" else (name, 0)
 
 
 def _new_pg(timeout: timedelta) -> Any:
@@ -355,7 +369,12 @@ def _receiver(conn: Connection, transport: str, nbytes: int, chunk_bytes: int, t
     stats: dict[str, float] = {}
     tp: Any = None
     pg = None
-    if kind == "http":
+    if kind == "http" and chunks == 0 and transport != "http-torchft":
+        from lamplighter.trainer.heal_transport import weights_only_http_transport
+
+        _instrument_http(stats)
+        tp = weights_only_http_transport(timeout)  # the reference trainer's receiving side
+    elif kind == "http":
         from torchft.checkpointing.http_transport import HTTPTransport
 
         _instrument_http(stats)
