@@ -4,9 +4,12 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.lamplighter-installed
 GPUSIM  := build/gpusim/lib/libamd_smi.so
+PROMTOOL := build/promtool/usr/bin/promtool
 PYTEST_ARGS ?=
 
-.PHONY: install test test-fast lint typecheck demo demo-slurm demo-bare demo-results bench-slurm soak bench bench-costs bench-big bench-heal bench-stall cluster-up cluster-down gpusim readme clean
+TITAN_ENV := build/torchtitan-env
+
+.PHONY: install test test-fast lint typecheck promtool dist titan-env demo demo-torchtitan demo-slurm demo-bare demo-results bench-slurm soak bench bench-costs bench-big bench-heal bench-stall cluster-up cluster-down gpusim readme clean
 
 install: $(STAMP)
 
@@ -21,6 +24,14 @@ $(STAMP): setup.cfg pyproject.toml tools/ensure-system-deps.sh
 gpusim: $(STAMP)
 	$(BIN)/python -m lamplighter.gpusim.build --out build/gpusim
 
+# promtool checks the alert rules (tests/deploy); taken from Debian's prometheus package, which is not installed.
+promtool:
+	bash tools/promtool.sh build/promtool
+
+# The sdist and the wheel, as a release: dist/ (twine check dist/* passes; tests/packaging builds them too).
+dist: $(STAMP)
+	rm -rf dist && $(BIN)/python -m build --outdir dist . && $(BIN)/twine check dist/*
+
 # No import cycle between the top-level folders (the README's architecture graph).
 lint: $(STAMP)
 	$(BIN)/python tools/import_graph.py
@@ -32,10 +43,15 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy lamplighter tools/import_graph.py bench
 
+# The real torchtitan 0.3 from PyPI in a venv of its own (torch 2.13.0 first; generated data and tokenizer):
+# the torchtitan tests and `make demo-torchtitan` run it. Built once; about 1.5 GB.
+titan-env: $(STAMP)
+	$(BIN)/python -m lamplighter.lab.torchtitan_env --dir $(TITAN_ENV)
+
 # Side by side (pytest-xdist): the heaviest tests start first (tests/conftest.py) and each runs its own cluster
 # on its own ports; pytest prints the 15 slowest at the end (setup.cfg).
 TEST_WORKERS ?= 3
-test: lint typecheck gpusim
+test: lint typecheck gpusim promtool titan-env
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # The unit tier, for the inner loop: no Slurm, no etcd, no trainer processes (under a minute).
@@ -44,6 +60,11 @@ test-fast: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/lamplighter local configs/demo.yaml --baseline auto --run-dir runs/demo-$$(date +%Y%m%d-%H%M%S)
+
+# The real torchtitan (PyPI) under `lamplighter local`, 3 groups, per-step and DiLoCo, each through a kill, an
+# exception, a hang and a Lighthouse kill: build/demo-torchtitan/report.json (about 10 minutes).
+demo-torchtitan: titan-env
+	$(BIN)/python -m lamplighter.lab.demo_torchtitan --dir build/demo-torchtitan --env $(TITAN_ENV)
 
 # The whole Slurm path on a real local cluster: daemons, submit, one fault of each kind, report.
 demo-slurm: $(STAMP)

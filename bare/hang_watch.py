@@ -19,6 +19,7 @@ from lamplighter.configs.schema import JobConfig
 from lamplighter.supervisor.checks.hang import HangCheck, progress_sources
 from lamplighter.supervisor.checks.lighthouse_progress import LighthouseProgress
 from lamplighter.supervisor.checks.progress import Progress, ProgressSource
+from lamplighter.supervisor.checks.progress_pace import pace_rule
 from lamplighter.supervisor.lighthouse_status import LighthouseStatus, fetch_status
 from lamplighter.supervisor.observations import Hung
 from lamplighter.supervisor.trainer_proc import TrainerProc
@@ -81,6 +82,7 @@ class JobHangWatch:
             job.health.hang_timeout_s,
             job.health.startup_timeout_s,
             target_step=job.trainer.steps,
+            pace_rule=pace_rule(job.health),
         )
 
     def observe(self, now: float, procs: Sequence[TrainerProc]) -> list[Hung]:

@@ -8,11 +8,21 @@ was expected, cross-field rules explain themselves with the values.
 Overrides (documented in the README and `--help`): `--set key.path=value`
 on the command line, and the environment variable LAMPLIGHTER_SET holding
 `key.path=value` entries separated by `;`. Values are parsed as YAML scalars.
-The environment is applied first, then `--set`; both are validated like the file.
+The environment is applied first, then `--set`; both are validated like the file,
+and a problem with one is blamed on it (`--set lighthouse.prot=5: ...`), not on
+a line of the file.
+
+The rules across keys (the timeout hierarchy) run only on a config whose keys
+are each valid. So that one run shows every problem, a config with broken keys
+is checked again with those keys at their defaults, and the rules it breaks
+that involve none of the broken keys are reported too; when even that cannot
+run (a required key is missing), the errors end with a line saying that more
+checks follow once they are fixed.
 """
 
 from __future__ import annotations
 
+import copy
 import difflib
 import re
 import types
@@ -48,10 +58,13 @@ class Problem:
 
 
 class ConfigError(Exception):
-    """A config that must not be used; `problems` lists every mistake found."""
+    """A config that must not be used; `problems` lists every mistake found.
 
-    def __init__(self, problems: list[Problem]) -> None:
+    `incomplete`: the rules across keys could not run on it yet (MORE_CHECKS says so to a person)."""
+
+    def __init__(self, problems: list[Problem], incomplete: bool = False) -> None:
         self.problems = problems
+        self.incomplete = incomplete
         super().__init__("\n".join(str(p) for p in problems))
 
 
@@ -89,7 +102,61 @@ def parse(
     try:
         return model.model_validate(data)
     except ValidationError as e:
-        raise ConfigError(_problems(model, e, source, lines, origin)) from None
+        found = _problems(model, e, source, lines, origin)
+        more = _rules_across_keys(model, data, e, source, lines, origin)
+        raise ConfigError(found + [p for p in more or [] if p not in found], incomplete=more is None) from None
+
+
+MORE_CHECKS = "fix these first: the checks across keys (the timeout hierarchy) run once they are fixed"
+
+
+def _rules_across_keys(
+    model: type[BaseModel],
+    data: dict[str, Any],
+    err: ValidationError,
+    source: str,
+    lines: dict[Loc, int],
+    origin: dict[Loc, str],
+) -> list[Problem] | None:
+    """The cross-field rules on `data` with its broken keys left to their defaults, less those naming a broken
+    key; [] when they already ran (their errors are in `err`) or pass; None when they could not run."""
+    broken: list[Loc] = [tuple(e["loc"]) for e in err.errors()]
+    if any(loc == () for loc in broken):
+        return []  # the model's own rules ran: every key was valid
+    if any(e["type"] == "missing" for e in err.errors()):
+        return None
+    trimmed = copy.deepcopy(data)
+    for loc in broken:
+        if not _drop(trimmed, loc):
+            return None
+    try:
+        model.model_validate(trimmed)
+    except ValidationError as again:
+        if any(tuple(e["loc"]) != () for e in again.errors()):
+            return None  # a nested model's rule broke: what the defaults make of it says nothing
+        return [
+            p for p in _problems(model, again, source, lines, origin) if not any(_overlaps(p.key, b) for b in broken)
+        ]
+    except Exception:  # the defaults themselves did not fit; nothing more to say
+        return None
+    return []
+
+
+def _drop(data: Any, loc: Loc) -> bool:
+    """Delete the key at `loc` (its nearest mapping key, for a list item): True if done."""
+    keys = [p for p in loc if isinstance(p, str)]
+    cur = data
+    for part in keys[:-1]:
+        cur = cur.get(part) if isinstance(cur, dict) else None
+    if not keys or not isinstance(cur, dict) or keys[-1] not in cur:
+        return False
+    del cur[keys[-1]]
+    return True
+
+
+def _overlaps(key: str, loc: Loc) -> bool:
+    broken = _dotted(tuple(p for p in loc if isinstance(p, str)))
+    return bool(key) and (key == broken or key.startswith(broken + ".") or broken.startswith(key + "."))
 
 
 def _compose(text: str, source: str) -> tuple[dict[str, Any], dict[Loc, int]]:
@@ -184,7 +251,7 @@ def _problems(
             valid = _valid_keys(model, loc[:-1])
             bad = str(loc[-1])
             near = difflib.get_close_matches(bad, valid, n=1, cutoff=0.6)
-            hint = f"; did you mean '{near[0]}'?" if near else ""
+            hint = f"; did you mean '{near[0]}'?" if near else "."
             where = f"in '{_dotted(loc[:-1])}'" if loc[:-1] else "at the top level"
             msg = f"unknown key '{bad}' {where}{hint} Valid keys: {', '.join(valid)}"
         elif kind == "missing":
@@ -195,12 +262,24 @@ def _problems(
             msg = f"{msg[0].lower()}{msg[1:]}; got {e.get('input')!r}"
         for part in msg.split("\n"):
             ploc = _loc_named_in(part) or loc
-            line = _line_for(ploc, lines)
             key = _dotted(ploc)
-            if ploc in origin:
-                part = f"{part} (from {origin[ploc]})"
-            out.append(Problem(source, line, key, part))
+            override = _override_for(ploc, origin)
+            if override is not None:
+                # Blame the override, not the file's line: the file may not even have the key.
+                out.append(Problem(override, None, key, part))
+                continue
+            out.append(Problem(source, _line_for(ploc, lines), key, part))
     return out
+
+
+def _override_for(loc: Loc, origin: dict[Loc, str]) -> str | None:
+    """The override that set the key at `loc`, or one below it (an unknown section it created)."""
+    if loc in origin:
+        return origin[loc]
+    if not loc:
+        return None
+    below = [o for okey, o in origin.items() if okey[: len(loc)] == loc]
+    return below[-1] if below else None
 
 
 def _loc_named_in(message: str) -> Loc | None:

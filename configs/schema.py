@@ -98,9 +98,25 @@ class TorchtitanConfig(Strict):
     dataloader_checkpoint: bool = Field(
         True,
         description=(
-            "Checkpoint each replica's dataloader position every step (--checkpoint.enable "
-            "--checkpoint.enable_ft_dataloader_checkpoints), so a group that heals resumes its own data "
-            "instead of replaying it. Needs a shared dump folder."
+            "Checkpoint each replica's dataloader position every step (--checkpoint.enable_ft_dataloader_checkpoints), "
+            "so a group that heals resumes its own data instead of replaying it. Needs a shared dump folder. "
+            "--checkpoint.enable is rendered either way: without it torchtitan gives torchft no state to heal from."
+        ),
+    )
+    fixes: Literal["auto", "off"] = Field(
+        "auto",
+        description=(
+            "auto: lamplighter's torchtitan launch fixes the upstream bugs that break healing, on the torchtitan "
+            "versions that have them (torchft#347: the state dict taken on the training thread; torchtitan#4598: "
+            "the optimizer's current state), and logs each fix once at start; off: torchtitan as it is."
+        ),
+    )
+    state_hash: bool = Field(
+        False,
+        description=(
+            "Log a hash of each group's local parameter shards and optimizer state after every step "
+            "(<run_dir>/steps/<group>.jsonl), so the report proves weights identical after a heal. Costs a "
+            "pass over the state per step (copied to host memory on GPUs): on in the lab's demos, opt-in here."
         ),
     )
 
@@ -183,6 +199,11 @@ class TrainerConfig(Strict):
                     "-m, torchtitan.train, --module=..., --config=...]; lamplighter appends the fault-tolerance flags"
                 )
             problems = torchtitan_flags.conflicts(self.command, self.torchtitan.dataloader_checkpoint)
+            if torchtitan_flags.entry_module(self.command) is None:
+                problems.append(
+                    "trainer.kind torchtitan: trainer.command must run torchtitan as a module (`-m torchtitan.train`, "
+                    "after torchrun's own options): lamplighter's launch runs that module"
+                )
             if problems:
                 raise ValueError("\n".join(problems))
         return self
@@ -638,6 +659,23 @@ class HealthConfig(NodeHealthConfig):
             "model, joining the quorum and healing from a peer: minutes for a large model)."
         ),
     )
+    hang_pace_factor: float = Field(
+        2.0,
+        ge=0,
+        le=100,
+        description=(
+            "k: a group that made progress is hung after no progress for max(hang_timeout_s, k x the longest "
+            "interval between two progress marks seen in this job, at most hang_timeout_max_s). Semi-synchronous "
+            "trainers (DiLoCo, LocalSGD) advance torchft's step only at a sync; until one interval was seen, "
+            "startup_timeout_s applies. 0: the fixed hang_timeout_s."
+        ),
+    )
+    hang_timeout_max_s: float | None = Field(
+        None,
+        gt=0,
+        le=86_400,
+        description="The most the learned hang limit may reach (null: startup_timeout_s): a real hang is seen by then.",
+    )
     d_state_max_s: float = Field(
         60.0, gt=0, le=86_400, description="A trainer in uninterruptible sleep this long is stuck."
     )
@@ -925,6 +963,11 @@ def timeout_hierarchy_problems(job: JobConfig) -> list[str]:
             f"(pg {ft.pg_timeout_s} s, timeout {ft.timeout_s} s, quorum {ft.quorum_timeout_s} s): "
             "the supervisor would kill groups that are only waiting for a peer's timeout"
         )
+    if h.hang_timeout_max_s is not None and h.hang_timeout_max_s < h.hang_timeout_s:
+        out.append(
+            f"health.hang_timeout_max_s ({h.hang_timeout_max_s} s) is below health.hang_timeout_s "
+            f"({h.hang_timeout_s} s): the cap on the learned hang limit cannot be below the fixed one"
+        )
     if h.startup_timeout_s < h.hang_timeout_s:
         out.append(
             f"health.startup_timeout_s ({h.startup_timeout_s} s) is below health.hang_timeout_s "
@@ -948,6 +991,49 @@ class MetricsConfig(Strict):
     enabled: bool = Field(True, description="Serve Prometheus metrics.")
     host: str = Field("127.0.0.1", description="Bind address; localhost unless you mean to expose it.")
     port: int = Field(9464, ge=0, le=65535, description="Port (0: pick a free one).")
+
+
+NETDEV = re.compile(r"[A-Za-z0-9_.:@\-]{1,15}")  # a Linux interface name (IFNAMSIZ 16)
+RDMA_PORT = re.compile(r"[A-Za-z0-9_.\-]{1,63}(:[0-9]{1,3})?")  # NCCL_IB_HCA's device[:port]
+
+
+class NetworkConfig(Strict):
+    """The links training uses on this node: a link down or flapping is a node fault (drain), read from sysfs."""
+
+    interfaces: list[str] = Field(
+        default_factory=list,
+        description="Network interfaces training traffic uses (/sys/class/net/NAME), e.g. the RoCE or TCP ones "
+        "RCCL is given (NCCL_SOCKET_IFNAME); down, missing or flapping: the node is faulty.",
+    )
+    rdma: list[str] = Field(
+        default_factory=list,
+        description="RDMA devices training uses, as NCCL_IB_HCA names them: DEVICE (every port) or DEVICE:PORT "
+        "(/sys/class/infiniband/DEVICE/ports/PORT/state must be ACTIVE).",
+    )
+    flap_max_changes: int = Field(
+        4,
+        ge=1,
+        le=1000,
+        description="Link state changes tolerated within flap_window_s (a down and an up are 2; sysfs "
+        "carrier_changes, link_downed for RDMA ports); more: the link is flapping, the node is faulty.",
+    )
+    flap_window_s: float = Field(600.0, gt=0, le=86_400, description="The window flap_max_changes is counted over.")
+
+    @field_validator("interfaces")
+    @classmethod
+    def _netdevs(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if not NETDEV.fullmatch(name) or name in (".", ".."):
+                raise ValueError(f"network.interfaces: {name!r} is not an interface name (as in `ip link`)")
+        return v
+
+    @field_validator("rdma")
+    @classmethod
+    def _rdma(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if not RDMA_PORT.fullmatch(name) or name.split(":")[0] in (".", ".."):
+                raise ValueError(f"network.rdma: {name!r} is not DEVICE or DEVICE:PORT (as `ibv_devices` lists them)")
+        return v
 
 
 class NodeStandbyConfig(Strict):
@@ -1021,6 +1107,16 @@ class NodeConfig(Strict):
         description="Slurm job names of lamplighter jobs start with this (as `lamplighter render` names them).",
     )
     gpus: bool = Field(True, description="Watch this node's GPUs through amdsmi.")
+    gpu_count: int | None = Field(
+        None,
+        ge=1,
+        le=64,
+        description="GPUs this node must have (8 on an MI300X/MI325X node): fewer found is a fault (drain, the "
+        "count in the reason); healthcheck and nodes resume check it too. null: as many as amdsmi finds.",
+    )
+    network: NetworkConfig = Field(
+        default_factory=NetworkConfig, description="The network and RDMA links training uses, checked from sysfs."
+    )
     health: NodeDaemonHealthConfig = Field(
         default_factory=NodeDaemonHealthConfig,
         description="The node's checks: poll interval, GPU probe deadline, GPU thresholds, the VM fault drain rule "

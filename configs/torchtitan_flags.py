@@ -28,11 +28,15 @@ OWNED_FLAGS: dict[str, str] = {
     "fault_tolerance.process_group_timeout_ms": "torchft.pg_timeout_s",
     "training.steps": "trainer.steps",
 }
-# Owned only while trainer.torchtitan.dataloader_checkpoint is on.
-DATALOADER_CHECKPOINT_FLAGS: dict[str, str] = {
-    "checkpoint.enable": "trainer.torchtitan.dataloader_checkpoint",
+# Healing needs torchtitan's checkpointer: without it torchtitan registers no state-dict function with
+# torchft and the replica that sends a heal dies ("user state_dict is not initialized").
+CHECKPOINT_FLAGS: dict[str, str] = {
+    "checkpoint.enable": "trainer.kind: torchtitan (healing needs it)",
     "checkpoint.enable_ft_dataloader_checkpoints": "trainer.torchtitan.dataloader_checkpoint",
 }
+# The launchers whose own `-m` is not the trainer's module.
+LAUNCHER_MODULES = ("torch.distributed.run",)
+BOOT_MODULE = "lamplighter_torchtitan"
 # Set by lamplighter only when the command does not: the user's value wins.
 DUMP_FOLDER = "dump_folder"
 DUMP_SUBDIR = "torchtitan"
@@ -55,7 +59,23 @@ def flag_path(arg: str) -> str | None:
 
 
 def owned_flags(dataloader_checkpoint: bool) -> dict[str, str]:
-    return {**OWNED_FLAGS, **(DATALOADER_CHECKPOINT_FLAGS if dataloader_checkpoint else {})}
+    return {**OWNED_FLAGS, **CHECKPOINT_FLAGS}
+
+
+def entry_module(command: list[str]) -> int | None:
+    """The index of the module torchtitan runs as (`-m torchtitan.train`: the index of `torchtitan.train`)."""
+    for i, arg in enumerate(command[:-1]):
+        if arg == "-m" and command[i + 1] not in LAUNCHER_MODULES:
+            return i + 1
+    return None
+
+
+def with_boot(command: list[str]) -> list[str]:
+    """The command with lamplighter's launch in front of torchtitan's module (`-m lamplighter_torchtitan MODULE`)."""
+    i = entry_module(command)
+    if i is None:
+        raise ValueError(f"no `-m MODULE` for torchtitan in {command!r}")
+    return [*command[:i], BOOT_MODULE, *command[i:]]
 
 
 def conflicts(command: list[str], dataloader_checkpoint: bool) -> list[str]:
@@ -101,9 +121,9 @@ def flags(
         f"--fault_tolerance.process_group_timeout_ms={pg_timeout_s * 1000}",
         f"--training.steps={steps}",
     ]
-    if dataloader_checkpoint:
-        # The per-replica dataloader checkpoint lives under checkpoint.folder: it needs checkpointing on.
-        out += ["--checkpoint.enable", "--checkpoint.enable_ft_dataloader_checkpoints"]
+    out.append("--checkpoint.enable")
+    # torchtitan's default is on: off must be said.
+    out.append(f"--checkpoint.{'' if dataloader_checkpoint else 'no_'}enable_ft_dataloader_checkpoints")
     if dump_folder is not None:
         out.append(f"--{DUMP_FOLDER}={dump_folder}")
     return out

@@ -33,6 +33,7 @@ from lamplighter.daemon.state_store import DaemonState, PendingAction
 from lamplighter.slurm.actions import SlurmApi
 from lamplighter.slurm.requeue import ALREADY, JobUpdater, requeue_elsewhere, start_elsewhere
 from lamplighter.slurm.run import SlurmError
+from lamplighter.supervisor import procfs
 from lamplighter.supervisor.procfs import same_process
 
 log = logging.getLogger(__name__)
@@ -149,17 +150,32 @@ class Executor:
         raise ValueError(f"unknown action kind {kind!r}")
 
     def _kill(self, pids: list[list[int]]) -> dict[str, Any]:
-        killed, gone = [], []
+        """SIGKILL each trainer still the one observed, then every process below it.
+
+        torchrun starts its workers in sessions of their own: killing the agent alone leaves them training
+        (orphans Slurm's linuxproc tracking no longer sees). Descendants are read before the first signal, so
+        an orphan is still known, and each is signalled only if it is still the process read."""
+        killed, gone, below = [], [], []
+        snap = procfs.snapshot(self.proc_root)
         for pid, start in pids:
             if not same_process(self.proc_root, pid, start):
                 gone.append(pid)  # exited, or its PID was reused: never signal a stranger
                 continue
+            descendants = procfs.tree(snap, pid)[1:]
             try:
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)  # the agent first: it restarts no worker after this
                 killed.append(pid)
             except ProcessLookupError:
                 gone.append(pid)
-        return {"killed": killed, "already_gone": gone}
+            for st in descendants:
+                if not same_process(self.proc_root, st.pid, st.start_time):
+                    continue
+                try:
+                    os.kill(st.pid, signal.SIGKILL)
+                    below.append(st.pid)
+                except ProcessLookupError:
+                    continue
+        return {"killed": killed, "already_gone": gone, "descendants_killed": below}
 
     def _pause(self, p: PendingAction) -> None:
         log.warning("test hook: pausing for good before %s %s (intent %s journaled)", p.kind, p.target, p.id)

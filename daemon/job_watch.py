@@ -36,6 +36,7 @@ from lamplighter.supervisor.checks.hang import HangCheck, progress_sources
 from lamplighter.supervisor.checks.lighthouse_progress import LighthouseProgress
 from lamplighter.supervisor.checks.memory import MemoryCheck
 from lamplighter.supervisor.checks.progress import ProgressSource
+from lamplighter.supervisor.checks.progress_pace import ProgressPace, pace_rule
 from lamplighter.supervisor.lighthouse_status import LighthouseStatus, LighthouseStatusError
 from lamplighter.supervisor.observations import DState, MemoryHigh
 from lamplighter.supervisor.procfs import ProcStat
@@ -93,6 +94,7 @@ class JobWatch:
         self._fetch = fetch
         self._fetch_timeout = fetch_timeout_s
         self._table = _Roots()
+        self._pace = ProgressPace()
         self.address: str | None = None
         self.lighthouse = LighthouseProgress(self._read_lighthouse)
         self._proc_root, self._read_snapshot = proc_root, read_snapshot
@@ -148,7 +150,13 @@ class JobWatch:
             self._said.address = self.address
         h = self.settings.health
         check = HangCheck(
-            self._table, self._sources(), h.hang_timeout_s, h.startup_timeout_s, target_step=self._target_step()
+            self._table,
+            self._sources(),
+            h.hang_timeout_s,
+            h.startup_timeout_s,
+            target_step=self._target_step(),
+            pace_rule=pace_rule(h),
+            pace=self._pace,  # what this job's pace taught, kept across cycles
         )
         found = check.observe(now)
         self._log_lighthouse()

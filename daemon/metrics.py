@@ -6,15 +6,27 @@ exporter and checks the dashboard uses only these names):
 
 | metric | type | updated by |
 |---|---|---|
+| lamplighter_build_info{version,python} | gauge, always 1 | at start: which lamplighter runs where (`count by (version)`) |
 | lamplighter_gpu_health{gpu,status} | gauge, 1 for the current status | compute loop, every GPU probe cycle |
-| lamplighter_faults_detected_total{kind} | counter | compute loop: a GPU turning faulty/unresponsive, a trainer fault acted on |
+| lamplighter_faults_detected_total{kind,job_name} | counter | compute loop: a GPU turning faulty/unresponsive (job_name ""), a trainer fault acted on |
 | lamplighter_fault_detection_latency_seconds | histogram | same: from the last sign of health (exit time, last heartbeat, last healthy GPU reading) |
-| lamplighter_actions_total{action,outcome} | counter | action log: every kill, drain, requeue, mark-down, give-up, refusal |
-| lamplighter_group_requeues_total{group} | counter | executor, a requeue carried out |
+| lamplighter_actions_total{action,outcome,job_name} | counter | action log: every kill, drain, requeue, mark-down, give-up, refusal (`log`: a drain or mark-down the rate limit refused) |
+| lamplighter_group_requeues_total{job_name,group} | counter | executor, a requeue carried out |
 | lamplighter_group_recovery_seconds | histogram | recovery watch, on the node where a restarted group commits again |
 | lamplighter_group_heals_total{source} | counter | recovery watch: how that group got its state (peer, checkpoint) |
-| lamplighter_quorum_changes_total | counter | job watch: a job's Lighthouse, read for progress, has a new quorum id |
-| lamplighter_lighthouse_unreachable_total | counter | job watch: a job's Lighthouse stopped answering (restart, crash, network) |
+| lamplighter_quorum_changes_total{job_name} | counter | job watch: the job's Lighthouse's own count of quorum changes since this daemon watched it |
+| lamplighter_lighthouse_unreachable_total{job_name} | counter | job watch: a job's Lighthouse stopped answering (restart, crash, network) |
+
+The label is `job_name`, not `job`: Prometheus attaches its own `job` (the
+scrape job) to every series, and renames a scraped `job` to `exported_job`.
+
+Job-level events (quorum changes, the Lighthouse lost) are seen by every
+daemon watching the job, so each such daemon serves the same numbers for it:
+a quorum change is counted from the Lighthouse's own quorum id (a daemon that
+read quorum 7, then 10, counts 3, whether or not it read 8 and 9), not from
+this daemon's reads. Aggregate them with `max by (job_name)`, never `sum`:
+the job's count once, however many nodes watch it (the dashboard and the
+alert rules in deploy/ do).
 
 The HTTP endpoint only ever serves these numbers: whatever a client sends, no
 request can make the daemon act. Counters start from zero when the daemon
@@ -38,6 +50,10 @@ log = logging.getLogger(__name__)
 PREFIX = "lamplighter"
 DEFAULT_HOST = "127.0.0.1"
 BAD_GPU = ("fault", "unresponsive")
+NO_JOB = ""  # job_name of what concerns the node, not a job (a GPU fault, a drain)
+# Series that exist from the start at 0, so that the first event is an increase() the alert rules see
+# (a counter child created at its first event starts at 1, and increase() sees no change).
+PRESET_ACTIONS = (("drain", "ok"), ("drain", "failed"), ("log", "logged"), ("give_up", "logged"), ("requeue", "failed"))
 
 
 @dataclass
@@ -54,11 +70,18 @@ class DaemonMetrics:
             ["gpu", "status"],
             registry=r,
         )
+        self.build_info = Gauge(
+            f"{PREFIX}_build_info",
+            "Always 1: the lamplighter version this daemon runs",
+            ["version", "python"],
+            registry=r,
+        )
+        self.build_info.labels(**build_labels()).set(1)
         # prometheus_client adds _total to counters on exposition; the names below are the exported ones.
         self.faults = Counter(
             f"{PREFIX}_faults_detected",
-            "Faults detected, by kind (gpu-<kind>, exit, hang, dstate, memory)",
-            ["kind"],
+            "Faults detected, by kind (gpu-<kind>, exit, hang, dstate, memory) and job (\"\": the node's, a GPU's)",
+            ["kind", "job_name"],
             registry=r,
         )
         self.detection_latency = Histogram(
@@ -69,10 +92,18 @@ class DaemonMetrics:
             registry=r,
         )
         self.actions = Counter(
-            f"{PREFIX}_actions", "Actions taken or refused, by kind and outcome", ["action", "outcome"], registry=r
+            f"{PREFIX}_actions",
+            "Actions taken or refused, by kind, outcome and job (log: a drain or mark-down the rate limit refused)",
+            ["action", "outcome", "job_name"],
+            registry=r,
         )
+        for action, outcome in PRESET_ACTIONS:
+            self.actions.labels(action=action, outcome=outcome, job_name=NO_JOB)
         self.requeues = Counter(
-            f"{PREFIX}_group_requeues", "Requeues of a replica group's Slurm job, by group", ["group"], registry=r
+            f"{PREFIX}_group_requeues",
+            "Requeues of a replica group's Slurm job, by job and group",
+            ["job_name", "group"],
+            registry=r,
         )
         self.recovery = Histogram(
             f"{PREFIX}_group_recovery_seconds",
@@ -86,14 +117,26 @@ class DaemonMetrics:
             ["source"],
             registry=r,
         )
-        self.quorum_changes = Counter(
-            f"{PREFIX}_quorum_changes", "Quorum changes of the jobs' Lighthouses, as this daemon reads them", registry=r
-        )
-        self.lighthouse_unreachable = Counter(
-            f"{PREFIX}_lighthouse_unreachable",
-            "Times a job's Lighthouse stopped answering this daemon (a restart, a crash, the network)",
+        self._quorum_changes = Counter(
+            f"{PREFIX}_quorum_changes",
+            "Quorum changes of a job's Lighthouse by its own quorum id, the same on every daemon watching the job: "
+            "aggregate with max by (job_name)",
+            ["job_name"],
             registry=r,
         )
+        self._lighthouse_unreachable = Counter(
+            f"{PREFIX}_lighthouse_unreachable",
+            "Times a job's Lighthouse stopped answering this daemon (a restart, a crash, the network): "
+            "aggregate with max by (job_name)",
+            ["job_name"],
+            registry=r,
+        )
+        # What daemon/job_watch.py calls today (`.inc()`, no job): counted under job_name "" until it calls
+        # lighthouse_read(job, quorum_id) instead; then these two go.
+        self.quorum_changes = self._quorum_changes.labels(job_name=NO_JOB)
+        self.lighthouse_unreachable = self._lighthouse_unreachable.labels(job_name=NO_JOB)
+        self._quorum_ids: dict[str, int | None] = {}  # job -> the quorum id last read (None: not answering)
+        self._last_quorum: dict[str, int] = {}  # job -> the last quorum id it answered
         self._statuses: dict[str, set[str]] = {}
         self._gpu_status: dict[int, str] = {}
         self._gpu_ok_t: dict[int, float] = {}
@@ -107,16 +150,43 @@ class DaemonMetrics:
             for s in seen:
                 self.gpu_health.labels(gpu=gpu, status=s).set(1 if s == status else 0)
 
-    def fault(self, kind: str, detection_latency_s: float | None = None) -> None:
-        self.faults.labels(kind=kind).inc()
+    def fault(self, kind: str, detection_latency_s: float | None = None, job: str = NO_JOB) -> None:
+        self.faults.labels(kind=kind, job_name=job).inc()
         if detection_latency_s is not None:
             self.detection_latency.observe(max(detection_latency_s, 0.0))
 
     def restart(self, group: str) -> None:
-        self.requeues.labels(group=group).inc()
+        """A requeue of `group` ("<job name>/g<replica>") carried out."""
+        job, replica = split_group(group)
+        self.requeues.labels(job_name=job, group=replica).inc()
 
-    def action(self, action: str, outcome: str) -> None:
-        self.actions.labels(action=action, outcome=outcome or "none").inc()
+    def action(self, action: str, outcome: str, job: str = NO_JOB) -> None:
+        self.actions.labels(action=action, outcome=outcome or "none", job_name=job).inc()
+
+    def lighthouse_read(self, job: str, quorum_id: int | None) -> None:
+        """One read of a job's Lighthouse: the quorum id it answered, or None when it did not answer.
+
+        Quorum changes are counted by the Lighthouse's own id, so every daemon watching the job counts
+        the same; an id lower than the last (the Lighthouse restarted without its memory) starts over."""
+        before = self._quorum_ids.get(job)
+        # Both series exist from the job's first read, at 0: the first event is then an increase() sees.
+        lost = self._lighthouse_unreachable.labels(job_name=job)
+        if quorum_id is None:
+            if job not in self._quorum_ids or before is not None:
+                lost.inc()
+            self._quorum_ids[job] = None
+            return
+        counter = self._quorum_changes.labels(job_name=job)
+        last = self._last_quorum.get(job)
+        if last is not None and quorum_id > last:
+            counter.inc(quorum_id - last)
+        self._last_quorum[job] = quorum_id
+        self._quorum_ids[job] = quorum_id
+
+    def forget_job(self, job: str) -> None:
+        """The job left this node: its series stay (counters never go back), its memory goes."""
+        self._quorum_ids.pop(job, None)
+        self._last_quorum.pop(job, None)
 
     def gpus(self, now: float, observations: Sequence[Any]) -> None:
         """One probe cycle's GPU observations: the health gauge, and a fault when a GPU turns bad."""
@@ -140,7 +210,21 @@ class DaemonMetrics:
                 latency = now - float(e.detail["exited_at"])
             elif e.kind == "hang" and isinstance(e.detail.get("silent_s"), int | float):
                 latency = float(e.detail["silent_s"])
-            self.fault(e.kind, latency)
+            self.fault(e.kind, latency, split_group(e.group)[0] if getattr(e, "group", None) else NO_JOB)
+
+
+def split_group(group: str) -> tuple[str, str]:
+    """("llama", "2") from "llama/g2", the daemon's name for a group; (group, "") for anything else."""
+    job, sep, replica = group.rpartition("/g")
+    return (job, replica) if sep and job else (group, "")
+
+
+def build_labels() -> dict[str, str]:
+    import platform
+
+    from lamplighter.supervisor.installed import lamplighter_version
+
+    return {"version": lamplighter_version(), "python": platform.python_version()}
 
 
 @dataclass

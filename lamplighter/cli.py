@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
-
-from lamplighter import __version__
 
 # Each module defines add_parser(subparsers); kept as names so `lamplighter --help` imports no torch.
 # submit/status/cancel of a job whose config says `placement: bare-metal` go to etcd instead of Slurm.
@@ -14,6 +13,7 @@ BARE_ROUTER = "lamplighter.bare.job_cli"
 ROUTED = ("submit", "status", "cancel")
 # The lab's commands (test cluster, node-crash) are its own: python -m lamplighter.lab.
 COMMAND_MODULES = [
+    "lamplighter.job_init",
     "lamplighter.configs.validate_cli",
     "lamplighter.slurm.render_cli",
     "lamplighter.supervisor.local_cli",
@@ -23,13 +23,18 @@ COMMAND_MODULES = [
     "lamplighter.slurm.why_cli",
     "lamplighter.slurm.healthcheck_cli",
     "lamplighter.slurm.nodes_cli",
+    "lamplighter.daemon_status",
     "lamplighter.bare.job_cli",
     "lamplighter.gpusim.cli",
     "lamplighter.plan.plan_cli",
+    "lamplighter.deploy_files",
+    "lamplighter.completion",
 ]
+ENV_DEBUG = "LAMPLIGHTER_DEBUG"  # set: an unexpected error shows its traceback
 
 EPILOG = """\
 a job, end to end:
+  lamplighter init --torchtitan > job.yaml      a commented starting point (or: init --custom)
   lamplighter validate configs/demo.yaml        check a config (file:line: key: problem)
   lamplighter local configs/demo.yaml           run it on this machine with faults injected
   lamplighter render configs/slurm-lab.yaml --out build/sbatch   the sbatch scripts, to read or edit
@@ -38,6 +43,9 @@ a job, end to end:
 environment:
   LAMPLIGHTER_SET="key.path=value;..."          config overrides applied before --set
   LAMPLIGHTER_GPUSIM_DIR                        the simulated GPUs' state folder (tests, demos)
+  LAMPLIGHTER_DEBUG=1                           an unexpected error shows its traceback
+
+shell completion:  lamplighter completion bash > /etc/bash_completion.d/lamplighter   (or zsh)
 
 exit status: 0 success, 1 the run failed, 2 bad input (invalid config or arguments)
 """
@@ -50,16 +58,32 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"lamplighter {__version__}")
+    parser.add_argument(
+        "--version",
+        action="store_true",
+        help="lamplighter's version, and torchft's, torch's, amdsmi's, ROCm's and Slurm's here",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).add_parser(sub)
     return parser
 
 
+def print_version() -> int:
+    from lamplighter.supervisor.installed import version_text
+
+    print(version_text())
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--version"]:  # before the parser: it imports every command's module
+        return print_version()
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.version:
+        return print_version()
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
@@ -75,3 +99,16 @@ def main(argv: list[str] | None = None) -> int:
         # `lamplighter status | head`: the reader left; not an error worth a traceback.
         sys.stderr.close()
         return 0
+    except Exception as e:  # a person reads one line with what to do; a developer sets LAMPLIGHTER_DEBUG
+        if os.environ.get(ENV_DEBUG):
+            raise
+        print(f"lamplighter {args.command}: error: {one_line(e)}", file=sys.stderr)
+        return 1
+
+
+def one_line(e: BaseException) -> str:
+    """An unexpected error in one line, with what to do about it."""
+    text = " ".join(str(e).split()) or type(e).__name__
+    if isinstance(e, OSError):
+        return f"{text}: check that path (and its permissions); LAMPLIGHTER_DEBUG=1 shows where it was opened"
+    return f"{type(e).__name__}: {text} (a bug: LAMPLIGHTER_DEBUG=1 shows the traceback for a report)"

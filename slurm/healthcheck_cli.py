@@ -55,7 +55,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--config", default=None, help="node config (default /etc/lamplighter/node.yaml if present)")
     add_override_args(p)
     p.add_argument("--node", default=None, help="Slurm node name (default $SLURMD_NODENAME, node_name, host name)")
-    p.add_argument("--gpus", type=int, default=None, help="GPUs this node must have (fewer is a fault)")
+    p.add_argument(
+        "--gpus",
+        type=int,
+        default=None,
+        help="GPUs this node must have, fewer is a fault (default: gpu_count in the config)",
+    )
     p.add_argument("--deadline", type=float, default=10.0, help="seconds for the whole check (default 10)")
     p.add_argument("--prolog", action="store_true", help="run as Slurm's Prolog: exit 1 on a fault, so the job moves")
     p.add_argument("--no-drain", action="store_true", help="report only, change nothing in Slurm")
@@ -86,11 +91,12 @@ def run(args: argparse.Namespace) -> int:
     except FileNotFoundError as e:
         print(f"lamplighter healthcheck: error: {e}", file=sys.stderr)
         return EXIT_INVALID
-    res = check_once(cfg.health, WorkerSpec(env=workers_env), args.deadline, args.gpus)
+    expected = args.gpus if args.gpus is not None else cfg.gpu_count
+    res = check_once(cfg.health, WorkerSpec(env=workers_env), args.deadline, expected)
     out: dict[str, Any] = {
         "node": node,
         "verdict": res.verdict,
-        "summary": res.summary(),
+        "summary": summary_with_count(res, expected),
         "check_s": round(res.elapsed_s, 3),
         "gpus": [{"gpu": o.gpu, "status": o.status, "kind": o.kind, "reason": o.reason} for o in res.observations],
     }
@@ -101,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
             out["drain"] = "not asked (--no-drain)"
         else:
             api = SlurmActions(SlurmCli(slurm_conf=args.slurm_conf or cfg.slurm_conf or env.get("SLURM_CONF")))
-            out["drain"] = drain(api, node, res.summary(), cfg, limit=not args.prolog, now=time.time())
+            out["drain"] = drain(api, node, out["summary"], cfg, limit=not args.prolog, now=time.time())
     elif res.verdict == "unknown":
         code = EXIT_HEALTHY if args.prolog else EXIT_UNCHECKED
     out["total_s"] = round(time.monotonic() - t0, 3)
@@ -109,10 +115,18 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(out))
     else:
         stream = sys.stdout if res.verdict == "healthy" else sys.stderr
-        print(f"lamplighter healthcheck: {node}: {res.verdict}: {res.summary()} ({res.elapsed_s:.2f} s)", file=stream)
+        print(f"lamplighter healthcheck: {node}: {res.verdict}: {out['summary']} ({res.elapsed_s:.2f} s)", file=stream)
         if "drain" in out:
             print(f"lamplighter healthcheck: {node}: {out['drain']}", file=stream)
     return code
+
+
+def summary_with_count(res: Any, expected: int | None) -> str:
+    """The check's summary, led by the GPU count when fewer than expected answered (a GPU off the bus is lost)."""
+    from lamplighter.supervisor.node_faults import gpu_count_fault
+
+    low = gpu_count_fault(expected, sum(1 for o in res.observations if o.kind != "lost"))
+    return f"{low.reason}; {res.summary()}" if low is not None and res.verdict == "faulty" else str(res.summary())
 
 
 def drain(api: SlurmActions, node: str, why: str, cfg: Any, limit: bool, now: float) -> str:

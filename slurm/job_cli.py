@@ -1,8 +1,9 @@
 """`lamplighter submit | status | cancel | chaos`: a job on a Slurm cluster, from the user's side.
 
-JOB (status, cancel, chaos) is a job name (its run dir is runs/<name>), a
-run directory holding submission.json, or the job's config file; --run-dir
-overrides all three.
+JOB (status, cancel, chaos) is a job name (a job you submitted, found through
+your index of submitted jobs wherever its run dir is; else $LAMPLIGHTER_RUNS/<name>
+or runs/<name>: slurm/job_index.py), a run directory holding submission.json,
+or the job's config file; --run-dir overrides all three.
 """
 
 from __future__ import annotations
@@ -41,7 +42,11 @@ def add_parser(sub: Any) -> None:
 
 
 def _job_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("job", metavar="JOB", help="job name (runs/<name>), run directory, or the job's config file")
+    p.add_argument(
+        "job",
+        metavar="JOB",
+        help="job name (as submitted by you, in $LAMPLIGHTER_RUNS, or runs/<name>), run directory, or config file",
+    )
     p.add_argument("--run-dir", default=None, help="the job's run directory (holds submission.json)")
 
 
@@ -86,6 +91,9 @@ def run_submit(args: argparse.Namespace) -> int:
     except (SubmitError, SlurmError) as e:
         print(f"lamplighter submit: error: {e}", file=sys.stderr)
         return EXIT_FAILED
+    from lamplighter.slurm.job_index import remember
+
+    remember(s.job, s.run_dir)  # `status NAME` finds it from anywhere (not as root: slurm/job_index.py)
     if args.json:
         print(json.dumps(s.to_json(), indent=2))
     else:

@@ -3,12 +3,13 @@
     lamplighter nodes                      drained/down nodes with a `lamplighter: ` reason (reason, age),
                                            and every daemon's published health (--cluster-status-dir)
     lamplighter nodes --all                every node out of service, whoever took it out
-    lamplighter nodes resume NODE          check NODE's GPUs once (the daemon's GPU check); resume it in
+    lamplighter nodes resume [NODE]        check NODE's GPUs once (the daemon's GPU check); resume it in
                                            Slurm only if they are healthy, else refuse and say why
 
-`nodes resume` reads the GPUs of the machine it runs on: run it on NODE itself
-(`ssh NODE lamplighter nodes resume NODE`), or on the test cluster give
---gpusim-root (the simulated GPUs of every node). A node drained by someone
+`nodes resume` reads the GPUs of the machine it runs on, so NODE is this host
+by default (SLURMD_NODENAME, node.yaml's node_name, else the host name): run it
+on the node (`ssh NODE lamplighter nodes resume`), or on the test cluster give
+NODE and --gpusim-root (the simulated GPUs of every node). A node drained by someone
 else (reason not starting with `lamplighter: `) is resumed only with --force.
 Exit status: 0 listed / resumed (or nothing to resume), 1 refused or failed, 2 bad input.
 """
@@ -67,13 +68,18 @@ def add_parser(sub: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    r.add_argument("node", metavar="NODE")
+    r.add_argument("node", metavar="NODE", nargs="?", default=None, help="the node to resume (default: this host)")
     r.add_argument("--slurm-conf", default=None, help="SLURM_CONF for the Slurm commands")
     r.add_argument(
         "--config", default=None, help="node config with the thresholds (default /etc/lamplighter/node.yaml)"
     )
     add_override_args(r)
-    r.add_argument("--gpus", type=int, default=None, help="GPUs the node must have (fewer is a fault)")
+    r.add_argument(
+        "--gpus",
+        type=int,
+        default=None,
+        help="GPUs the node must have, fewer is a fault (default: gpu_count in the config)",
+    )
     r.add_argument("--deadline", type=float, default=10.0, help="seconds for the GPU check (default 10)")
     r.add_argument("--force", action="store_true", help="resume a node someone else drained (after the GPU check)")
     r.add_argument(
@@ -131,6 +137,8 @@ def run_resume(args: argparse.Namespace) -> int:
         cfg = node_config(args.config, args.overrides, env)
     except ConfigError as e:
         return report_invalid(e)
+    if args.node is None:
+        args.node = local_node_name(cfg, env)
     api = _api(args.slurm_conf or cfg.slurm_conf)
     try:
         info = api.node(args.node)
@@ -151,7 +159,7 @@ def run_resume(args: argparse.Namespace) -> int:
     if args.gpusim_root is None and args.node != here:
         print(
             f"lamplighter nodes resume: error: the GPU check reads this machine's GPUs ({here}), not {args.node}'s: "
-            f"run it on {args.node} (ssh {args.node} lamplighter nodes resume {args.node})",
+            f"run it on {args.node} (ssh {args.node} lamplighter nodes resume)",
             file=sys.stderr,
         )
         return EXIT_INVALID
@@ -163,7 +171,8 @@ def run_resume(args: argparse.Namespace) -> int:
     if not cfg.gpus:
         res_text, verdict = "no GPUs watched (gpus: false)", "healthy"
     else:
-        res = check_once(cfg.health, WorkerSpec(env=workers_env), args.deadline, args.gpus)
+        expected = args.gpus if args.gpus is not None else cfg.gpu_count
+        res = check_once(cfg.health, WorkerSpec(env=workers_env), args.deadline, expected)
         res_text, verdict = f"{res.summary()} ({res.elapsed_s:.2f} s)", res.verdict
     if verdict != "healthy":
         why = "the fault persists" if verdict == "faulty" else "its GPUs could not be checked"

@@ -117,8 +117,16 @@ def load(run_dir: Path) -> Submission:
         raise ValueError(f"submission record {path} is damaged: {e}") from e
 
 
+class JobNotFound(FileNotFoundError):
+    """No run directory for a job name; the message names every place looked in."""
+
+
 def find_run_dir(job: str, run_dir: str | None = None, base: Path | None = None) -> Path:
-    """JOB as given to status/cancel/chaos: a run dir, a config file, or a job name under runs/<name>."""
+    """JOB as given to status/cancel/chaos/why: a run dir, a config file, or a job name (slurm/job_index.py:
+    the user's index of submitted jobs, $LAMPLIGHTER_RUNS, ./runs/<name>); raises JobNotFound for a name
+    found nowhere."""
+    from lamplighter.slurm.job_index import find_by_name
+
     base = base or Path.cwd()
     if run_dir:
         return Path(run_dir).resolve()
@@ -129,7 +137,14 @@ def find_run_dir(job: str, run_dir: str | None = None, base: Path | None = None)
         from lamplighter.configs.loader import load_job
 
         return resolve_paths(load_job(p), base).run_dir
-    return (base / "runs" / job).resolve()
+    if p.is_dir():
+        return p.resolve()  # a run directory with no submission yet (why reads its actions all the same)
+    found = find_by_name(job, base)
+    if found.found is None:
+        raise JobNotFound(
+            f"no job {job!r} found: looked in {found.where()}; give its run directory (--run-dir) or its config file"
+        )
+    return found.found
 
 
 def published_by(run_dir: Path, job_id: int) -> str | None:

@@ -31,7 +31,11 @@ def add_parser(sub: Any) -> None:
         epilog="examples:\n  lamplighter why llama3-8b\n  lamplighter why runs/llama3-8b --json\n"
         "  lamplighter why llama3-8b --log /var/lib/lamplighter/actions.jsonl",
     )
-    p.add_argument("job", metavar="JOB", help="job name (runs/<name>), run directory, or the job's config file")
+    p.add_argument(
+        "job",
+        metavar="JOB",
+        help="job name (as submitted by you, in $LAMPLIGHTER_RUNS, or runs/<name>), run directory, or config file",
+    )
     p.add_argument("--run-dir", default=None, help="the job's run directory")
     p.add_argument("--log", action="append", default=[], metavar="FILE", help="also read this action log (repeatable)")
     p.add_argument("--json", action="store_true", help="print the history as JSON")
@@ -50,8 +54,12 @@ def job_name_in(run_dir: Path) -> str:
 def run_why(args: argparse.Namespace) -> int:
     try:
         run_dir = find_run_dir(args.job, args.run_dir)
-    except (ConfigError, OSError) as e:  # a config file that does not load
+    except (ConfigError, OSError) as e:  # a config file that does not load, a name found nowhere
         print(f"lamplighter why: error: {e}", file=sys.stderr)
+        return 2
+    if not run_dir.is_dir():
+        # Never "nothing happened" for a job that is not there.
+        print(f"lamplighter why: error: no run directory at {run_dir}: give --run-dir", file=sys.stderr)
         return 2
     job_ids: dict[str, str] = {}
     job_name = job_name_in(run_dir)

@@ -10,7 +10,11 @@ A line is written when a process's step changes, never while it is
 recovering (it reports step 0 until it has healed) nor for step 0 (nothing
 committed yet). A process is one
 Lighthouse replica id ("<name>:<uuid>", new on every start); its attempt is
-the order in which its group's processes first appeared.
+the order in which its group's processes first appeared. Once a newer process
+of a group has a line, an older one gets none: the supervisor replaced it
+(killed, or stopped and killed), so it commits nothing more, and a late sight
+of it in the Lighthouse's previous quorum (a hung member's last quorum, read
+on a slow poll) would read as a rollback of every step since.
 """
 
 from __future__ import annotations
@@ -52,10 +56,12 @@ class LighthouseStepLog:
             g = group_of(m.replica_id)
             if g is None or m.recovering or m.step == 0 or self._last.get(m.replica_id) == m.step:
                 continue
-            self._last[m.replica_id] = m.step
             if m.replica_id not in self._attempts:
                 self._attempts[m.replica_id] = self._per_group.get(g, 0)
                 self._per_group[g] = self._attempts[m.replica_id] + 1
+            if self._attempts[m.replica_id] < self._per_group[g] - 1:
+                continue
+            self._last[m.replica_id] = m.step
             lines.append(
                 {
                     "t": now,

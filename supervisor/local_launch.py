@@ -37,8 +37,9 @@ def group_launch(
         )
     )
     common["PYTHONUNBUFFERED"] = "1"
-    # Rank 0 hosts the group's TCPStore; one process can let the OS pick its port.
-    port = free_port() if world > 1 else 0
+    # Rank 0 hosts the group's TCPStore. A real port for one process too: a trainer that hands MASTER_PORT
+    # to torch.distributed (torchtitan without torchrun) would otherwise have the store client wait on port 0.
+    port = free_port()
     envs = []
     for rank in range(world):
         env = dict(common)

@@ -26,6 +26,7 @@ from lamplighter.supervisor.checks.exit_watcher import ExitWatcher
 from lamplighter.supervisor.checks.hang import HangCheck, progress_sources
 from lamplighter.supervisor.checks.lighthouse_progress import LighthouseProgress
 from lamplighter.supervisor.checks.memory import MemoryCheck, MemoryCheckError
+from lamplighter.supervisor.checks.progress_pace import pace_rule
 from lamplighter.supervisor.fault_journal import FaultJournal, FaultRecord
 from lamplighter.supervisor.lighthouse import Lighthouse
 from lamplighter.supervisor.lighthouse_status import LighthouseStatus, fetch_status
@@ -156,7 +157,9 @@ class LocalRun:
         if self.standbys is not None and attempt > 0:
             popens = self.standbys.take(argv, envs, cwd=Path.cwd(), log_path=log_path)
         if popens is not None:
-            gp = GroupProcesses.adopt(group=g, attempt=attempt, popens=popens, log_path=log_path, started_at=now)
+            gp = GroupProcesses.adopt(
+                group=g, attempt=attempt, popens=popens, log_path=log_path, started_at=now, env=envs[0]
+            )
         else:
             gp = GroupProcesses.start(group=g, attempt=attempt, argv=argv, envs=envs, log_path=log_path, started_at=now)
         self.groups[g] = gp
@@ -292,6 +295,7 @@ class LocalRun:
             h.startup_timeout_s,
             excused_since=lambda: self.lh.started_at or 0.0,
             target_step=self.job.trainer.steps,
+            pace_rule=pace_rule(h),
         )
         dstate = DStateCheck(self, h.d_state_max_s)
         memory = MemoryCheck(self, h.memory_max_percent)

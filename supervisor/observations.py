@@ -51,6 +51,7 @@ class Hung:
     source: str = "heartbeat"  # where progress was read: heartbeat, lighthouse, or both
     started: bool = True  # it had made progress in this attempt (else: start-up timeout)
     finishing: bool = False  # it had reached the job's last step (start-up timeout too)
+    limit_why: str = ""  # where timeout_s came from, when not the plain hang timeout (a learned pace)
 
     @property
     def reason(self) -> str:
@@ -61,9 +62,12 @@ class Hung:
             )
         at = "" if self.last_step is None else f" after step {self.last_step}"
         limit = "startup_timeout_s, finishing" if self.finishing else "hang_timeout_s"
+        said = f"{limit} {self.timeout_s:g}"
+        if not self.finishing and self.limit_why and not self.limit_why.startswith("hang_timeout_s"):
+            said = f"limit {self.timeout_s:.1f} s: {self.limit_why}"
         return (
             f"group {self.group} (attempt {self.attempt}, pid {self.pid}) hung: no progress for {self.silent_s:.1f} s"
-            f"{at} ({limit} {self.timeout_s:g}; progress from {self.source})"
+            f"{at} ({said}; progress from {self.source})"
         )
 
 
@@ -130,6 +134,32 @@ class LighthouseDown:
     @property
     def reason(self) -> str:
         return f"Lighthouse (pid {self.pid}) {describe_exit(self.returncode)}"
+
+
+@dataclass(frozen=True)
+class LinkFault:
+    """A link training uses is missing, down, or flapping (supervisor/checks/links.py)."""
+
+    link: str  # interface name, or RDMA DEVICE:PORT
+    kind: str  # link-missing, link-down, link-flapping (supervisor/node_faults.py)
+    detail: str
+
+    @property
+    def reason(self) -> str:
+        return f"link {self.link} {self.detail}"
+
+
+@dataclass(frozen=True)
+class GpuCountLow:
+    """Fewer GPUs found than the node config's gpu_count."""
+
+    expected: int
+    found: int
+    kind: str = "gpu-count"
+
+    @property
+    def reason(self) -> str:
+        return f"{self.found} of {self.expected} GPUs found (gpu_count {self.expected} in the node config)"
 
 
 TrainerObservation = ProcessExited | Hung | DState | MemoryHigh | StartFailed

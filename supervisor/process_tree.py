@@ -9,6 +9,13 @@ descendant the trainers started that left them, identified by PID and
 creation time, and nothing else: a leader stays an unreaped zombie until the
 kill is over, so its process-group ID cannot be reused by a stranger while
 we signal it.
+
+A descendant can also have left the tree: torchrun starts its workers in
+sessions of their own, and when the agent itself dies (OOM-killed, SIGKILLed)
+they are orphans that go on training, a ghost replica of the group. So the
+members also include every process whose exec-time environment names this
+attempt of this group in this run (the variables the launcher gave it, which
+its children inherit).
 """
 
 from __future__ import annotations
@@ -16,26 +23,49 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 
 from lamplighter.supervisor.trainer_proc import TrainerProc
+from lamplighter.trainer.contract import ENV_ATTEMPT, ENV_REPLICA_ID, ENV_RUN_DIR
 
 
 class StartError(RuntimeError):
     """Starting a process failed; the message names the group and the command."""
 
 
-def _members(leaders: Sequence[subprocess.Popen[bytes]]) -> list[psutil.Process]:
-    """Processes in our process groups (led by unreaped leaders), plus descendants of our processes that left them."""
+Mark = tuple[tuple[str, str], ...]
+MARK_VARS = (ENV_RUN_DIR, ENV_REPLICA_ID, ENV_ATTEMPT)
+
+
+def mark_of(env: Mapping[str, str]) -> Mark | None:
+    """The variables that name one attempt of one group in one run, when the environment has them all."""
+    if not all(k in env for k in MARK_VARS):
+        return None
+    return tuple((k, env[k]) for k in MARK_VARS)
+
+
+def _marked(p: psutil.Process, mark: Mark | None) -> bool:
+    if mark is None or p.pid == os.getpid():
+        return False
+    try:
+        env = p.environ()
+    except psutil.Error:
+        return False
+    return all(env.get(k) == v for k, v in mark)
+
+
+def _members(leaders: Sequence[subprocess.Popen[bytes]], mark: Mark | None = None) -> list[psutil.Process]:
+    """Processes in our process groups (led by unreaped leaders), descendants of our processes that left them,
+    and processes marked as this attempt's that left the tree (orphans of a dead launcher)."""
     pgids = {p.pid for p in leaders if p.returncode is None}
     found: dict[int, psutil.Process] = {}
     for p in psutil.process_iter():
         try:
-            if os.getpgid(p.pid) in pgids:
+            if os.getpgid(p.pid) in pgids or _marked(p, mark):
                 found[p.pid] = p
         except (ProcessLookupError, psutil.Error):
             continue
@@ -50,9 +80,12 @@ def _members(leaders: Sequence[subprocess.Popen[bytes]]) -> list[psutil.Process]
     return list(found.values())
 
 
-def kill_tree(popens: Sequence[subprocess.Popen[bytes]], timeout_s: float = 10.0) -> list[int]:
-    """SIGKILL our processes' process groups and descendants; reap our processes. Returns the PIDs signalled."""
-    members = _members(popens)
+def kill_tree(
+    popens: Sequence[subprocess.Popen[bytes]], timeout_s: float = 10.0, mark: Mark | None = None
+) -> list[int]:
+    """SIGKILL our processes' process groups and descendants (and the attempt's marked orphans); reap our
+    processes. Returns the PIDs signalled."""
+    members = _members(popens, mark)
     for p in popens:
         if p.returncode is None:  # unreaped: the PID, and so the process group, is still ours
             try:
@@ -75,9 +108,9 @@ def kill_tree(popens: Sequence[subprocess.Popen[bytes]], timeout_s: float = 10.0
     return sorted(m.pid for m in members)
 
 
-def signal_tree(popens: Sequence[subprocess.Popen[bytes]], sig: signal.Signals) -> list[int]:
+def signal_tree(popens: Sequence[subprocess.Popen[bytes]], sig: signal.Signals, mark: Mark | None = None) -> list[int]:
     """Send `sig` to every member (chaos: SIGSTOP makes a group hang)."""
-    members = _members(popens)
+    members = _members(popens, mark)
     for m in members:
         try:
             m.send_signal(sig)
@@ -95,6 +128,7 @@ class GroupProcesses:
     started_at: float
     popens: list[subprocess.Popen[bytes]] = field(default_factory=list)
     log_path: Path | None = None
+    mark: Mark | None = None  # the environment that names this attempt's processes (mark_of)
 
     @classmethod
     def start(
@@ -110,7 +144,7 @@ class GroupProcesses:
     ) -> GroupProcesses:
         """Start one process per rank (argv[i] with envs[i], the full environment), sharing one new session."""
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        gp = cls(group=group, attempt=attempt, started_at=started_at, log_path=log_path)
+        gp = cls(group=group, attempt=attempt, started_at=started_at, log_path=log_path, mark=mark_of(envs[0]))
         with open(log_path, "ab") as log:
             for rank, (args, env) in enumerate(zip(argv, envs, strict=True)):
                 try:
@@ -134,11 +168,21 @@ class GroupProcesses:
 
     @classmethod
     def adopt(
-        cls, *, group: int, attempt: int, popens: list[subprocess.Popen[bytes]], log_path: Path, started_at: float
+        cls,
+        *,
+        group: int,
+        attempt: int,
+        popens: list[subprocess.Popen[bytes]],
+        log_path: Path,
+        started_at: float,
+        env: Mapping[str, str] | None = None,
     ) -> GroupProcesses:
         """Processes already running this attempt's ranks (warm standbys, standby.py), each leading a session
-        as start() would have made it."""
-        return cls(group=group, attempt=attempt, started_at=started_at, popens=list(popens), log_path=log_path)
+        as start() would have made it; `env`: the environment they were given (what their children inherit)."""
+        mark = None if env is None else mark_of(env)
+        return cls(
+            group=group, attempt=attempt, started_at=started_at, popens=list(popens), log_path=log_path, mark=mark
+        )
 
     def trainers(self) -> list[TrainerProc]:
         return [
@@ -157,7 +201,7 @@ class GroupProcesses:
         return False
 
     def kill(self, timeout_s: float = 10.0) -> list[int]:
-        return kill_tree(self.popens, timeout_s)
+        return kill_tree(self.popens, timeout_s, self.mark)
 
     def signal(self, sig: signal.Signals) -> list[int]:
-        return signal_tree(self.popens, sig)
+        return signal_tree(self.popens, sig, self.mark)

@@ -9,7 +9,10 @@ target_steps
     its owner told the running job to stop at (`<run_dir>/stop-at`,
     trainer/stop_at.py; stop_at) when that is smaller.
 reached_target
-    steps_committed >= target_steps.
+    steps_committed >= target_steps, in the trainer's own counting when its
+    step log carries one (trainer_steps: torchtitan counts attempted steps,
+    so a job that ran trainer.steps steps with one failed commit has
+    committed one torchft step fewer, and has still reached its target).
 steps_lost
     The number of distinct step numbers that were committed and then rolled
     back. Step s counts as lost when (a) a group commits step j after having
@@ -30,8 +33,14 @@ weights_identical
     logs no state hash (steps read from the Lighthouse) or a heal had no step
     to compare: not checked, never a vacuous true.
 t_first_commit_after
-    The first committed step of the fault's group after its restart (for a
-    Lighthouse fault: of any group after the Lighthouse's restart).
+    The first committed step of the fault's group after its restart, by an
+    attempt whose first commit came after the restart (never a late row of
+    the attempt the fault ended); for a Lighthouse fault, of any group after
+    the Lighthouse's restart.
+steps_compared_after
+    Per fault: the steps its group committed after its restart, in the new
+    attempt (any group's, after a Lighthouse restart), whose state hash
+    another group committed too: how many steps checked that heal.
 survivor_stall_s
     For each group the fault did not hit (every group for a Lighthouse fault),
     the longest gap between two of its consecutive commits that overlaps
@@ -175,11 +184,45 @@ def shared_steps(by_group: dict[int, list[StepRecord]]) -> int:
 
 
 def first_commit_after(by_group: dict[int, list[StepRecord]], group: int | None, t: float | None) -> float | None:
+    """The first commit after `t`; for a group's fault, by an attempt of that group that first committed after `t`.
+
+    A row of the attempt the fault ended can still come after its restart (the Lighthouse's status lags the
+    kill by a sample), and timed recovery from the old attempt's own step ("first commit 0.00 s after restart").
+    """
     if t is None:
         return None
-    groups = list(by_group) if group is None else [group]
-    times = [r.t for g in groups for r in committed(by_group.get(g, [])) if r.t > t]
+    if group is None:  # the Lighthouse's restart: any group's next commit
+        times = [r.t for recs in by_group.values() for r in committed(recs) if r.t > t]
+        return min(times) if times else None
+    recs = committed(by_group.get(group, []))
+    born: dict[int, float] = {}
+    for r in recs:
+        born.setdefault(r.attempt, r.t)
+    times = [r.t for r in recs if r.t > t and born[r.attempt] > t]
     return min(times) if times else None
+
+
+def compared_after(by_group: dict[int, list[StepRecord]], group: int | None, t: float | None) -> int:
+    """Steps, committed after `t` by the fault's group in a new attempt (any group for a Lighthouse fault),
+    whose state hash another group also committed: how much the heal was checked by."""
+    if t is None:
+        return 0
+    hashed: dict[int, set[int]] = {}
+    for g, recs in by_group.items():
+        for r in committed(recs):
+            if r.state_hash:
+                hashed.setdefault(r.step, set()).add(g)
+    if group is None:
+        return sum(1 for s, gs in hashed.items() if len(gs) > 1 and any(_at(by_group, g, s) > t for g in gs))
+    recs = [r for r in committed(by_group.get(group, [])) if r.state_hash]
+    born: dict[int, float] = {}
+    for r in committed(by_group.get(group, [])):
+        born.setdefault(r.attempt, r.t)
+    return sum(1 for r in recs if r.t > t and born[r.attempt] > t and hashed.get(r.step, set()) - {group})
+
+
+def _at(by_group: dict[int, list[StepRecord]], g: int, step: int) -> float:
+    return max((r.t for r in committed(by_group.get(g, [])) if r.step == step), default=0.0)
 
 
 def normal_step_s(recs: Sequence[StepRecord]) -> float | None:
@@ -284,6 +327,7 @@ def build_report(
                 "survivor_stall_s": None
                 if f.kind == "unplanned"
                 else _round(survivor_stall(by_group, f, t_first, faults)),
+                "steps_compared_after": compared_after(by_group, f.group, restart_ref),
             }
         )
     lost = lost_steps(by_group)
@@ -297,11 +341,14 @@ def build_report(
     base = baseline_samples_per_s
     good = useful.rate / base if useful.rate is not None and base else None
     steps = max((r.step for recs in by_group.values() for r in committed(recs)), default=0)
+    own = [r.trainer_step for recs in by_group.values() for r in committed(recs) if r.trainer_step is not None]
+    trainer_steps = max(own) if own else None
     target = final_target(target_steps, stop_at)
     report: dict[str, Any] = {
         "steps_committed": steps,
+        "trainer_steps": trainer_steps,
         "target_steps": target,
-        "reached_target": steps >= target,
+        "reached_target": (steps if trainer_steps is None else trainer_steps) >= target,
         "configured_steps": target_steps,
         "stop_at": stop_at,
         "steps_lost": len(lost),

@@ -40,12 +40,20 @@ def _chaos_lines(report: dict[str, Any]) -> list[str]:
     return out
 
 
+def _own_count(report: dict[str, Any]) -> str:
+    own = report.get("trainer_steps")
+    if own is None or own == report["steps_committed"]:
+        return ""
+    return f" (the trainer's own count: {own}/{report['target_steps']}; torchft counts only committed steps)"
+
+
 def summary_text(report: dict[str, Any], report_dir: Path) -> str:
     ok = run_ok(report)
     lines = [
         "",
         f"== lamplighter local: {report.get('job', '')} {'OK' if ok else 'FAILED'} in {report['wall_s']:.1f} s ==",
-        f"steps committed {report['steps_committed']}/{report['target_steps']}   steps lost {report['steps_lost']}   "
+        f"steps committed {report['steps_committed']}/{report['target_steps']}{_own_count(report)}   "
+        f"steps lost {report['steps_lost']}   "
         f"weights identical {report['weights_identical']} ({report['weights_check']})",
         _goodput_line(report),
     ]

@@ -7,11 +7,23 @@ from typing import Any
 
 from lamplighter.trainer.steplog import StepRecord
 
+# Every fault kind a report can hold (configs/schema.py ChaosKind, the bare-metal demo's host-crash, faults no
+# plan injected) has a colour of its own; related kinds share a hue (the GPU faults are greens).
 COLOURS = {
     "kill": "tab:red",
+    "kill-healer": "lightcoral",
     "hang": "tab:purple",
+    "hang-collective": "orchid",
     "exception": "tab:orange",
+    "gpu": "tab:green",
+    "gpu-hang": "yellowgreen",
+    "gpu-lost": "darkgreen",
+    "node-crash": "black",
+    "host-crash": "dimgray",
+    "partition": "tab:cyan",
     "lighthouse-kill": "tab:brown",
+    "supervisor-kill": "tab:blue",
+    "slurmctld-restart": "tab:olive",
     "unplanned": "tab:gray",
 }
 

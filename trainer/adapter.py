@@ -59,7 +59,7 @@ def render_command(job: JobConfig, *, replica_id: int, lighthouse: str, config_p
     except (KeyError, ValueError, IndexError) as e:
         raise ValueError(f"job {job.name}: cannot render trainer.command {template!r}: {e}") from e
     if job.trainer.resolved_kind == "torchtitan":
-        argv += torchtitan_flags(job, replica_id=replica_id, argv=argv)
+        argv = torchtitan.with_boot(argv) + torchtitan_flags(job, replica_id=replica_id, argv=argv)
     return argv
 
 
@@ -109,4 +109,22 @@ def trainer_env(
         "OMP_NUM_THREADS": "1",
     }
     env.update(job.trainer.env)
+    if job.trainer.resolved_kind == "torchtitan":
+        env.update(torchtitan_boot_env(job))
     return env
+
+
+# lamplighter's launch for torchtitan (torchtitan_boot/lamplighter_torchtitan), run by the training
+# environment's interpreter: it needs this folder, not lamplighter installed there.
+TORCHTITAN_BOOT_DIR = os.path.join(os.path.dirname(os.path.realpath(__file__)), "torchtitan_boot")
+
+
+def torchtitan_boot_env(job: JobConfig) -> dict[str, str]:
+    """PYTHONPATH with lamplighter's torchtitan launch first (then the job's own), and the launch's settings."""
+    t = job.trainer
+    own = t.env.get("PYTHONPATH")
+    return {
+        "PYTHONPATH": TORCHTITAN_BOOT_DIR if not own else f"{TORCHTITAN_BOOT_DIR}{os.pathsep}{own}",
+        "LAMPLIGHTER_TORCHTITAN_FIXES": t.torchtitan.fixes,
+        "LAMPLIGHTER_TORCHTITAN_STATE_HASH": "1" if t.torchtitan.state_hash else "0",
+    }

@@ -31,15 +31,20 @@ class StepRecord:
     attempt: int
     samples: int  # samples this group consumed in this step
     first_sample: int  # global index of this group's first sample this step
+    # The trainer's own step count, when it differs from torchft's: torchtitan counts attempted steps (a
+    # failed commit is a step to it, not to torchft) and ends at trainer.steps in its own counting.
+    trainer_step: int | None = None
 
 
 _FIELDS = tuple(f.name for f in fields(StepRecord))
+_OPTIONAL = {"trainer_step"}
 
 
 def append_step(path: Path, rec: StepRecord) -> None:
     """Append one record as one JSON line, flushed to disk."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = json.dumps(asdict(rec), separators=(",", ":")) + "\n"
+    obj = {k: v for k, v in asdict(rec).items() if not (k in _OPTIONAL and v is None)}
+    line = json.dumps(obj, separators=(",", ":")) + "\n"
     # O_APPEND: a single write() of one line never interleaves with another writer's.
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
     try:
@@ -60,7 +65,7 @@ def parse_step(line: str) -> StepRecord | None:
         obj = json.loads(line)
     except json.JSONDecodeError:
         return None
-    if not isinstance(obj, dict) or set(obj) != set(_FIELDS):
+    if not isinstance(obj, dict) or not set(_FIELDS) - _OPTIONAL <= set(obj) <= set(_FIELDS):
         return None
     return StepRecord(**obj)
 

@@ -8,7 +8,10 @@ is never called hung while one source sees it advance.
 - No progress since the attempt started: hung after `startup_timeout_s`
   (importing torch, loading a large model, joining the quorum and healing take
   minutes on a real cluster).
-- Progress, then none: hung after `hang_timeout_s`.
+- Progress, then none: hung after `hang_timeout_s`, or longer for a job whose
+  groups go longer between progress marks (a DiLoCo sync, a long step): the
+  limit learned from the job's own pace (progress_pace.py), when the job
+  sets `health.hang_pace_factor`.
 - Progress up to the job's last step (`target_step`: trainer.steps, or the
   owner's stop-at step when smaller; the Lighthouse sees a step at the next
   quorum, so one short of it counts): the group is
@@ -27,6 +30,7 @@ from pathlib import Path
 
 from lamplighter.supervisor.checks.lighthouse_progress import LighthouseProgress
 from lamplighter.supervisor.checks.progress import HeartbeatFiles, Progress, ProgressSource
+from lamplighter.supervisor.checks.progress_pace import PaceRule, ProgressPace, hang_limit
 from lamplighter.supervisor.observations import Hung
 from lamplighter.supervisor.trainer_proc import ProcessTable
 
@@ -79,8 +83,13 @@ class HangCheck:
         startup_timeout_s: float,
         excused_since: Callable[[], float] | None = None,
         target_step: int | None = None,
+        pace_rule: PaceRule | None = None,
+        pace: ProgressPace | None = None,
     ) -> None:
+        """`pace` holds what was learned: the caller keeps it across checks when it builds a new one each cycle."""
         self._table = table
+        self._rule = pace_rule or PaceRule(hang_timeout_s)
+        self.pace = pace if pace is not None else ProgressPace()
         self.target_step = target_step  # the caller lowers it when the owner's stop-at file does
         self._sources = list(sources)
         self._hang = hang_timeout_s
@@ -101,13 +110,23 @@ class HangCheck:
         if self._excused is not None:
             excuse = max(excuse, self._excused())
         out: list[Hung] = []
-        for g in group_attempts(self._table):
-            p = self.progress(g)
-            last, limit = (g.started_at, self._startup) if p is None else (p.t, self._hang)
+        attempts = group_attempts(self._table)
+        found = [(g, self.progress(g)) for g in attempts]
+        starts = [g.started_at for g in attempts]
+        for g, p in found:
+            if p is not None:
+                self.pace.saw(g.group, g.attempt, p.t, excused_until=excuse, starts=starts)
+        for g, p in found:
+            if p is None:
+                last, limit, why = g.started_at, self._startup, f"startup_timeout_s {self._startup:g}"
+            else:
+                limit, why = hang_limit(self._rule, self.pace.longest_s)
+                last = p.t
             target = self.target_step
             finishing = p is not None and p.step is not None and target is not None and p.step >= target - 1
             if finishing:
-                limit = max(self._hang, self._startup)
+                limit = max(limit, self._hang, self._startup)
+                why = f"startup_timeout_s, finishing {limit:g}"
             silent = now - max(last, excuse)
             if silent > limit:
                 out.append(
@@ -121,6 +140,7 @@ class HangCheck:
                         source=", ".join(s.name for s in self._sources),
                         started=p is not None,
                         finishing=finishing,
+                        limit_why=why,
                     )
                 )
         return out

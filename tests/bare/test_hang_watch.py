@@ -19,7 +19,8 @@ def test_a_trainer_restarted_under_the_same_epoch_is_not_judged_by_the_killed_on
         {
             "name": "j",
             "run_dir": str(tmp_path),
-            "health": {"hang_timeout_s": 5, "startup_timeout_s": 30, "progress": "heartbeat"},
+            # The fixed hang timeout: one beat per attempt teaches no pace (tests/supervisor/test_progress_pace.py).
+            "health": {"hang_timeout_s": 5, "startup_timeout_s": 30, "progress": "heartbeat", "hang_pace_factor": 0},
             "torchft": {"pg_timeout_s": 1, "timeout_s": 1, "quorum_timeout_s": 2},
             "lighthouse": {"port": 29510, "join_timeout_ms": 100},
         }

@@ -107,3 +107,48 @@ def test_validate_job_with_node_reports_each_broken_rule_on_its_own_line(tmp_pat
 def test_validate_without_a_file_is_bad_input() -> None:
     r = lamplighter("validate")
     assert r.returncode == 2 and "give a job config" in r.stderr
+
+
+def test_validate_a_node_config_given_as_a_job_checks_it_as_a_node_config(capsys: pytest.CaptureFixture[str]) -> None:
+    from lamplighter.cli import main
+
+    assert main(["validate", str(REPO / "configs" / "node.yaml")]) == 0
+    out = capsys.readouterr()
+    assert "looks like a node config (it has role:)" in out.err and "valid node config (role compute)" in out.out
+    assert "unknown key" not in out.err
+
+
+def test_validate_json_of_an_invalid_file_is_a_document_ci_can_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from lamplighter.cli import main
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\ngroups: {cont: 2}\nhealth: {hang_timeout_s: 3}\n")
+    assert main(["validate", str(bad), "--json", "--set", "nosuch.key=1"]) == 2
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["valid"] is False and doc["complete"] is True
+    assert [(e["file"], e["line"], e["key"]) for e in doc["errors"]] == [
+        (str(bad), 2, "groups.cont"),
+        ("--set nosuch.key=1", None, "nosuch"),
+        (str(bad), 3, "health.hang_timeout_s"),  # a rule across keys, reported with the key errors
+    ]
+    assert all(e["message"] for e in doc["errors"])
+
+
+@pytest.mark.parametrize("command", [["supervise"], ["healthcheck"], ["nodes", "resume"]])
+def test_the_set_example_of_node_commands_is_valid_for_a_node_config(command: list[str]) -> None:
+    import re
+
+    from lamplighter.cli import build_parser
+
+    parser = build_parser()
+    sub = parser._subparsers._group_actions[0].choices[command[0]]  # type: ignore[union-attr]
+    if len(command) > 1:
+        sub = sub._subparsers._group_actions[0].choices[command[1]]  # type: ignore[union-attr]
+    examples = re.findall(r"--set\s+([a-z_.]+=[^\s)\]]+)", " ".join(sub.format_help().split()))
+    assert examples
+    for example in examples:
+        load_node(REPO / "configs" / "node.yaml", [example])

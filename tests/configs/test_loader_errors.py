@@ -139,11 +139,44 @@ def test_overrides_from_env_then_set_and_their_errors_say_where_from(tmp_path: P
     p = write(tmp_path, "name: x\ngroups: {count: 2}\n")
     job = load_job(p, ["groups.count=4"], {"LAMPLIGHTER_SET": "groups.count=3; lighthouse.port=1234"})
     assert job.groups.count == 4 and job.lighthouse.port == 1234
+    # An override's mistake is blamed on the override, never on a line of the file.
     [msg] = problems(p, ["lighthouse.prot=5"])
-    assert "unknown key 'prot'" in msg and "(from --set lighthouse.prot=5)" in msg
+    assert (
+        msg.startswith("--set lighthouse.prot=5: lighthouse.prot: unknown key 'prot'") and "did you mean 'port'" in msg
+    )
+    [msg] = problems(p, ["nosuch.key=1"])
+    assert msg.startswith("--set nosuch.key=1: nosuch: unknown key 'nosuch' at the top level"), msg
     [msg] = problems(p, env={"LAMPLIGHTER_SET": "groups.count=-1"})
-    assert "(from $LAMPLIGHTER_SET groups.count=-1)" in msg
+    assert msg.startswith("$LAMPLIGHTER_SET groups.count=-1: groups.count:")
     assert problems(p, ["no-equals-sign"])
+
+
+def test_key_errors_and_rules_across_keys_are_reported_together(tmp_path: Path) -> None:
+    # A typo, a wrong type, and a timeout hierarchy broken by keys that are themselves valid: all at once.
+    p = write(
+        tmp_path,
+        "name: x\ngroups: {cont: 2}\nrestart: {budget_per_group: many}\n"
+        "health: {hang_timeout_s: 5}\ntorchft: {pg_timeout_s: 30, timeout_s: 30}\n",
+    )
+    with pytest.raises(ConfigError) as e:
+        load_job(p)
+    text = str(e.value)
+    assert "unknown key 'cont'" in text and "restart.budget_per_group" in text
+    assert f"{p}:4: health.hang_timeout_s (5.0 s) must exceed the longest torchft wait" in text
+    assert not e.value.incomplete
+    # A rule involving a broken key is not judged on that key's default.
+    p = write(tmp_path, "name: x\nhealth: {hang_timeout_s: soon}\ntorchft: {pg_timeout_s: 3000}\n")
+    with pytest.raises(ConfigError) as e:
+        load_job(p)
+    keys = [pr.key for pr in e.value.problems]
+    assert keys == ["health.hang_timeout_s", "torchft.timeout_s"], e.value.problems  # timeout_s: its own rule
+    assert "longest torchft wait" not in str(e.value)
+
+
+def test_when_the_rules_across_keys_cannot_run_the_error_says_more_checks_follow(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as e:
+        load_job(write(tmp_path, "groups: {count: 2}\nhealth: {hang_timeout_s: 1}\n"))  # no name
+    assert e.value.incomplete and [pr.key for pr in e.value.problems] == ["name"]
 
 
 def test_unknown_trainer_placeholder_lists_valid_ones() -> None:

@@ -45,7 +45,7 @@ def exercised() -> DaemonMetrics:
     m.gpus(10.0, gpu)
     m.gpus(11.0, [gpu[0], GpuObservation(1, "fault", "ecc-uncorrectable", "GPU 1 uncorrectable ECC +2")])
     m.gpus(12.0, [gpu[0], GpuObservation(1, "fault", "ecc-uncorrectable", "GPU 1 uncorrectable ECC +2")])
-    exit_ev = TrainerEvent("exit", "41", 0, "trainer exited", 1, {"exited_at": 11.5})
+    exit_ev = TrainerEvent("exit", "41", 0, "trainer exited", 1, {"exited_at": 11.5}, group="llama/g1")
     straggler = TrainerEvent("hang", "99", 0, "handled before", detail={"silent_s": 31.0})
     m.trainer_faults(12.0, [exit_ev, straggler], acted_on={"41"})
     ActionLog("n1", lambda _line: None, on_action=m.action).write(12.0, "requeue", "41", "why", {}, outcome="ok")
@@ -67,6 +67,9 @@ def exercised() -> DaemonMetrics:
     watch = JobWatch("llama", None, settings, fetch, 0.5, Path("/proc"), dict, m)
     for t in range(6):
         watch.hangs(float(t))
+    # What the job watch will call once it names the job (daemon/metrics.py): quorum 3, 5, gone, 5.
+    for quorum in (3, 5, None, 5):
+        m.lighthouse_read("llama", quorum)
     return m
 
 
@@ -83,21 +86,49 @@ def test_every_metric_is_updated_where_its_event_happens_and_served_over_loopbac
         assert 'lamplighter_gpu_health{gpu="1",status="fault"} 1.0' in text
         assert 'lamplighter_gpu_health{gpu="1",status="ok"} 0.0' in text
         # A GPU that stays faulty is one fault; a trainer event the policy ignored is none.
-        assert 'lamplighter_faults_detected_total{kind="gpu-ecc-uncorrectable"} 1.0' in text
-        assert 'lamplighter_faults_detected_total{kind="exit"} 1.0' in text and 'kind="hang"' not in text
+        assert 'lamplighter_faults_detected_total{job_name="",kind="gpu-ecc-uncorrectable"} 1.0' in text
+        assert (
+            'lamplighter_faults_detected_total{job_name="llama",kind="exit"} 1.0' in text and 'kind="hang"' not in text
+        )
         assert "lamplighter_fault_detection_latency_seconds_count 2.0" in text
         assert "lamplighter_fault_detection_latency_seconds_sum 1.5" in text  # GPU 1.0 s + exit 0.5 s
-        assert 'lamplighter_actions_total{action="requeue",outcome="ok"} 1.0' in text
-        assert 'lamplighter_group_requeues_total{group="llama/g2"} 1.0' in text
+        assert 'lamplighter_actions_total{action="requeue",job_name="",outcome="ok"} 1.0' in text
+        # Series the alert rules' increase() must see from 0 exist before their first event.
+        assert 'lamplighter_actions_total{action="give_up",job_name="",outcome="logged"} 0.0' in text
+        assert 'lamplighter_group_requeues_total{group="2",job_name="llama"} 1.0' in text
+        assert re.search(r'lamplighter_build_info\{python="[0-9.]+",version="[0-9][^"]*"\} 1.0', text)
         assert "lamplighter_group_recovery_seconds_sum 6.5" in text
         assert 'lamplighter_group_heals_total{source="peer"} 1.0' in text
-        assert "lamplighter_quorum_changes_total 1.0" in text
-        assert "lamplighter_lighthouse_unreachable_total 1.0" in text
+        # The job watch's own calls (no job yet), and the job-named ones: 3 -> 5 is two quorum changes.
+        assert 'lamplighter_quorum_changes_total{job_name=""} 1.0' in text
+        assert 'lamplighter_lighthouse_unreachable_total{job_name=""} 1.0' in text
+        assert 'lamplighter_quorum_changes_total{job_name="llama"} 2.0' in text
+        assert 'lamplighter_lighthouse_unreachable_total{job_name="llama"} 1.0' in text
         with pytest.raises(urllib.error.HTTPError) as err:
             _scrape(server.port, method="POST", path="/anything")
         assert err.value.code == 405
     finally:
         server.close()
+
+
+def test_two_daemons_watching_one_job_serve_the_same_job_counts() -> None:
+    """Each counts the job's quorum changes by the Lighthouse's own id: a daemon that missed reads (its
+    cycle was slow, or it started later) serves the same number, so max by (job_name) is the job's count."""
+    a, b = DaemonMetrics(), DaemonMetrics()
+    for quorum in (1, 2, 3, 4, 7):
+        a.lighthouse_read("llama", quorum)
+    for quorum in (1, 4, None, 7):  # b missed 2 and 3, and lost the Lighthouse once
+        b.lighthouse_read("llama", quorum)
+    changes = [m.registry.get_sample_value("lamplighter_quorum_changes_total", {"job_name": "llama"}) for m in (a, b)]
+    assert changes == [6.0, 6.0]
+    lost = [
+        m.registry.get_sample_value("lamplighter_lighthouse_unreachable_total", {"job_name": "llama"}) for m in (a, b)
+    ]
+    assert lost == [0.0, 1.0]
+    # A Lighthouse that restarts without its memory counts again from its new, lower id.
+    a.lighthouse_read("llama", 1)
+    a.lighthouse_read("llama", 2)
+    assert a.registry.get_sample_value("lamplighter_quorum_changes_total", {"job_name": "llama"}) == 7.0
 
 
 def test_names_follow_prometheus_conventions() -> None:
@@ -118,7 +149,8 @@ def test_dashboard_uses_only_exported_names_and_shows_every_metric() -> None:
         server.close()
     exported = {s.name for fam in families for s in fam.samples}
     dash = json.loads(DASHBOARD.read_text())
-    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+    exprs += [v["definition"] for v in dash["templating"]["list"] if "definition" in v]
     used = {name for e in exprs for name in re.findall(r"\blamplighter_[a-z0-9_]+", e)}
     assert used and used <= exported, f"not exported: {sorted(used - exported)}"
     shown = {re.sub(r"_(bucket|sum|count)$", "", n) for n in used}

@@ -22,7 +22,8 @@ def no_lighthouse(address: str, timeout: float) -> LighthouseStatus:
 def test_a_group_at_the_step_its_owner_told_the_job_to_stop_at_is_finishing_not_hung(tmp_path: Path) -> None:
     """A job trained "until told" (trainer.steps far out, then stop-at): its groups' last step is the stop step,
     and shutting down there is given startup_timeout_s, as at trainer.steps, not hang_timeout_s."""
-    health = HealthConfig(progress="heartbeat", hang_timeout_s=5.0, startup_timeout_s=60.0)
+    # The fixed hang timeout: one heartbeat teaches no pace (test_progress_pace.py covers the learned limit).
+    health = HealthConfig(progress="heartbeat", hang_timeout_s=5.0, startup_timeout_s=60.0, hang_pace_factor=0)
     settings = JobSettings(health=health, run_dir=str(tmp_path), target_step=1_000_000)
     watch = JobWatch("soak", str(tmp_path), settings, no_lighthouse, 0.5, Path("/proc"), dict)
     proc = TrainerProcess(10, 1, 5, "S", "soak", 2, "77", "0", 0)

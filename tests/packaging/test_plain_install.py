@@ -1,22 +1,28 @@
 """A plain `pip install` is what every node needs, and it pulls no torch, torchft or matplotlib.
 
-Two checks: every module of the package imports with torch, torchft and
+Three checks: every module of the package imports with torch, torchft and
 matplotlib made unimportable (their imports are lazy, inside the functions of
-the trainer and the plots); and the package installed for real into a fresh
-venv, with its real plain dependencies from the package index (pip's cache
-makes the second run fast), runs validate, render and supervise --help while
-`import torch` fails there.
+the trainer and the plots); `python -m build` makes an sdist and a wheel that
+pass `twine check`, the wheel carrying the deploy files; and that wheel,
+installed for real into a fresh venv with its real plain dependencies from the
+package index (pip's cache makes the second run fast), works as a user
+without root would use it (--version, init, validate, render, deploy-files,
+completion, --help) while `import torch` fails there.
 """
 
 from __future__ import annotations
 
 import configparser
 import json
+import os
 import shutil
 import subprocess
 import sys
+import tarfile
+import tempfile
 import textwrap
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -88,14 +94,84 @@ def _copy_checkout(dst: Path) -> Path:
     return src
 
 
+def _copy_checkout(dst: Path) -> Path:
+    """The files a source install needs (not .venv, build/ or runs/)."""
+    src = dst / "lamplighter-src"
+    src.mkdir()
+    for name in ("setup.cfg", "pyproject.toml", "README.md"):
+        shutil.copy2(REPO / name, src / name)
+    # lamplighter/ holds links to the top-level folders: copy them as links, and the folders they name.
+    shutil.copytree(
+        REPO / "lamplighter", src / "lamplighter", symlinks=True, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    for link in (src / "lamplighter").iterdir():
+        if link.is_symlink():
+            folder = REPO / link.name
+            shutil.copytree(folder, src / link.name, ignore=shutil.ignore_patterns("__pycache__"))
+    return src
+
+
+@pytest.fixture(scope="module")
+def dists(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """`python -m build` of a copy of the checkout: the sdist, and the wheel built from it (as a release)."""
+    tmp = tmp_path_factory.mktemp("dist")
+    src = _copy_checkout(tmp)
+    out = tmp / "dist"
+    # --no-isolation: this venv's setuptools builds it, with no download (`make dist` builds isolated).
+    subprocess.run(
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(src)],
+        check=True,
+        timeout=300,
+        capture_output=True,
+        text=True,
+    )
+    found = sorted(out.iterdir())
+    assert sorted(p.suffix for p in found) == [".gz", ".whl"], found
+    return found
+
+
 @pytest.mark.integration
-def test_plain_install_in_a_fresh_venv_runs_without_torch(tmp_path: Path) -> None:
+@pytest.mark.xdist_group("packaging")
+def test_sdist_and_wheel_pass_twine_check_and_the_wheel_carries_the_deploy_files(dists: list[Path]) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "twine", "check", "--strict", *map(str, dists)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0 and out.stdout.count("PASSED") == 2, out.stdout + out.stderr
+    wheel = next(p for p in dists if p.suffix == ".whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    from lamplighter.deploy_files import FILES
+
+    for f in FILES:
+        prefix = "lamplighter/deploy/" if f.package == "lamplighter.deploy" else "lamplighter/configs/"
+        assert prefix + f.path in names, f.path
+    assert not any("standby" in n for n in names if n.startswith("lamplighter/deploy/")), "#27 removes the standbys"
+    sdist = next(p for p in dists if p.suffix == ".gz")
+    with tarfile.open(sdist) as tar:
+        assert any(n.endswith("lamplighter/deploy/prometheus/lamplighter-alerts.yml") for n in tar.getnames())
+
+
+@pytest.mark.integration
+@pytest.mark.heavy(seconds=90)
+@pytest.mark.xdist_group("packaging")
+def test_the_wheel_in_a_fresh_venv_runs_without_torch_or_root(dists: list[Path]) -> None:
+    # Not under pytest's tmp_path (root's alone): the commands below run as nobody when we are root.
+    tmp_path = Path(tempfile.mkdtemp(prefix="lamplighter-wheel-"))
+    tmp_path.chmod(0o755)
+    try:
+        _install_and_use(tmp_path, next(p for p in dists if p.suffix == ".whl"))
+    finally:
+        shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def _install_and_use(tmp_path: Path, wheel: Path) -> None:
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
     py, bin_dir = env_dir / "bin" / "python", env_dir / "bin"
-    src = _copy_checkout(tmp_path)
     subprocess.run(
-        [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(src)],
+        [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheel)],
         check=True,
         timeout=600,
         capture_output=True,
@@ -107,18 +183,42 @@ def test_plain_install_in_a_fresh_venv_runs_without_torch(tmp_path: Path) -> Non
     for heavy in ("torch", "torchft", "matplotlib", "amdsmi", "submitit"):
         assert f"\n{heavy}" not in "\n" + freeze, freeze
 
+    # As a user without root would: setpriv drops to nobody when we are root (the CI machine).
+    drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
+    home = tmp_path / "home"
+    home.mkdir()
+    os.chown(home, 65534, 65534) if drop else None
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(home)}
+
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [str(bin_dir / "lamplighter"), *args], capture_output=True, text=True, timeout=120, cwd=tmp_path
+            [*drop, str(bin_dir / "lamplighter"), *args], capture_output=True, text=True, timeout=120, cwd=home, env=env
         )
 
-    v = cli("validate", str(REPO / "configs" / "slurm-lab.yaml"))
-    assert v.returncode == 0 and "valid job" in v.stdout, v.stderr
-    r = cli("render", str(REPO / "configs" / "slurm-lab.yaml"), "--out", str(tmp_path / "sbatch"))
+    version = cli("--version")
+    assert version.returncode == 0 and "torchft  not installed" in version.stdout, version.stdout + version.stderr
+    assert "amdsmi   not installed" in version.stdout
+    init = cli("init", "--torchtitan", "--name", "llama", str(home / "job.yaml"))
+    assert init.returncode == 0, init.stderr
+    v = cli("validate", str(home / "job.yaml"))
+    assert v.returncode == 0 and "valid job 'llama'" in v.stdout, v.stderr
+    r = cli("render", str(REPO / "configs" / "slurm-lab.yaml"), "--out", str(home / "sbatch"))
     assert r.returncode == 0, r.stderr
-    assert (tmp_path / "sbatch" / "group-0.sbatch").read_text().startswith("#!/bin/bash")
-    s = cli("supervise", "--help")
-    assert s.returncode == 0 and "--config" in s.stdout, s.stderr
-    for cmd in (("--help",), ("healthcheck", "--help"), ("nodes", "--help")):
+    assert (home / "sbatch" / "group-0.sbatch").read_text().startswith("#!/bin/bash")
+    d = cli("deploy-files", "--out", str(home / "deploy"))
+    assert d.returncode == 0, d.stderr
+    assert (home / "deploy" / "systemd" / "lamplighter-node.service").read_text().startswith("# lamplighter")
+    assert (home / "deploy" / "slurm" / "lamplighter-healthcheck").stat().st_mode & 0o777 == 0o755
+    again = cli("deploy-files", "--out", str(home / "deploy"))
+    assert again.returncode == 2 and "--force" in again.stderr
+    comp = cli("completion", "bash")
+    assert comp.returncode == 0 and "deploy-files" in comp.stdout and "--torchtitan" in comp.stdout, comp.stderr
+    for cmd in (
+        ("--help",),
+        ("local", "--help"),
+        ("supervise", "--help"),
+        ("healthcheck", "--help"),
+        ("nodes", "--help"),
+    ):
         h = cli(*cmd)
         assert h.returncode == 0, (cmd, h.stderr)

@@ -40,10 +40,10 @@ def wrapper(path: Path, gpus: Path, conf: Path, *extra: str) -> Path:
     return path
 
 
-def lamplighter(*args: str, conf: Path) -> subprocess.CompletedProcess[str]:
+def lamplighter(*args: str, conf: Path, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "lamplighter", *args],
-        env=dict(os.environ, SLURM_CONF=str(conf)),
+        env=dict(os.environ, SLURM_CONF=str(conf), **env),
         capture_output=True,
         text=True,
         timeout=120,
@@ -90,7 +90,8 @@ def test_health_check_program_drains_a_faulty_node_and_resume_needs_healthy_gpus
     assert api.node("n2").is_drained
 
     clear(StateDir(gpus / "n2"))  # the GPU was reset: its counters are back to zero
-    resumed = lamplighter("nodes", "resume", "n2", "--gpusim-root", str(gpus), conf=conf)
+    # On the node itself (here: its name as slurmd would give it), NODE is this host.
+    resumed = lamplighter("nodes", "resume", "--gpusim-root", str(gpus), conf=conf, SLURMD_NODENAME="n2")
     assert resumed.returncode == 0, resumed.stderr
     assert "resumed n2" in resumed.stdout
     assert not api.node("n2").is_drained

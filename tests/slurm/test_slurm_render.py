@@ -393,8 +393,11 @@ def test_torchtitan_group_script_cpus_and_container(harness: dict[str, Path]) ->
         "--container-image=nvcr.io#rocm/pytorch:latest",
         "--container-mounts=/a:/a,/b:/c",
     ]
+    boot = TORCHTITAN.index("torchtitan.train")  # lamplighter's launch runs torchtitan's module
     assert rec["argv"] == [
-        *TORCHTITAN,
+        *TORCHTITAN[:boot],
+        "lamplighter_torchtitan",
+        *TORCHTITAN[boot:],
         "--fault_tolerance.enable",
         "--fault_tolerance.replica_id=1",
         "--fault_tolerance.group_size=2",
@@ -410,6 +413,9 @@ def test_torchtitan_group_script_cpus_and_container(harness: dict[str, Path]) ->
     assert (e["REPLICA_GROUP_ID"], e["NUM_REPLICA_GROUPS"]) == ("1", "2")
     # torchrun needs a port known before it starts, even for one process.
     assert e["MASTER_PORT"] == "30242" and e["PET_RDZV_ENDPOINT"].endswith(":30242")
+    # The launch's folder comes first on the trainer's path (the training environment has no lamplighter).
+    assert e["PYTHONPATH"].split(":")[0].endswith("trainer/torchtitan_boot")
+    assert (e["LAMPLIGHTER_TORCHTITAN_FIXES"], e["LAMPLIGHTER_TORCHTITAN_STATE_HASH"]) == ("auto", "0")
 
 
 @pytest.mark.parametrize(

@@ -36,7 +36,28 @@ def test_each_rank_gets_its_identity_and_quorum_retries(tmp_path: Path) -> None:
     _, envs = group_launch(
         single, group=0, attempt=0, lighthouse="x", config_path=tmp_path, run_dir=tmp_path, python="/py", base_env={}
     )
-    assert envs[0]["MASTER_PORT"] == "0" and envs[0]["TORCHFT_QUORUM_RETRIES"] == "0"
+    assert envs[0]["TORCHFT_QUORUM_RETRIES"] == "0"
+
+
+def test_a_one_process_group_gets_a_real_port(tmp_path: Path) -> None:
+    """MASTER_PORT=0 let the reference trainer pick one, but a trainer that gives it to torch.distributed as it
+    is (torchtitan without torchrun) then has its store client wait on port 0: no step ever."""
+    single = JobConfig.model_validate({"name": "j"})
+    ports = set()
+    for g in range(2):
+        _, envs = group_launch(
+            single,
+            group=g,
+            attempt=0,
+            lighthouse="x",
+            config_path=tmp_path,
+            run_dir=tmp_path,
+            python="/py",
+            base_env={},
+        )
+        assert envs[0]["WORLD_SIZE"] == "1"
+        ports.add(int(envs[0]["MASTER_PORT"]))
+    assert 0 not in ports
 
 
 def test_lighthouse_restarts_on_the_same_port(tmp_path: Path) -> None:

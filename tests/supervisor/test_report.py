@@ -69,6 +69,35 @@ def test_healthy_run_with_a_heal() -> None:
     assert rep["goodput"] is None and rep["fault_free_samples_per_s"] is None
 
 
+def test_recovery_is_timed_from_the_new_attempts_own_rows() -> None:
+    """The Lighthouse's status lags a kill: a row of the killed attempt can come after the restart. Recovery
+    is the new attempt's first commit (13.0), not that row (11.2: "first commit 0.2 s after restart")."""
+    runs = healthy_run()
+    runs[1].insert(10, rec(1, 11, 11.2))  # attempt 0, after the restart at 11.0
+    j = FaultJournal()
+    j.injected(FaultRecord(kind="kill", group=1, planned_at_s=10.0, t_injected=10.5, attempt=0))
+    j.detected(1, 0, 10.6, "group 1 killed by SIGKILL")
+    j.restarted(1, 11.0)
+    f = build_report(runs, j.faults, target_steps=15, t_start=0.0, t_end=16.0)["faults"][0]
+    assert f["t_first_commit_after"] == 13.0 and f["first_commit_after_restart_s"] == pytest.approx(2.0)
+    assert f["steps_compared_after"] == 3  # 13, 14, 15 of the new attempt, each also hashed by group 0
+
+
+def test_a_torchtitan_job_that_ran_its_steps_reached_its_target() -> None:
+    """torchtitan counts attempted steps: one failed commit, and its step 15 is torchft's 14. The job ran
+    trainer.steps in its own counting, and reads as reached (the report once said "14/15 committed")."""
+    from dataclasses import replace
+
+    runs = {
+        g: [replace(r, trainer_step=r.step + (1 if r.step >= 9 else 0)) for r in recs if r.step <= 14]
+        for g, recs in healthy_run().items()
+    }
+    rep = build_report(runs, [], target_steps=15, t_start=0.0, t_end=16.0)
+    assert rep["steps_committed"] == 14 and rep["trainer_steps"] == 15 and rep["reached_target"]
+    short = {g: [r for r in recs if r.step <= 13] for g, recs in runs.items()}
+    assert not build_report(short, [], target_steps=15, t_start=0.0, t_end=16.0)["reached_target"]
+
+
 def test_goodput_counts_each_step_of_the_final_timeline_once() -> None:
     # Two groups commit steps 1..10 at t=1..10, go back to a checkpoint of step 6 (steps 7..10 are
     # redone from t=11 in a new quorum) and end at step 14 at t=18: 14 useful steps, 18 committed.

@@ -192,11 +192,26 @@ def test_users_own_flags_stay_and_dump_folder_wins() -> None:
         check_flag(arg)
 
 
-def test_dataloader_checkpoint_off_leaves_checkpointing_to_the_user() -> None:
-    job = torchtitan_job([*BASE, "--checkpoint.enable"], torchtitan={"dataloader_checkpoint": False})
+def test_checkpointing_is_rendered_even_without_the_dataloader_checkpoint() -> None:
+    """Without --checkpoint.enable torchtitan registers no state-dict function with torchft, and the replica
+    that sends a heal dies ("user state_dict is not initialized"): it is always on, and the job's to set."""
+    job = torchtitan_job(BASE, torchtitan={"dataloader_checkpoint": False})
     args = torchtitan_args(rendered(job, 0))
     assert args.count("--checkpoint.enable") == 1
-    assert "--checkpoint.enable_ft_dataloader_checkpoints" not in args
+    # torchtitan's default for the dataloader checkpoint is on: off is said.
+    assert "--checkpoint.no_enable_ft_dataloader_checkpoints" in args
+    with pytest.raises(ValidationError, match=r"--checkpoint\.enable.*healing needs it"):
+        torchtitan_job([*BASE, "--checkpoint.enable"], torchtitan={"dataloader_checkpoint": False})
+
+
+def test_lamplighters_launch_runs_the_module_the_command_names() -> None:
+    job = torchtitan_job(BASE)
+    argv = rendered(job, 0)
+    i = argv.index("lamplighter_torchtitan")
+    assert argv[i - 1] == "-m" and argv[i + 1] == "torchtitan.train"
+    assert argv.count("-m") == BASE.count("-m")  # torchrun's own -m is left alone
+    with pytest.raises(ValidationError, match=r"must run torchtitan as a module"):
+        torchtitan_job(["{python}", "-m", "torch.distributed.run", "train.py"])
 
 
 def test_torchtitan_kind_needs_a_command_and_python_is_the_trainers() -> None:

@@ -1,0 +1,148 @@
+"""The alert rules and the dashboard's job panels, evaluated by the real promtool on what real daemons export.
+
+Each test scrapes DaemonMetrics instances (the daemon's own registry) minute by
+minute while events happen, turns the scrapes into promtool's input series
+(one instance per daemon, as Prometheus would label them), and has promtool
+evaluate the rules file and the dashboard's expressions. promtool comes from
+Debian's prometheus package (`make promtool`, not installed as a service);
+without it these tests skip, saying so.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+from realparts import missing
+
+from lamplighter.daemon.metrics import DaemonMetrics
+from lamplighter.supervisor.gpu.observation import GpuObservation
+
+REPO = Path(__file__).resolve().parents[2]
+RULES = REPO / "deploy" / "prometheus" / "lamplighter-alerts.yml"
+DASHBOARD = REPO / "deploy" / "grafana" / "lamplighter.json"
+
+
+def promtool() -> str:
+    found = shutil.which("promtool") or str(REPO / "build" / "promtool" / "usr" / "bin" / "promtool")
+    if not Path(found).is_file():
+        missing("promtool", "`make promtool` takes it from Debian's prometheus package (none found here)")
+    return found
+
+
+def series_of(m: DaemonMetrics, instance: str) -> dict[str, float]:
+    """One scrape of a daemon, as `name{labels}` -> value with the labels Prometheus adds."""
+    out = {}
+    for fam in text_string_to_metric_families(generate_latest(m.registry).decode()):
+        for s in fam.samples:
+            labels = {**s.labels, "instance": instance, "job": "lamplighter"}
+            out[s.name + "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"] = s.value
+    return out
+
+
+Step = Callable[[int], None]
+
+
+def record(daemons: dict[str, DaemonMetrics], minutes: int, step: Step) -> list[dict[str, str]]:
+    """Scrape every daemon once a minute for `minutes`, calling step(minute) before each scrape."""
+    values: dict[str, list[str]] = {}
+    for t in range(minutes):
+        step(t)
+        seen = {}
+        for instance, m in daemons.items():
+            seen.update(series_of(m, instance))
+        for name, v in seen.items():
+            values.setdefault(name, ["_"] * t).append(repr(v))
+        for vs in values.values():
+            if len(vs) < t + 1:
+                vs.append("_")
+    return [{"series": name, "values": " ".join(vs)} for name, vs in values.items()]
+
+
+def run_promtool(tmp_path: Path, tests: list[dict[str, Any]]) -> None:
+    doc = {"rule_files": [str(RULES)], "evaluation_interval": "1m", "tests": tests}
+    path = tmp_path / "alerts_test.yml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    out = subprocess.run([promtool(), "test", "rules", str(path)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def alerts(name: str, at: str, *labels: dict[str, str]) -> dict[str, Any]:
+    """A promql test: the ALERTS series of `name` firing at `at` are exactly these."""
+    samples = []
+    for lab in labels:
+        all_labels = {"alertname": name, "alertstate": "firing", **lab}
+        samples.append({"labels": "ALERTS{" + ",".join(f'{k}="{v}"' for k, v in all_labels.items()) + "}", "value": 1})
+    return {"expr": f'ALERTS{{alertname="{name}",alertstate="firing"}}', "eval_time": at, "exp_samples": samples}
+
+
+def test_rules_file_passes_promtool_check() -> None:
+    out = subprocess.run([promtool(), "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "SUCCESS" in out.stdout, out.stdout + out.stderr
+
+
+def test_alerts_fire_on_what_the_daemons_export(tmp_path: Path) -> None:
+    n1, n2 = DaemonMetrics(), DaemonMetrics()
+    ok = GpuObservation(0, "ok", "healthy", "GPU 0 healthy")
+    unknown = GpuObservation(1, "unknown", "amdsmi-install", "GPU 1 health unknown: no amdsmi")
+
+    def step(t: int) -> None:
+        n1.gpus(float(t), [ok, unknown if t >= 2 else GpuObservation(1, "ok", "healthy", "GPU 1 healthy")])
+        n2.gpus(float(t), [ok])
+        if t == 3:  # n2's drain refused by the rate limit; a group of llama given up on n1 (its first give-up)
+            n2.action("log", "logged")
+            n1.action("give_up", "logged", job="llama")
+
+    series = record({"n1:9464": n1, "n2:9464": n2}, 30, step)
+    # n2's daemon stops answering at minute 10: Prometheus' own `up` goes to 0.
+    series.append({"series": 'up{instance="n1:9464",job="lamplighter"}', "values": "1+0x29"})
+    series.append({"series": 'up{instance="n2:9464",job="lamplighter"}', "values": "1+0x9 0+0x19"})
+    n1_gpu1 = {"instance": "n1:9464", "gpu": "1", "severity": "warning"}
+    tests = [
+        alerts("LamplighterGroupGivenUp", "5m", {"job_name": "llama", "severity": "critical"}),
+        alerts("LamplighterDrainRefused", "5m", {"instance": "n2:9464", "severity": "warning"}),
+        alerts("LamplighterGpuUnknown", "10m"),  # unknown since minute 2: not yet 15 minutes
+        alerts("LamplighterGpuUnknown", "20m", n1_gpu1),
+        alerts("LamplighterDaemonDown", "11m"),  # down for 1 minute: not yet
+        alerts("LamplighterDaemonDown", "13m", {"instance": "n2:9464", "job": "lamplighter", "severity": "critical"}),
+        alerts("LamplighterGpuFault", "20m"),
+    ]
+    run_promtool(tmp_path, [{"interval": "1m", "input_series": series, "promql_expr_test": tests}])
+
+
+def dashboard_expr(title_start: str) -> str:
+    dash = json.loads(DASHBOARD.read_text())
+    panel = next(p for p in dash["panels"] if p["title"].startswith(title_start))
+    return str(panel["targets"][0]["expr"]).replace("$job_name", ".+").replace("$node", ".*")
+
+
+def test_the_dashboard_counts_each_job_event_once_however_many_daemons_watch_it(tmp_path: Path) -> None:
+    """Two daemons watch one job (one reads its Lighthouse less often); the job had 4 quorum changes and
+    lost its Lighthouse once: the dashboard's per-job panels say 4 and 1, not 8 and 2."""
+    a, b = DaemonMetrics(), DaemonMetrics()
+    reads_a = {0: 1, 5: 2, 10: 3, 15: None, 20: 4, 25: 5}
+    reads_b = {1: 1, 11: 3, 16: None, 26: 5}
+
+    def step(t: int) -> None:
+        if t in reads_a:
+            a.lighthouse_read("llama", reads_a[t])
+        if t in reads_b:
+            b.lighthouse_read("llama", reads_b[t])
+
+    series = record({"n1:9464": a, "n2:9464": b}, 40, step)
+    quorum = dashboard_expr("Quorum changes per hour, by job")
+    lost = dashboard_expr("Lighthouse unreachable per hour, by job")
+    assert "max by (job_name)" in quorum and "max by (job_name)" in lost
+    # increase() extrapolates to the window's edges: evaluate a window that starts before the first read.
+    tests = [
+        {"expr": f"round({quorum})", "eval_time": "35m", "exp_samples": [{"labels": '{job_name="llama"}', "value": 4}]},
+        {"expr": f"round({lost})", "eval_time": "35m", "exp_samples": [{"labels": '{job_name="llama"}', "value": 1}]},
+    ]
+    run_promtool(tmp_path, [{"interval": "1m", "input_series": series, "promql_expr_test": tests}])

@@ -1,0 +1,72 @@
+"""The real torchtitan on the Slurm lab, through the scripts lamplighter renders: a short per-step job, in CI.
+
+Two groups of one torchrun each; group 1's job is requeued halfway (as a node daemon does after a fault). It
+starts again on its node with lamplighter's launch on its PYTHONPATH, heals from group 0 and commits with the
+same state hash; every job ends COMPLETED.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from realparts import require_slurm
+
+from lamplighter.configs.loader import load_job
+from lamplighter.lab.demo_torchtitan_slurm import lab_settings, titan_lab_job
+from lamplighter.lab.e2e_run import LabRun
+from lamplighter.lab.slurm_lab import SlurmLab
+from lamplighter.lab.testcluster import pick_port_range, wait_until
+from lamplighter.lab.torchtitan_env import TitanEnv
+from lamplighter.slurm.requeue import requeue_now
+from lamplighter.trainer.contract import RunPaths
+from lamplighter.trainer.steplog import StepRecord, read_steps
+
+pytestmark = [pytest.mark.integration, pytest.mark.heavy(seconds=180)]
+
+
+def run_steps(run_dir: Path, group: int) -> list[StepRecord]:
+    return [r for r in read_steps(RunPaths(run_dir).steps(group)) if r.committed]
+
+
+# Enough that group 0 is still training when group 1 is back from its requeue (about 30 s here).
+STEPS = 80
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Iterator[tuple[SlurmLab, int]]:
+    require_slurm()
+    port = pick_port_range(1)
+    lab = SlurmLab(tmp_path / "lab", lab_settings(2))
+    lab.up(start_daemons=False)
+    try:
+        yield lab, port
+    finally:
+        lab.down()
+
+
+def test_a_requeued_torchtitan_group_heals_on_slurm(
+    titan_env: TitanEnv, lab: tuple[SlurmLab, int], tmp_path: Path
+) -> None:
+    slurm_lab, port = lab
+    cfg = titan_lab_job(
+        slurm_lab, tmp_path / "titan", mode="per-step", env_dir=titan_env.root, steps=STEPS, groups=2, port=port
+    )
+    path = tmp_path / "titan.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    run = LabRun(slurm_lab, load_job(path), path)
+    sub = run.submit()
+    run.wait_all_committing(timeout=300)
+    wait_until(lambda: len(run.committed_steps(1)) >= 8, 240, "group 1 to commit 8 steps")
+    requeue_now(run.api, sub.groups[1])
+    states = run.wait_end(420)
+    assert set(states.values()) == {"COMPLETED"}, states
+    report = run.report()
+    assert report["reached_target"] and report["trainer_steps"] == STEPS, report["groups"]
+    assert report["steps_lost"] == 0 and report["weights_identical"] is True, report["weights_check"]
+    attempts = {r.attempt for r in run_steps(Path(sub.run_dir), 1)}
+    assert attempts == {0, 1}, f"group 1 committed in attempts {attempts}: once before its requeue, once after"
+    log = "\n".join(p.read_text() for p in (Path(sub.run_dir) / "logs").glob("g1-*.out"))
+    assert "lamplighter: applying fix for torchft#347 on torchtitan 0.3.0" in log
