@@ -205,7 +205,7 @@ def parts(args: argparse.Namespace) -> dict[str, Callable[[], None]]:
         # HTTP and PG as torchft sends a checkpoint, PG into existing tensors, and a raw socket as the reference.
         "heal": lambda: run_module(
             "bench.heal_bandwidth",
-            ["--reps", "1" if q else "3", "--transports", "http,pg,pg-inplace,tcp"]
+            ["--reps", "1" if q else "3", "--transports", "http,http-torchft,pg,pg-inplace,tcp"]
             + (["--sizes", "10MB,100MB,1GB"] if q else []),
             3600,
         ),

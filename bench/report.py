@@ -44,7 +44,7 @@ FILES = {
 SEPARATE = {"heal": ("heal_bandwidth", "make bench-heal"), "stall": ("stall_groups", "make bench-stall")}
 # Files computed from other files alone (no measurement): they belong to the run their sources came from.
 DERIVED = {"model_check": ("goodput", "fault_cost")}
-HEAL_TRANSPORTS = ("http", "pg", "pg-inplace", "tcp")
+HEAL_TRANSPORTS = ("http", "http-torchft", "pg", "pg-inplace", "tcp")
 PROJECTIONS = ((1024, "8b"), (1024, "70b"), (16384, "8b"), (16384, "70b"))
 STRATEGY_ORDER = ("lamplighter", "poll-10s", "ckpt-restart")
 
@@ -52,6 +52,23 @@ STRATEGY_ORDER = ("lamplighter", "poll-10s", "ckpt-restart")
 def load(results: Path, name: str) -> dict[str, Any] | None:
     path = results / f"{name}.json"
     return json.loads(path.read_text()) if path.exists() else None
+
+
+def older_harness(doc: dict[str, Any], name: str) -> bool:
+    """A goodput or model-check file written before identical delivered faults (#30): its runs had a step
+    target and a gated injector, so its numbers answer another question and are not shown."""
+    if name.startswith("goodput"):
+        return "regime" not in doc.get("config", {})
+    if name == "model_check":
+        return "fault_cost" not in doc.get("source", {})
+    return False
+
+
+def older_harness_line(doc: dict[str, Any], name: str) -> str:
+    return (
+        f"bench/results/{name}.json is from the harness before identical delivered faults (commit "
+        f"{doc['environment'].get('commit')}): not shown; `make bench` replaces it."
+    )
 
 
 def rng(cell: dict[str, Any] | None, fmt: str = ".2f") -> str:
@@ -87,7 +104,7 @@ def stamp_lines(results: Path) -> list[str]:
                 other.append(f"{name}.json (missing)")
             elif doc["environment"].get("bench_run") == stamp:
                 continue
-            elif name in DERIVED and all(doc["source"][s].get("bench_run") == stamp for s in DERIVED[name]):
+            elif name in DERIVED and all(doc["source"].get(s, {}).get("bench_run") == stamp for s in DERIVED[name]):
                 sources = " and ".join(f"{s}.json" for s in DERIVED[name])
                 recomputed.append(
                     f"{name}.json was recomputed from its {sources} at commit {doc['environment'].get('commit')}"
@@ -156,6 +173,9 @@ def goodput_lines(results: Path) -> list[str]:
     doc = load(results, "goodput")
     if doc is None:
         return ["No goodput runs (bench/results/goodput.json is missing)."]
+    if older_harness(doc, "goodput"):
+        olds = [older_harness_line(d, n) for n in ("goodput", "goodput_big") if (d := load(results, n)) is not None]
+        return ["**Goodput under identical delivered faults:** " + " ".join(olds)]
     cfg = doc["config"]
     reg, w = cfg["regime"], cfg["workload"]
     per_run = sorted(len(s["faults"]) for s in doc["schedules"])
@@ -184,7 +204,8 @@ def goodput_lines(results: Path) -> list[str]:
     pairs, frees = [], []
     for name, label in (("goodput", "small"), ("goodput_big", "+1 GB")):
         d = load(results, name)
-        if d is None:
+        if d is None or older_harness(d, name):
+            out.append(f"| {label} | {older_harness_line(d, name) if d else f'{name}.json is missing'} | | | | |")
             continue
         for s in (x for x in STRATEGY_ORDER if x in d["table"]):
             c = d["table"][s]
@@ -249,6 +270,8 @@ def model_lines(results: Path) -> list[str]:
     doc = load(results, "model_check")
     if doc is None:
         return []
+    if older_harness(doc, "model_check"):
+        return ["**The model check:** " + older_harness_line(doc, "model_check")]
     out = [
         "**The model check**: the per-fault costs above, composed by `lamplighter plan`'s rule (a fault takes its "
         "group out until it trains again and stalls the others; overlapping windows count once) and replayed on "
