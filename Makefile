@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 
 TITAN_ENV := build/torchtitan-env
 
-.PHONY: install test test-fast lint typecheck promtool dist titan-env demo demo-torchtitan demo-slurm demo-bare demo-results bench-slurm soak bench bench-costs bench-big cluster-up cluster-down gpusim readme clean
+.PHONY: install test test-fast lint typecheck promtool dist titan-env demo demo-torchtitan demo-slurm demo-bare demo-results bench-slurm soak bench bench-costs bench-big bench-heal bench-stall cluster-up cluster-down gpusim readme clean
 
 install: $(STAMP)
 
@@ -89,17 +89,27 @@ bench-slurm: $(STAMP)
 soak: $(STAMP) gpusim
 	$(BIN)/python -m lamplighter.lab.soak --dir build/soak
 
-# The benchmark that decides (goodput under faults, about 30 minutes), and what lamplighter costs (about 12).
+# The benchmark that decides (about 45 minutes here): the same delivered faults for lamplighter, the poll runner and
+# checkpoint-restart, small and big state; what one fault costs, per kind; and what lamplighter costs. One commit, stamped.
 bench: $(STAMP) gpusim
 	$(BIN)/python -m bench
 
 # Parts of `make bench` on their own (their files then carry this run's stamp, not the full run's).
 bench-costs: $(STAMP) gpusim
-	$(BIN)/python -m bench --only overhead,quorum,gpu-probe,daemon,heal
+	$(BIN)/python -m bench --only overhead,quorum,gpu-probe,daemon
 
-# lamplighter against checkpoint-restart when every replica holds 1 GB more state (heals and checkpoints carry it).
+# lamplighter against the baselines when every replica holds 1 GB more state (heals and checkpoints carry it).
 bench-big: $(STAMP) gpusim
 	$(BIN)/python -m bench --only big
+
+# Parts with a stamp of their own (bench/results/bench_run_heal.json, bench_run_stall.json), run at the same commit.
+# Heal bandwidth per transport, 10 MB to 4 GB, next to memcpy (about 10 minutes; needs about 10 GB free).
+bench-heal: $(STAMP)
+	$(BIN)/python -m bench --only heal
+
+# The survivors' stall at 3, 6 and 12 groups for a kill, a silent node and a hang, local mode (about 10 minutes).
+bench-stall: $(STAMP)
+	$(BIN)/python -m bench --only stall
 
 cluster-up: $(STAMP)
 	$(BIN)/python -m lamplighter.lab cluster up --dir build/cluster

@@ -2,27 +2,26 @@
 
 Every run of an arm shares one lamplighter.lab.slurm_lab.SlurmLab (head node +
 compute nodes, one simulated GPU each, `lamplighter supervise` on every node;
-the job runs its own Lighthouse as a Slurm job, and with warm spares each group
-keeps one in its own allocation: slurm.spare), reset
-before each run (no job left, every node resumed), so drains and exclusions of
-one run never reach the next. The job is the same as the baselines' (bench.jobspec)
-with the Slurm settings the lab needs. Recovery is entirely the daemons'
-work; the driver only injects. Detection times come from the daemons'
-action logs (the first kill, requeue or mark-down that names the group).
+the job runs its own Lighthouse as a Slurm job), reset before each run (no job
+left, every node resumed), so drains and exclusions of one run never reach the
+next. The job is the same as the baselines' (bench.jobspec) with the Slurm
+settings the lab needs. Every trainer start is cold (no `slurm.spare`): a dead
+trainer restarts in its allocation through the group's in-job agent
+(`restart.in_job`), a node fault requeues the group. Recovery is entirely the
+job's and the daemons' work; the driver only injects. Detection times come from
+the daemons' action logs (the first kill, requeue or mark-down that names the
+group).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
 import time
 from pathlib import Path
 
 import yaml
 
 from bench.jobspec import Workload, job_config
-from bench.procs import find_lighthouse
 from lamplighter.configs.loader import load_job
 from lamplighter.configs.schema import HealthConfig, JobConfig, RestartConfig
 from lamplighter.injob.journal import journal_path, read_events
@@ -33,7 +32,7 @@ from lamplighter.slurm.run import SlurmError
 from lamplighter.slurm.submission import Submission, cancel_job, submit_job
 from lamplighter.trainer.contract import ATTEMPT_STRIDE
 
-DETECT_ACTIONS = ("kill_local", "requeue", "mark_down", "restart_lighthouse")
+DETECT_ACTIONS = ("kill_local", "requeue", "mark_down")
 
 
 def available() -> str | None:
@@ -50,8 +49,8 @@ def lamplighter_lab(root: Path, w: Workload) -> SlurmLab:
     """The Slurm lab every lamplighter run of a benchmark arm shares, up, its daemons alive.
 
     One lab per arm rather than per run: its setup (Slurm, 4 node daemons) took 15-40 s of a 2-core machine
-    per run. Each run starts from reset_cluster (no job, every node
-    resumed) and reads only the actions logged after its submission."""
+    per run. Each run starts from reset_cluster (no job, every node resumed) and reads only the actions
+    logged after its submission."""
     base = job_config("probe", root, w, run_id="probe")
     lab = SlurmLab(
         root,
@@ -80,9 +79,6 @@ class LamplighterSlurm:
         self.lab, self.run_dir, self.w, self.run_id, self.tag = lab, run_dir, w, run_id, tag
         self.replicas = w.replicas
         self.detections: list[tuple[float, int | None]] = []
-        # The job's own Lighthouse (a Slurm job whose script restarts it): when it ran again after a kill.
-        self.lighthouse_starts: list[float] = []
-        self.killed_lighthouse: int | None = None
         self.sub: Submission | None = None
         self.job: JobConfig | None = None
         self.setup_s = 0.0
@@ -104,8 +100,6 @@ class LamplighterSlurm:
             # Runs here are minutes long: renew only near the 30-minute limit, never during a measurement.
             "renewal": {"margin_s": 120, "spacing_s": 120},
         }
-        if self.w.standbys:
-            cfg["slurm"]["spare"] = True
         path = self.run_dir.parent / f"{self.tag}.yaml"
         path.write_text(yaml.safe_dump(cfg, sort_keys=False))
         return load_job(path)
@@ -121,16 +115,8 @@ class LamplighterSlurm:
         api = SlurmActions(self.lab.cluster.cli(timeout=15))
         self.sub = submit_job(self.job, api, config_path=str(self.run_dir.parent / f"{self.tag}.yaml"))
 
-    def crash_node(self, node: str) -> None:
-        self.lab.cluster.crash_node(node)
-
     def tick(self, now: float) -> None:
-        # The node daemons recover; this only watches for the Lighthouse's restart after a kill.
-        if self.killed_lighthouse is not None:
-            pid = find_lighthouse(str(self.run_dir / "lighthouse.json"))
-            if pid is not None and pid != self.killed_lighthouse:
-                self.lighthouse_starts.append(now)
-                self.killed_lighthouse = None
+        return None  # the node daemons recover
 
     def stop(self) -> None:
         if self.sub is not None:
@@ -149,14 +135,6 @@ class LamplighterSlurm:
             if e.get("event") == "started" and int(e.get("attempt", 0)) % ATTEMPT_STRIDE > 0
         ]
         self.extra = {f"{how}_starts": sum(1 for e in starts if e.get("how") == how) for how in ("warm", "cold")}
-
-    def kill_lighthouse(self) -> None:
-        """Chaos: SIGKILL the job's own Lighthouse (its Slurm job's script starts it again, like systemd would)."""
-        pid = find_lighthouse(str(self.run_dir / "lighthouse.json"))
-        if pid is None:
-            raise RuntimeError(f"no Lighthouse of {self.run_dir} is running: nothing to kill")
-        os.kill(pid, signal.SIGKILL)
-        self.killed_lighthouse = pid
 
 
 def read_detections(logs: list[Path], sub: Submission | None, since: float = 0.0) -> list[tuple[float, int | None]]:

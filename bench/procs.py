@@ -8,7 +8,6 @@ environment, where the run's marker (BENCH_RUN) and the replica's index are.
 
 from __future__ import annotations
 
-import itertools
 import os
 import signal
 
@@ -60,32 +59,23 @@ def find_trainers(run_id: str) -> dict[int, int]:
     return out
 
 
-LIGHTHOUSE_MODULE = b"lamplighter.supervisor.lighthouse_main"
-
-
-def find_lighthouse(publish: str) -> int | None:
-    """Host PID of the live Lighthouse that publishes its address to `publish` (each job's own file)."""
-    for pid in procfs.pids(PROC):
-        argv = procfs.read_cmdline(PROC, pid)
-        if argv is None or LIGHTHOUSE_MODULE not in argv or _state(pid) in ("Z", "X"):
-            continue
-        if any(a == b"--publish" and b == publish.encode() for a, b in itertools.pairwise(argv)):
-            return pid
-    return None
-
-
 def node_of(pid: int) -> str | None:
     """The Slurm node a trainer runs on (its slurmd set SLURMD_NODENAME)."""
     return _environ(pid).get("SLURMD_NODENAME")
 
 
-def hurt(pid: int, kind: str) -> None:
-    """kill: SIGKILL; hang: SIGSTOP (the process keeps its sockets but never answers again)."""
-    sig = {"kill": signal.SIGKILL, "hang": signal.SIGSTOP}[kind]
+def is_stopped(pid: int) -> bool:
+    """SIGSTOPped (or traced-stopped): it keeps its sockets and answers nothing."""
+    return _state(pid) in ("T", "t")
+
+
+def signal_pid(pid: int, sig: signal.Signals) -> bool:
+    """Send sig; False when the process was gone already."""
     try:
         os.kill(pid, sig)
     except ProcessLookupError:
-        pass
+        return False
+    return True
 
 
 def release(pids: list[int]) -> None:

@@ -892,6 +892,15 @@ def cross_section_problems(job: JobConfig) -> list[str]:
             "set groups.nodes: 1 (groups of several nodes run on Slurm)"
         )
     command = job.trainer.command or []
+    if job.trainer.kind == "torchtitan":
+        ft = job.torchft
+        out += torchtitan_flags.comm_timeout_problems(
+            command,
+            quorum_s=ft.quorum_timeout_s,
+            timeout_s=ft.timeout_s,
+            connect_s=ft.connect_timeout_s,
+            pg_s=ft.pg_timeout_s,
+        )
     if job.groups.gpus_per_node == 0 and any("{gpus_per_node}" in arg for arg in command):
         out.append(
             "trainer.command uses {gpus_per_node} but groups.gpus_per_node is 0: set the GPUs per node, "

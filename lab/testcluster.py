@@ -188,8 +188,11 @@ class TestCluster:
         if self._load_records() and any(is_alive(r) for r in self._load_records().values()):
             raise ClusterError(f"a cluster already runs under {self.root}; run down() first")
         # A fresh cluster every time: old job state would confuse tests.
-        for sub in ("state", "spool"):
-            shutil.rmtree(self.root / sub, ignore_errors=True)
+        shutil.rmtree(self.root / "state", ignore_errors=True)
+        spool = self.root / "spool"
+        if spool.is_symlink():  # the last up()'s link: rmtree refuses a link (and ignore_errors hid it)
+            spool.unlink()
+        shutil.rmtree(spool, ignore_errors=True)
         shutil.rmtree(self.sockets, ignore_errors=True)
         for sub in ("munge", "state", "run", "log"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
@@ -498,6 +501,13 @@ def reset_cluster(cluster: TestCluster, timeout: float = 30.0) -> None:
             cli.run("scancel", entry)
         except SlurmError:
             pass  # finished meanwhile
+    reset_nodes(cluster, timeout)
+    wait_until(lambda: not cli.run("squeue", "--noheader", "-o", "%i").split(), timeout, "the queue to empty")
+
+
+def reset_nodes(cluster: TestCluster, timeout: float = 30.0) -> None:
+    """Every node up and in service: a crashed one started again, a drained or down one resumed."""
+    cli = cluster.cli()
     for name in cluster.node_names:
         if not cluster.node_alive(name):
             cluster.restart_node(name, timeout)
@@ -508,7 +518,6 @@ def reset_cluster(cluster: TestCluster, timeout: float = 30.0) -> None:
             except SlurmError:
                 pass  # returned to service by itself meanwhile (ReturnToService=2)
     cluster.wait_nodes_ready(timeout)
-    wait_until(lambda: not cli.run("squeue", "--noheader", "-o", "%i").split(), timeout, "the queue to empty")
 
 
 @contextmanager

@@ -176,6 +176,7 @@ def build_run(
     device = choose_device(job, ident)
     model = build_model(cfg).to(device)
     state = TrainState(model=model, optim=torch.optim.AdamW(model.parameters(), lr=cfg.lr), replica_id=ident.replica_id)
+    state.materialize_optimizer_state()  # a heal before the first step then lands in place (train_state.py)
     if cfg.heal_pad_mb:
         state.pad = torch.zeros(cfg.heal_pad_mb * 2**20, dtype=torch.uint8, device=device)
     if ident.rank == 0:
