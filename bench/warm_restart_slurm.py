@@ -113,7 +113,7 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         for key in ("kill_to_start_s", "start_to_commit_s", "kill_to_commit_s"):
             got = [f[key] for f in mine if f[key] is not None]
             entry[key] = spread(got) if got else None
-        entry["how"] = sorted({str(f["how"]) for f in mine})
+        entry["how"] = sorted({str(f["how"] or "requeued") for f in mine})  # no in-job start: Slurm started it
         entry["all_within_target"] = all(
             f["kill_to_commit_s"] is not None and f["kill_to_commit_s"] <= TARGET_S for f in mine
         )
