@@ -15,7 +15,7 @@ run goes on, exiting 1 at the end):
   model       the goodput model replayed on the goodput runs' faults with the per-fault costs
               (bench.model_check): model_check.json; its projection, 64 to 16k GPUs: plan_sweep.png
   warm        restart to first commit with and without a warm standby, local mode: warm_restart.json
-  warm-slurm  "running again" to first commit with and without, on Slurm: warm_restart_slurm.json
+  warm-slurm  kill to first commit on Slurm: in-job spare, in-job cold, requeue: warm_restart_slurm.json
   overhead    torchft's per-step cost against plain DDP: overhead.json
   quorum      Lighthouse quorum time for 2..64 groups: lighthouse_quorum.json
   gpu-probe   the GPU check's cost: gpu_probe_cost.json

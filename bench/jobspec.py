@@ -50,7 +50,7 @@ class Workload:
 # share this one machine (the lab per run, the baselines' cluster, other test suites), all numbering jobs
 # from 1, so that port is often taken. Under Slurm the trainer therefore picks its port itself, from a
 # range those never use (bench.gpu_time_trainer, ENV_PORT_FROM_JOB): a plain `python -m` command, which a
-# node's warm standby can run.
+# group's in-job spare (slurm.spare) can run.
 LOCAL_TRAINER = ["{python}", "-m", "bench.gpu_time_trainer", "--config", "{config}"]
 
 

@@ -5,11 +5,12 @@ compute nodes, one simulated GPU each, `lamplighter supervise` on every node;
 the job runs its own Lighthouse as a Slurm job), reset before each run (no job
 left, every node resumed), so drains and exclusions of one run never reach the
 next. The job is the same as the baselines' (bench.jobspec) with the Slurm
-settings the lab needs. Every trainer start is cold: the node's standby
-service is going away (issue #27), and the arm does not depend on it.
-Recovery is entirely the daemons' work; the driver only injects. Detection
-times come from the daemons' action logs (the first kill, requeue or
-mark-down that names the group).
+settings the lab needs. Every trainer start is cold (no `slurm.spare`): a dead
+trainer restarts in its allocation through the group's in-job agent
+(`restart.in_job`), a node fault requeues the group. Recovery is entirely the
+job's and the daemons' work; the driver only injects. Detection times come from
+the daemons' action logs (the first kill, requeue or mark-down that names the
+group).
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ import yaml
 from bench.jobspec import Workload, job_config
 from lamplighter.configs.loader import load_job
 from lamplighter.configs.schema import HealthConfig, JobConfig, RestartConfig
+from lamplighter.injob.journal import journal_path, read_events
 from lamplighter.lab.slurm_lab import LabSettings, SlurmLab
 from lamplighter.lab.testcluster import pick_port_range, reset_cluster
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.slurm.run import SlurmError
 from lamplighter.slurm.submission import Submission, cancel_job, submit_job
+from lamplighter.trainer.contract import ATTEMPT_STRIDE
 
 DETECT_ACTIONS = ("kill_local", "requeue", "mark_down")
 
@@ -80,7 +83,7 @@ class LamplighterSlurm:
         self.job: JobConfig | None = None
         self.setup_s = 0.0
         self.since = 0.0  # when this run's job was submitted: the lab's action logs hold earlier runs too
-        self.extra: dict[str, int] = {}
+        self.extra: dict[str, int] = {}  # into the run's record: its trainer starts in the allocation, warm and cold
 
     def _job(self, lab: SlurmLab, port: int) -> JobConfig:
         base = job_config(
@@ -124,7 +127,14 @@ class LamplighterSlurm:
         self.detections = read_detections(self.lab.action_logs(), self.sub, since=self.since)
 
     def settle(self) -> None:
-        return None
+        """Its trainers' restarts inside their allocations, warm (from the spare) and cold (injob journals)."""
+        starts = [
+            e
+            for g in range(self.replicas)
+            for e in read_events(journal_path(self.run_dir, g))
+            if e.get("event") == "started" and int(e.get("attempt", 0)) % ATTEMPT_STRIDE > 0
+        ]
+        self.extra = {f"{how}_starts": sum(1 for e in starts if e.get("how") == how) for how in ("warm", "cold")}
 
 
 def read_detections(logs: list[Path], sub: Submission | None, since: float = 0.0) -> list[tuple[float, int | None]]:

@@ -11,12 +11,15 @@ from __future__ import annotations
 import os
 import signal
 
+from lamplighter.slurm.proc_find import in_trainer_steps
 from lamplighter.supervisor import procfs
 from lamplighter.supervisor.procfs import PROC
 from lamplighter.trainer.contract import ENV_REPLICA_ID
 
 ENV_MARK = "BENCH_RUN"  # set in every trainer a benchmark run starts: the run's unique id
 TRAINER_MODULES = ("lamplighter.trainer", "bench.gpu_time_trainer", "bench.baselines.ckpt_trainer")
+# A group's warm spare (slurm.spare) runs the standby; once it took over it is the trainer (its job's lowest step).
+STANDBY_MODULE = "lamplighter.supervisor.standby_main"
 
 
 def _environ(pid: int) -> dict[str, str]:
@@ -30,24 +33,29 @@ def _state(pid: int) -> str:
 
 def find_trainers(run_id: str) -> dict[int, int]:
     """Replica index (group, or DDP rank) -> host PID of the live trainers marked with `run_id`."""
-    out: dict[int, int] = {}
+    found: list[tuple[procfs.ProcStat, str | None]] = []
     for pid in procfs.pids(PROC):
         argv = procfs.read_cmdline(PROC, pid)
         if argv is None:
             continue
         module = argv[2].decode(errors="replace") if len(argv) >= 3 and argv[1] == b"-m" else ""
-        if module not in TRAINER_MODULES:
+        if module not in (*TRAINER_MODULES, STANDBY_MODULE):
             continue
         env = _environ(pid)
-        if env.get(ENV_MARK) != run_id or _state(pid) in ("Z", "X"):
+        st = procfs.read_stat(PROC, pid)
+        if env.get(ENV_MARK) != run_id or st is None or st.state in ("Z", "X"):
             continue
         index = (
             env.get(ENV_REPLICA_ID)
             if module != "bench.baselines.ckpt_trainer"
             else env.get("RANK", env.get("SLURM_PROCID"))
         )
-        if index is not None and index.isdigit():
-            out[int(index)] = pid
+        found.append((st, index))
+    out: dict[int, int] = {}
+    trainers = {st.pid for st in in_trainer_steps([st for st, _ in found])}
+    for st, index in found:
+        if st.pid in trainers and index is not None and index.isdigit():
+            out[int(index)] = st.pid
     return out
 
 

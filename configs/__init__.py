@@ -8,6 +8,6 @@ Public modules (the package re-exports nothing: import them):
     torchtitan_flags  torchtitan's flags derived from a job
     reference         the README's config reference (`make readme`)
 
-Layer: the bottom, beside gpusim (configs, gpusim -> trainer -> supervisor -> slurm -> daemon; lab -> bench).
+Layer: the bottom, beside gpusim (configs, gpusim -> trainer -> supervisor -> injob -> slurm -> daemon; lab -> bench).
 May import: nothing
 """

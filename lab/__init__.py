@@ -7,6 +7,6 @@ Public modules (the package re-exports nothing: import them):
     e2e_run, demo, run_report   `make demo-slurm` and the end-to-end harness, and their report
     __main__        `python -m lamplighter.lab cluster|chaos` (cluster_cli, chaos_cli)
 
-Layer: on top of the product (configs, gpusim -> trainer -> supervisor -> slurm -> daemon; lab -> bench).
-May import: configs, gpusim, trainer, supervisor, slurm, bare, daemon
+Layer: on top of the product (configs, gpusim -> trainer -> supervisor -> injob -> slurm -> daemon; lab -> bench).
+May import: configs, gpusim, trainer, supervisor, injob, slurm, bare, daemon
 """

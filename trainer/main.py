@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import stat
 import threading
 import time
 import traceback
@@ -55,8 +56,12 @@ class Refused(Exception):
 
 
 def take_inject(path: Path) -> bool:
-    """Chaos: whether the inject file existed (it is removed first, so a restart runs clean)."""
+    """Chaos: whether the inject file existed (it is removed first, so a restart runs clean). Only the job
+    owner's own regular file counts: one another user put into a shared run directory is ignored."""
     try:
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+            return False
         path.unlink()
     except FileNotFoundError:
         return False
