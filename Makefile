@@ -3,6 +3,7 @@ PY      ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.lamplighter-installed
+LOCAL_STAMP := $(VENV)/.lamplighter-local
 GPUSIM  := build/gpusim/lib/libamd_smi.so
 PROMTOOL := build/promtool/usr/bin/promtool
 PYTEST_ARGS ?=
@@ -14,10 +15,16 @@ TITAN_ENV := build/torchtitan-env
 install: $(STAMP)
 
 # torch is pinned and installed first: any other torch requirement downloads a multi-GB CUDA build.
-$(STAMP): setup.cfg pyproject.toml tools/ensure-system-deps.sh
-	bash tools/ensure-system-deps.sh
+# Local mode (make demo) needs only the venv: no root, no Debian package, no Slurm.
+$(LOCAL_STAMP): setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check torch==2.13.0
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[trainer,plots]'
+	touch $@
+
+# Everything else (the tests, the Slurm and bare-metal labs): Debian's Slurm, munge, etcd, gcc (as root or sudo).
+$(STAMP): $(LOCAL_STAMP) tools/ensure-system-deps.sh
+	bash tools/ensure-system-deps.sh
 	$(BIN)/pip install -q --disable-pip-version-check -e '.[trainer,plots,gpusim,test]'
 	touch $@
 
@@ -58,7 +65,7 @@ test: lint typecheck gpusim promtool titan-env
 test-fast: $(STAMP)
 	$(BIN)/pytest -n 2 -m "not integration" $(PYTEST_ARGS)
 
-demo: $(STAMP)
+demo: $(LOCAL_STAMP)
 	$(BIN)/lamplighter local configs/demo.yaml --baseline auto --run-dir runs/demo-$$(date +%Y%m%d-%H%M%S)
 
 # The real torchtitan (PyPI) under `lamplighter local`, 3 groups, per-step and DiLoCo, each through a kill, an
@@ -118,7 +125,7 @@ cluster-down: $(STAMP)
 	$(BIN)/python -m lamplighter.lab cluster down --dir build/cluster
 
 readme: $(STAMP)
-	$(BIN)/python -m lamplighter.configs.reference README.md
+	$(BIN)/python -m lamplighter.configs.reference docs/config.md
 
 clean:
 	rm -rf build runs .mypy_cache .ruff_cache .pytest_cache

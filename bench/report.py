@@ -1,4 +1,4 @@
-"""The README's benchmark tables, from bench/results alone: `python -m bench.report [--write FILE ...]`.
+"""The benchmark tables of docs/results.md and bench/README.md, from bench/results alone: `python -m bench.report [--write FILE ...]`.
 
 Prints, as markdown, in this order: the runs' stamps; what one fault costs, per kind and strategy
 (fault_cost.json); goodput under identical delivered faults, small and big state, with the regime it
@@ -9,8 +9,8 @@ first commit with and without warm standbys; lamplighter's own costs. Every numb
 result file, or computed by `lamplighter plan` (the command is named); a file that some other run wrote
 is named as such.
 
-README.md and bench/README.md embed this output between the markers
-`<!-- bench-report -->` and `<!-- /bench-report -->`; the README also holds
+docs/results.md and bench/README.md embed this output between the markers
+`<!-- bench-report -->` and `<!-- /bench-report -->`; docs/results.md also holds
 each demo's table (bench/demo_tables.py). `--write FILE` replaces every such
 block FILE holds, and `make test` checks that both files hold what this prints.
 """

@@ -1,7 +1,7 @@
 """The one schema for lamplighter's configuration: a job, and a node supervisor.
 
 Every key a user can write is declared here with its type, default and a
-one-line description (the README's config reference is generated from these
+one-line description (docs/config.md's config reference is generated from these
 descriptions). Unknown keys are errors. Cross-field rules that torchft needs
 and users get wrong (the timeout hierarchy) are checked here too, each with a
 one-sentence explanation naming the values.
@@ -443,7 +443,7 @@ def _check_options(v: list[str], key: str, pattern: re.Pattern[str], reserved: s
 
 
 class RenewalConfig(Strict):
-    """Renewing groups before slurm.time runs out, one at a time (README, "Time limits")."""
+    """Renewing groups before slurm.time runs out, one at a time (docs/torchft.md, "Time limits")."""
 
     enabled: bool = Field(
         True,

@@ -162,7 +162,7 @@ def comm_timeout_problems(command: list[str], *, quorum_s: int, timeout_s: int, 
     for path, (need, why) in needs.items():
         given = flag_value(command, path)
         if given is None:
-            continue  # set by the --config module, or torchtitan's default: not visible here (see the README)
+            continue  # set by the --config module, or torchtitan's default: not visible here (see docs/torchtitan.md)
         try:
             value = int(given)
         except ValueError:

@@ -129,7 +129,7 @@ def renew_argv(job: JobConfig, paths: RenderPaths, python: str, role: list[str])
 
 def _renewal_lines(renew: list[str], warning_s: int, what: list[str]) -> list[str]:
     return [
-        f'# Renewal (README, "Time limits"): Slurm sends USR1 to this script {warning_s} s before its time',
+        f'# Renewal (docs/torchft.md, "Time limits"): Slurm sends USR1 to this script {warning_s} s before its time',
         "# limit (Slurm checks limits every 30 s, so 30-60 s earlier still). The helper then",
         *(f"# {line}" for line in what),
         "# It runs in the background: if the step ends meanwhile, this script ends with it (and stops it).",

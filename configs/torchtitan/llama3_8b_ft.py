@@ -49,7 +49,7 @@ def llama3_8b_ft() -> FaultTolerantTrainer.Config:
         checkpoint=TorchFTCheckpointManager.Config(interval=500, last_save_model_only=False),
         activation_checkpoint=SelectiveAC.Config(),
         # Within a group (FSDP over its 16 GPUs): above the job's torchft waits (llama3-8b-mi325x.yaml: timeout_s 120, connect 60 + quorum 180 + 120):
-        # ranks that finished healing wait for the last one in their next collective (README: torchtitan).
+        # ranks that finished healing wait for the last one in their next collective (docs/torchtitan.md).
         comm=CommConfig(init_timeout_seconds=400, train_timeout_seconds=150),
         # Per-step fault tolerance (no semi_sync_method); lamplighter sets the rest from the job.
         fault_tolerance=FaultTolerance(enable=True),

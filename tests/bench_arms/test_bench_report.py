@@ -18,7 +18,7 @@ def report(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     return importlib.import_module("bench.report")
 
 
-@pytest.mark.parametrize("doc", ["README.md", "bench/README.md"])
+@pytest.mark.parametrize("doc", ["docs/results.md", "bench/README.md"])
 def test_the_readmes_hold_the_tables_of_the_committed_results(report: ModuleType, doc: str) -> None:
     block = report.embedded((REPO / doc).read_text())
     assert block is not None, f"{doc} has no {report.BEGIN} block"
@@ -100,14 +100,14 @@ def test_results_from_the_harness_before_identical_faults_are_named_and_not_show
 
 
 def test_the_readme_holds_each_demos_table_and_slurms_timings_from_their_result_files(report: ModuleType) -> None:
-    text = (REPO / "README.md").read_text()
+    text = (REPO / "docs" / "results.md").read_text()
     for mode in report.demo_tables.MODES:
         begin, end = report.demo_tables.markers(mode)
         block = report.embedded(text, begin, end)
-        assert block is not None, f"README.md has no {begin} block"
+        assert block is not None, f"docs/results.md has no {begin} block"
         assert (REPO / "bench" / "results" / f"demo-{mode}.json").exists(), f"no kept result of {mode}"
         assert block == report.demo_tables.render_mode(REPO / "bench" / "results", mode), (
-            f"README.md's {mode} demo table is stale: run `python -m bench.report --write README.md`"
+            f"docs/results.md's {mode} demo table is stale: run `python -m bench.report --write docs/results.md`"
         )
     timings = importlib.import_module("bench.slurm_timings")
     assert (REPO / "bench" / "results" / "slurm_timings.json").exists(), "no kept result of make bench-slurm"
