@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 
 TITAN_ENV := build/torchtitan-env
 
-.PHONY: install test test-fast lint typecheck promtool dist titan-env demo demo-torchtitan demo-slurm demo-bare demo-results bench-slurm soak bench bench-costs bench-big cluster-up cluster-down gpusim readme clean
+.PHONY: install test test-fast lint typecheck promtool dist titan-env demo demo-torchtitan demo-slurm demo-bare demo-results bench-slurm scale-lighthouse soak bench bench-costs bench-big cluster-up cluster-down gpusim readme clean
 
 install: $(STAMP)
 
@@ -83,6 +83,11 @@ demo-results: $(STAMP) gpusim
 # Slurm's own latencies on the test cluster, without lamplighter (about 2 minutes): bench/results/slurm_timings.json.
 bench-slurm: $(STAMP)
 	$(BIN)/python -m bench.slurm_timings
+
+# torchft's Lighthouse with 16..512 torch-free replica groups (lab/scale_replica.py), one killed and brought back
+# at a time (about 6 minutes; #31): bench/results/lighthouse_scale.json and .png.
+scale-lighthouse: $(STAMP)
+	$(BIN)/python -m bench.lighthouse_scale
 
 # Overlapping faults of every kind on the Slurm lab until 100 have struck, the job training until they are
 # done (its wall time is in the report): build/soak/report.json.
