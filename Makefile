@@ -85,7 +85,7 @@ bench-slurm: $(STAMP)
 	$(BIN)/python -m bench.slurm_timings
 
 # torchft's Lighthouse with 16..512 torch-free replica groups (lab/scale_replica.py), one killed and brought back
-# at a time (about 6 minutes; #31): bench/results/lighthouse_scale.json and .png.
+# at a time, and steps longer than the join timeout (about 8 minutes; #31): bench/results/lighthouse_scale.json, .png.
 scale-lighthouse: $(STAMP)
 	$(BIN)/python -m bench.lighthouse_scale
 

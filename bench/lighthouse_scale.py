@@ -18,13 +18,20 @@ Per N:
               step period); then the group is started again (a new member, as a requeued group is) and
               the time until every group holds a quorum of N again, and the survivors' stall then
 
+The replicas step every 0.5 s: below the join timeout. The second part (--arm) runs 16 and 64 groups with
+2-s steps, longer than the join timeout, at the config's join timeout (1 s) and at 3 s: with the config's,
+one group left out of a quorum (a late start, a group back after a fault) is enough for every later quorum
+to form from just over half of the groups (lighthouse.rs: a left-out member re-joins the moment the quorum
+that left it out is sent, so by the next round it has waited a whole step, the join timeout has passed,
+and the quorum is cut as soon as more than half have arrived, leaving the late half out again).
+
 Not measured here, because the replicas do not do it: the survivors' failed collective before they ask
 for a quorum (pg_timeout_s), process-group setup after a quorum change, the heal's transfer.
 
 Writes bench/results/lighthouse_scale.json (or --out) and a PNG beside it; the run's files (event logs,
 Lighthouse log) are in --dir.
 
-    python -m bench.lighthouse_scale [--groups 16,64,128,256,512] [--kills 3] [--dir build/lighthouse-scale]
+    python -m bench.lighthouse_scale [--groups 16,64,128,256,512] [--kills 3] [--arm 16,64] [--dir build/lighthouse-scale]
 """
 
 from __future__ import annotations
@@ -185,6 +192,21 @@ def change_measures(
     }
 
 
+def churn(steps: dict[int, list[Step]], t_from: float, t_to: float) -> dict[str, Any]:
+    """Quorum changes per second and the sizes of the quorums the groups held, over [t_from, t_to] (by t1)."""
+    held = [s for own in steps.values() for s in own if t_from <= s.t1 <= t_to]
+    ids = {s.quorum_id for s in held}
+    sizes = {s.quorum_id: s.size for s in held}
+    span = t_to - t_from
+    return {
+        "quorum_changes_per_s": max(0, len(ids) - 1) / span,
+        "quorum_sizes": summary([float(v) for v in sizes.values()]),
+        "groups_holding_a_quorum": len({s.group for s in held}),
+        "commits_per_group_s": sum(s.committed for s in held) / max(1, len(steps)) / span,
+        "heals_per_s": sum(s.heal for s in held) / span,  # each a state transfer from a peer in real torchft
+    }
+
+
 def quorum_ids_between(steps: dict[int, list[Step]], t_from: float, t_to: float) -> list[int]:
     return sorted({s.quorum_id for own in steps.values() for s in own if t_from <= s.t0 <= t_to})
 
@@ -216,15 +238,28 @@ def cpu_s(pid: int) -> float:
     return float(t.user + t.system)
 
 
+class NotReached(RuntimeError):
+    """The groups did not get where a wait expected them within its time."""
+
+
 class Run:
     """One Lighthouse and N replica groups, with the handles to hurt them and the events they log."""
 
-    def __init__(self, folder: Path, n: int, alone: int, per_process: int, step_s: float, heartbeat_ms: int) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        n: int,
+        alone: int,
+        per_process: int,
+        step_s: float,
+        heartbeat_ms: int,
+        join_timeout_ms: int | None = None,
+    ) -> None:
         self.folder = folder
         self.n = n
         self.step_s = step_s
         self.heartbeat_ms = heartbeat_ms
-        self.cfg = LighthouseConfig()
+        self.cfg = LighthouseConfig() if join_timeout_ms is None else LighthouseConfig(join_timeout_ms=join_timeout_ms)
         self.ft = TorchftConfig()
         self.lighthouse = Lighthouse(self.cfg, folder / "lighthouse.log")
         self.events = Events(folder)
@@ -286,7 +321,7 @@ class Run:
             if dead:
                 raise RuntimeError(f"{self.n} groups: replica processes of groups {dead} exited while {what}")
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{self.n} groups: not {what} within {timeout_s:g} s (see {self.folder})")
+                raise NotReached(f"{self.n} groups: not {what} within {timeout_s:g} s (see {self.folder})")
             time.sleep(0.2)
 
     def all_hold(self, groups: Iterable[int], after: float, size: int) -> Callable[[], bool]:
@@ -306,12 +341,27 @@ class Run:
         self.events.poll()
 
 
-def measure_size(folder: Path, n: int, kills: int, per_process: int, step_s: float, window_s: float) -> dict[str, Any]:
+def measure_size(
+    folder: Path,
+    n: int,
+    kills: int,
+    per_process: int,
+    step_s: float,
+    window_s: float,
+    join_timeout_ms: int | None = None,
+    formation_timeout_s: float | None = None,
+) -> dict[str, Any]:
     shutil.rmtree(folder, ignore_errors=True)  # this tool's own output: never read an earlier run's events
     folder.mkdir(parents=True)
-    run = Run(folder, n, kills, per_process, step_s, heartbeat_ms=TorchftConfig().heartbeat_interval_ms)
+    run = Run(folder, n, kills, per_process, step_s, TorchftConfig().heartbeat_interval_ms, join_timeout_ms)
     load_before = os.getloadavg()
-    row: dict[str, Any] = {"groups": n, "processes": len(run.layout), "kills": kills}
+    row: dict[str, Any] = {
+        "groups": n,
+        "processes": len(run.layout),
+        "kills": kills,
+        "step_s": step_s,
+        "join_timeout_ms": run.cfg.join_timeout_ms,
+    }
     try:
         run.start_lighthouse()
         assert run.lighthouse.popen is not None
@@ -319,7 +369,16 @@ def measure_size(folder: Path, n: int, kills: int, per_process: int, step_s: flo
         t_spawn = time.time()
         for groups in run.layout:
             run.spawn(groups)
-        run.wait("all in one quorum", run.all_hold(range(n), t_spawn, n), 60 + 0.3 * n)
+        timeout = formation_timeout_s if formation_timeout_s is not None else 30 + 0.1 * n
+        try:
+            run.wait("all in one quorum", run.all_hold(range(n), t_spawn, n), timeout)
+        except NotReached:
+            # The groups step, but in quorums of part of them that change every step: what, over the last 10 s.
+            row["formed"] = False
+            row["formation_s"] = None
+            row["unformed"] = churn(run.events.steps, time.time() - 10, time.time())
+            return row
+        row["formed"] = True
         row["formation_s"] = max(quorum_reached(run.events.steps[g], t_spawn, n) or 0.0 for g in range(n)) - t_spawn
 
         time.sleep(max(3.0, 3 * step_s))  # settled: every group has taken a few steps in the full quorum
@@ -373,7 +432,13 @@ def measure_size(folder: Path, n: int, kills: int, per_process: int, step_s: flo
             time.sleep(2 + 2 * step_s)
             t_back = time.time()
             run.spawn([victim])
-            run.wait(f"a quorum with group {victim} back", run.all_hold(range(n), t_back, n), 30 + 0.05 * n)
+            try:
+                run.wait(f"a quorum with group {victim} back", run.all_hold(range(n), t_back, n), 30 + 0.05 * n)
+            except NotReached:  # the groups step on in quorums of part of them: say so, and stop hurting them
+                rounds.append(
+                    {"victim": victim, "rejoined": False, "after": churn(run.events.steps, t_back, time.time())}
+                )
+                break
             time.sleep(2 + 2 * step_s)
             run.events.poll()
             back = run.events.steps[victim]
@@ -381,6 +446,7 @@ def measure_size(folder: Path, n: int, kills: int, per_process: int, step_s: flo
             rounds.append(
                 {
                     "victim": victim,
+                    "rejoined": True,
                     "kill": change_measures(run.events.steps, survivors, t_kill, n - 1, period),
                     "rejoin": change_measures(run.events.steps, survivors, t_back, n, period),
                     "rejoin_to_first_commit_s": None if first_commit is None else first_commit - t_back,
@@ -403,12 +469,24 @@ def headline(row: dict[str, Any]) -> dict[str, Any]:
     and survivor_stall_kill_s (median over rounds of the survivors' median stall)."""
 
     def med(key: str, part: str) -> float | None:
-        vals = [r[part][key]["median"] for r in row["rounds"] if r[part][key] is not None]
+        vals = [r[part][key]["median"] for r in row["rounds"] if r["rejoined"] and r[part][key] is not None]
         return statistics.median(vals) if vals else None
 
+    if not row.get("formed", True):
+        return {
+            "groups": row["groups"],
+            "formed": False,
+            "quorum_s": None,
+            "survivor_stall_kill_s": None,
+            "quorum_after_kill_s": None,
+            "quorum_after_rejoin_s": None,
+            "lighthouse_cpu_cores": None,
+            "lighthouse_rss_mb": None,
+        }
     q = row["steady"]["quorum_call_s"]
     return {
         "groups": row["groups"],
+        "formed": True,
         "quorum_s": q["median"] if q else None,
         "survivor_stall_kill_s": med("survivor_stall_s", "kill"),
         "quorum_after_kill_s": med("quorum_after_s", "kill"),
@@ -416,6 +494,29 @@ def headline(row: dict[str, Any]) -> dict[str, Any]:
         "lighthouse_cpu_cores": row["steady"]["lighthouse_cpu_cores"],
         "lighthouse_rss_mb": row["steady"]["lighthouse_rss_mb"],
     }
+
+
+def describe(row: dict[str, Any]) -> str:
+    n = row["groups"]
+    if not row.get("formed", True):
+        u = row["unformed"]
+        sizes = u["quorum_sizes"]
+        return (
+            f"{n:4d} groups: never all in one quorum; {u['quorum_changes_per_s']:.2f} quorum changes/s, "
+            f"quorums of {sizes['min']:.0f}-{sizes['max']:.0f} groups"
+            if sizes
+            else f"{n:4d} groups: no quorum"
+        )
+    h = headline(row)
+
+    def ms(key: str) -> str:
+        return "-" if h[key] is None else f"{h[key] * 1000:.0f} ms"
+
+    return (
+        f"{n:4d} groups: formation {row['formation_s']:.1f} s, quorum call {ms('quorum_s')}, "
+        f"kill -> quorum {ms('quorum_after_kill_s')}, stall {ms('survivor_stall_kill_s')}, "
+        f"Lighthouse {h['lighthouse_cpu_cores']:.2f} cores {h['lighthouse_rss_mb']:.0f} MB"
+    )
 
 
 def plot(rows: list[dict[str, Any]], path: Path) -> None:
@@ -440,12 +541,24 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     a.set_ylabel("ms (median over rounds)")
     a.set_title("torchft Lighthouse: one group killed")
     a.legend(fontsize=7)
-    b.plot(ns, [h["lighthouse_cpu_cores"] for h in heads], marker="o", color="tab:red", label="CPU (cores)")
+    nan = float("nan")
+    b.plot(
+        ns,
+        [nan if h["lighthouse_cpu_cores"] is None else h["lighthouse_cpu_cores"] for h in heads],
+        marker="o",
+        color="tab:red",
+        label="CPU (cores)",
+    )
     b.set_xscale("log", base=2)
     b.set_xlabel("replica groups")
     b.set_ylabel("Lighthouse CPU, cores", color="tab:red")
     b2 = b.twinx()
-    b2.plot(ns, [h["lighthouse_rss_mb"] for h in heads], marker="s", color="tab:blue")
+    b2.plot(
+        ns,
+        [nan if h["lighthouse_rss_mb"] is None else h["lighthouse_rss_mb"] for h in heads],
+        marker="s",
+        color="tab:blue",
+    )
     b2.set_ylabel("Lighthouse RSS, MB", color="tab:blue")
     b.set_title("Lighthouse at steady state")
     fig.tight_layout()
@@ -458,25 +571,52 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--groups", default="16,64,128,256,512", help="comma-separated group counts")
     ap.add_argument("--kills", type=int, default=3, help="kill-and-restart rounds per group count")
     ap.add_argument("--per-process", type=int, default=8, help="groups sharing one replica process")
-    ap.add_argument("--step-s", type=float, default=1.0, help="each replica's step (a sleep)")
+    ap.add_argument(
+        "--step-s", type=float, default=0.5, help="each replica's step (a sleep), below the join timeout (see --arm)"
+    )
+    ap.add_argument(
+        "--arm",
+        default="16,64",
+        help="group counts of the second part: steps of --arm-step-s, longer than the Lighthouse's join timeout, "
+        "at the config's join timeout and at --arm-join-timeout-ms ('' skips it)",
+    )
+    ap.add_argument("--arm-step-s", type=float, default=2.0)
+    ap.add_argument("--arm-join-timeout-ms", type=int, default=3000)
     ap.add_argument("--window-s", type=float, default=10.0, help="the steady-state window")
+    ap.add_argument("--join-timeout-ms", type=int, default=None, help="the Lighthouse's (default: the config's)")
+    ap.add_argument("--formation-timeout-s", type=float, default=None, help="default: 30 s + 0.1 s a group")
     ap.add_argument("--dir", type=Path, default=Path("build/lighthouse-scale"))
     ap.add_argument("--out", type=Path, default=RESULTS / "lighthouse_scale.json")
     args = ap.parse_args(argv)
     rows = []
     for n in [int(x) for x in args.groups.split(",")]:
         t = time.monotonic()
-        row = measure_size(args.dir / f"groups-{n}", n, args.kills, args.per_process, args.step_s, args.window_s)
-        rows.append(row)
-        h = headline(row)
-        print(
-            f"{n:4d} groups: formation {row['formation_s']:.1f} s, quorum call {h['quorum_s'] * 1000:.0f} ms, "
-            f"kill -> quorum {h['quorum_after_kill_s'] * 1000:.0f} ms, stall {h['survivor_stall_kill_s'] * 1000:.0f}"
-            f" ms, Lighthouse {h['lighthouse_cpu_cores']:.2f} cores {h['lighthouse_rss_mb']:.0f} MB "
-            f"({time.monotonic() - t:.0f} s)",
-            flush=True,
+        row = measure_size(
+            args.dir / f"groups-{n}",
+            n,
+            args.kills,
+            args.per_process,
+            args.step_s,
+            args.window_s,
+            args.join_timeout_ms,
+            args.formation_timeout_s,
         )
-    lh, ft = LighthouseConfig(), TorchftConfig()
+        rows.append(row)
+        print(f"{describe(row)} ({time.monotonic() - t:.0f} s)", flush=True)
+    arm = []
+    for n in [int(x) for x in args.arm.split(",") if x.strip()]:
+        for jt in (None, args.arm_join_timeout_ms):
+            t = time.monotonic()
+            name = f"arm-{n}-jt{jt or 'default'}"
+            row = measure_size(args.dir / name, n, 1, args.per_process, args.arm_step_s, 5.0, jt, 25.0)
+            arm.append(row)
+            print(
+                f"{describe(row)} [step {args.arm_step_s:g} s, join timeout {row['join_timeout_ms']} ms] "
+                f"({time.monotonic() - t:.0f} s)",
+                flush=True,
+            )
+    ft = TorchftConfig()
+    lh = LighthouseConfig() if args.join_timeout_ms is None else LighthouseConfig(join_timeout_ms=args.join_timeout_ms)
     result = {
         "name": args.out.stem,
         "environment": environment(),
@@ -501,6 +641,19 @@ def main(argv: list[str] | None = None) -> int:
         },
         "lighthouse": [headline(r) for r in rows],
         "rows": rows,
+        # Steps longer than the join timeout: does one quorum of all groups ever form and hold?
+        "step_over_join_timeout": [
+            {
+                "groups": r["groups"],
+                "step_s": r["step_s"],
+                "join_timeout_ms": r["join_timeout_ms"],
+                "formed": r["formed"],
+                "rejoined": all(x.get("rejoined", False) for x in r.get("rounds", [])) if r["formed"] else None,
+                "unformed": r.get("unformed"),
+                "row": r,
+            }
+            for r in arm
+        ],
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_suffix(".json.tmp")

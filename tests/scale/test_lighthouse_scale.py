@@ -81,3 +81,17 @@ def test_killed_groups_run_alone_and_the_rest_share_processes(ls: ModuleType) ->
     assert ls.percentile([3.0, 1.0, 2.0, 4.0], 0.0) == 1.0
     assert ls.percentile([3.0, 1.0, 2.0, 4.0], 1.0) == 4.0
     assert ls.summary([]) is None
+
+
+def test_churn_counts_changes_sizes_commits_and_heals(ls: ModuleType) -> None:
+    Step = ls.Step
+    steps = {
+        0: [Step(0, 0.0, 1.0, 2.0, True, 5, 2, False), Step(0, 3.0, 4.0, 5.0, True, 6, 2, True)],
+        1: [Step(1, 0.0, 1.0, 2.0, True, 5, 2, False)],
+        2: [Step(2, 3.0, 4.0, 5.0, True, 6, 2, True)],
+    }
+    c = ls.churn(steps, 0.0, 10.0)
+    assert c["quorum_changes_per_s"] == pytest.approx(0.1)  # 5 -> 6
+    assert c["quorum_sizes"]["max"] == 2 and c["groups_holding_a_quorum"] == 3
+    assert c["commits_per_group_s"] == pytest.approx(4 / 3 / 10)
+    assert c["heals_per_s"] == pytest.approx(0.2)
