@@ -482,6 +482,7 @@ def headline(row: dict[str, Any]) -> dict[str, Any]:
             "quorum_after_rejoin_s": None,
             "lighthouse_cpu_cores": None,
             "lighthouse_rss_mb": None,
+            "replicas_cpu_cores": None,
         }
     q = row["steady"]["quorum_call_s"]
     return {
@@ -493,6 +494,7 @@ def headline(row: dict[str, Any]) -> dict[str, Any]:
         "quorum_after_rejoin_s": med("quorum_after_s", "rejoin"),
         "lighthouse_cpu_cores": row["steady"]["lighthouse_cpu_cores"],
         "lighthouse_rss_mb": row["steady"]["lighthouse_rss_mb"],
+        "replicas_cpu_cores": row["steady"]["replicas_cpu_cores"],
     }
 
 
@@ -549,9 +551,18 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
         color="tab:red",
         label="CPU (cores)",
     )
+    b.plot(
+        ns,
+        [nan if h["replicas_cpu_cores"] is None else h["replicas_cpu_cores"] for h in heads],
+        marker=".",
+        linestyle="--",
+        color="tab:orange",
+        label="all replica groups' CPU (cores; the machine has 2)",
+    )
+    b.legend(fontsize=7, loc="upper left")
     b.set_xscale("log", base=2)
     b.set_xlabel("replica groups")
-    b.set_ylabel("Lighthouse CPU, cores", color="tab:red")
+    b.set_ylabel("CPU, cores")
     b2 = b.twinx()
     b2.plot(
         ns,
@@ -586,8 +597,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--join-timeout-ms", type=int, default=None, help="the Lighthouse's (default: the config's)")
     ap.add_argument("--formation-timeout-s", type=float, default=None, help="default: 30 s + 0.1 s a group")
     ap.add_argument("--dir", type=Path, default=Path("build/lighthouse-scale"))
+    ap.add_argument("--plot-only", action="store_true", help="redraw the PNG from --out's rows, measuring nothing")
     ap.add_argument("--out", type=Path, default=RESULTS / "lighthouse_scale.json")
     args = ap.parse_args(argv)
+    if args.plot_only:
+        plot(json.loads(args.out.read_text())["rows"], args.out.with_suffix(".png"))
+        return 0
     rows = []
     for n in [int(x) for x in args.groups.split(",")]:
         t = time.monotonic()
