@@ -549,7 +549,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
         [nan if h["lighthouse_cpu_cores"] is None else h["lighthouse_cpu_cores"] for h in heads],
         marker="o",
         color="tab:red",
-        label="CPU (cores)",
+        label="Lighthouse CPU (cores)",
     )
     b.plot(
         ns,
