@@ -7,6 +7,7 @@ Public modules (the package re-exports nothing: import them):
     e2e_run, demo, run_report   `make demo-slurm` and the end-to-end harness, and their report
     __main__        `python -m lamplighter.lab cluster|chaos` (cluster_cli, chaos_cli)
     scale_replica   torch-free replica groups (torchft's Manager protocol via its native module) for the scale lab
+    sdiag           slurmctld's RPC counts by type and user (`sdiag`), for the scale lab's control-plane load
 
 Layer: on top of the product (configs, gpusim -> trainer -> supervisor -> slurm -> daemon; lab -> bench).
 May import: configs, gpusim, trainer, supervisor, slurm, bare, daemon
