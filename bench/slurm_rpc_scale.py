@@ -1,0 +1,132 @@
+"""slurmctld RPCs lamplighter's node daemons cause, against the node count (#31 item 2, a first slice).
+
+The Slurm lab (lab/slurm_lab.py: a real slurmctld, slurmd per PID namespace on this
+machine's loopback, `lamplighter supervise` on every node as systemd would run it)
+with 4 and 16 compute nodes, and on each compute node one job shaped like a
+lamplighter group's (named ll-scale-g<i>, its step's task carrying LAMPLIGHTER_JOB and
+LAMPLIGHTER_REPLICA_ID; the task is `sleep`: no trainer, no Lighthouse), so that each
+node daemon has a group to watch. After a settling time, `sdiag -r`, a window, `sdiag`:
+slurmctld's own count of the RPCs it served, by type, per second (sdiag's own aside;
+the lab's harness sends none during the window), and each daemon's CPU and RSS.
+
+Not yet what #31 asks for: slurmd here shares the host's network (not a namespace per
+node), the groups run no trainer (no heartbeats, so no hang or exit is ever acted on),
+and nothing is measured per fault. Writes bench/results/slurm_rpc_scale.json.
+
+    python -m bench.slurm_rpc_scale [--nodes 4,16] [--window-s 30] [--dir build/slurm-rpc-scale]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from bench.results_io import RESULTS, environment
+from lamplighter.configs.slurm_names import group_job_name
+from lamplighter.lab.sdiag import parse_sdiag
+from lamplighter.lab.slurm_lab import LabSettings, SlurmLab
+from lamplighter.lab.testcluster import wait_until
+from lamplighter.trainer.contract import ENV_JOB, ENV_REPLICA_ID
+
+JOB = "scale"
+
+
+def cpu_s(pid: int) -> float:
+    t = psutil.Process(pid).cpu_times()
+    return float(t.user + t.system)
+
+
+def measure(folder: Path, nodes: int, settle_s: float, window_s: float) -> dict[str, Any]:
+    shutil.rmtree(folder, ignore_errors=True)
+    lab = SlurmLab(folder, LabSettings(compute_nodes=nodes, gpus_per_node=1))
+    lab.up()
+    try:
+        lab.wait_daemons_alive(120)
+        cli = lab.cluster.cli(timeout=30)
+        (folder / "jobs").mkdir(exist_ok=True)
+        for i, node in enumerate(lab.compute):
+            cli.run(
+                "sbatch",
+                f"--job-name={group_job_name(JOB, i)}",
+                f"--nodelist={node}",
+                "--nodes=1",
+                "--ntasks=1",
+                f"--output={folder / 'jobs' / f'g{i}.out'}",
+                f"--export=ALL,{ENV_JOB}={JOB},{ENV_REPLICA_ID}={i}",
+                "--wrap=srun sleep 100000",
+            )
+
+        def all_running() -> bool:
+            states = cli.run("squeue", "--noheader", "-o", "%T").split()
+            return len(states) == nodes and all(s == "RUNNING" for s in states)
+
+        wait_until(all_running, 120, f"{nodes} group jobs to run")
+        time.sleep(settle_s)
+        daemons = {n: lab.services.pid(f"supervise-{n}") for n in lab.cluster.node_names}
+        pids = {n: p for n, p in daemons.items() if p is not None}
+        cpu0 = {n: cpu_s(p) for n, p in pids.items()}
+        cli.run("sdiag", "-r")
+        time.sleep(window_s)
+        sd = parse_sdiag(cli.run("sdiag"))
+        cpu1 = {n: cpu_s(p) for n, p in pids.items()}
+        rss = {n: psutil.Process(p).memory_info().rss / 1e6 for n, p in pids.items()}
+        states = cli.run("squeue", "--noheader", "-o", "%T").split()
+        rates = sd.per_second()
+        compute_cpu = [(cpu1[n] - cpu0[n]) / window_s for n in lab.compute if n in pids]
+        return {
+            "nodes": nodes,
+            "window_s": sd.seconds,
+            "slurmctld_rpc_per_s": sum(rates.values()),
+            "slurmctld_rpc_per_node_s": sum(rates.values()) / nodes,
+            "by_type_per_s": dict(sorted(rates.items(), key=lambda kv: -kv[1])),
+            "daemon_restarts": {n: len(s.starts) - 1 for n, s in lab.services.services.items() if len(s.starts) > 1},
+            "head_daemon_cpu_cores": (cpu1[lab.head] - cpu0[lab.head]) / window_s if lab.head in pids else None,
+            "compute_daemon_cpu_cores_median": sorted(compute_cpu)[len(compute_cpu) // 2] if compute_cpu else None,
+            "compute_daemon_rss_mb_max": max(rss[n] for n in lab.compute if n in rss),
+            "jobs_running_at_end": states.count("RUNNING"),
+            "actions_logged": sum(len(p.read_text().splitlines()) for p in lab.action_logs()),
+        }
+    finally:
+        try:
+            for job_id in lab.cluster.cli().run("squeue", "--noheader", "-o", "%i").split():
+                lab.cluster.cli().run("scancel", job_id)
+        except Exception as e:  # the cluster is taken down below either way
+            print(f"slurm_rpc_scale: cancelling the jobs: {e}", flush=True)
+        lab.down()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nodes", default="4,16", help="compute node counts")
+    ap.add_argument("--settle-s", type=float, default=15.0)
+    ap.add_argument("--window-s", type=float, default=30.0)
+    ap.add_argument("--dir", type=Path, default=Path("build/slurm-rpc-scale"))
+    ap.add_argument("--out", type=Path, default=RESULTS / "slurm_rpc_scale.json")
+    args = ap.parse_args(argv)
+    rows = []
+    for n in [int(x) for x in args.nodes.split(",")]:
+        t = time.monotonic()
+        row = measure(args.dir / f"nodes-{n}", n, args.settle_s, args.window_s)
+        rows.append(row)
+        top = ", ".join(f"{k} {v:.2f}" for k, v in list(row["by_type_per_s"].items())[:4])
+        print(
+            f"{n:3d} nodes: {row['slurmctld_rpc_per_s']:.2f} slurmctld RPC/s ({top}); compute daemon "
+            f"{row['compute_daemon_cpu_cores_median']:.3f} cores, head {row['head_daemon_cpu_cores']:.3f} "
+            f"({time.monotonic() - t:.0f} s)",
+            flush=True,
+        )
+    result = {"name": args.out.stem, "environment": environment(), "window_s": args.window_s, "nodes": rows}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
