@@ -35,6 +35,32 @@ from lamplighter.lab.testcluster import wait_until
 from lamplighter.trainer.contract import ENV_JOB, ENV_REPLICA_ID
 
 JOB = "scale"
+# RPCs slurmd and the step daemons send on their own (registration, a step's or job's end): Slurm's, not lamplighter's.
+SLURM_OWN = frozenset(
+    {
+        "MESSAGE_NODE_REGISTRATION_STATUS",
+        "MESSAGE_EPILOG_COMPLETE",
+        "REQUEST_COMPLETE_BATCH_SCRIPT",
+        "REQUEST_STEP_COMPLETE",
+        "REQUEST_COMPLETE_PROLOG",
+    }
+)
+
+
+def lamplighter_rate(by_type_per_s: dict[str, float]) -> float:
+    """RPCs a second that the cluster's clients sent, Slurm's own daemons' aside."""
+    return sum(v for k, v in by_type_per_s.items() if k not in SLURM_OWN)
+
+
+def fit_line(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """Least squares y = a + b x (two or more distinct xs): (a, b)."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx == 0:
+        raise ValueError("a line needs two distinct node counts")
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+    return my - b * mx, b
 
 
 def cpu_s(pid: int) -> float:
@@ -84,6 +110,7 @@ def measure(folder: Path, nodes: int, settle_s: float, window_s: float) -> dict[
             "window_s": sd.seconds,
             "slurmctld_rpc_per_s": sum(rates.values()),
             "slurmctld_rpc_per_node_s": sum(rates.values()) / nodes,
+            "lamplighter_rpc_per_s": lamplighter_rate(rates),
             "by_type_per_s": dict(sorted(rates.items(), key=lambda kv: -kv[1])),
             "daemon_restarts": {n: len(s.starts) - 1 for n, s in lab.services.services.items() if len(s.starts) > 1},
             "head_daemon_cpu_cores": (cpu1[lab.head] - cpu0[lab.head]) / window_s if lab.head in pids else None,
@@ -121,7 +148,17 @@ def main(argv: list[str] | None = None) -> int:
             f"({time.monotonic() - t:.0f} s)",
             flush=True,
         )
-    result = {"name": args.out.stem, "environment": environment(), "window_s": args.window_s, "nodes": rows}
+    result: dict[str, Any] = {"name": args.out.stem, "environment": environment(), "window_s": args.window_s}
+    if len({r["nodes"] for r in rows}) >= 2:
+        a, b = fit_line([float(r["nodes"]) for r in rows], [r["lamplighter_rpc_per_s"] for r in rows])
+        result["fit_lamplighter_rpc_per_s"] = {
+            "fixed": a,
+            "per_node": b,
+            "projected": {str(n): a + b * n for n in (64, 1_000, 10_000)},
+            "goal": 1.0,  # #31: all of lamplighter at most 1 slurmctld RPC a second, whatever the node count
+        }
+        print(f"lamplighter's RPCs/s ~ {a:.2f} + {b:.3f} x nodes: {a + b * 1000:.0f} at 1,000 nodes", flush=True)
+    result["nodes"] = rows
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.out}")

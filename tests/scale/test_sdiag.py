@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from lamplighter.lab.sdiag import parse_sdiag
 
 RECORDED = Path(__file__).parent / "recorded"
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def srs(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    monkeypatch.syspath_prepend(str(REPO))  # the benchmark package sits at the top and is not installed
+    return importlib.import_module("bench.slurm_rpc_scale")
 
 
 def test_rpcs_by_type_and_user_and_the_window_they_were_counted_in() -> None:
@@ -26,3 +35,12 @@ def test_rpcs_by_type_and_user_and_the_window_they_were_counted_in() -> None:
 def test_what_is_not_sdiag_output_is_an_error() -> None:
     with pytest.raises(ValueError):
         parse_sdiag("slurm_load_ctl_conf error: Unable to contact slurm controller\n")
+
+
+def test_slurms_own_rpcs_are_not_lamplighters_and_the_growth_is_a_line(srs: ModuleType) -> None:
+    rates = {"REQUEST_JOB_INFO_SINGLE": 0.8, "MESSAGE_NODE_REGISTRATION_STATUS": 0.3, "REQUEST_JOB_INFO": 2.0}
+    assert srs.lamplighter_rate(rates) == pytest.approx(2.8)
+    a, b = srs.fit_line([4.0, 16.0], [7.6, 12.4])
+    assert (a, b) == (pytest.approx(6.0), pytest.approx(0.4))
+    with pytest.raises(ValueError):
+        srs.fit_line([4.0, 4.0], [1.0, 2.0])
