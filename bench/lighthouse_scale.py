@@ -350,10 +350,12 @@ def measure_size(
     window_s: float,
     join_timeout_ms: int | None = None,
     formation_timeout_s: float | None = None,
+    heartbeat_ms: int | None = None,
 ) -> dict[str, Any]:
     shutil.rmtree(folder, ignore_errors=True)  # this tool's own output: never read an earlier run's events
     folder.mkdir(parents=True)
-    run = Run(folder, n, kills, per_process, step_s, TorchftConfig().heartbeat_interval_ms, join_timeout_ms)
+    heartbeat = heartbeat_ms or TorchftConfig().heartbeat_interval_ms
+    run = Run(folder, n, kills, per_process, step_s, heartbeat, join_timeout_ms)
     load_before = os.getloadavg()
     row: dict[str, Any] = {
         "groups": n,
@@ -595,6 +597,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--arm-join-timeout-ms", type=int, default=3000)
     ap.add_argument("--window-s", type=float, default=10.0, help="the steady-state window")
     ap.add_argument("--join-timeout-ms", type=int, default=None, help="the Lighthouse's (default: the config's)")
+    ap.add_argument("--heartbeat-ms", type=int, default=None, help="the Managers' (default: the config's, 100)")
     ap.add_argument("--formation-timeout-s", type=float, default=None, help="default: 30 s + 0.1 s a group")
     ap.add_argument("--dir", type=Path, default=Path("build/lighthouse-scale"))
     ap.add_argument("--plot-only", action="store_true", help="redraw the PNG from --out's rows, measuring nothing")
@@ -615,6 +618,7 @@ def main(argv: list[str] | None = None) -> int:
             args.window_s,
             args.join_timeout_ms,
             args.formation_timeout_s,
+            args.heartbeat_ms,
         )
         rows.append(row)
         print(f"{describe(row)} ({time.monotonic() - t:.0f} s)", flush=True)
@@ -646,7 +650,7 @@ def main(argv: list[str] | None = None) -> int:
             "replica": {
                 "kind": "torch-free (lab/scale_replica.py): torchft's ManagerServer and ManagerClient via the "
                 "native module, one quorum and one should_commit a step, no collectives",
-                "heartbeat_interval_ms": ft.heartbeat_interval_ms,
+                "heartbeat_interval_ms": args.heartbeat_ms or ft.heartbeat_interval_ms,
                 "quorum_timeout_s": ft.quorum_timeout_s,
                 "step_s": args.step_s,
                 "groups_per_process": args.per_process,
