@@ -44,3 +44,17 @@ def test_slurms_own_rpcs_are_not_lamplighters_and_the_growth_is_a_line(srs: Modu
     assert (a, b) == (pytest.approx(6.0), pytest.approx(0.4))
     with pytest.raises(ValueError):
         srs.fit_line([4.0, 4.0], [1.0, 2.0])
+
+
+def test_a_size_whose_daemons_could_not_keep_their_cycle_is_left_out_of_the_line(srs: ModuleType) -> None:
+    def row(nodes: int, fencing_per_node: float, total: float) -> dict[str, object]:
+        return {
+            "nodes": nodes,
+            "by_type_per_s": {srs.FENCING: fencing_per_node * nodes},
+            "lamplighter_rpc_per_s": total,
+        }
+
+    line = srs.fit([row(4, 0.2, 7.6), row(16, 0.2, 12.4), row(64, 0.09, 17.0)])
+    assert line["over_nodes"] == [4, 16] and list(line["left_out_cpu_starved"]) == ["64"]
+    assert line["per_node"] == pytest.approx(0.4) and line["projected"]["1000"] == pytest.approx(406.0)
+    assert srs.fit([row(4, 0.2, 7.6), row(64, 0.09, 17.0)]) is None
