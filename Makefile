@@ -3,21 +3,28 @@ PY      ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.lamplighter-installed
+LOCAL_STAMP := $(VENV)/.lamplighter-local
 GPUSIM  := build/gpusim/lib/libamd_smi.so
 PROMTOOL := build/promtool/usr/bin/promtool
 PYTEST_ARGS ?=
 
 TITAN_ENV := build/torchtitan-env
 
-.PHONY: install test test-fast lint typecheck promtool dist titan-env demo demo-torchtitan demo-slurm demo-bare demo-results bench-slurm scale-lighthouse scale-slurm-rpc soak bench bench-costs bench-big cluster-up cluster-down gpusim readme clean
+.PHONY: install test test-fast lint typecheck promtool dist titan-env demo demo-torchtitan demo-slurm demo-bare demo-results bench-slurm scale-lighthouse scale-slurm-rpc soak bench bench-costs bench-big bench-heal bench-stall cluster-up cluster-down gpusim readme clean
 
 install: $(STAMP)
 
 # torch is pinned and installed first: any other torch requirement downloads a multi-GB CUDA build.
-$(STAMP): setup.cfg pyproject.toml tools/ensure-system-deps.sh
-	bash tools/ensure-system-deps.sh
+# Local mode (make demo) needs only the venv: no root, no Debian package, no Slurm.
+$(LOCAL_STAMP): setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check torch==2.13.0
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[trainer,plots]'
+	touch $@
+
+# Everything else (the tests, the Slurm and bare-metal labs): Debian's Slurm, munge, etcd, gcc (as root or sudo).
+$(STAMP): $(LOCAL_STAMP) tools/ensure-system-deps.sh
+	bash tools/ensure-system-deps.sh
 	$(BIN)/pip install -q --disable-pip-version-check -e '.[trainer,plots,gpusim,test]'
 	touch $@
 
@@ -58,7 +65,7 @@ test: lint typecheck gpusim promtool titan-env
 test-fast: $(STAMP)
 	$(BIN)/pytest -n 2 -m "not integration" $(PYTEST_ARGS)
 
-demo: $(STAMP)
+demo: $(LOCAL_STAMP)
 	$(BIN)/lamplighter local configs/demo.yaml --baseline auto --run-dir runs/demo-$$(date +%Y%m%d-%H%M%S)
 
 # The real torchtitan (PyPI) under `lamplighter local`, 3 groups, per-step and DiLoCo, each through a kill, an
@@ -99,17 +106,27 @@ scale-slurm-rpc: $(STAMP) gpusim
 soak: $(STAMP) gpusim
 	$(BIN)/python -m lamplighter.lab.soak --dir build/soak
 
-# The benchmark that decides (goodput under faults, about 30 minutes), and what lamplighter costs (about 12).
+# The benchmark that decides (about 45 minutes here): the same delivered faults for lamplighter, the poll runner and
+# checkpoint-restart, small and big state; what one fault costs, per kind; and what lamplighter costs. One commit, stamped.
 bench: $(STAMP) gpusim
 	$(BIN)/python -m bench
 
 # Parts of `make bench` on their own (their files then carry this run's stamp, not the full run's).
 bench-costs: $(STAMP) gpusim
-	$(BIN)/python -m bench --only overhead,quorum,gpu-probe,daemon,heal
+	$(BIN)/python -m bench --only overhead,quorum,gpu-probe,daemon
 
-# lamplighter against checkpoint-restart when every replica holds 1 GB more state (heals and checkpoints carry it).
+# lamplighter against the baselines when every replica holds 1 GB more state (heals and checkpoints carry it).
 bench-big: $(STAMP) gpusim
 	$(BIN)/python -m bench --only big
+
+# Parts with a stamp of their own (bench/results/bench_run_heal.json, bench_run_stall.json), run at the same commit.
+# Heal bandwidth per transport, 10 MB to 4 GB, next to memcpy (about 10 minutes; needs about 10 GB free).
+bench-heal: $(STAMP)
+	$(BIN)/python -m bench --only heal
+
+# The survivors' stall at 3, 6 and 12 groups for a kill, a silent node and a hang, local mode (about 10 minutes).
+bench-stall: $(STAMP)
+	$(BIN)/python -m bench --only stall
 
 cluster-up: $(STAMP)
 	$(BIN)/python -m lamplighter.lab cluster up --dir build/cluster
@@ -118,7 +135,7 @@ cluster-down: $(STAMP)
 	$(BIN)/python -m lamplighter.lab cluster down --dir build/cluster
 
 readme: $(STAMP)
-	$(BIN)/python -m lamplighter.configs.reference README.md
+	$(BIN)/python -m lamplighter.configs.reference docs/config.md
 
 clean:
 	rm -rf build runs .mypy_cache .ruff_cache .pytest_cache

@@ -13,6 +13,6 @@ Public modules (the package re-exports nothing: import them):
     user_launch  trainers started, and run-dir lines written, as that account (setpriv: no capabilities)
     host_daemon  one host daemon: lease, placer role, trainers (die with the daemon: setpriv --pdeathsig)
 
-Layer: an adapter beside slurm (configs, gpusim -> trainer -> supervisor -> slurm, bare -> daemon; lab -> bench).
+Layer: an adapter beside slurm (configs, gpusim -> trainer -> supervisor -> injob -> slurm, bare -> daemon; lab -> bench).
 May import: configs, gpusim, trainer, supervisor
 """

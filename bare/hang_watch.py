@@ -65,7 +65,10 @@ class _Table:
 
 
 class JobHangWatch:
-    def __init__(self, job: JobConfig) -> None:
+    def __init__(self, job: JobConfig, owner: int | None = None) -> None:
+        """`owner`: the uid the job's trainers run as here (its account): only that user's heartbeat and stop-at
+        files count (default: this process's user)."""
+        self._owner = owner
         address = lighthouse_address(job)
 
         def fetch() -> LighthouseStatus:
@@ -73,7 +76,7 @@ class JobHangWatch:
 
         run_dir = self._run_dir = Path(job.run_dir or f"runs/{job.name}")
         self._steps = job.trainer.steps
-        sources, _ = progress_sources(job.health.progress, run_dir, LighthouseProgress(fetch))
+        sources, _ = progress_sources(job.health.progress, run_dir, LighthouseProgress(fetch), owner)
         sources = [SinceStart(x) for x in sources]
         self._table = _Table()
         self._check = HangCheck(
@@ -87,5 +90,5 @@ class JobHangWatch:
 
     def observe(self, now: float, procs: Sequence[TrainerProc]) -> list[Hung]:
         self._table.procs = list(procs)
-        self._check.target_step = final_target(self._steps, read_stop_at(self._run_dir))
+        self._check.target_step = final_target(self._steps, read_stop_at(self._run_dir, self._owner))
         return self._check.observe(now)

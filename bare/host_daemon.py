@@ -206,7 +206,11 @@ class HostDaemon:
             ]
             if not procs:
                 continue
-            watch = self.watches.setdefault(name, JobHangWatch(job))
+            watch = self.watches.get(name)
+            if watch is None:
+                account = self.submitted[name].account
+                assert account is not None  # self.jobs holds only the jobs this host runs, as an account
+                watch = self.watches[name] = JobHangWatch(job, owner=account.uid)
             for h in watch.observe(self.wall(), procs):
                 out[(name, h.group)] = (
                     f"no progress for {h.silent_s:.1f} s (limit {h.timeout_s:g} s, last step {h.last_step}, from {h.source})"

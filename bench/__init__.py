@@ -2,6 +2,6 @@
 
 Entry: `python -m bench` (bench/__main__.py); results in bench/results/.
 
-Layer: the top (configs, gpusim -> trainer -> supervisor -> slurm -> daemon; lab -> bench).
-May import: configs, gpusim, trainer, supervisor, slurm, daemon, lab, plan
+Layer: the top (configs, gpusim -> trainer -> supervisor -> injob -> slurm -> daemon; lab -> bench).
+May import: configs, gpusim, trainer, supervisor, injob, slurm, daemon, lab, plan
 """

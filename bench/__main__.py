@@ -1,27 +1,32 @@
 """`make bench`: every result file of the benchmark, from one run at one commit.
 
-    python -m bench                       # make bench: everything below, about 30 minutes on 2 cores
-    python -m bench --only heal,overhead  # some parts (their files then come from this run's commit)
+    python -m bench                       # make bench: the parts below but heal and stall, about 45 minutes here
+    python -m bench --only heal           # make bench-heal: a part of its own (its own stamp, bench_run_heal.json)
     python -m bench --quick               # a smoke run: one short repetition of everything
 
 Parts, in the order they run (each writes bench/results/<file>; a part that fails is reported and the
 run goes on, exiting 1 at the end):
   goodput     lamplighter, checkpoint-restart and the 10-s poll runner under one fault schedule per
-              repetition, and fault-free (bench.goodput): goodput.json, recovery.json, ratios.md
-  big         the same for lamplighter and checkpoint-restart when every replica holds 1 GB more state
-              (heals send it, checkpoints write and read it): goodput_big.json, ratios_big.md
-  model       the goodput model's prediction for the goodput runs (bench.model_check): model_check.json;
-              its projection from 64 to 16k GPUs (lamplighter plan --plot): plan_sweep.png
+              repetition, delivered exactly to each, and fault-free (bench.goodput): goodput.json
+  big         the same when every replica holds 1 GB more state (heals send it, checkpoints write and
+              read it): goodput_big.json
+  cost        what one fault costs, per kind and strategy, one fault at a time (bench.fault_cost):
+              fault_cost.json
+  model       the goodput model replayed on the goodput runs' faults with the per-fault costs
+              (bench.model_check): model_check.json; its projection, 64 to 16k GPUs: plan_sweep.png
   warm        restart to first commit with and without a warm standby, local mode: warm_restart.json
-  warm-slurm  "running again" to first commit with and without, on Slurm: warm_restart_slurm.json
+  warm-slurm  kill to first commit on Slurm: in-job spare, in-job cold, requeue: warm_restart_slurm.json
   overhead    torchft's per-step cost against plain DDP: overhead.json
   quorum      Lighthouse quorum time for 2..64 groups: lighthouse_quorum.json
   gpu-probe   the GPU check's cost: gpu_probe_cost.json
   daemon      the node daemon's cost: daemon_cost.json
-  heal        heal bandwidth per transport, 10 MB..4 GB: heal_bandwidth.json
+Parts of their own (not in the default run; `--only NAME`, each with its own stamp file):
+  heal        heal bandwidth per transport, 10 MB..4 GB, next to memcpy: heal_bandwidth.json
+  stall       the survivors' stall against the number of groups (3, 6, 12), local mode: stall_groups.json
 
-Every file's environment carries the same `bench_run` (the commit and the start time); the run
-refuses uncommitted changes to tracked files, and bench_run.json records each part's time.
+Every file's environment carries its run's `bench_run` (the commit and the start time); a run refuses
+uncommitted changes to tracked files, and bench_run.json (bench_run_heal.json, bench_run_stall.json)
+records each part's time.
 """
 
 from __future__ import annotations
@@ -35,88 +40,94 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from bench.jobspec import BUILD, REPO, Workload
 from bench.results_io import ENV_BENCH_RUN, RESULTS, environment, uncommitted_changes, write_result
 
-PARTS = ("goodput", "big", "model", "warm", "warm-slurm", "overhead", "quorum", "gpu-probe", "daemon", "heal")
+PARTS = ("goodput", "big", "cost", "model", "warm", "warm-slurm", "overhead", "quorum", "gpu-probe", "daemon")
+SEPARATE = ("heal", "stall")  # make targets of their own: each writes bench_run_<part>.json
 
 
 def log(msg: str) -> None:
     print(msg, flush=True)
 
 
-def run_goodput(args: argparse.Namespace, big_mb: int) -> None:
-    from bench.goodput import STRATEGIES, Bench, run_all
-    from bench.lamplighter_slurm import available as lamplighter_slurm_available
-    from bench.recovery import SCENARIOS, run_scenarios
-    from bench.summarize import write_all
-    from lamplighter.lab.testcluster import TestCluster, slurm_installed
+def regime_of(args: argparse.Namespace) -> Any:
+    from bench.goodput import Regime, quick
 
-    suffix = "_big" if big_mb else ""
-    missing = slurm_installed()
+    r = Regime(
+        window_s=args.window_s,
+        free_s=args.free_s,
+        group_mtbf_s=args.group_mtbf,
+        guard_s=args.guard_s,
+        kinds=tuple(args.kinds.split(",")),
+    )
+    return quick(r) if args.quick else r
+
+
+def need_slurm() -> None:
+    from bench.lamplighter_slurm import available
+    from lamplighter.lab.testcluster import slurm_installed
+
+    missing = slurm_installed() or available()
     if missing:
-        raise SystemExit(f"bench: Slurm is needed for the baselines: {missing}")
-    mtbfs = [float(x) for x in args.mtbf.split(",")]
-    mode = args.lamplighter
-    if mode == "auto":
-        why = lamplighter_slurm_available()
-        mode = "local" if why else "slurm"
-        log(f"[bench] lamplighter runs {'in local mode: ' + why if why else 'on Slurm with its node daemons'}")
+        raise SystemExit(f"bench: needs Slurm and lamplighter's node daemon: {missing}")
+
+
+def run_goodput(args: argparse.Namespace, big_mb: int) -> None:
+    from dataclasses import asdict
+
+    from bench.goodput import run_all
+    from bench.summarize import write_all
+    from lamplighter.lab.testcluster import TestCluster
+
+    need_slurm()
+    suffix = "_big" if big_mb else ""
+    regime = regime_of(args)
+    reps = args.big_reps if big_mb else args.reps
     cluster = TestCluster(BUILD / "cluster", nodes=4)
     cluster.up()
+    w = Workload(replicas=args.replicas, state_pad_mb=big_mb, fallback_interval_s=args.fallback_s)
     try:
-        w = Workload(steps=args.steps or 100, replicas=args.replicas, state_pad_mb=big_mb, standbys=args.standbys)
-        rows = run_all(
-            w,
-            mtbfs,
-            args.reps,
-            args.kinds.split(","),
-            cluster,
-            sys.executable,
-            log,
-            mode,
-            calibrate_s=None if args.steps else args.train_s,
-            free_share=args.free_s / args.train_s,
-            time_limit=args.time_limit,
-            # The big-state arm asks one question: lamplighter against checkpoints of that size.
-            strategies=("lamplighter", "ckpt-restart") if big_mb else STRATEGIES,
-        )
-        steps = max(r["run"]["target_steps"] for r in rows)
-        if args.scenarios and not big_mb:
-            # Long enough that every recovery fits; the Slurm runs stop once the failed replica commits again.
-            scen = Bench(
-                Workload(steps=steps, replicas=args.replicas, standbys=args.standbys),
-                cluster,
-                BUILD / "runs",
-                sys.executable,
-                mode,
-            )
-            try:
-                rows += run_scenarios(scen, list(SCENARIOS), timeout_s=40.0, log=log)
-            finally:
-                scen.close()
+        rows, schedules = run_all(w, reps, regime, cluster, sys.executable, log)
     finally:
         cluster.down()
-    targets = sorted({r["run"]["target_steps"] for r in rows if not r["run"]["extra"].get("scenario")})
-    lines = write_all(
+    doc = write_all(
         rows,
-        {
-            "workload": {**w.__dict__, "steps": targets},
-            "steps_calibrated": not args.steps,
-            "lamplighter_mode": mode,
-            "mtbf_s": mtbfs,
-            "reps": args.reps,
-            "kinds": args.kinds,
-            "fault_free_share_of_target": round(args.free_s / args.train_s, 3),
-            "faulted_time_limit_x_fault_free": args.time_limit,
-            "fault_start_after_s": 3.0,
-            "state_pad_mb": big_mb,
-        },
+        schedules,
+        {"workload": asdict(w), "regime": asdict(regime), "reps": reps, "state_pad_mb": big_mb},
         suffix=suffix,
     )
-    (RESULTS / f"ratios{suffix}.md").write_text("\n".join(lines) + "\n")
-    log("\n".join(lines))
+    log(f"[bench] goodput{suffix}: {json.dumps({k: doc[k] for k in ('table', 'fault_free', 'ratios')})}")
+
+
+def run_cost(args: argparse.Namespace) -> None:
+    from bench.fault_cost import run_costs, summarize
+    from bench.goodput import STRATEGIES, Bench
+    from lamplighter.lab.testcluster import TestCluster
+
+    need_slurm()
+    cluster = TestCluster(BUILD / "cluster", nodes=4)
+    cluster.up()
+    w = Workload(replicas=args.replicas, fallback_interval_s=args.fallback_s)
+    b = Bench(w, cluster, BUILD / "runs", sys.executable)
+    kinds = tuple(args.cost_kinds.split(","))
+    n = 1 if args.quick else args.cost_n
+    try:
+        costs, runs = run_costs(b, STRATEGIES, kinds, n, args.settle_s, args.cap_s, log)
+    finally:
+        b.close()
+        cluster.down()
+    write_result(
+        "fault_cost",
+        {
+            "config": {"kinds": kinds, "n": n, "settle_s": args.settle_s, "cap_s": args.cap_s, "replicas": w.replicas},
+            "table": summarize(costs),
+            "faults": costs,
+            "runs": runs,
+        },
+    )
 
 
 def run_module(name: str, argv: list[str], timeout_s: float, out: Path | None = None) -> None:
@@ -170,6 +181,7 @@ def parts(args: argparse.Namespace) -> dict[str, Callable[[], None]]:
     return {
         "goodput": lambda: run_goodput(args, 0),
         "big": lambda: run_goodput(args, args.big_state),
+        "cost": lambda: run_cost(args),
         "model": run_model_check,
         "warm": lambda: run_module(
             "bench.warm_restart",
@@ -193,8 +205,12 @@ def parts(args: argparse.Namespace) -> dict[str, Callable[[], None]]:
         # HTTP and PG as torchft sends a checkpoint, PG into existing tensors, and a raw socket as the reference.
         "heal": lambda: run_module(
             "bench.heal_bandwidth",
-            ["--reps", "1", "--transports", "http,pg,pg-inplace,tcp"] + (["--sizes", "10MB,100MB,1GB"] if q else []),
-            1800,
+            ["--reps", "1" if q else "3", "--transports", "http,http-torchft,pg,pg-inplace,tcp"]
+            + (["--sizes", "10MB,100MB,1GB"] if q else []),
+            3600,
+        ),
+        "stall": lambda: run_module(
+            "bench.stall_groups", ["--groups", "3,6" if q else "3,6,12", "--n", "1" if q else "3"], 3600
         ),
     }
 
@@ -206,54 +222,63 @@ def main(argv: list[str] | None = None) -> int:
         epilog=__doc__.split("\n", 2)[2],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    ap.add_argument("--only", default="", help=f"comma-separated parts to run: {', '.join(PARTS)} (default: all)")
+    ap.add_argument(
+        "--only",
+        default="",
+        help=f"comma-separated parts to run: {', '.join(PARTS + SEPARATE)} (default: {', '.join(PARTS)})",
+    )
     ap.add_argument("--skip", default="", help="comma-separated parts to leave out")
     ap.add_argument("--quick", action="store_true", help="one repetition, short runs: a smoke test, not results")
-    ap.add_argument("--steps", type=int, default=0, help="target step of every goodput run (default: calibrated)")
-    ap.add_argument(
-        "--train-s",
+    g = ap.add_argument_group("goodput under identical faults (goodput, big)")
+    g.add_argument("--window-s", type=float, default=40.0, help="training time of every faulted run (default 40)")
+    g.add_argument("--free-s", type=float, default=10.0, help="training time of every fault-free run (default 10)")
+    g.add_argument(
+        "--group-mtbf", type=float, default=9.0, help="one fault per group per this many seconds (default 9)"
+    )
+    g.add_argument(
+        "--guard-s",
         type=float,
-        default=20.0,
-        help="fault-free training time of the faulted runs' target, calibrated per repetition (default 20)",
+        default=12.0,
+        help="the schedule never hits every group within this long, so a live peer is left (default 12)",
     )
-    ap.add_argument(
-        "--free-s", type=float, default=5.0, help="training time of the fault-free runs, which measure a rate"
+    g.add_argument(
+        "--kinds",
+        default="kill,kill,hang,hang-collective",
+        help="fault kinds drawn, repeat one to weight it (default kill,kill,hang,hang-collective: half hangs)",
     )
-    ap.add_argument("--mtbf", default="2", help="MTBFs in seconds, comma-separated (default 2)")
-    ap.add_argument(
-        "--time-limit",
+    g.add_argument("--reps", type=int, default=4, help="repetitions of the small-state arm (default 4)")
+    g.add_argument("--big-reps", type=int, default=3, help="repetitions of the +1 GB arm (default 3)")
+    g.add_argument("--big-state", type=int, default=1024, metavar="MB", help="the big arm's extra state per replica")
+    g.add_argument(
+        "--fallback-s",
         type=float,
-        default=1.2,
-        help="a faulted run stops at its target or after this multiple of lamplighter's fault-free training time "
-        "to the target (counted from its first commit: 24 s of faults at the default 20 s), whichever is first",
+        default=10.0,
+        help="the torchft strategies' fallback checkpoint interval, s (default 10)",
     )
-    ap.add_argument("--reps", type=int, default=5)
     ap.add_argument(
         "--replicas",
         type=int,
         default=3,
         help="replica groups (DDP ranks for checkpoint-restart), one node each; the lab has 4 compute nodes",
     )
-    ap.add_argument("--kinds", default="kill,hang", help="fault kinds of the goodput schedules")
-    ap.add_argument(
-        "--lamplighter",
-        choices=("auto", "slurm", "local"),
-        default="auto",
-        help="lamplighter's arm: on Slurm with its node daemons (auto: when installed), or local mode",
+    c = ap.add_argument_group("what one fault costs (cost)")
+    c.add_argument("--cost-kinds", default="kill,hang,hang-collective", help="kinds (node-crash too, if wanted)")
+    c.add_argument("--cost-n", type=int, default=3, help="faults of each kind per strategy (default 3)")
+    c.add_argument("--settle-s", type=float, default=5.0, help="the job whole this long before each fault")
+    c.add_argument(
+        "--cap-s", type=float, default=20.0, help="a fault not recovered from by then is ended by the harness"
     )
-    ap.add_argument(
-        "--standbys", type=int, default=2, help="warm standbys per node for lamplighter's arm on Slurm (0: cold)"
-    )
-    ap.add_argument("--scenarios", action="store_true", help="add one node-crash and one Lighthouse-loss run each")
-    ap.add_argument("--big-state", type=int, default=1024, metavar="MB", help="the big arm's extra state per replica")
     ap.add_argument(
         "--allow-dirty", action="store_true", help="run with uncommitted changes (the results then say which)"
     )
     args = ap.parse_args(argv)
     chosen = [p for p in (args.only.split(",") if args.only else PARTS) if p]
-    unknown = sorted(set(chosen + [p for p in args.skip.split(",") if p]) - set(PARTS))
+    unknown = sorted(set(chosen + [p for p in args.skip.split(",") if p]) - set(PARTS + SEPARATE))
     if unknown:
-        ap.error(f"unknown part(s) {', '.join(unknown)}; the parts are {', '.join(PARTS)}")
+        ap.error(f"unknown part(s) {', '.join(unknown)}; the parts are {', '.join(PARTS + SEPARATE)}")
+    separate = [p for p in chosen if p in SEPARATE]
+    if separate and len(chosen) > 1:
+        ap.error(f"{separate[0]} is a part of its own (make bench-{separate[0]}): run it alone")
     chosen = [p for p in chosen if p not in args.skip.split(",")]
     dirty = uncommitted_changes()
     if dirty and not args.allow_dirty:
@@ -261,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         log(f"[bench] refusing: uncommitted changes in {', '.join(dirty)} (commit them, or --allow-dirty)")
         return 2
     if args.quick:
-        args.train_s, args.free_s, args.reps = 12.0, 6.0, 1
+        args.reps = args.big_reps = 1
     source = environment()
     # Read by results_io.environment() in this process and in every part's own: one stamp for all files.
     os.environ[ENV_BENCH_RUN] = f"{source['commit']} {source['when']}"
@@ -283,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     total = round(time.monotonic() - t0, 1)
     still = uncommitted_changes()
     write_result(
-        "bench_run",
+        f"bench_run_{separate[0]}" if separate else "bench_run",
         {
             "source": source,
             "parts_s": times,

@@ -1,8 +1,8 @@
-"""The README's demo tables, from the demos' result files (bench/results/demo-{local,slurm,bare}.json).
+"""The demo tables of docs/results.md, from the demos' result files (bench/results/demo-{local,slurm,bare}.json).
 
 `make demo-results` (bench.demos) runs `make demo`, `make demo-slurm` and
 `make demo-bare` once each at one clean commit and keeps their reports; this
-prints each as a sentence and a table of its faults. The README embeds each
+prints each as a sentence and a table of its faults. docs/results.md embeds each
 between `<!-- demo-report:MODE -->` and `<!-- /demo-report:MODE -->`, and
 `make test` checks that it holds what this prints.
 """

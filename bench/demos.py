@@ -6,9 +6,9 @@
 Each demo runs as its make target does and writes its report; this keeps it as
 bench/results/demo-<mode>.json (with the commit and environment it ran in, its
 command and exit code, and for `make demo` its fault-free run's numbers) and
-its timeline as demo-<mode>-timeline.png. The README's demo tables are printed
-from those files by `python -m bench.report --write README.md`, which this runs
-at the end. A demo that fails is kept as failed, not skipped: the README then
+its timeline as demo-<mode>-timeline.png. The demo tables in docs/results.md are printed
+from those files by `python -m bench.report --write docs/results.md`, which this runs
+at the end. A demo that fails is kept as failed, not skipped: docs/results.md then
 says so. `make demo-bare` needs root; without it that demo is left out.
 """
 
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = [m for m in modes if run_one(m, RESULTS) != 0]
     from bench.report import main as report_main
 
-    report_main(["--write", str(REPO / "README.md")])
+    report_main(["--write", str(REPO / "docs" / "results.md")])
     if failed:
         print(f"bench.demos: failed: {', '.join(failed)} (kept as such)", file=sys.stderr)
     return 1 if failed else 0

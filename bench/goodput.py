@@ -1,47 +1,59 @@
-"""Goodput under failures: lamplighter, checkpoint-restart and the 10-s poll runner, same job, same faults.
+"""Goodput under identical faults: lamplighter, checkpoint-restart and the 10-s poll runner, same job, same faults.
 
-    python -m bench.goodput [--steps 150] [--mtbf 15,30] [--reps 2] [--kinds kill,hang]
-
-For each repetition: a fault-free run of every strategy, then one run per
-MTBF, strategies interleaved (their order rotates per repetition), each to
-the same target step with the same fault schedule (lamplighter's planner,
-seed = repetition and MTBF). The baselines run on a real Slurm cluster
-started on this machine (lamplighter.lab.testcluster); lamplighter runs on
-the same cluster with its node daemons and warm standbys (`--lamplighter
-local`: in local mode). The fault schedule: bench/fault_schedule.py.
-Raw runs go to bench/results/goodput.json; the recovery anatomy of every
-fault to bench/results/recovery.json.
+Per repetition, strategies in an order that rotates:
+- fault-free, `free_s` of training each: plain DDP with no checkpoint (`ddp`: the job as it would train if
+  nothing failed, the one yardstick of the repetition), the torchft job (`torchft`, lamplighter's arm with no
+  fault: the own fault-free rate of lamplighter and of the poll runner, which run the same trainer with the
+  same torchft settings), and checkpoint-restart with its checkpoints (its own fault-free rate);
+- under faults, `window_s` of training each: lamplighter, checkpoint-restart and the poll runner, every one
+  given the repetition's one schedule (bench/fault_schedule.py), delivered exactly (bench/slurm_drive.py).
+Runs have no step target: each ends `window_s` after its own first commit. The baselines run on a real
+Slurm cluster started on this machine (lamplighter.lab.testcluster); lamplighter on a Slurm lab with its
+node daemons (bench/lamplighter_slurm.py). Raw runs go to bench/results/goodput.json.
 """
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import shutil
-import sys
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from bench.baselines.ckpt_restart import CheckpointRestart
 from bench.baselines.ckpt_trainer import read_events
 from bench.baselines.poll_runner import PollRunner
-from bench.fault_schedule import schedule
+from bench.fault_schedule import Schedule, draw
 from bench.jobspec import BUILD, Workload, job_config
-from bench.lamplighter_arm import run_local
 from bench.lamplighter_slurm import LamplighterSlurm, lamplighter_lab
 from bench.metrics import run_metrics
 from bench.runrecord import RunRecord
-from bench.slurm_drive import drive
+from bench.slurm_drive import Timed, Trigger, drive
 from lamplighter.lab.slurm_lab import SlurmLab
 from lamplighter.lab.testcluster import TestCluster, reset_cluster
 from lamplighter.slurm.actions import SlurmActions
-from lamplighter.supervisor.chaos import PlannedFault
 from lamplighter.supervisor.ports import free_port
 
 STRATEGIES = ("lamplighter", "ckpt-restart", "poll-10s")
-LOCAL_START_S = 20.0  # local mode's launch to first commit: 3-5 s here, cold
-GUESS_STEP_S = 0.25  # a fault-free torchft step of the benchmark's job here: 0.23-0.28 s in the runs so far
+FAULT_FREE = ("ddp", "torchft", "ckpt-restart")
+YARDSTICK = "ddp"
+# Each strategy's own fault-free run: lamplighter and the poll runner train the same torchft job.
+OWN_FAULT_FREE = {"lamplighter": "torchft", "poll-10s": "torchft", "ckpt-restart": "ckpt-restart"}
+
+
+@dataclass(frozen=True)
+class Regime:
+    """How dense the faults are, and how long each run trains."""
+
+    window_s: float = 40.0  # training time of a faulted run, from its first commit
+    free_s: float = 10.0  # training time of a fault-free run (it measures a rate)
+    group_mtbf_s: float = 9.0  # one fault per group per this many seconds, before the guard
+    guard_s: float = 12.0  # never every group within this long (lamplighter's slowest recovery here)
+    kinds: tuple[str, ...] = ("kill", "kill", "hang", "hang-collective")
+
+    def schedule(self, rep: int, groups: int) -> Schedule:
+        return draw(1000 * (rep + 1), groups, list(self.kinds), self.window_s, self.group_mtbf_s, self.guard_s)
 
 
 def checkpoint_choice(run_dir: Path, run: RunRecord) -> dict[str, Any] | None:
@@ -66,11 +78,10 @@ def checkpoint_choice(run_dir: Path, run: RunRecord) -> dict[str, Any] | None:
 
 
 class Bench:
-    def __init__(
-        self, w: Workload, cluster: TestCluster, root: Path, python: str, lamplighter_mode: str = "local"
-    ) -> None:
+    """Starts one run of any strategy on the benchmark's clusters."""
+
+    def __init__(self, w: Workload, cluster: TestCluster, root: Path, python: str) -> None:
         self.w, self.cluster, self.root, self.python = w, cluster, root, python
-        self.lamplighter_mode = lamplighter_mode
         self.api = SlurmActions(cluster.cli(timeout=15))
         self.lab: SlurmLab | None = None
 
@@ -90,57 +101,38 @@ class Bench:
     def one(
         self,
         strategy: str,
-        mtbf_s: float | None,
+        trigger: Trigger,
+        *,
+        window_s: float,
         rep: int,
         seed: int,
-        planned: list[PlannedFault],
-        timeout_s: float,
+        mtbf_s: float | None,
         ckpt_mtbf_s: float,
-        tag: str | None = None,
-        until_recovered: bool = False,
-        steps: int | None = None,
+        tag: str,
     ) -> RunRecord:
-        tag = tag or f"{strategy}-m{int(mtbf_s) if mtbf_s else 0}-r{rep}"
-        w = self.w if steps is None else Workload(**{**self.w.__dict__, "steps": steps})
+        """strategy: lamplighter, torchft (lamplighter's arm, its name in the record), ckpt-restart, poll-10s, ddp."""
         run_dir = self.root / tag
         shutil.rmtree(run_dir, ignore_errors=True)
-        shutil.rmtree(run_dir.parent / f"{tag}.in", ignore_errors=True)
         run_id = f"{tag}-{int(time.time())}"
-        if strategy == "lamplighter" and self.lamplighter_mode == "slurm":
-            if mtbf_s is None:
-                # A fault-free run measures the training rate only (its start-up is not counted): it starts
-                # cold, so that no standby needs refilling after it (the refill waits out restart.refill_after_s).
-                w = Workload(**{**w.__dict__, "standbys": 0})
-            ll = LamplighterSlurm(self.lamplighter_lab(), run_dir, w, run_id, tag)
-            run = drive(
-                ll,
-                planned,
-                seed=seed,
-                target=w.steps,
-                timeout_s=timeout_s,
-                mtbf_s=mtbf_s,
-                rep=rep,
-                until_recovered=until_recovered,
-            )
-            run.extra["mode"] = "slurm: lamplighter submit + lamplighter supervise on every node"
+        if strategy in ("lamplighter", "torchft"):
+            lab = self.lamplighter_lab()
+            ll = LamplighterSlurm(lab, run_dir, self.w, run_id, tag)
+            run = drive(ll, trigger, window_s=window_s, rep=rep, seed=seed, mtbf_s=mtbf_s, nodes=lab.cluster)
+            run.strategy = strategy
+            run.extra["mode"] = "slurm: lamplighter submit + lamplighter supervise on every node, cold starts"
             return run
-        if strategy == "lamplighter":
-            job = job_config(f"b-{tag}", run_dir, w, run_id=run_id)
-            # Local mode's limit is wall time from the launch: its start-up comes on top of the training budget.
-            wall_s = timeout_s + LOCAL_START_S
-            return run_local(job, planned, seed=seed, timeout_s=wall_s, mtbf_s=mtbf_s, rep=rep, python=self.python)
         reset_cluster(self.cluster)
         conf = str(self.cluster.conf_path)
-        if strategy == "ckpt-restart":
-            job = job_config(f"b-{tag}", run_dir, w, run_id=run_id, slurm_conf=conf)
-            strat: CheckpointRestart | PollRunner = CheckpointRestart(
-                job, self.api, run_id, self.python, mtbf_s=ckpt_mtbf_s
-            )
-        else:
+        strat: CheckpointRestart | PollRunner
+        if strategy in ("ckpt-restart", "ddp"):
+            job = job_config(f"b-{tag}", run_dir, self.w, run_id=run_id, slurm_conf=conf)
+            mtbf = ckpt_mtbf_s if strategy == "ckpt-restart" else None
+            strat = CheckpointRestart(job, self.api, run_id, self.python, mtbf_s=mtbf)
+        elif strategy == "poll-10s":
             job = job_config(
                 f"b-{tag}",
                 run_dir,
-                w,
+                self.w,
                 run_id=run_id,
                 slurm_conf=conf,
                 requeue=False,
@@ -148,133 +140,69 @@ class Bench:
                 under_slurm=True,
             )
             strat = PollRunner(job, self.api, run_id, self.python)
-        run = drive(
-            strat,
-            planned,
-            seed=seed,
-            target=w.steps,
-            timeout_s=timeout_s,
-            mtbf_s=mtbf_s,
-            rep=rep,
-            crash_node=self.cluster.crash_node,
-            until_recovered=until_recovered,
-        )
+        else:
+            raise ValueError(f"unknown strategy {strategy!r}")
+        run = drive(strat, trigger, window_s=window_s, rep=rep, seed=seed, mtbf_s=mtbf_s, nodes=self.cluster)
         if isinstance(strat, CheckpointRestart):
-            run.extra["checkpoint"] = checkpoint_choice(run_dir, run)
+            if strategy == "ckpt-restart":
+                run.extra["checkpoint"] = checkpoint_choice(run_dir, run)
             run.extra["requeues"] = len(strat.requeues)
         else:
             run.extra["submissions"] = len(strat.submissions)
         return run
 
 
-MIN_STEPS = 20  # a rate over fewer steps would be mostly the first step's jitter
-
-
-def steps_for(train_s: float, step_s: float) -> int:
-    return int(min(2000, max(MIN_STEPS, round(train_s / step_s))))
-
-
 def run_all(
     w: Workload,
-    mtbfs: list[float],
     reps: int,
-    kinds: list[str],
+    regime: Regime,
     cluster: TestCluster,
     python: str,
     log: Any = print,
-    lamplighter_mode: str = "local",
-    calibrate_s: float | None = None,
-    free_share: float = 1.0,
-    time_limit: float = 2.5,
     strategies: tuple[str, ...] = STRATEGIES,
-) -> list[dict[str, Any]]:
-    """Every repetition: each strategy's fault-free run, then its runs under each MTBF, strategies interleaved.
-
-    `free_share` shortens the fault-free runs to that share of the target: they only measure a rate
-    (samples per second of training), and long faulted runs are what it takes to see many faults.
-    `time_limit` caps a faulted run at that multiple of its strategy's fault-free time to the target.
-    """
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(runs, schedules): every repetition's fault-free runs, then its faulted runs, orders rotating."""
     root = BUILD / "runs"
     root.mkdir(parents=True, exist_ok=True)
-    b = Bench(w, cluster, root, python, lamplighter_mode)
+    b = Bench(w, cluster, root, python)
     out: list[dict[str, Any]] = []
-    # The machine's load drifts: each repetition's target comes from its own fault-free lamplighter run, so
-    # that the faulted runs train about calibrate_s fault-free. Only the first fault-free runs' length depends
-    # on this guess (and they run at least MIN_STEPS); a calibration run cost 40 s per arm.
-    step_s = GUESS_STEP_S
+    schedules: list[dict[str, Any]] = []
+    label = f"{w.state_pad_mb}mb" if w.state_pad_mb else "small"
     try:
         for rep in range(reps):
+            sched = regime.schedule(rep, w.replicas)
+            schedules.append({"rep": rep, **sched.as_json()})
+            # A careful checkpoint-restart user knows the cluster's MTBF: this repetition's, faults over time.
+            job_mtbf = (regime.window_s - sched.params["start_s"]) / max(1, len(sched.faults))
             k = rep % len(strategies)
-            order = list(strategies[k:] + strategies[:k])
-            free_pace: dict[str, float] = {}  # strategy -> seconds per fault-free step
-            if calibrate_s:
-                free_steps = steps_for(calibrate_s * free_share, step_s)
-            else:
-                free_steps = max(MIN_STEPS, round(w.steps * free_share))
-            for level, mtbf in enumerate([None, *mtbfs]):
-                seed = 1000 * (rep + 1) + level
-                if mtbf is not None and calibrate_s and "lamplighter" in free_pace:
-                    step_s = free_pace["lamplighter"]
-                    b.w = w = Workload(**{**w.__dict__, "steps": steps_for(calibrate_s, step_s)})
-                    log(f"[goodput] rep {rep}: {step_s * 1000:.0f} ms per fault-free step -> target {w.steps} steps")
-                for strategy in order:
-                    # One training-time budget for every strategy's faulted run of a repetition (the first
-                    # strategy's fault-free training time to the target, x time_limit), counted from each run's
-                    # first commit, so that each is exposed to the same faults as long whatever its start-up
-                    # (checkpoint-restart's 9-12 s start had cut its exposure to 7 scheduled faults). A run stops
-                    # at its target or at the budget: goodput is a rate, and a strategy that cannot keep up with
-                    # the faults would otherwise take all the time there is.
-                    pace = free_pace.get(strategies[0], free_pace.get(strategy, 0.5))
-                    timeout = time_limit * pace * w.steps if mtbf is not None else 300.0
-                    planned = schedule(mtbf, seed, kinds, horizon_s=timeout)
-                    t0 = time.monotonic()
-                    run = b.one(
-                        strategy,
-                        mtbf,
-                        rep,
-                        seed,
-                        planned,
-                        timeout,
-                        ckpt_mtbf_s=mtbf or max(mtbfs),
-                        steps=None if mtbf is not None else free_steps,
-                    )
-                    m = run_metrics(run)
-                    if mtbf is None and m["train_s"]:
-                        # train_s runs from the first committed step to the target: free_steps - 1 steps.
-                        free_pace[strategy] = m["train_s"] / max(1, free_steps - 1)
-                    row = {"run": run.summary(), "metrics": m}
-                    out.append(row)
-                    log(
-                        f"[goodput] rep {rep} mtbf {mtbf} {strategy}: reached {m['reached']} train {m['train_s'] or 0:.1f} s "
-                        f"goodput {m['goodput_samples_per_s'] or 0:.1f} samples/s faults {m['faults']} "
-                        f"lost {m['steps_lost']} ({time.monotonic() - t0:.0f} s)"
-                    )
+            free_order = list(FAULT_FREE[k % len(FAULT_FREE) :] + FAULT_FREE[: k % len(FAULT_FREE)])
+            runs: list[tuple[str, bool]] = [(s, False) for s in free_order]
+            runs += [(s, True) for s in strategies[k:] + strategies[:k]]
+            for strategy, faulted in runs:
+                t0 = time.monotonic()
+                run = b.one(
+                    strategy,
+                    Timed(sched.faults if faulted else ()),
+                    window_s=regime.window_s if faulted else regime.free_s,
+                    rep=rep,
+                    seed=sched.params["seed"],
+                    mtbf_s=regime.group_mtbf_s if faulted else None,
+                    ckpt_mtbf_s=job_mtbf,
+                    tag=f"{label}-{strategy}-{'f' if faulted else 'free'}-r{rep}",
+                )
+                m = run_metrics(run)
+                out.append({"run": run.summary(), "metrics": m})
+                log(
+                    f"[goodput] rep {rep} {strategy} {'faulted' if faulted else 'fault-free'}: "
+                    f"{m['samples_per_s'] or 0:.1f} samples/s over {m['train_s'] or 0:.1f} s, faults "
+                    f"{m['faults_struck']} struck + {m['faults_absorbed']} absorbed, {m['steps_lost']} steps lost "
+                    f"({time.monotonic() - t0:.0f} s)"
+                )
     finally:
         b.close()
-    return out
+    return out, schedules
 
 
-def main(argv: list[str] | None = None) -> int:
-    from bench.summarize import write_all
-
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--steps", type=int, default=150)
-    ap.add_argument("--mtbf", default="15,30", help="comma-separated MTBFs in seconds")
-    ap.add_argument("--reps", type=int, default=2)
-    ap.add_argument("--kinds", default="kill,hang")
-    args = ap.parse_args(argv)
-    w = Workload(steps=args.steps)
-    cluster = TestCluster(BUILD / "cluster", nodes=4)
-    cluster.up()
-    try:
-        rows = run_all(
-            w, [float(x) for x in args.mtbf.split(",")], args.reps, args.kinds.split(","), cluster, sys.executable
-        )
-    finally:
-        cluster.down()
-    write_all(rows, {"workload": w.__dict__, "mtbf_s": args.mtbf, "reps": args.reps, "kinds": args.kinds})
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+def quick(regime: Regime) -> Regime:
+    """A smoke run's regime: short windows, the same density."""
+    return replace(regime, window_s=20.0, free_s=6.0)

@@ -39,14 +39,14 @@ NAME = "heal_bandwidth"
 BUILD = Path(__file__).resolve().parent.parent / "build" / "bench"  # as bench.jobspec, without its imports
 PEER_LOG = BUILD / "heal_bandwidth-peers.log"
 DEFAULT_SIZES = "10MB,100MB,1GB,4GB"
-DEFAULT_TRANSPORTS = "http,http-c8,pg,pg-inplace,pg-inplace-model,tcp"
+DEFAULT_TRANSPORTS = "http,http-torchft,http-c8,pg,pg-inplace,pg-inplace-model,tcp"
 LINK_GBIT_S = 400  # one MI325X node's NIC link in the target regime
 GIB = 1 << 30
 UNITS = {"KB": 10**3, "MB": 10**6, "GB": 10**9}
 # Peak memory of one transfer, in units of the state size, over both processes (the driver checks it
 # against what is available before it starts one): the sender's state plus the receiver's copy;
 # pg-inplace allocates the receiver's own state before the transfer; none keeps a serialised copy.
-MEMORY_FACTOR = {"http": 2.0, "pg": 2.0, "pg-inplace": 2.0, "pg-inplace-model": 2.0, "tcp": 2.0}
+MEMORY_FACTOR = {"http": 2.0, "http-torchft": 2.0, "pg": 2.0, "pg-inplace": 2.0, "pg-inplace-model": 2.0, "tcp": 2.0}
 PROCESS_OVERHEAD = 1.0 * GIB  # two interpreters with torch imported, socket and pickle buffers
 
 
@@ -70,20 +70,27 @@ def check_transport(name: str) -> str:
     if name in MEMORY_FACTOR or (name.startswith("http-c") and name[6:].isdigit()):
         return name
     raise argparse.ArgumentTypeError(
-        f"unknown transport {name!r} (http, http-cN, pg, pg-inplace, pg-inplace-model, tcp)"
+        f"unknown transport {name!r} (http, http-torchft, http-cN, pg, pg-inplace, pg-inplace-model, tcp)"
     )
 
 
 def describe(name: str) -> str:
     if name == "http":
-        return "torchft HTTPTransport(num_chunks=0): the Manager's default, what lamplighter uses unless transport=pg"
+        return (
+            "the reference trainer's heal (transport http, the default): torchft's HTTPTransport server, received "
+            "by lamplighter's weights-only loader"
+        )
+    if name == "http-torchft":
+        return "torchft HTTPTransport(num_chunks=0) on both sides: the Manager's default"
     if name.startswith("http-c"):
         return f"torchft HTTPTransport(num_chunks={name[6:]}): {name[6:]} parallel GETs"
     return {
         "pg": "torchft PGTransport over ProcessGroupGloo, receiver allocates (lamplighter's checkpoint_transport: pg)",
-        "pg-inplace": "torchft PGTransport(state_dict=...) over ProcessGroupGloo: received into the receiver's tensors",
+        "pg-inplace": "torchft PGTransport(state_dict=...) over ProcessGroupGloo: received into the receiver's tensors "
+        "(the reference trainer with transport pg: it creates its optimizer state when it starts)",
         "pg-inplace-model": "as pg-inplace, but only the weights exist in the receiver (optimizer state allocated)",
-        "tcp": "reference, not a torchft transport: raw tensor bytes over one loopback TCP socket",
+        "tcp": "reference, not a torchft transport: raw tensor bytes over one loopback TCP socket into the "
+        "receiver's resident tensors (the wire's limit)",
     }[name]
 
 

@@ -7,12 +7,16 @@ Each runs in its own spawned interpreter and talks to the driver over a multipro
 live peer calls ``disallow_checkpoint()`` before it would mutate its state again.
 
 Transports (names of the --transports option):
-  http        torchft HTTPTransport, num_chunks=0 (the Manager's default, and lamplighter's)
-  http-cN     HTTPTransport(num_chunks=N): N parallel HTTP GETs, one per slice of the tensors
+  http        the reference trainer's: torchft's HTTPTransport server, received by lamplighter's weights-only
+              loader (lamplighter/trainer/heal_transport.py)
+  http-torchft  torchft's HTTPTransport on both sides, num_chunks=0 (the Manager's default)
+  http-cN     torchft's HTTPTransport(num_chunks=N): N parallel HTTP GETs, one per slice of the tensors
   pg          torchft PGTransport over a torchft ProcessGroupGloo (lamplighter's checkpoint_transport: pg)
-  pg-inplace  PGTransport(state_dict=...): received straight into the healing peer's own tensors
-  pg-inplace-model  the same, but only the weights exist beforehand (a fresh AdamW has no state yet)
-  tcp         no torchft: the raw tensor bytes over one loopback TCP socket (the wire's limit here)
+  pg-inplace  PGTransport(state_dict=...): received straight into the healing peer's own tensors (the
+              reference trainer with transport pg, which creates its optimizer state when it starts)
+  pg-inplace-model  the same, but only the weights exist beforehand (an optimizer that creates its state lazily)
+  tcp         no torchft: the raw tensor bytes over one loopback TCP socket, read into the receiver's own
+              resident tensors (the wire's limit here)
 """
 
 from __future__ import annotations
@@ -185,12 +189,24 @@ def _instrument_http(stats: dict[str, float]) -> None:
         return out
 
     ht._streaming_save, ht._streaming_load = timed_save, timed_load
+    # lamplighter's weights-only loader (transport http) takes torch's loader from its module at each call.
+    import torch.distributed._serialization as ts
+
+    torch_load: Any = ts._streaming_load
+
+    def timed_torch_load(f: Any, weights_only: bool = True) -> object:
+        t0 = time.perf_counter()
+        out = torch_load(_TimedIO(f, stats), weights_only=weights_only)
+        stats["total_s"] = stats.get("total_s", 0.0) + time.perf_counter() - t0
+        return out
+
+    setattr(ts, "_streaming_load", timed_torch_load)  # noqa: B010 (torch's signature is narrower than the wrapper's)
 
 
 def _transport_kind(name: str) -> tuple[str, int]:
     if name.startswith("http-c"):
         return "http", int(name.removeprefix("http-c"))
-    return name, 0
+    return ("http", 0) if name == "http-torchft" else (name, 0)
 
 
 def _new_pg(timeout: timedelta) -> Any:
@@ -237,10 +253,13 @@ def _recv_exact(s: socket.socket, buf: memoryview) -> None:
         off += n
 
 
-def _tcp_recv(port: int) -> object:
+def _tcp_recv(port: int, into: object) -> object:
+    """The sender's tensors, each read straight into the receiver's own resident tensor of `into` (same layout):
+    the wire's limit, with no allocation and no serialisation."""
     import torch
-    from torch.utils._pytree import tree_unflatten
+    from torch.utils._pytree import tree_flatten, tree_unflatten
 
+    own = iter([v for v in tree_flatten(into)[0] if isinstance(v, torch.Tensor)])
     with socket.create_connection(("127.0.0.1", port)) as s:
         n = bytearray(8)
         _recv_exact(s, memoryview(n))
@@ -250,7 +269,8 @@ def _tcp_recv(port: int) -> object:
         values: list[object] = []
         for m in meta:
             if m[0] == "t":
-                t = torch.empty(m[2], dtype=m[1])
+                t = next(own)
+                assert t.dtype == m[1] and tuple(t.shape) == m[2], (t.dtype, t.shape, m)
                 _recv_exact(s, tensor_bytes(t).cast("B"))
                 values.append(t)
             else:
@@ -349,15 +369,22 @@ def _receiver(conn: Connection, transport: str, nbytes: int, chunk_bytes: int, t
     stats: dict[str, float] = {}
     tp: Any = None
     pg = None
-    if kind == "http":
+    if kind == "http" and chunks == 0 and transport != "http-torchft":
+        from lamplighter.trainer.heal_transport import weights_only_http_transport
+
+        _instrument_http(stats)
+        tp = weights_only_http_transport(timeout)  # the reference trainer's receiving side
+    elif kind == "http":
         from torchft.checkpointing.http_transport import HTTPTransport
 
         _instrument_http(stats)
         tp = HTTPTransport(timeout=timeout, num_chunks=chunks)
+    own: dict[str, Any] | None = None
+    if kind == "tcp":
+        own = build_state(nbytes, chunk_bytes, seed=0, fill="zeros")  # resident, as a trainer's own state is
     elif kind.startswith("pg"):
         from torchft.checkpointing.pg_transport import PGTransport
 
-        own: dict[str, Any] | None = None
         if kind.startswith("pg-inplace"):
             # A restarted trainer has built its model (and, if it materialised it, its optimizer state).
             own = build_state(nbytes, chunk_bytes, seed=0, fill="zeros")
@@ -372,7 +399,7 @@ def _receiver(conn: Connection, transport: str, nbytes: int, chunk_bytes: int, t
         _pg_join(pg, go["store_port"], go["rendezvous"], DST_RANK, timeout)
     t0 = time.perf_counter()
     if kind == "tcp":
-        got = _tcp_recv(go["port"])
+        got = _tcp_recv(go["port"], own)
     else:
         got = tp.recv_checkpoint(src_rank=SRC_RANK, metadata=go.get("metadata", "<n/a>"), step=STEP, timeout=timeout)
     recv_s = time.perf_counter() - t0

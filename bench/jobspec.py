@@ -1,4 +1,4 @@
-"""The one job every strategy trains: the same model, data, replica count, target and torchft timeouts."""
+"""The one job every strategy trains: the same model, data, replica count and torchft timeouts."""
 
 from __future__ import annotations
 
@@ -13,10 +13,14 @@ REPO = Path(__file__).resolve().parent.parent
 BUILD = REPO / "build" / "bench"
 
 
+# No step target: a run trains until the harness ends it, a fixed window after its first commit.
+UNTIL_STOPPED = 1_000_000
+
+
 @dataclass(frozen=True)
 class Workload:
-    steps: int = 150
-    replicas: int = 2
+    steps: int = UNTIL_STOPPED
+    replicas: int = 3
     dim: int = 128
     layers: int = 2
     heads: int = 4
@@ -27,9 +31,9 @@ class Workload:
     # groups send it with every heal (trainer.model.heal_pad_mb), the checkpoint-restart trainer writes it into
     # every checkpoint and reads it back on every restart.
     state_pad_mb: int = 0
-    # lamplighter's arm on Slurm only: warm standbys per compute node (`lamplighter standby`), which the job's
-    # tasks use (slurm.standby_socket), as a deployment following deploy/README.md would. 0: every start is cold.
-    standbys: int = 2
+    # Both torchft strategies keep the fallback checkpoint, at the same interval: when no live peer is left
+    # (every group down at once), a group restarts from it and the steps since are redone (counted as lost).
+    fallback_interval_s: float = 10.0
 
     def model(self) -> dict[str, Any]:
         return {
@@ -46,7 +50,7 @@ class Workload:
 # share this one machine (the lab per run, the baselines' cluster, other test suites), all numbering jobs
 # from 1, so that port is often taken. Under Slurm the trainer therefore picks its port itself, from a
 # range those never use (bench.gpu_time_trainer, ENV_PORT_FROM_JOB): a plain `python -m` command, which a
-# node's warm standby can run.
+# group's in-job spare (slurm.spare) can run.
 LOCAL_TRAINER = ["{python}", "-m", "bench.gpu_time_trainer", "--config", "{config}"]
 
 
@@ -80,8 +84,8 @@ def job_config(
                 # A large state heals over the process group, into the trainer's own tensors: over HTTP a 1 GB heal
                 # takes about the 3-s torchft.timeout_s of this tuning here, and fails when it takes longer.
                 "checkpoint_transport": "pg" if w.state_pad_mb else "http",
-                # Only used when no live peer exists; the schedule always leaves one.
-                "checkpoint": {"enabled": False},
+                # Only used when no live peer exists: lamplighter's and the poll runner's, at the same interval.
+                "checkpoint": {"enabled": True, "interval_s": w.fallback_interval_s},
             },
             "groups": {"count": w.replicas, "nodes": 1},
             "lighthouse": {

@@ -1,36 +1,38 @@
 """lamplighter's arm on Slurm: `submit` onto a lab with a node daemon per node, faults from the same driver.
 
 Every run of an arm shares one lamplighter.lab.slurm_lab.SlurmLab (head node +
-compute nodes, one simulated GPU each, `lamplighter supervise` and `lamplighter
-standby` on every node; the job runs its own Lighthouse as a Slurm job), reset
-before each run (no job left, every node resumed), so drains and exclusions of
-one run never reach the next. The job is the same as the baselines' (bench.jobspec)
-with the Slurm settings the lab needs. Recovery is entirely the daemons'
-work; the driver only injects. Detection times come from the daemons'
-action logs (the first kill, requeue or mark-down that names the group).
+compute nodes, one simulated GPU each, `lamplighter supervise` on every node;
+the job runs its own Lighthouse as a Slurm job), reset before each run (no job
+left, every node resumed), so drains and exclusions of one run never reach the
+next. The job is the same as the baselines' (bench.jobspec) with the Slurm
+settings the lab needs. Every trainer start is cold (no `slurm.spare`): a dead
+trainer restarts in its allocation through the group's in-job agent
+(`restart.in_job`), a node fault requeues the group. Recovery is entirely the
+job's and the daemons' work; the driver only injects. Detection times come from
+the daemons' action logs (the first kill, requeue or mark-down that names the
+group).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
 import time
 from pathlib import Path
 
 import yaml
 
 from bench.jobspec import Workload, job_config
-from bench.procs import find_lighthouse
 from lamplighter.configs.loader import load_job
 from lamplighter.configs.schema import HealthConfig, JobConfig, RestartConfig
+from lamplighter.injob.journal import journal_path, read_events
 from lamplighter.lab.slurm_lab import LabSettings, SlurmLab
 from lamplighter.lab.testcluster import pick_port_range, reset_cluster
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.slurm.run import SlurmError
 from lamplighter.slurm.submission import Submission, cancel_job, submit_job
+from lamplighter.trainer.contract import ATTEMPT_STRIDE
 
-DETECT_ACTIONS = ("kill_local", "requeue", "mark_down", "restart_lighthouse")
+DETECT_ACTIONS = ("kill_local", "requeue", "mark_down")
 
 
 def available() -> str | None:
@@ -44,11 +46,11 @@ def available() -> str | None:
 
 
 def lamplighter_lab(root: Path, w: Workload) -> SlurmLab:
-    """The Slurm lab every lamplighter run of a benchmark arm shares, up, its daemons alive and standbys ready.
+    """The Slurm lab every lamplighter run of a benchmark arm shares, up, its daemons alive.
 
-    One lab per arm rather than per run: its setup (Slurm, 4 node daemons, each node's standbys importing
-    torch) took 15-40 s of a 2-core machine per run. Each run starts from reset_cluster (no job, every node
-    resumed) and reads only the actions logged after its submission."""
+    One lab per arm rather than per run: its setup (Slurm, 4 node daemons) took 15-40 s of a 2-core machine
+    per run. Each run starts from reset_cluster (no job, every node resumed) and reads only the actions
+    logged after its submission."""
     base = job_config("probe", root, w, run_id="probe")
     lab = SlurmLab(
         root,
@@ -57,7 +59,6 @@ def lamplighter_lab(root: Path, w: Workload) -> SlurmLab:
             gpus_per_node=1,
             health=HealthConfig(**base.health.model_dump()),
             restart=RestartConfig(**base.restart.model_dump()),
-            standby=w.standbys,
         ),
     )
     lab.up()
@@ -65,8 +66,6 @@ def lamplighter_lab(root: Path, w: Workload) -> SlurmLab:
         if not lab.daemons_started:
             raise RuntimeError("lamplighter's node daemon did not start in the lab")
         lab.wait_daemons_alive()
-        if w.standbys:
-            lab.wait_standbys_ready()  # as on a cluster, where the service has run long before the job
     except BaseException:
         lab.down()
         raise
@@ -80,15 +79,11 @@ class LamplighterSlurm:
         self.lab, self.run_dir, self.w, self.run_id, self.tag = lab, run_dir, w, run_id, tag
         self.replicas = w.replicas
         self.detections: list[tuple[float, int | None]] = []
-        # The job's own Lighthouse (a Slurm job whose script restarts it): when it ran again after a kill.
-        self.lighthouse_starts: list[float] = []
-        self.killed_lighthouse: int | None = None
         self.sub: Submission | None = None
         self.job: JobConfig | None = None
         self.setup_s = 0.0
         self.since = 0.0  # when this run's job was submitted: the lab's action logs hold earlier runs too
-        self.extra: dict[str, int] = {}  # into the run's record: its task starts, warm and cold
-        self._answers_before: dict[str, int] = {}
+        self.extra: dict[str, int] = {}  # into the run's record: its trainer starts in the allocation, warm and cold
 
     def _job(self, lab: SlurmLab, port: int) -> JobConfig:
         base = job_config(
@@ -105,8 +100,6 @@ class LamplighterSlurm:
             # Runs here are minutes long: renew only near the 30-minute limit, never during a measurement.
             "renewal": {"margin_s": 120, "spacing_s": 120},
         }
-        if self.w.standbys:
-            cfg["slurm"]["standby_socket"] = str(lab.standby_socket())
         path = self.run_dir.parent / f"{self.tag}.yaml"
         path.write_text(yaml.safe_dump(cfg, sort_keys=False))
         return load_job(path)
@@ -116,24 +109,14 @@ class LamplighterSlurm:
         port = pick_port_range(1)
         # A run after another: no job left, every node up and resumed (a crash or a drain of the last run).
         reset_cluster(self.lab.cluster)
-        if self.w.standbys:
-            self._answers_before = self.lab.standby_answers()
         self.since = time.time()
         self.setup_s = time.monotonic() - t0  # the harness's, not lamplighter's: a run's time limit leaves it out
         self.job = self._job(self.lab, port)
         api = SlurmActions(self.lab.cluster.cli(timeout=15))
         self.sub = submit_job(self.job, api, config_path=str(self.run_dir.parent / f"{self.tag}.yaml"))
 
-    def crash_node(self, node: str) -> None:
-        self.lab.cluster.crash_node(node)
-
     def tick(self, now: float) -> None:
-        # The node daemons recover; this only watches for the Lighthouse's restart after a kill.
-        if self.killed_lighthouse is not None:
-            pid = find_lighthouse(str(self.run_dir / "lighthouse.json"))
-            if pid is not None and pid != self.killed_lighthouse:
-                self.lighthouse_starts.append(now)
-                self.killed_lighthouse = None
+        return None  # the node daemons recover
 
     def stop(self) -> None:
         if self.sub is not None:
@@ -144,17 +127,14 @@ class LamplighterSlurm:
         self.detections = read_detections(self.lab.action_logs(), self.sub, since=self.since)
 
     def settle(self) -> None:
-        if self.w.standbys:
-            after = self.lab.wait_standbys_quiet()
-            self.extra = {f"{k}_starts": after[k] - self._answers_before.get(k, 0) for k in after}
-
-    def kill_lighthouse(self) -> None:
-        """Chaos: SIGKILL the job's own Lighthouse (its Slurm job's script starts it again, like systemd would)."""
-        pid = find_lighthouse(str(self.run_dir / "lighthouse.json"))
-        if pid is None:
-            raise RuntimeError(f"no Lighthouse of {self.run_dir} is running: nothing to kill")
-        os.kill(pid, signal.SIGKILL)
-        self.killed_lighthouse = pid
+        """Its trainers' restarts inside their allocations, warm (from the spare) and cold (injob journals)."""
+        starts = [
+            e
+            for g in range(self.replicas)
+            for e in read_events(journal_path(self.run_dir, g))
+            if e.get("event") == "started" and int(e.get("attempt", 0)) % ATTEMPT_STRIDE > 0
+        ]
+        self.extra = {f"{how}_starts": sum(1 for e in starts if e.get("how") == how) for how in ("warm", "cold")}
 
 
 def read_detections(logs: list[Path], sub: Submission | None, since: float = 0.0) -> list[tuple[float, int | None]]:

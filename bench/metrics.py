@@ -2,16 +2,17 @@
 
 Definitions:
 - committed samples: every (replica, step) that ended committed counts its
-  samples once (a step recomputed after a restart counts once, at its last commit).
-- training time: from the run's first committed step to the first commit of
-  the target step (or to the run's time limit, for a run that stopped there). Startup is left out (it differs by substrate, not by
-  strategy) but reported as `startup_s`.
-- goodput: committed samples per second of training time; `goodput_rel`
-  divides it by the same strategy's fault-free run of the same repetition.
+  samples once (a step recomputed after a rollback counts once); a step
+  committed by fewer groups counts only their samples.
+- the window: from the run's first committed step, `window_s` seconds (or
+  less, for a run that ended early); startup is left out (it differs by
+  substrate, not by strategy) but reported as `startup_s`.
+- samples_per_s: committed samples within the window per second of it.
 - lost steps: step numbers committed, then committed again after a rollback
   (lamplighter.supervisor.report.rolled_back: a restart count is the
-  checkpoint-restart trainer's quorum id).
-- recovery anatomy of a fault at t0 on replica r, each a delay after t0:
+  checkpoint-restart trainer's quorum id; a fallback checkpoint is the torchft
+  strategies' rollback).
+- recovery anatomy of a struck fault at t0 on replica r, each a delay after t0:
   detect: the strategy noticed; survivors_commit: another replica commits in
   a new quorum (checkpoint-restart: a new run of the job) or after a stall,
   not a step that was in flight; failed_runs: r's process runs again;
@@ -25,6 +26,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from bench.delivery import STRUCK
 from bench.runrecord import Fault, RunRecord
 from lamplighter.supervisor.report import rolled_back
 from lamplighter.trainer.steplog import StepRecord
@@ -45,35 +47,32 @@ def committed_samples(run: RunRecord, until: float | None = None) -> int:
     return total
 
 
-def t_target(run: RunRecord) -> float | None:
-    ts = [r.t for recs in run.steps.values() for r in recs if r.committed and r.step >= run.target_steps]
-    return min(ts) if ts else None
-
-
 def t_first(run: RunRecord) -> float | None:
     ts = [r.t for recs in run.steps.values() for r in recs if r.committed]
     return min(ts) if ts else None
 
 
 def run_metrics(run: RunRecord) -> dict[str, Any]:
-    first, end = t_first(run), t_target(run)
-    stop = end if end is not None else run.t_end
-    train_s = None if first is None else stop - first
-    samples = committed_samples(run, stop)
-    lost = rolled_back(run.steps)  # fallback-checkpoint redos count here: the bench compares work redone
+    first = t_first(run)
+    stop = None if first is None else min(first + run.window_s, run.t_end)
+    train_s = None if first is None or stop is None else stop - first
+    samples = committed_samples(run, stop) if stop is not None else 0
+    lost = rolled_back(run.steps)
+    struck = [f for f in run.faults if f.outcome == STRUCK]
     return {
-        "reached": run.reached and end is not None,
+        "lasted_window": run.reached,
         "startup_s": None if first is None else first - run.t_start,
         "train_s": train_s,
-        "wall_to_target_s": None if end is None else end - run.t_start,
         "committed_samples": samples,
-        # The target, or less for a run stopped at its time limit.
-        "high_step": max((r.step for recs in run.steps.values() for r in committed(recs) if r.t <= stop), default=0),
-        "goodput_samples_per_s": samples / train_s if train_s else None,
-        "faults": len(run.faults),
+        "high_step": max(
+            (r.step for recs in run.steps.values() for r in committed(recs) if stop is None or r.t <= stop), default=0
+        ),
+        "samples_per_s": samples / train_s if train_s else None,
+        "faults_delivered": len(run.faults),
+        "faults_struck": len(struck),
+        "faults_absorbed": len(run.faults) - len(struck),
         "steps_lost": len(lost),
-        "steps_lost_per_fault": len(lost) / len(run.faults) if run.faults else None,
-        "anatomy": [anatomy(run, f) for f in run.faults],
+        "anatomy": [anatomy(run, f) for f in struck],
     }
 
 
@@ -91,9 +90,7 @@ def anatomy(run: RunRecord, f: Fault) -> dict[str, Any]:
         if t_prog is not None and (progress is None or t_prog < progress):
             progress = t_prog
     failed_commit = None
-    if f.index is None and f.t_restarted is not None and survivors is not None and survivors > f.t_restarted:
-        failed_commit = survivors  # the Lighthouse: its first quorum that committed a step
-    elif f.index is not None and f.t_restarted is not None:
+    if f.index is not None and f.t_restarted is not None:
         failed_commit = next((r.t for r in committed(run.steps.get(f.index, [])) if r.t > f.t_restarted), None)
 
     def delay(t: float | None) -> float | None:

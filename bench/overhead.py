@@ -25,8 +25,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from bench.jobspec import BUILD, REPO, Workload, job_config
-from bench.lamplighter_arm import run_local
 from bench.results_io import spread, write_result
 from lamplighter.trainer import contract
 from lamplighter.trainer.steplog import read_steps
@@ -34,13 +35,13 @@ from lamplighter.trainer.steplog import read_steps
 WARMUP = 5
 SIZES = {
     "small (dim 64, 2 layers, seq 32, batch 8)": (
-        Workload(steps=40, dim=64, layers=2, seq_len=32, batch_size=8, gpu_step_s=0)
+        Workload(steps=40, replicas=2, dim=64, layers=2, seq_len=32, batch_size=8, gpu_step_s=0)
     ),
     "medium (dim 128, 2 layers, seq 64, batch 16)": (
-        Workload(steps=24, dim=128, layers=2, seq_len=64, batch_size=16, gpu_step_s=0)
+        Workload(steps=24, replicas=2, dim=128, layers=2, seq_len=64, batch_size=16, gpu_step_s=0)
     ),
     "large (dim 256, 4 layers, seq 128, batch 16)": (
-        Workload(steps=11, dim=256, layers=4, seq_len=128, batch_size=16, gpu_step_s=0)
+        Workload(steps=11, replicas=2, dim=256, layers=4, seq_len=128, batch_size=16, gpu_step_s=0)
     ),
 }
 
@@ -97,8 +98,15 @@ def run_ddp(w: Workload, run_dir: Path, timeout_s: float = 300.0) -> float | Non
 
 
 def run_torchft(w: Workload, run_dir: Path, timeout_s: float = 300.0) -> float | None:
+    """The same job under `lamplighter local`, fault-free, to its step target."""
     job = job_config("ovh-ft", run_dir, w, run_id="overhead")
-    run_local(job, [], seed=0, timeout_s=timeout_s, mtbf_s=None, rep=0)
+    cfg = run_dir.parent / f"{run_dir.name}.yaml"
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    cfg.write_text(yaml.safe_dump(job.model_dump(mode="json", exclude={"slurm"})))
+    argv = [sys.executable, "-m", "lamplighter", "local", str(cfg), "--chaos", "off", "--run-dir", str(run_dir)]
+    argv += ["--report", str(run_dir.parent / f"{run_dir.name}.report"), "--no-live"]
+    with open(run_dir.parent / f"{run_dir.name}.log", "wb") as log:
+        subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=timeout_s)
     return step_time(run_dir)
 
 

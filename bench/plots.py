@@ -1,4 +1,4 @@
-"""goodput.png (goodput vs. MTBF, three strategies) and recovery.png (recovery anatomy per fault kind)."""
+"""goodput.png (goodput per repetition, three strategies) and recovery.png (recovery anatomy per fault kind)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,13 @@ from typing import Any
 
 from bench.results_io import RESULTS
 
-COLORS = {"lamplighter": "tab:green", "ckpt-restart": "tab:blue", "poll-10s": "tab:orange"}
+COLORS = {
+    "lamplighter": "tab:green",
+    "ckpt-restart": "tab:blue",
+    "poll-10s": "tab:orange",
+    "ddp": "tab:gray",
+    "torchft": "tab:olive",
+}
 PHASE_LABELS = {
     "detect_s": "detected",
     "survivors_commit_s": "survivors commit",
@@ -25,50 +31,28 @@ def _plt() -> Any:
     return plt
 
 
-def plot_goodput(good: dict[str, Any], name: str = "goodput") -> None:
+def plot_goodput(runs: list[dict[str, Any]], name: str = "goodput") -> None:
+    """Per repetition: each strategy's faulted goodput over the yardstick, and the fault-free rates over it."""
     plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    mtbfs = sorted({float(m) for per in good["table"].values() for m in per if m != "fault-free"})
-    ticks = [*mtbfs, max(mtbfs, default=30.0) * 2]
-    labels = [f"{m:g}" for m in mtbfs] + ["none"]
-    for ax, metric, label in (
-        (axes[0], "goodput_rel", "goodput / own fault-free run"),
-        (axes[1], "goodput_samples_per_s", "committed samples per second"),
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
+    reps = sorted({r["rep"] for r in runs})
+    for ax, faulted, title in (
+        (axes[0], True, "under the repetition's faults"),
+        (axes[1], False, "fault-free"),
     ):
-        for s, per in sorted(good["table"].items()):
-            levels = [m for m in per if m != "fault-free"]
-            xs = [float(m) for m in levels]
-            if "fault-free" in per:
-                levels.append("fault-free")
-                xs.append(max(xs, default=30.0) * 2)  # drawn right of the largest MTBF
-            pts = [
-                (x, per[m][metric])
-                for x, m in zip(xs, levels, strict=True)
-                if per[m].get(metric) and per[m][metric].get("n")
-            ]
-            if not pts:
-                continue
-            med = [p["median"] for _, p in pts]
-            ax.errorbar(
-                [x for x, _ in pts],
-                med,
-                yerr=[
-                    [m - p["min"] for m, (_, p) in zip(med, pts, strict=True)],
-                    [p["max"] - m for m, (_, p) in zip(med, pts, strict=True)],
-                ],
-                marker="o",
-                capsize=3,
-                label=s,
-                color=COLORS.get(s),
-            )
-        ax.set_xscale("log")
-        ax.set_xticks(ticks, labels)
-        ax.minorticks_off()
-        ax.set_xlabel("MTBF, s (rightmost point: fault-free)")
-        ax.set_ylabel(label)
+        names = sorted({r["strategy"] for r in runs if r["faulted"] == faulted})
+        for s in names:
+            pts = [(r["rep"], r["goodput_abs"]) for r in runs if r["strategy"] == s and r["faulted"] == faulted]
+            pts = [(x, y) for x, y in pts if y is not None]
+            if pts:
+                ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=s, color=COLORS.get(s))
+        ax.set_xticks(reps, [str(r) for r in reps])
+        ax.set_xlabel("repetition")
+        ax.set_title(title, fontsize=9)
         ax.grid(alpha=0.3)
-    axes[0].legend()
-    fig.suptitle("Goodput under faults (median and range over repetitions)")
+        ax.legend(fontsize=8)
+    axes[0].set_ylabel("samples/s over plain DDP's fault-free rate")
+    fig.suptitle("Goodput under identical delivered faults (one yardstick per repetition)")
     fig.tight_layout()
     fig.savefig(RESULTS / f"{name}.png", dpi=110)
     plt.close(fig)

@@ -8,17 +8,18 @@ environment, where the run's marker (BENCH_RUN) and the replica's index are.
 
 from __future__ import annotations
 
-import itertools
 import os
 import signal
 
-from lamplighter.slurm.render import WARM_TASK_MODULE  # a task that hands its trainer to a warm standby
+from lamplighter.slurm.proc_find import in_trainer_steps
 from lamplighter.supervisor import procfs
 from lamplighter.supervisor.procfs import PROC
 from lamplighter.trainer.contract import ENV_REPLICA_ID
 
 ENV_MARK = "BENCH_RUN"  # set in every trainer a benchmark run starts: the run's unique id
 TRAINER_MODULES = ("lamplighter.trainer", "bench.gpu_time_trainer", "bench.baselines.ckpt_trainer")
+# A group's warm spare (slurm.spare) runs the standby; once it took over it is the trainer (its job's lowest step).
+STANDBY_MODULE = "lamplighter.supervisor.standby_main"
 
 
 def _environ(pid: int) -> dict[str, str]:
@@ -32,45 +33,30 @@ def _state(pid: int) -> str:
 
 def find_trainers(run_id: str) -> dict[int, int]:
     """Replica index (group, or DDP rank) -> host PID of the live trainers marked with `run_id`."""
-    out: dict[int, int] = {}
+    found: list[tuple[procfs.ProcStat, str | None]] = []
     for pid in procfs.pids(PROC):
         argv = procfs.read_cmdline(PROC, pid)
         if argv is None:
             continue
         module = argv[2].decode(errors="replace") if len(argv) >= 3 and argv[1] == b"-m" else ""
-        if module not in (*TRAINER_MODULES, WARM_TASK_MODULE):
+        if module not in (*TRAINER_MODULES, STANDBY_MODULE):
             continue
         env = _environ(pid)
-        if env.get(ENV_MARK) != run_id or _state(pid) in ("Z", "X"):
+        st = procfs.read_stat(PROC, pid)
+        if env.get(ENV_MARK) != run_id or st is None or st.state in ("Z", "X"):
             continue
         index = (
             env.get(ENV_REPLICA_ID)
             if module != "bench.baselines.ckpt_trainer"
             else env.get("RANK", env.get("SLURM_PROCID"))
         )
-        if module == WARM_TASK_MODULE:
-            # The task's marker is in its own environ only: hurt the trainer it runs, once it runs one.
-            trainer = procfs.warm_trainer_of(PROC, pid)
-            if trainer is None:
-                continue
-            pid = trainer
-        if index is not None and index.isdigit():
-            out[int(index)] = pid
+        found.append((st, index))
+    out: dict[int, int] = {}
+    trainers = {st.pid for st in in_trainer_steps([st for st, _ in found])}
+    for st, index in found:
+        if st.pid in trainers and index is not None and index.isdigit():
+            out[int(index)] = st.pid
     return out
-
-
-LIGHTHOUSE_MODULE = b"lamplighter.supervisor.lighthouse_main"
-
-
-def find_lighthouse(publish: str) -> int | None:
-    """Host PID of the live Lighthouse that publishes its address to `publish` (each job's own file)."""
-    for pid in procfs.pids(PROC):
-        argv = procfs.read_cmdline(PROC, pid)
-        if argv is None or LIGHTHOUSE_MODULE not in argv or _state(pid) in ("Z", "X"):
-            continue
-        if any(a == b"--publish" and b == publish.encode() for a, b in itertools.pairwise(argv)):
-            return pid
-    return None
 
 
 def node_of(pid: int) -> str | None:
@@ -78,13 +64,18 @@ def node_of(pid: int) -> str | None:
     return _environ(pid).get("SLURMD_NODENAME")
 
 
-def hurt(pid: int, kind: str) -> None:
-    """kill: SIGKILL; hang: SIGSTOP (the process keeps its sockets but never answers again)."""
-    sig = {"kill": signal.SIGKILL, "hang": signal.SIGSTOP}[kind]
+def is_stopped(pid: int) -> bool:
+    """SIGSTOPped (or traced-stopped): it keeps its sockets and answers nothing."""
+    return _state(pid) in ("T", "t")
+
+
+def signal_pid(pid: int, sig: signal.Signals) -> bool:
+    """Send sig; False when the process was gone already."""
     try:
         os.kill(pid, sig)
     except ProcessLookupError:
-        pass
+        return False
+    return True
 
 
 def release(pids: list[int]) -> None:

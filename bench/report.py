@@ -1,15 +1,16 @@
-"""The README's benchmark tables, from bench/results alone: `python -m bench.report [--check FILE ...]`.
+"""The benchmark tables of docs/results.md and bench/README.md, from bench/results alone: `python -m bench.report [--write FILE ...]`.
 
-Prints, as markdown, what the last `make bench` measured: its stamp and part
-times, goodput under faults (small and big state), restart to first commit
-with and without warm standbys (local and Slurm), heal bandwidth per
-transport, the goodput model against the runs, and the model's projections.
-Every number is read from a result file (or computed by `lamplighter plan`'s
-model from its defaults, for the projections); a file that some other run
-wrote is named as such in the output.
+Prints, as markdown, in this order: the runs' stamps; what one fault costs, per kind and strategy
+(fault_cost.json); goodput under identical delivered faults, small and big state, with the regime it
+was measured in (goodput.json, goodput_big.json); `lamplighter plan`'s range at 1k and 16k GPUs for 8B
+and 70B next to published figures; the model check (model_check.json); the survivors' stall against
+the group count (stall_groups.json); heal bandwidth next to memcpy (heal_bandwidth.json); restart to
+first commit with and without warm standbys; lamplighter's own costs. Every number is read from a
+result file, or computed by `lamplighter plan` (the command is named); a file that some other run wrote
+is named as such.
 
-README.md and bench/README.md embed this output between the markers
-`<!-- bench-report -->` and `<!-- /bench-report -->`; the README also holds
+docs/results.md and bench/README.md embed this output between the markers
+`<!-- bench-report -->` and `<!-- /bench-report -->`; docs/results.md also holds
 each demo's table (bench/demo_tables.py). `--write FILE` replaces every such
 block FILE holds, and `make test` checks that both files hold what this prints.
 """
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,8 +29,9 @@ from bench.results_io import GENERATED_NOTE, RESULTS
 BEGIN, END = "<!-- bench-report -->", "<!-- /bench-report -->"
 # The files `make bench` writes, by part (bench/__main__.py): each should carry the run's stamp.
 FILES = {
-    "goodput": ("goodput", "recovery"),
-    "big": ("goodput_big", "recovery_big"),
+    "goodput": ("goodput",),
+    "big": ("goodput_big",),
+    "cost": ("fault_cost",),
     "model": ("model_check",),
     "warm": ("warm_restart",),
     "warm-slurm": ("warm_restart_slurm",),
@@ -38,12 +39,14 @@ FILES = {
     "quorum": ("lighthouse_quorum",),
     "gpu-probe": ("gpu_probe_cost",),
     "daemon": ("daemon_cost",),
-    "heal": ("heal_bandwidth",),
 }
+# Parts with a make target of their own: their files carry that run's stamp, from bench_run_<part>.json.
+SEPARATE = {"heal": ("heal_bandwidth", "make bench-heal"), "stall": ("stall_groups", "make bench-stall")}
 # Files computed from other files alone (no measurement): they belong to the run their sources came from.
-DERIVED = {"model_check": ("goodput", "recovery")}
-HEAL_TRANSPORTS = ("http", "pg", "pg-inplace", "tcp")
+DERIVED = {"model_check": ("goodput", "fault_cost")}
+HEAL_TRANSPORTS = ("http", "http-torchft", "pg", "pg-inplace", "tcp")
 PROJECTIONS = ((1024, "8b"), (1024, "70b"), (16384, "8b"), (16384, "70b"))
+STRATEGY_ORDER = ("lamplighter", "poll-10s", "ckpt-restart")
 
 
 def load(results: Path, name: str) -> dict[str, Any] | None:
@@ -51,10 +54,29 @@ def load(results: Path, name: str) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def older_harness(doc: dict[str, Any], name: str) -> bool:
+    """A goodput or model-check file written before identical delivered faults (#30): its runs had a step
+    target and a gated injector, so its numbers answer another question and are not shown."""
+    if name.startswith("goodput"):
+        return "regime" not in doc.get("config", {})
+    if name == "model_check":
+        return "fault_cost" not in doc.get("source", {})
+    return False
+
+
+def older_harness_line(doc: dict[str, Any], name: str) -> str:
+    return (
+        f"bench/results/{name}.json is from the harness before identical delivered faults (commit "
+        f"{doc['environment'].get('commit')}): not shown; `make bench` replaces it."
+    )
+
+
 def rng(cell: dict[str, Any] | None, fmt: str = ".2f") -> str:
-    """median [min-max] (n=N) of a results_io.spread cell; '-' when there is none."""
+    """median [min-max] of a results_io.spread cell; '-' when there is none."""
     if not cell or not cell.get("n"):
         return "-"
+    if cell["min"] == cell["max"]:
+        return f"{cell['median']:{fmt}}"
     return f"{cell['median']:{fmt}} [{cell['min']:{fmt}}-{cell['max']:{fmt}}]"
 
 
@@ -82,91 +104,274 @@ def stamp_lines(results: Path) -> list[str]:
                 other.append(f"{name}.json (missing)")
             elif doc["environment"].get("bench_run") == stamp:
                 continue
-            elif name in DERIVED and all(doc["source"][s].get("bench_run") == stamp for s in DERIVED[name]):
+            elif name in DERIVED and all(doc["source"].get(s, {}).get("bench_run") == stamp for s in DERIVED[name]):
                 sources = " and ".join(f"{s}.json" for s in DERIVED[name])
                 recomputed.append(
                     f"{name}.json was recomputed from its {sources} at commit {doc['environment'].get('commit')}"
                 )
             else:
                 other.append(f"{name}.json (commit {doc['environment'].get('commit')}, another run)")
+    for part, (name, target) in SEPARATE.items():
+        own = load(results, f"bench_run_{part}")
+        doc = load(results, name)
+        if own is None or doc is None:
+            other.append(f"{name}.json ({target}: missing)")
+            continue
+        o = own["source"]
+        quick = ", a --quick smoke run" if own.get("quick") else ""
+        same = "" if o["commit"] == src["commit"] else " (**another commit**)"
+        lines.append(
+            f"{name}.json: from `{target}`{quick} at commit {o['commit']}{same}, started {o['when']}, "
+            f"{own['total_s'] / 60:.1f} minutes."
+        )
+        if doc["environment"].get("bench_run") != own["environment"].get("bench_run"):
+            other.append(f"{name}.json (not the one {target} recorded)")
     if other:
         lines.append("Files from other runs: " + "; ".join(other) + ".")
     else:
-        lines.append("Every file below comes from that run" + (f" ({'; '.join(recomputed)})." if recomputed else "."))
+        lines.append("Every file below comes from these runs" + (f" ({'; '.join(recomputed)})." if recomputed else "."))
     return lines
 
 
-def planned(doc: dict[str, Any], strategy: str, mtbf: float) -> str:
-    """Faults each run's schedule held while it trained (first commit to its end), struck or not.
-
-    A fault waits for a healthy group with a live peer: a strategy that is down takes fewer than scheduled."""
-    from bench.fault_schedule import schedule
-
-    kinds = doc["config"]["kinds"].split(",")
-    counts = []
-    for r in doc["runs"]:
-        run, m = r["run"], r["metrics"]
-        if run["strategy"] != strategy or run["mtbf_s"] != mtbf or m.get("startup_s") is None:
-            continue
-        trained = run["t_end"] - run["t_start"] - m["startup_s"]
-        counts.append(sum(f.at_s <= trained for f in schedule(mtbf, run["seed"], kinds, horizon_s=trained + mtbf)))
-    counts.sort()
-    return f"{statistics.median(counts):.0f} [{counts[0]}-{counts[-1]}]" if counts else "-"
+def cost_lines(results: Path) -> list[str]:
+    doc = load(results, "fault_cost")
+    if doc is None:
+        return ["No per-fault costs (bench/results/fault_cost.json is missing)."]
+    cfg = doc["config"]
+    out = [
+        f"**What one fault costs**, one at a time, the job whole for {cfg['settle_s']:g} s before each "
+        f"({cfg['replicas']} replica groups, {cfg['n']} faults of each kind per strategy; median [range], seconds "
+        f"after the fault; never: not within {cfg['cap_s']:g} s, when the harness ended the stuck process):",
+        "",
+        "| fault | strategy | n | detected | the group trains again (ckpt-restart: the job) | survivors' stall "
+        "| their stall at its return | every group in the quorum again | job-seconds lost |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for kind, per in doc["table"].items():
+        for s in (x for x in STRATEGY_ORDER if x in per):
+            c = per[s]
+            never, n = c["never"], c["n"]
+            back = f"never ({never} of {n})" if never == n else rng(c["back_s"], ".1f")
+            whole = f"never ({never} of {n})" if never == n else rng(c["whole_s"], ".1f")
+            if 0 < never < n:
+                back, whole = f"{back}; never {never} of {n}", f"{whole}; never {never} of {n}"
+            lost = rng(c["lost_job_s"], ".1f") + (f" (to the {cfg['cap_s']:g} s cap)" if never else "")
+            out.append(
+                f"| {kind} | {s} | {n} | {rng(c['detect_s'], '.1f')} | {back} | {rng(c['stall_s'], '.1f')} "
+                f"| {rng(c.get('rejoin_stall_s'), '.1f')} | {whole} | {lost} |"
+            )
+    out += [
+        "",
+        "Job-seconds lost: the whole job's training time the fault cost, from its committed samples against the "
+        "job's rate before it (a group out costs its share, a stall every group's, a rollback what is redone): "
+        "what `lamplighter plan` scales by a cluster's fault rate and group count.",
+    ]
+    return out
 
 
 def goodput_lines(results: Path) -> list[str]:
-    rows, pairs, starts = [], [], []
-    for name, label in (("goodput", "small"), ("goodput_big", "+1 GB")):
-        doc = load(results, name)
-        if doc is None:
-            continue
-        counted = [r["run"]["extra"] for r in doc["runs"] if "warm_starts" in r["run"]["extra"]]
-        if counted:
-            warm, cold = (sum(e[f"{k}_starts"] for e in counted) for k in ("warm", "cold"))
-            starts.append(f"{label}: {warm} warm, {cold} cold in {len(counted)} runs")
-        cfg = doc["config"]
-        mtbf = f"{cfg['mtbf_s'][0]:g}"
-        for strategy, levels in sorted(doc["table"].items()):
-            c = levels.get(mtbf)
-            if c is None:
-                continue
-            rows.append(
-                f"| {label} | {strategy} | {planned(doc, strategy, float(mtbf))} | {rng(c['faults'], '.0f')} "
-                f"| {rng(c['goodput_rel'])} | "
-                f"{rng(c['lost_s_per_fault'], '.1f')} | {c['reached']} of {c['runs']} |"
-            )
-        for pair, levels in sorted(doc["ratios"].items()):
-            c = levels.get(mtbf)
-            if c is not None:
-                pairs.append(
-                    f"| {pair.split('/')[1]} | {label} | {rng(c['goodput_samples_per_s'])} | {rng(c['goodput_rel'])} | "
-                    f"{rng(c['lost_s_per_fault'])} |"
-                )
     doc = load(results, "goodput")
     if doc is None:
         return ["No goodput runs (bench/results/goodput.json is missing)."]
+    if older_harness(doc, "goodput"):
+        olds = [older_harness_line(d, n) for n in ("goodput", "goodput_big") if (d := load(results, n)) is not None]
+        return ["**Goodput under identical delivered faults:** " + " ".join(olds)]
     cfg = doc["config"]
-    return [
-        f"Goodput under faults: MTBF {', '.join(f'{m:g}' for m in cfg['mtbf_s'])} s, {cfg['kinds']}, "
-        f"{cfg['reps']} repetitions, {cfg['workload']['replicas']} replica groups; lamplighter with {cfg['workload'].get('standbys', 0)} warm "
-        "standby(s) per node. Median [range] over repetitions; goodput relative to the same strategy's "
-        "fault-free run of the same repetition.",
+    reg, w = cfg["regime"], cfg["workload"]
+    per_run = sorted(len(s["faults"]) for s in doc["schedules"])
+    mean = sum(per_run) / max(1, len(per_run))
+    job_mtbf = (reg["window_s"] - 3.0) / max(1.0, mean)
+    out = [
+        "**Goodput under identical delivered faults.** Per repetition one schedule of (time after the first "
+        "commit, group, kind), the same for every strategy and delivered at its time whatever the target's "
+        f"state: each of the {w['replicas']} groups fails once per {reg['group_mtbf_s']:g} s on average (windows "
+        f"at a random phase per group), kinds drawn from {', '.join(reg['kinds'])}, never every group within "
+        f"{reg['guard_s']:g} s; {per_run[0]}-{per_run[-1]} faults per run, a job MTBF of about {job_mtbf:.1f} s. "
+        f"Every run trains {reg['window_s']:g} s from its own first commit (no step target); the torchft "
+        f"strategies keep a fallback checkpoint every {w['fallback_interval_s']:g} s. Every strategy of a "
+        f"repetition got the same faults: {'yes' if doc.get('same_faults_in_every_repetition') else '**no**'} "
+        "(goodput.json lists them, with each one's outcome, per run).",
         "",
-        "| state | strategy | faults scheduled per run | faults struck per run | goodput / own fault-free "
-        "| job-seconds lost per fault | reached target |",
-        "|---|---|---|---|---|---|---|",
-        *rows,
+        "**Regime:** a fault every few seconds on 3 groups is about 100x denser, at the job level, than Llama 3's "
+        "16k-GPU cluster; here faults overlap and strike groups still recovering. This is a stress test that "
+        "checks the per-fault costs compose (the model check below), not a ranking for a real cluster: for that, "
+        "the per-fault costs above and `lamplighter plan`'s range below.",
         "",
-        "| lamplighter over, paired by repetition | state | goodput, absolute | goodput / own fault-free | "
-        "job-seconds lost per fault (below 1: lamplighter loses less) |",
-        "|---|---|---|---|---|",
-        *pairs,
-        *(
-            ["", f"lamplighter's trainer starts, as the nodes' standby brokers answered them: {'; '.join(starts)}."]
-            if starts
-            else []
-        ),
+        "| state | strategy | faults per run: delivered, struck, absorbed | goodput over plain DDP's fault-free "
+        "rate | goodput / own fault-free | steps redone after a rollback |",
+        "|---|---|---|---|---|---|",
     ]
+    pairs, frees = [], []
+    for name, label in (("goodput", "small"), ("goodput_big", "+1 GB")):
+        d = load(results, name)
+        if d is None or older_harness(d, name):
+            out.append(f"| {label} | {older_harness_line(d, name) if d else f'{name}.json is missing'} | | | | |")
+            continue
+        for s in (x for x in STRATEGY_ORDER if x in d["table"]):
+            c = d["table"][s]
+            counts = f"{rng(c['delivered'], '.0f')}, {rng(c['struck'], '.0f')}, {rng(c['absorbed'], '.0f')}"
+            out.append(
+                f"| {label} | {s} | {counts} | {rng(c['goodput_abs'])} | {rng(c['goodput_rel'])} "
+                f"| {rng(c['steps_lost'], '.0f')} |"
+            )
+        ff = d["fault_free"]
+        frees.append(
+            f"| {label} | {rng((ff.get('ddp') or {}).get('samples_per_s'), '.0f')} "
+            f"| {rng((ff.get('torchft') or {}).get('over_yardstick'))} "
+            f"| {rng((ff.get('ckpt-restart') or {}).get('over_yardstick'))} | {d['config']['reps']} |"
+        )
+        for pair, cell in sorted(d["ratios"].items()):
+            pairs.append(f"| {pair.split('/')[1]} | {label} | {rng(cell)} |")
+    out += [
+        "",
+        "| state | plain DDP fault-free, samples/s (the yardstick) | torchft fault-free over it | checkpoint-restart "
+        "fault-free over it | repetitions |",
+        "|---|---|---|---|---|",
+        *frees,
+        "",
+        "| lamplighter's samples/s over, paired by repetition (same faults) | state | median [range] |",
+        "|---|---|---|",
+        *pairs,
+    ]
+    return out
+
+
+def plan_lines() -> list[str]:
+    from lamplighter.plan import goodput_model as gm
+    from lamplighter.plan import ranges as rg
+
+    out = [
+        "**`lamplighter plan`'s range** (`lamplighter plan --gpus N --model M`: Llama 3's failure rate; central "
+        "[low-high], where low and high have every uncertain input pessimistic or optimistic at once, named "
+        "below): goodput against plain synchronous training with nothing failing.",
+        "",
+        "| GPUs | model | lamplighter | poll runner (10 s) | checkpoint-restart |",
+        "|---|---|---|---|---|",
+    ]
+    for gpus, size in PROJECTIONS:
+        preset = gm.MODELS[size]
+        cluster = gm.Cluster(gpus=gpus, group_gpus=preset.group_gpus)
+        by = rg.ranges(cluster, gm.Workload(params=preset.params), gm.Costs(), {})
+        cells = []
+        for name in ("lamplighter", "poll-10s", "ckpt-restart"):
+            g = [next(r for r in by[s][2] if r.strategy == name).goodput for s in rg.SCENARIOS]
+            cells.append(f"{g[1]:.3f} [{g[0]:.3f}-{g[2]:.3f}]")
+        out.append(f"| {gpus} | {size} | " + " | ".join(cells) + " |")
+    out += ["", "| assumption, at 16,384 GPUs, 70B | low | central | high |", "|---|---|---|---|"]
+    cluster = gm.Cluster(gpus=16384, group_gpus=gm.MODELS["70b"].group_gpus)
+    for label, cells in rg.assumption_rows(cluster, {}):
+        out.append(f"| {label} | " + " | ".join(cells) + " |")
+    out += ["", "Published, for comparison:", ""]
+    out += [f"- {p.source}: {p.figure} ({p.scale})." for p in rg.PUBLISHED]
+    return out
+
+
+def model_lines(results: Path) -> list[str]:
+    doc = load(results, "model_check")
+    if doc is None:
+        return []
+    if older_harness(doc, "model_check"):
+        return ["**The model check:** " + older_harness_line(doc, "model_check")]
+    out = [
+        "**The model check**: the per-fault costs above, composed by `lamplighter plan`'s rule (a fault takes its "
+        "group out until it trains again and stalls the others; overlapping windows count once) and replayed on "
+        "the faults that struck each small-state goodput run, against the goodput measured there (over its own "
+        f"fault-free run; tolerance {doc['tolerance']:.0%}; bench/results/model_check.json):",
+        "",
+        "| strategy | runs | measured | replayed | error |",
+        "|---|---|---|---|---|",
+    ]
+    for strategy, r in sorted(doc["strategies"].items()):
+        m = r["median"]
+        if m is None:
+            continue
+        flag = "" if m["within_tolerance"] else " (outside the tolerance)"
+        out.append(
+            f"| {strategy} | {len(r['runs'])} | {m['measured']:.3f} | {m['replay']:.3f} | {m['error']:+.1%}{flag} |"
+        )
+    return out
+
+
+def stall_lines(results: Path) -> list[str]:
+    doc = load(results, "stall_groups")
+    if doc is None:
+        return []
+    table = doc["table"]
+    sizes = sorted({int(g) for per in table.values() for g in per})
+    out = [
+        "**Survivors' stall against the number of groups** (`make bench-stall`: local mode, one fault at a time; "
+        "the worst survivor's extra gap between two commits, median [range], seconds; kill: SIGKILL; node-crash: "
+        "the peer goes silent, SIGSTOP; hang: blocked in its step while its heartbeats go on):",
+        "",
+        "| fault | " + " | ".join(f"{g} groups" for g in sizes) + " | fit | at the rejoin (by size) |",
+        "|---|" + "---|" * (len(sizes) + 2),
+    ]
+    for kind, per in table.items():
+        f = doc["fit"].get(kind)
+        fit = "-" if not f else f"{f['base_s']:.2f} + {f['per_group_s']:.3f} x groups"
+        cells = [rng(per.get(str(g), {}).get("stall_max_s")) for g in sizes]
+        rejoin = " / ".join(rng(per.get(str(g), {}).get("rejoin_stall_max_s")) for g in sizes)
+        out.append(f"| {kind} | " + " | ".join(cells) + f" | {fit} | {rejoin} |")
+    kill = table.get("kill", {})
+    parts = ("failed_step_s", "quorum_s", "pg_s", "step_s")
+    if kill:
+        where = [
+            f"{g} groups: "
+            + ", ".join(
+                f"{p.removesuffix('_s').replace('_', ' ')} {(kill[str(g)].get(p) or {}).get('median', 0):.2f}"
+                for p in parts
+            )
+            for g in sizes
+            if str(g) in kill
+        ]
+        out += ["", "Where a kill's stall goes (the worst survivor, median seconds): " + "; ".join(where) + "."]
+    return out
+
+
+def heal_lines(results: Path) -> list[str]:
+    doc = load(results, "heal_bandwidth")
+    if doc is None:
+        return []
+    by = {(r["transport"], r["state_bytes"]): r for r in doc["results"]}
+    sizes = sorted({r["state_bytes"] for r in doc["results"]})
+    transports = [t for t in HEAL_TRANSPORTS if any(k[0] == t for k in by)]
+    out = [
+        f"**Heal bandwidth**, GB/s (a fresh process receives a live peer's state over loopback; "
+        f"{doc['config']['reps']} transfer(s) each, hash-checked; in brackets, the share of memcpy here):",
+        "",
+        "| state | " + " | ".join(transports) + " | memcpy |",
+        "|---|" + "---|" * (len(transports) + 1),
+    ]
+    for size in sizes:
+        mem = next((m for m in doc["memcpy"].values() if m.get("bytes") == size), None)
+        copy = None if mem is None else mem["copy_gbps"]["median"]
+        cells = []
+        for t in transports:
+            r = by.get((t, size))
+            if r is None or not r.get("verified") or "gbps" not in r:
+                cells.append("-")
+                continue
+            g = r["gbps"]["median"]
+            cells.append(f"{g:.2f}" + (f" ({g / copy:.0%})" if copy else ""))
+        cells.append("-" if copy is None else f"{copy:.1f}")
+        out.append(f"| {size / 1e9:g} GB | " + " | ".join(cells) + " |")
+    return out
+
+
+def render(results: Path = RESULTS) -> str:
+    blocks = [
+        stamp_lines(results),
+        cost_lines(results),
+        goodput_lines(results),
+        plan_lines(),
+        model_lines(results),
+        stall_lines(results),
+        heal_lines(results),
+        warm_lines(results),
+        own_cost_lines(results),
+    ]
+    body = "\n\n".join("\n".join(b) for b in blocks if b)
+    return f"{BEGIN}\n{GENERATED_NOTE}\n{body}\n{END}"
 
 
 def warm_row(label: str, cold: dict[str, Any], warm: dict[str, Any]) -> str:
@@ -185,39 +390,14 @@ def warm_lines(results: Path) -> list[str]:
         c, w = a["cold"]["first_commit_after_restart_s"], a["warm"]["first_commit_after_restart_s"]
         out.append(warm_row("local mode, the demo job (restart decided -> first commit)", c, w))
     slurm = load(results, "warm_restart_slurm")
-    if slurm is not None:
+    if slurm is not None and "spare" in slurm["summary"] and "cold" in slurm["summary"]:
         s = slurm["summary"]
-        c, w = s["cold"]["running_to_commit_s"], s["warm"]["running_to_commit_s"]
-        out.append(warm_row("Slurm lab, node daemons (job RUNNING again -> first commit)", c, w))
+        c, w = s["cold"]["kill_to_commit_s"], s["spare"]["kill_to_commit_s"]
+        out.append(warm_row("Slurm lab, in-job agent (kill -> first commit; warm: the in-job spare)", c, w))
     return out if len(out) > 2 else []
 
 
-def heal_lines(results: Path) -> list[str]:
-    doc = load(results, "heal_bandwidth")
-    if doc is None:
-        return []
-    by = {(r["transport"], r["state_bytes"]): r for r in doc["results"]}
-    sizes = sorted({r["state_bytes"] for r in doc["results"]})
-    transports = [t for t in HEAL_TRANSPORTS if any(k[0] == t for k in by)]
-    out = [
-        f"Heal bandwidth, GB/s (a fresh process receives a live peer's state; {doc['config']['reps']} transfer(s) "
-        f"each, hash-checked), next to memory copy here and a 400 Gb/s link ({doc['target']['link_GBps']:g} GB/s):",
-        "",
-        "| state | " + " | ".join(transports) + " | memcpy |",
-        "|---|" + "---|" * (len(transports) + 1),
-    ]
-    for size in sizes:
-        cells = []
-        for t in transports:
-            r = by.get((t, size))
-            cells.append("-" if r is None or not r.get("verified") else f"{r['gbps']['median']:.2f}")
-        mem = next((m for m in doc["memcpy"].values() if m["bytes"] == size), None)
-        cells.append("-" if mem is None else f"{mem['copy_gbps']['median']:.1f}")
-        out.append(f"| {size / 1e9:g} GB | " + " | ".join(cells) + " |")
-    return out
-
-
-def cost_lines(results: Path) -> list[str]:
+def own_cost_lines(results: Path) -> list[str]:
     out = ["| cost | measured |", "|---|---|"]
     over = load(results, "overhead")
     for row in (over or {}).get("rows", []):
@@ -246,64 +426,6 @@ def cost_lines(results: Path) -> list[str]:
             f"{daemon['rss_mb_daemon_and_workers']:.0f} MB with its GPU probe workers) |"
         )
     return out if len(out) > 2 else []
-
-
-def model_lines(results: Path) -> list[str]:
-    doc = load(results, "model_check")
-    if doc is None:
-        return []
-    out = [
-        "The goodput model (`lamplighter plan`) fed the measured component times, against the runs "
-        f"(tolerance {doc['tolerance']:.0%}; bench/results/model_check.json). Replayed: the model's windows "
-        "on each run's own fault times; closed form: `lamplighter plan`'s formula at each run's fault rate, "
-        "which also assumes Poisson faults (the benchmark's injector waits for a healthy target).",
-        "",
-        "| strategy | measured goodput / fault-free | replayed | error | closed form | error |",
-        "|---|---|---|---|---|---|",
-    ]
-    for strategy, s in sorted(doc["strategies"].items()):
-        m = s["median"]
-        out.append(
-            f"| {strategy} | {m['measured']:.3f} | {m['replay']:.3f} | {m['replay_error']:+.1%} "
-            f"| {m['closed']:.3f} | {m['closed_error']:+.1%} |"
-        )
-    return out
-
-
-def projection_lines() -> list[str]:
-    from lamplighter.plan import goodput_model as gm
-
-    out = [
-        "Projections of the same model with `lamplighter plan`'s defaults (Llama 3's failure rate; its "
-        "assumed costs are listed by `lamplighter plan --help`): goodput, and GPU-hours lost per day.",
-        "",
-        "| GPUs | model | lamplighter | checkpoint-restart | poll runner (10 s) |",
-        "|---|---|---|---|---|",
-    ]
-    for gpus, size in PROJECTIONS:
-        preset = gm.MODELS[size]
-        cluster = gm.Cluster(gpus=gpus, group_gpus=preset.group_gpus)
-        res = {r.strategy: r for r in gm.compare(cluster, gm.Workload(params=preset.params), gm.Costs())}
-        cells = [
-            f"{res[k].goodput:.4f} ({res[k].lost_gpu_h_per_day:,.1f} GPU-h/day)"
-            for k in ("lamplighter", "ckpt-restart", "poll-10s")
-        ]
-        out.append(f"| {gpus} | {size} | " + " | ".join(cells) + " |")
-    return out
-
-
-def render(results: Path = RESULTS) -> str:
-    blocks = [
-        stamp_lines(results),
-        goodput_lines(results),
-        warm_lines(results),
-        heal_lines(results),
-        cost_lines(results),
-        model_lines(results),
-        projection_lines(),
-    ]
-    body = "\n\n".join("\n".join(b) for b in blocks if b)
-    return f"{BEGIN}\n{GENERATED_NOTE}\n{body}\n{END}"
 
 
 def embedded(text: str, begin: str = BEGIN, end: str = END) -> str | None:

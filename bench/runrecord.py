@@ -19,23 +19,28 @@ from lamplighter.trainer.steplog import StepRecord, parse_step
 class Fault:
     kind: str
     index: int | None  # replica hit (None: the Lighthouse)
-    t_injected: float
+    t_injected: float  # when it was delivered (struck or absorbed)
     t_detected: float | None = None  # the strategy noticed (None: never)
     t_restarted: float | None = None  # the failed replica's process runs again (None: never)
+    t_scheduled: float | None = None  # the schedule's time, seconds after the run's first commit
+    outcome: str = "struck"  # bench.delivery: struck, or absorbed (nothing there to hit)
+    why: str = ""
+    pid: int | None = None  # the process it struck
+    released_at: float | None = None  # a per-fault run's cap: the harness ended the still-stuck process then
 
 
 @dataclass
 class RunRecord:
     strategy: str
-    mtbf_s: float | None  # None: fault-free
+    mtbf_s: float | None  # the schedule's per-group MTBF; None: fault-free
     rep: int
     seed: int
-    target_steps: int
+    window_s: float  # training time counted, from the first commit (no step target)
     replicas: int
     t_start: float  # the strategy was asked to start
     t_end: float
-    reached: bool
-    substrate: str  # "slurm" or "local" (bare metal, no Slurm)
+    reached: bool  # the run lasted its whole window
+    substrate: str  # "slurm"
     faults: list[Fault] = field(default_factory=list)
     starts: dict[int, list[float]] = field(default_factory=dict)  # replica -> times its processes started
     steps: dict[int, list[StepRecord]] = field(default_factory=dict)

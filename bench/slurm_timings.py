@@ -1,6 +1,6 @@
 """Slurm's own latencies on the test cluster, without lamplighter: `python -m bench.slurm_timings [--reps 3]`.
 
-What the README says Slurm costs before lamplighter does anything, measured on
+What docs/results.md says Slurm costs before lamplighter does anything, measured on
 the lab's real slurmctld and slurmd (Debian's slurm-wlm, `SlurmdTimeout=3`,
 `ReturnToService=2`, `cred_expire=5`: see lab/testcluster_conf.py). Each
 repetition starts a fresh 3-node cluster and times, in order:
@@ -117,7 +117,7 @@ BEGIN, END = "<!-- slurm-timings -->", "<!-- /slurm-timings -->"
 
 
 def render_block(results: Path = RESULTS) -> str:
-    """The README's table of these timings, from slurm_timings.json alone."""
+    """docs/results.md's table of these timings, from slurm_timings.json alone."""
     path = results / "slurm_timings.json"
     if not path.exists():
         return "\n".join([BEGIN, GENERATED_NOTE, "No `make bench-slurm` result is kept (slurm_timings.json).", END])

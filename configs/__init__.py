@@ -6,8 +6,8 @@ Public modules (the package re-exports nothing: import them):
     validate_cli      `lamplighter validate`, and the --set/LAMPLIGHTER_SET override arguments
     slurm_names       the names lamplighter writes into Slurm (job names, node reason prefix)
     torchtitan_flags  torchtitan's flags derived from a job
-    reference         the README's config reference (`make readme`)
+    reference         docs/config.md's config reference (`make readme`)
 
-Layer: the bottom, beside gpusim (configs, gpusim -> trainer -> supervisor -> slurm -> daemon; lab -> bench).
+Layer: the bottom, beside gpusim (configs, gpusim -> trainer -> supervisor -> injob -> slurm -> daemon; lab -> bench).
 May import: nothing
 """

@@ -1,6 +1,6 @@
-"""Generate the README's config reference from the schema (`python -m lamplighter.configs.reference`).
+"""Generate docs/config.md's config reference from the schema (`python -m lamplighter.configs.reference`).
 
-The README embeds this output between markers; a test fails when they drift apart,
+docs/config.md embeds this output between markers; a test fails when they drift apart,
 so the reference can never document a key the schema does not have.
 """
 
@@ -63,7 +63,7 @@ def reference() -> str:
 
 
 def update_readme(path: str) -> bool:
-    """Rewrite the reference in README; True if it changed."""
+    """Rewrite the reference in the given file (docs/config.md); True if it changed."""
     with open(path, encoding="utf-8") as f:
         text = f.read()
     head, _, rest = text.partition(START)

@@ -1,7 +1,7 @@
 """The one schema for lamplighter's configuration: a job, and a node supervisor.
 
 Every key a user can write is declared here with its type, default and a
-one-line description (the README's config reference is generated from these
+one-line description (docs/config.md's config reference is generated from these
 descriptions). Unknown keys are errors. Cross-field rules that torchft needs
 and users get wrong (the timeout hierarchy) are checked here too, each with a
 one-sentence explanation naming the values.
@@ -443,7 +443,7 @@ def _check_options(v: list[str], key: str, pattern: re.Pattern[str], reserved: s
 
 
 class RenewalConfig(Strict):
-    """Renewing groups before slurm.time runs out, one at a time (README, "Time limits")."""
+    """Renewing groups before slurm.time runs out, one at a time (docs/torchft.md, "Time limits")."""
 
     enabled: bool = Field(
         True,
@@ -518,11 +518,12 @@ class SlurmConfig(Strict):
             "--container-image=... --container-mounts=...; options lamplighter sets itself are refused."
         ),
     )
-    standby_socket: str | None = Field(
-        None,
-        description="The nodes' standby socket (node.yaml standby.socket, served by `lamplighter standby`; %n: the "
-        "node's name). Set: each task asks its node for a warm standby to become its trainer, and starts cold "
-        "when there is none (its log says why). null: every start is cold.",
+    spare: bool = Field(
+        False,
+        description="Keep a warm spare step in each group's own allocation (srun --overlap, the trainer's geometry, "
+        "past the imports in restart.standby_preload): a failed trainer's in-job restart (restart.in_job) becomes "
+        "it instead of starting cold. Needs a `{python} -m MODULE ...` or `{python} SCRIPT ...` command; otherwise "
+        "restarts start cold, as the job's log says. Each idle spare process holds its imports' memory.",
     )
     renewal: RenewalConfig = Field(default_factory=RenewalConfig, description="Renewal before the time limit.")
     head_node: str | None = Field(None, description="Node for the Lighthouse job (sbatch --nodelist); default any.")
@@ -558,11 +559,6 @@ class SlurmConfig(Strict):
     @classmethod
     def _srun(cls, v: list[str]) -> list[str]:
         return _check_options(v, "srun_args", _SRUN_OPTION, _RESERVED_SRUN, "_ . , : = / @ % + # - [ ]")
-
-    @field_validator("standby_socket")
-    @classmethod
-    def _standby_socket(cls, v: str | None) -> str | None:
-        return None if v is None else unix_socket_path(v)
 
     @property
     def time_s(self) -> int | None:
@@ -611,7 +607,7 @@ class NodeDaemonHealthConfig(NodeHealthConfig):
 
     A VM fault (a GPU page fault) is most often the application's own bug: it
     restarts the group whose process faulted. Only VM faults on one node from
-    several different jobs point at the node, and drain it.
+    several different users point at the node, and drain it.
     """
 
     vm_fault_drain_after: int = Field(
@@ -619,15 +615,16 @@ class NodeDaemonHealthConfig(NodeHealthConfig):
         ge=1,
         le=1000,
         description=(
-            "Drain the node once GPU VM faults from this many different jobs fell within vm_fault_window_s "
-            "(1: drain on the first VM fault). Fewer: only the faulting group is restarted."
+            "Drain the node once GPU VM faults from this many different users (uids) fell within "
+            "vm_fault_window_s (1: drain on the first VM fault). Fewer: only the faulting group is restarted; a "
+            "fault of no lamplighter job's process restarts nobody."
         ),
     )
     vm_fault_window_s: float = Field(
         86_400.0,
         gt=0,
         le=30 * 86_400,
-        description="The window over which VM faults of different jobs on this node are counted (kept across "
+        description="The window over which VM faults of different users on this node are counted (kept across "
         "daemon restarts).",
     )
 
@@ -720,6 +717,15 @@ class RestartConfig(Strict):
     no_restart_exit_codes: list[int] = Field(
         default_factory=lambda: [78],
         description="Trainer exit codes that mean 'do not restart' (78: the trainer refused).",
+    )
+    in_job: int = Field(
+        3,
+        ge=0,
+        le=99,
+        description="Slurm: restarts of a failed or hung trainer inside its own allocation (the group's in-job "
+        "agent, as the job's user: from slurm.spare, or cold) before the group's job ends FAILED and is requeued "
+        "under budget_per_group; a crash loop ends them sooner. They count apart from budget_per_group. A node "
+        "fault always requeues. 0: every failure requeues.",
     )
     standby: int = Field(
         0,
@@ -886,6 +892,15 @@ def cross_section_problems(job: JobConfig) -> list[str]:
             "set groups.nodes: 1 (groups of several nodes run on Slurm)"
         )
     command = job.trainer.command or []
+    if job.trainer.kind == "torchtitan":
+        ft = job.torchft
+        out += torchtitan_flags.comm_timeout_problems(
+            command,
+            quorum_s=ft.quorum_timeout_s,
+            timeout_s=ft.timeout_s,
+            connect_s=ft.connect_timeout_s,
+            pg_s=ft.pg_timeout_s,
+        )
     if job.groups.gpus_per_node == 0 and any("{gpus_per_node}" in arg for arg in command):
         out.append(
             "trainer.command uses {gpus_per_node} but groups.gpus_per_node is 0: set the GPUs per node, "
@@ -1036,47 +1051,6 @@ class NetworkConfig(Strict):
         return v
 
 
-class NodeStandbyConfig(Strict):
-    """Warm standbys `lamplighter standby` keeps for Slurm tasks (jobs opt in with slurm.standby_socket)."""
-
-    count: int = Field(
-        0,
-        ge=0,
-        le=64,
-        description="Processes kept past the imports in preload; a task of a job with slurm.standby_socket "
-        "becomes one instead of starting cold (0: off). Each idle one holds about 300 MB and no CPU.",
-    )
-    preload: list[str] = Field(
-        default_factory=lambda: list(DEFAULT_PRELOAD),
-        description="Modules a standby imports while it waits.",
-    )
-    socket: str = Field(
-        "/run/lamplighter-standby/standby.sock",
-        description="Unix socket where tasks ask for a standby (a job's slurm.standby_socket names it).",
-    )
-    python: str | None = Field(
-        None,
-        description="The standbys' interpreter: only tasks whose command starts with it can use them "
-        "(default: the one running `lamplighter standby`).",
-    )
-    refill_after_s: float = Field(
-        10.0,
-        ge=0,
-        description="A used standby is replaced this long after the last one was taken: its imports would "
-        "otherwise take the CPU from the trainer that just started from it.",
-    )
-
-    @field_validator("preload")
-    @classmethod
-    def _module_names(cls, v: list[str]) -> list[str]:
-        return module_names(v)
-
-    @field_validator("socket")
-    @classmethod
-    def _socket(cls, v: str) -> str:
-        return unix_socket_path(v)
-
-
 class NodeConfig(Strict):
     """The per-node supervisor daemon (`lamplighter supervise --config node.yaml`).
 
@@ -1127,11 +1101,16 @@ class NodeConfig(Strict):
     max_drain_fraction: float = Field(0.25, gt=0, le=1, description="Never drain more than this fraction of nodes...")
     drain_window_s: float = Field(3600.0, gt=0, description="...within this window.")
     node_silence_s: float = Field(
-        5.0, gt=0, description="Head role: a node supervisor silent this long is marked down."
+        5.0,
+        gt=0,
+        description="Head role: a node whose slurmd is silent this long is drained and its lamplighter groups "
+        "moved; it is marked down only if Slurm too reports it not responding.",
     )
-    standby: NodeStandbyConfig = Field(
-        default_factory=NodeStandbyConfig,
-        description="Warm standbys for the tasks of Slurm jobs, kept by `lamplighter standby` (a service of its own).",
+    mode: Literal["act", "observe"] = Field(
+        "act",
+        description="act: carry the actions out; observe: decide and log every action it would take "
+        "('would requeue', 'would drain') to the journal and the action logs (`lamplighter why` shows them), "
+        "and take none. Roll out with observe first.",
     )
 
     @model_validator(mode="after")
@@ -1183,7 +1162,6 @@ def ignored_off_local(job: JobConfig) -> list[str]:
     if job.restart.standby:
         notes.append(
             f"restart.standby ({job.restart.standby}) applies to `lamplighter local` only: "
-            "on Slurm, slurm.standby_socket uses the nodes' standbys (`lamplighter standby`, node.yaml standby); "
-            "on bare metal, restarts start cold"
+            "on Slurm, slurm.spare keeps a warm spare in each group's allocation; on bare metal, restarts start cold"
         )
     return notes

@@ -26,3 +26,13 @@ def lighthouse_job_name(job: str, prefix: str = JOB_PREFIX) -> str:
 def job_name_prefix(job: str, prefix: str = JOB_PREFIX) -> str:
     """What every Slurm job name of one lamplighter job starts with (for squeue --name filters)."""
     return f"{prefix}{job}-"
+
+
+def parse_group_job_name(name: str, prefix: str = JOB_PREFIX) -> tuple[str, int] | None:
+    """(job, replica id) of a group job's Slurm name `<prefix><job>-g<N>`; None for any other name."""
+    if not name.startswith(prefix):
+        return None
+    job, sep, num = name[len(prefix) :].rpartition("-g")
+    if not sep or not job or not num.isdigit():
+        return None
+    return job, int(num)

@@ -11,6 +11,7 @@ from `pip download --no-deps torchtitan`):
     training.steps      torchtitan.config.configs.TrainingConfig
     checkpoint.*        torchtitan.experiments.torchft.checkpoint.TorchFTCheckpointManager.Config
     dump_folder         torchtitan.trainer.Trainer.Config
+    comm.*              torchtitan.config.configs.CommConfig (checked when typed, never set)
 
 A flag lamplighter sets may not also be typed in `trainer.command`: the job's
 setting it comes from is named in the error instead, so the two cannot disagree.
@@ -126,4 +127,50 @@ def flags(
     out.append(f"--checkpoint.{'' if dataloader_checkpoint else 'no_'}enable_ft_dataloader_checkpoints")
     if dump_folder is not None:
         out.append(f"--{DUMP_FOLDER}={dump_folder}")
+    return out
+
+
+def flag_value(command: list[str], path: str) -> str | None:
+    """The value `command` gives flag `path` (`--a.b=V` or `--a.b V`; the last one wins), or None."""
+    value = None
+    for i, arg in enumerate(command):
+        if flag_path(arg) != path:
+            continue
+        if "=" in arg:
+            value = arg.split("=", 1)[1]
+        elif i + 1 < len(command):
+            value = command[i + 1]
+    return value
+
+
+def comm_timeout_problems(command: list[str], *, quorum_s: int, timeout_s: int, connect_s: int, pg_s: int) -> list[str]:
+    """One sentence per torchtitan comm timeout that a torchft wait would outlast.
+
+    A group's ranks each heal their own shard, or wait on the cross-group process group, and do so at their
+    own pace: the ranks done first wait for the last in their next intra-group collective, up to torchft's
+    heal timeout or its process-group timeout. The first step also connects and waits for the first quorum.
+    A torchtitan timeout below that makes the group's own watchdog kill it in the middle of a recovery.
+    """
+    needs = {
+        "comm.train_timeout_seconds": (max(timeout_s, pg_s), "the larger of torchft.timeout_s and pg_timeout_s"),
+        "comm.init_timeout_seconds": (
+            connect_s + quorum_s + timeout_s,
+            "torchft.connect_timeout_s + quorum_timeout_s + timeout_s",
+        ),
+    }
+    out = []
+    for path, (need, why) in needs.items():
+        given = flag_value(command, path)
+        if given is None:
+            continue  # set by the --config module, or torchtitan's default: not visible here (see docs/torchtitan.md)
+        try:
+            value = int(given)
+        except ValueError:
+            out.append(f"trainer.command sets --{path}={given}: not a whole number of seconds")
+            continue
+        if value <= need:
+            out.append(
+                f"trainer.command sets --{path}={value} s, but a rank can wait {need} s in it ({why}): "
+                f"set --{path}={need + 30} or more, or lower the torchft timeouts"
+            )
     return out

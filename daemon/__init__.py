@@ -8,13 +8,14 @@ Public modules (the package re-exports nothing: import them):
     supervise_cli   `lamplighter supervise`, run_daemon
     compute_loop, head_loop   the two roles' cycles
     node_policy     the pure node policy; executor: carries its actions out, journaled
-    fencing         trainers of an attempt Slurm moved on from (a node cut off from Slurm): killed
+    node_trainers, job_identity   a job's processes by their cgroup, verified against Slurm (never by their environment)
+    fencing         processes of a run Slurm moved on from (a node cut off from Slurm): killed
     state_store     the persisted state; recovery: finishing what a killed daemon left pending
     status_socket   read_status: the local status endpoint (`lamplighter status`)
     last_status     what that endpoint answers: the loop's status as of its last whole cycle
-    standby_broker  warm standbys for Slurm tasks (slurm/warm_task.py is the task side); unix_server: both sockets
+    unix_server     the status socket's server
     metrics         the Prometheus metrics
 
-Layer: above the Slurm adapter (configs, gpusim -> trainer -> supervisor -> slurm -> daemon; lab -> bench).
-May import: configs, gpusim, trainer, supervisor, slurm, bare
+Layer: above the Slurm adapter (configs, gpusim -> trainer -> supervisor -> injob -> slurm -> daemon; lab -> bench).
+May import: configs, gpusim, trainer, supervisor, injob, slurm, bare
 """

@@ -10,12 +10,25 @@ multi-task step), the exit is treated as a failure with an unknown code.
 Trainers found at start-up are adopted as they are: never killed for being
 unknown; only a failure observed after adoption leads to an action.
 
-A group is its launcher, not every process carrying its environment: only
-each Slurm task's root process (node_trainers.task_roots: torchrun's agent,
-or the trainer itself) is watched for its exit. torchrun restarting a worker,
-or a data-loader worker ending, is no group failure. Hangs, D state, memory
-and GPU faults still cover the whole tree, and a kill takes every process of
-the job on this node.
+Which processes are a job's is the kernel's and Slurm's word, never the
+process's (node_trainers.py, job_identity.py): a process is adopted only when
+its cgroup is a step of a RUNNING lamplighter group job on this node, with
+the job's uid, started during the job's current run; one batched Slurm query
+per cycle answers for every new process (and, every slow cycle, for every
+job here: a job requeued while its processes live on is stale and fenced).
+Anything else is left alone, with its reason logged once per job.
+
+A group is its launcher, not every process of its job: only each numbered
+step's task roots (node_trainers.task_roots: torchrun's agent, or the trainer
+itself) are watched for their exit. torchrun restarting a worker, or a
+data-loader worker ending, is no group failure. The job's lowest numbered
+step here is its trainer; a higher one is the in-job spare (injob/agent.py),
+never judged hung. A step ending while the job runs on and another of its
+numbered steps has task roots here is a restart inside the job: nothing to
+do. Hangs, D state, memory and GPU faults cover the trainer's whole tree; a
+kill takes every process of the job on this node (its agent too), except a
+hang in a job with in-job restarts (restart.in_job): then only the hung step
+is killed, and the job's own agent starts its successor within the allocation.
 
 Each job is judged by its own settings (job_settings.py: its job.json):
 progress, hang and start-up timeouts, D-state and memory limits per job
@@ -27,15 +40,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from lamplighter.configs.schema import NodeConfig
 from lamplighter.daemon.executor import Executor
-from lamplighter.daemon.fencing import Here, StaleWatch
+from lamplighter.daemon.fencing import StaleWatch
+from lamplighter.daemon.job_identity import Verdict, verify
 from lamplighter.daemon.job_settings import JobSettings, JobSettingsCache, read_job_settings
 from lamplighter.daemon.job_watch import Fetch, JobWatch, trainer_proc
+from lamplighter.daemon.lighthouse_reads import LighthouseReads, lighthouse_place
 from lamplighter.daemon.metrics import DaemonMetrics
 from lamplighter.daemon.node_policy import (
     REASON_PREFIX,
@@ -46,14 +61,22 @@ from lamplighter.daemon.node_policy import (
     TrainerEvent,
     decide,
 )
-from lamplighter.daemon.node_trainers import NodeTrainer, TrainerScanner, expected_job_name, task_roots
+from lamplighter.daemon.node_trainers import (
+    NodeTrainer,
+    StepProcess,
+    TrainerScanner,
+    node_trainer,
+    task_roots,
+    trainer_step,
+)
 from lamplighter.slurm.actions import SlurmApi
+from lamplighter.slurm.parsers import JobInfo
 from lamplighter.slurm.run import SlurmError
 from lamplighter.supervisor.checks.exit_watcher import ExitWatcher
 from lamplighter.supervisor.gpu.observation import GpuObservation
-from lamplighter.supervisor.lighthouse_status import LighthouseStatus, fetch_status
+from lamplighter.supervisor.lighthouse_status import fetch_status
 from lamplighter.supervisor.observations import Observation, ProcessExited
-from lamplighter.supervisor.procfs import ProcStat, snapshot
+from lamplighter.supervisor.procfs import ProcStat, read_uid, snapshot
 from lamplighter.supervisor.run_dir_actions import RunDirActions
 from lamplighter.supervisor.trainer_proc import TrainerProc
 
@@ -99,10 +122,6 @@ class ExitSource(Protocol):
     def close(self) -> None: ...
 
 
-def fetch_lighthouse(address: str, timeout_s: float) -> LighthouseStatus:
-    return fetch_status(address, timeout=timeout_s)
-
-
 def lighthouse_timeout_s(poll_interval_s: float) -> float:
     """A Lighthouse read's bound: well below a poll interval, so a dead one never stalls the cycle."""
     return min(1.0, poll_interval_s / 4)
@@ -121,27 +140,39 @@ class ComputeLoop:
     exit_grace_s: float = 10.0
     slow_every: int = 5  # D-state and memory read all of /proc: every this many cycles
     watcher: ExitSource | None = None  # default: pidfds (ExitWatcher)
-    fetch_lighthouse: Fetch = fetch_lighthouse
-    read_settings: Callable[[str | None], JobSettings] = read_job_settings
+    fetch_lighthouse: Fetch | None = None  # tests: read here, in the cycle; default: LighthouseReads (off the cycle)
+    read_settings: Callable[[str | None, int], JobSettings] = read_job_settings
     policy: NodePolicyState = field(default_factory=NodePolicyState)
-    trainers: dict[tuple[int, int], NodeTrainer] = field(default_factory=dict)  # every process of every job here
+    trainers: dict[tuple[int, int], NodeTrainer] = field(default_factory=dict)  # every verified process here
     cycles: int = 0
     last_gpus: list[GpuObservation] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.scanner = TrainerScanner(self.proc_root, self.node, self.cfg.slurm_conf)
+        self.scanner = TrainerScanner(self.proc_root, self.node)
         self.exits: ExitSource = self.watcher if self.watcher is not None else ExitWatcher(self.clock)
         self.settings = JobSettingsCache(self.read_settings)
         self.watches: dict[str, JobWatch] = {}  # one per lamplighter job (run directory) with tasks here
-        self._roots: dict[str, list[NodeTrainer]] = {}  # watch key -> its task roots this cycle
+        self._roots: dict[str, list[NodeTrainer]] = {}  # watch key -> its trainer step's task roots this cycle
+        self._all_roots: list[NodeTrainer] = []  # every numbered step's task roots this cycle (spares too)
         self._snap: dict[int, ProcStat] = {}  # /proc, read once per slow cycle for every job's checks
-        self._verified: dict[str, bool] = {}  # job id -> a lamplighter job in this Slurm
+        self._names: dict[str, str] = {}  # job id -> its Slurm job name (asked once per job)
+        self._refused: dict[tuple[int, int], str] = {}  # processes that are not a lamplighter job's: why
+        self._said: set[tuple[str, str]] = set()  # (job id, verdict kind) logged
+        self._stale: dict[str, tuple[list[StepProcess], Verdict]] = {}  # job id -> its stale processes here
+        self._promoted: dict[tuple[str, str], float] = {}  # (job id, step) -> since when it is the trainer here
         self._watched: set[tuple[int, int]] = set()  # roots given to the exit watcher
         self._by_pid: dict[int, NodeTrainer] = {}
-        self._exits: dict[str, tuple[NodeTrainer, float]] = {}  # job id -> (exited trainer, when)
+        self._exits: dict[str, tuple[NodeTrainer, float]] = {}  # job id -> (exited task root, when)
+        self._killed: set[tuple[int, int]] = set()  # processes a kill was decided for: never fenced again
+        self._jobs_seen: dict[str, tuple[str | None, int]] = {}  # job id -> (its run dir, its owner), kept a while
         self.fencing = StaleWatch()
+        self.lighthouse_reads = LighthouseReads(
+            lambda address, timeout: fetch_status(address, timeout=timeout),
+            lambda job, uid: lighthouse_place(self.api, self.cfg.job_prefix, job, uid),
+        )
+        self.executor.observe = self.executor.observe or self.cfg.mode == "observe"
         if self.executor.job_log is None:
-            self.executor.job_log = RunDirActions(self.run_dir_of)
+            self.executor.job_log = RunDirActions(self.run_dir_of, self.uid_of)
         # The VM fault history outlives the daemon: a restart must not forgive a node its faults.
         vm_faults = NodePolicyState.vm_faults_from_json(self.executor.state.policy().get(VM_FAULTS_KEY))
         self.policy = NodePolicyState(self.policy.jobs, vm_faults)
@@ -150,99 +181,176 @@ class ComputeLoop:
 
     def cycle(self) -> list[dict[str, Any]]:
         now = self.clock()
-        self._adopt(self.scanner.scan(), now)
+        slow = self.cycles % self.slow_every == 0
+        self._adopt(self.scanner.scan(), now, slow)
         events: list[TrainerEvent | GpuEvent] = []
         for obs in self.exits.observe(now):
             if isinstance(obs, ProcessExited):
                 self._on_exit(obs)
         events += self._resolve_exits(now)
         events += self._hangs(now)
-        if self.cycles % self.slow_every == 0:
+        if slow:
             events += self._slow_checks(now)
+        events += self._stale_events(now)
         if self.gpus is not None:
             self.last_gpus = self.gpus.observe(now)
-            events += [gpu_event(g) for g in self.last_gpus]
+            events += [gpu_event(g, self.proc_root) for g in self.last_gpus]
         ctx = self._context(now, any(isinstance(e, GpuEvent) and e.status in ("fault", "unresponsive") for e in events))
         before = self.policy.vm_faults
         self.policy, actions = decide(now, self.policy, events, self.cfg, ctx)
         if self.policy.vm_faults != before:
             self.executor.state.set_policy(now, VM_FAULTS_KEY, self.policy.vm_faults_json())
         self.cycles += 1
-        self.settings.keep(
+        keep = (
             {t.job_id for t in self.trainers.values()}
             | {t.job_id for t in self._by_pid.values()}  # exits not reported yet
             | set(self._exits)
             | set(self.policy.jobs)
         )
+        self.settings.keep(keep)
+        self._jobs_seen = {j: v for j, v in self._jobs_seen.items() if j in keep}
         if self.metrics is not None:
             self.metrics.gpus(now, self.last_gpus)
             self.metrics.trainer_faults(now, events, {a.target for a in actions})
         if not actions:
             return []
+        self._killed |= {pid for a in actions if a.kind == "kill_local" for pid in a.pids}
         return self.executor.execute(now, actions)
 
     # -- trainers --------------------------------------------------------------------
 
-    def _adopt(self, found: list[NodeTrainer], now: float) -> None:
+    def _adopt(self, found: list[StepProcess], now: float, slow: bool) -> None:
+        """Verify what is new (and, every slow cycle, what was adopted) against Slurm: adopt, refuse or fence."""
+        fresh = [p for p in found if p.key not in self.trainers and p.key not in self._refused]
+        ask = {p.cgroup.job_id for p in fresh}
+        if slow:
+            ask |= {int(t.job_id) for t in self.trainers.values()}
+        infos = self._ask_slurm(ask)
         current: dict[tuple[int, int], NodeTrainer] = {}
-        for t in found:
-            if t.key not in self.trainers and not self._is_ours(t):
+        stale: dict[str, tuple[list[StepProcess], Verdict]] = {}
+        for p in found:
+            have = self.trainers.get(p.key)
+            if have is not None and not (slow and infos is not None):
+                current[p.key] = replace(have, proc=replace(have.proc, state=p.state))
                 continue
-            current[t.key] = t
+            if have is None and p.key in self._refused:
+                continue
+            if infos is None:
+                continue  # Slurm did not answer: nothing new is adopted (asked again next cycle)
+            v = verify(p, infos.get(p.cgroup.job_id), self._names.get(p.job_id), self.node, self.cfg.job_prefix)
+            if v.kind == "ours" and v.job_name is not None and v.replica_id is not None:
+                info = infos[p.cgroup.job_id]
+                current[p.key] = have or node_trainer(p, v.job_name, v.replica_id, self.node, info.restarts)
+            elif v.kind == "stale":
+                stale.setdefault(p.job_id, ([], v))[0].append(p)
+            elif v.kind == "not_ours":
+                self._refused[p.key] = v.reason
+            elif have is not None:
+                current[p.key] = have  # its job is ending: its exit is judged as such
+            if v.kind != "ours":
+                self._say(p.job_id, v)
+        present = {p.key for p in found}
+        self._refused = {k: why for k, why in self._refused.items() if k in present}
+        self._killed &= present
+        self._stale = stale
         self.trainers = current
+        for t in current.values():
+            seen = self._jobs_seen.get(t.job_id)
+            if seen is None or (seen[0] is None and t.run_dir):
+                self._jobs_seen[t.job_id] = (t.run_dir, t.uid)
         roots = task_roots(list(current.values()))
         for t in roots:
             if t.key not in self._watched:
                 log.info(
-                    "watching task root pid %d of Slurm job %s (%s, attempt %d)",
+                    "watching task root pid %d of Slurm job %s step %s (%s, uid %d, restart %d)",
                     t.proc.pid,
                     t.job_id,
+                    t.step,
                     t.proc.job_name,
+                    t.uid,
                     t.attempt,
                 )
                 self._watched.add(t.key)
                 self._by_pid[t.proc.pid] = t
                 self.exits.watch_trainer(trainer_proc(t))
         self._watched &= set(current)
-        self._group_by_job(roots, now)
+        self._all_roots = roots
+        self._group_by_job(self._trainer_roots(roots, now), now)
+
+    def _ask_slurm(self, job_ids: set[int]) -> dict[int, JobInfo] | None:
+        """One batched query for these jobs (and each new job's name, once); None when Slurm does not answer."""
+        if not job_ids:
+            return {}
+        for j in sorted(job_ids):
+            if str(j) not in self._names:
+                try:
+                    self._names[str(j)] = self.api.job(j).name
+                except (SlurmError, ValueError) as e:
+                    log.warning("Slurm job %s: cannot read its name: %s", j, e)
+        try:
+            return self.api.jobs_by_id(job_ids)
+        except SlurmError as e:
+            log.warning("cannot ask Slurm about jobs %s: %s", sorted(job_ids), e)
+            return None
+
+    def _say(self, job_id: str, v: Verdict) -> None:
+        """A process left alone, and why: logged once per job and kind of verdict."""
+        if (job_id, v.kind) in self._said:
+            return
+        self._said.add((job_id, v.kind))
+        if v.kind == "not_ours":
+            log.warning("not adopting %s", v.reason)
+        elif v.kind == "stale":
+            log.warning("stale: %s", v.reason)
+        else:
+            log.info("not adopting (yet) %s", v.reason)
+
+    def _trainer_roots(self, roots: list[NodeTrainer], now: float) -> list[NodeTrainer]:
+        """Each job's trainer step's roots (its lowest numbered step here), started when that step became it."""
+        by_job: dict[str, list[NodeTrainer]] = {}
+        for t in self.trainers.values():
+            by_job.setdefault(t.job_id, []).append(t)
+        steps = {job: trainer_step(ts) for job, ts in by_job.items()}
+        promoted: dict[tuple[str, str], float] = {}
+        out = []
+        for t in roots:
+            step = steps.get(t.job_id)
+            if step is None or t.step != step:
+                continue  # a spare: never judged hung, never counted as the trainer
+            key = (t.job_id, step)
+            first_sight = not any(j == t.job_id for j, _ in self._promoted)
+            since = self._promoted.get(key, t.started_at if first_sight else now)
+            promoted[key] = since
+            out.append(replace(t, started_at=max(t.started_at, since)))
+        self._promoted = promoted
+        return out
 
     def _group_by_job(self, roots: list[NodeTrainer], now: float) -> None:
-        """Roots by lamplighter job (run directory): each job's watch, made on first sight, kept while it is here."""
+        """Trainer roots by lamplighter job (run directory): each job's watch, made on first sight, kept while here."""
         self._roots = {}
         for t in roots:
-            s = self.settings.get(t.job_id, t.config, now)
+            s = self.settings.get(t.job_id, t.uid, t.config, now)
             key = t.run_dir or s.run_dir or f"slurm-job-{t.job_id}"
             first = key not in self._roots
             self._roots.setdefault(key, []).append(t)
             if key not in self.watches:
+                fetch = self.fetch_lighthouse or self.lighthouse_reads.reader(t.proc.job_name, t.uid)
                 self.watches[key] = JobWatch(
                     t.proc.job_name,
                     t.run_dir or s.run_dir,
                     s,
-                    self.fetch_lighthouse,
+                    fetch,
                     lighthouse_timeout_s(self.cfg.health.poll_interval_s),
                     self.proc_root,
                     lambda: self._snap,
                     self.metrics,
+                    owner=t.uid,
                 )
             elif first:
                 self.watches[key].use(s)  # the job's first task decides (every group of a job has one job.json)
         for key in [k for k in self.watches if k not in self._roots]:
             del self.watches[key]
-
-    def _is_ours(self, t: NodeTrainer) -> bool:
-        """Is the trainer's Slurm job a lamplighter group's job, named as render.py names it? Asked once per job."""
-        if t.job_id not in self._verified:
-            try:
-                info = self.api.job(int(t.job_id))
-            except (SlurmError, ValueError) as e:
-                log.warning("not adopting pid %d: Slurm job %s unknown here (%s)", t.proc.pid, t.job_id, e)
-                return False  # asked again next cycle
-            want = expected_job_name(self.cfg.job_prefix, t)
-            self._verified[t.job_id] = info.name == want
-            if info.name != want:
-                log.warning("not adopting pid %d: Slurm job %s is %r, not %r", t.proc.pid, t.job_id, info.name, want)
-        return self._verified[t.job_id]
+        self.lighthouse_reads.forget({(t.proc.job_name, t.uid) for ts in self._roots.values() for t in ts})
 
     def _on_exit(self, obs: ProcessExited) -> None:
         t = self._by_pid.pop(obs.pid, None)
@@ -250,7 +358,7 @@ class ComputeLoop:
             self._exits[t.job_id] = (t, obs.t)
             # Its settings may have been forgotten when the process left /proc a cycle before its exit was
             # reported: the exit must be judged by the job's own restart policy, never the defaults.
-            self.settings.get(t.job_id, t.config, obs.t)
+            self.settings.get(t.job_id, t.uid, t.config, obs.t)
 
     def _resolve_exits(self, now: float) -> list[TrainerEvent]:
         out = []
@@ -262,6 +370,21 @@ class ComputeLoop:
                 continue
             if info.state in ("PENDING", "REQUEUED") or info.restarts > t.attempt:
                 del self._exits[job_id]  # requeued already (by us, by Slurm, by a person)
+                continue
+            if info.state == "RUNNING" and (others := self._other_steps(t)):
+                # The job's own agent started the trainer's successor (the spare, or a cold step) in the
+                # allocation; or a spare ended beside a live trainer.
+                del self._exits[job_id]
+                log.info(
+                    "%s group %s: step %s ended (pid %d) while step(s) %s of Slurm job %s run here: "
+                    "restarted in the job, nothing to do",
+                    t.proc.job_name,
+                    t.proc.replica_id,
+                    t.step,
+                    t.proc.pid,
+                    ",".join(others),
+                    job_id,
+                )
                 continue
             if info.state == "CANCELLED":
                 # A person's scancel (or `lamplighter cancel`): Slurm would requeue even a cancelled job, and
@@ -294,6 +417,10 @@ class ComputeLoop:
             )
         return out
 
+    def _other_steps(self, t: NodeTrainer) -> list[str]:
+        """Numbered steps of t's job, other than t's, with task roots here now."""
+        return sorted({r.step for r in self._all_roots if r.job_id == t.job_id and r.step != t.step}, key=int)
+
     def _hangs(self, now: float) -> list[TrainerEvent]:
         out = []
         for key, w in self.watches.items():
@@ -307,24 +434,27 @@ class ComputeLoop:
         out = []
         for w in self.watches.values():
             out += w.stuck(now)
-        return out + self._stale(now)
+        return out
 
-    def _stale(self, now: float) -> list[TrainerEvent]:
-        """Trainers of an attempt Slurm has moved on from (fencing.py): one scontrol call per job here."""
-        here: dict[str, Here] = {}
-        for t in self.trainers.values():
-            if t.job_id not in self._exits:
-                here[t.job_id] = Here(t.job_id, t.attempt, f"{t.proc.job_name}/g{t.proc.replica_id}")
-        infos = {}
-        for job_id in here:
-            try:
-                infos[job_id] = self.api.job(int(job_id))
-            except (SlurmError, ValueError) as e:
-                log.warning("fencing: cannot read Slurm job %s: %s", job_id, e)
-        return [
-            TrainerEvent("stale", h.job_id, h.attempt, why, group=h.group)
-            for h, why in self.fencing.judge(now, self.node, list(here.values()), infos)
-        ]
+    def _stale_events(self, now: float) -> list[TrainerEvent]:
+        """Processes of a run Slurm has moved on from (fencing.py), once that held for the grace period."""
+        out = []
+        # Processes this daemon killed already (a requeue of its own, a fence): Slurm says their run is over.
+        stale = {j: (procs, v) for j, (procs, v) in self._stale.items() if {p.key for p in procs} - self._killed}
+        for job_id, why in self.fencing.judge(now, {j: v.reason for j, (_, v) in stale.items()}):
+            procs, v = stale[job_id]
+            procs = [p for p in procs if p.key not in self._killed]
+            out.append(
+                TrainerEvent(
+                    "stale",
+                    job_id,
+                    -1,
+                    why,
+                    group=f"{v.job_name}/g{v.replica_id}",
+                    pids=tuple((p.pid, p.start_time) for p in procs),
+                )
+            )
+        return out
 
     # -- context ---------------------------------------------------------------------
 
@@ -332,8 +462,13 @@ class ComputeLoop:
         jobs: dict[str, LocalJob] = {}
         for t in self.trainers.values():
             j = jobs.get(t.job_id)
-            pids = (j.pids if j else ()) + ((t.proc.pid, t.proc.start_time),)
-            jobs[t.job_id] = LocalJob(t.job_id, t.proc.job_name, t.proc.replica_id, t.attempt, pids, t.renewals)
+            pid = (t.proc.pid, t.proc.start_time)
+            pids = (j.pids if j else ()) + (pid,)
+            steps = dict(j.steps if j else {})
+            steps[t.step] = steps.get(t.step, ()) + (pid,)
+            jobs[t.job_id] = LocalJob(
+                t.job_id, t.proc.job_name, t.proc.replica_id, t.attempt, pids, t.renewals, t.uid, steps
+            )
         restart = {j: s.restart for j, s in self.settings.known().items()}
         if not gpu_fault:
             return Context(self.node, jobs, restart=restart)
@@ -356,29 +491,44 @@ class ComputeLoop:
 
     def run_dir_of(self, job_id: str) -> str | None:
         """The run directory of a Slurm job seen on this node (its trainers' environment, else its job.json)."""
-        for t in self.trainers.values():
-            if t.job_id == job_id and t.run_dir:
-                return t.run_dir
+        seen = self._jobs_seen.get(job_id)
+        if seen is not None and seen[0]:
+            return seen[0]
         s = self.settings.known().get(job_id)
         return s.run_dir if s is not None else None
 
+    def uid_of(self, job_id: str) -> int | None:
+        """The owner of a Slurm job seen on this node (Slurm's UserId, which its processes' uid matched)."""
+        seen = self._jobs_seen.get(job_id)
+        return seen[1] if seen is not None else self.settings.owner(job_id)
+
     def status(self) -> dict[str, Any]:
+        by_job: dict[str, list[NodeTrainer]] = {}
+        for t in self.trainers.values():
+            by_job.setdefault(t.job_id, []).append(t)
+        steps = {job: trainer_step(ts) for job, ts in by_job.items()}
+
+        def row(t: NodeTrainer) -> dict[str, Any]:
+            return {
+                "pid": t.proc.pid,
+                "job_id": t.job_id,
+                "job": t.proc.job_name,
+                "replica_id": t.proc.replica_id,
+                "attempt": t.attempt,
+                "step": t.step,
+                "uid": t.uid,
+                "root": t.key in self._watched,
+            }
+
+        # Task roots (the watched launchers) first, then their children.
+        order = sorted(self.trainers.values(), key=lambda t: (t.key not in self._watched, t.proc.pid))
         return {
             "role": "compute",
             "node": self.node,
             "cycles": self.cycles,
-            "trainers": [
-                {
-                    "pid": t.proc.pid,
-                    "job_id": t.job_id,
-                    "job": t.proc.job_name,
-                    "replica_id": t.proc.replica_id,
-                    "attempt": t.attempt,
-                    "root": t.key in self._watched,
-                }
-                # Task roots (the watched launchers) first, then their children.
-                for t in sorted(self.trainers.values(), key=lambda t: (t.key not in self._watched, t.proc.pid))
-            ],
+            "trainers": [row(t) for t in order if t.step == steps.get(t.job_id)],
+            "spares": [row(t) for t in order if t.step_number is not None and t.step != steps.get(t.job_id)],
+            "agents": [row(t) for t in order if t.step_number is None],  # each group's batch step
             "jobs": [w.status() for w in self.watches.values()],
             "gpus": [{"gpu": g.gpu, "status": g.status, "kind": g.kind, "reason": g.reason} for g in self.last_gpus],
             "policy": self.policy.to_json(),
@@ -394,8 +544,8 @@ class ComputeLoop:
 VM_FAULTS_KEY = "vm_faults"
 
 
-def gpu_event(g: GpuObservation) -> GpuEvent:
-    """The policy's view of one GPU observation: every problem found, and the pids a VM fault names."""
+def gpu_event(g: GpuObservation, proc_root: Path = Path("/proc")) -> GpuEvent:
+    """The policy's view of one GPU observation: every problem found, the pids a VM fault names and their uids."""
     problems = g.values.get("problems", [])
     pids = []
     for ev in g.values.get("events", []):
@@ -411,6 +561,7 @@ def gpu_event(g: GpuObservation) -> GpuEvent:
         g.reason,
         tuple(str(p) for p in problems) if isinstance(problems, list) else (),
         tuple(p for p in pids if p > 0),
+        tuple((p, uid) for p in pids if p > 0 and (uid := read_uid(proc_root, p)) is not None),
     )
 
 

@@ -8,10 +8,16 @@ process is signalled only if its (pid, start time) is still the one
 observed. Each action, or refusal, is one ActionLog line with its reason and
 the observation behind it.
 
-`pause_before` (tests only) makes the executor stop for good right before
-carrying out the first action of that kind, after its intent is journaled,
-and announce it in `pause_file`: the deterministic moment to SIGKILL the
-daemon in the middle of a recovery.
+`observe` (node.yaml `mode: observe`, for rollout) carries nothing out: each
+action decided is journaled as an event and written as one ActionLog line,
+outcome "observed", reason "would <kind>: ...", to the node's log and the run
+directories of the jobs it concerns (`lamplighter why` shows them), and to the
+daemon's log (the journal under systemd).
+
+`pause_before` (tests only: `lamplighter supervise --test-pause-before KIND`)
+makes the executor stop for good right before carrying out the first action
+of that kind, after its intent is journaled, and announce it in `pause_file`:
+the deterministic moment to SIGKILL the daemon in the middle of a recovery.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +44,7 @@ from lamplighter.supervisor.procfs import same_process
 
 log = logging.getLogger(__name__)
 
-JOURNALED = ("kill_local", "drain", "requeue", "mark_down")
+JOURNALED = ("kill_local", "drain", "requeue", "mark_down", "resume")
 
 
 @dataclass
@@ -54,9 +60,12 @@ class Executor:
     pause_file: Path | None = None
     # (line, job ids): each action line also goes to the run directory of the jobs it concerns (run_dir_actions.py)
     job_log: Callable[[str, Sequence[str]], None] | None = None
+    observe: bool = False  # decide and log, take no action (node.yaml mode: observe)
 
     def execute(self, now: float, actions: list[NodeAction]) -> list[dict[str, Any]]:
         """Carry out the actions in order; returns one result per action (also logged)."""
+        if self.observe:
+            return [self._observe(now, a) for a in actions]
         intents: list[PendingAction | None] = []
         for a in actions:
             intents.append(self._intent(now, a) if a.kind in JOURNALED else None)
@@ -104,6 +113,18 @@ class Executor:
             self.metrics.restart(a.group)
         return {"action": a.kind, "target": a.target, "outcome": outcome, **result}
 
+    def _observe(self, now: float, a: NodeAction) -> dict[str, Any]:
+        """mode observe: what would have been done, said and kept, and nothing done."""
+        if a.kind in ("log", "report"):
+            return self._announce(now, a)
+        would = replace(a, reason=f"would {a.kind.replace('_', ' ')}: {a.reason}")
+        self.state.record_event(
+            now, f"would_{a.kind}", {"target": a.target, "reason": would.reason, "observation": a.observation}
+        )
+        self._write(now, would, outcome="observed")
+        log.warning("OBSERVE ONLY: %s %s: %s", a.kind, a.target, would.reason)
+        return {"action": a.kind, "target": a.target, "outcome": "observed"}
+
     def _announce(self, now: float, a: NodeAction) -> dict[str, Any]:
         """give_up, log and report: nothing to do to the world, but said (give_up and log loudly) and kept."""
         if a.kind == "report":
@@ -135,6 +156,9 @@ class Executor:
             return {}
         if kind == "mark_down":
             self.api.mark_down(target, reason)
+            return {}
+        if kind == "resume":
+            self.api.resume(target)
             return {}
         if kind == "requeue":
             start_at, attempt = before.get("start_at"), before.get("attempt")
@@ -195,6 +219,8 @@ class Executor:
                 return self.api.node(p.target).is_drained
             if p.kind == "mark_down":
                 return self.api.node(p.target).is_down
+            if p.kind == "resume":
+                return not self.api.node(p.target).is_drained
             if p.kind == "requeue":
                 before = p.before.get("restarts")
                 info = self.api.job(int(p.target))

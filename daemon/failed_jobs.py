@@ -11,7 +11,9 @@ within FAILED_GRACE_S (head_loop.py): the node daemon, when it saw the trainer,
 requeues under the job's whole policy (backoff, crash loop) and goes first.
 
 It judges the failed attempt as a node daemon would (policy.judge_failure),
-with what the job's run directory says: never for an exit status in the job's
+with what the job's run directory says, reading there only small regular
+files of the job's owner (Slurm's UserId; trainer/owned_file.py: job.json at
+most 1 MiB, the tail of actions.jsonl): never for an exit status in the job's
 `restart.no_restart_exit_codes`, nor when the job is complete
 (`<run_dir>/completed`) or a daemon gave that attempt up (its give_up line in
 `<run_dir>/actions.jsonl`), nor past `restart.budget_per_group` (renewals do
@@ -26,15 +28,18 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from lamplighter.configs.loader import load_job
-from lamplighter.configs.schema import RestartConfig
+from lamplighter.configs.loader import ConfigError, Problem, parse
+from lamplighter.configs.schema import JobConfig, RestartConfig
 from lamplighter.slurm.parsers import JobInfo
 from lamplighter.slurm.render import CONFIG_FILE
 from lamplighter.slurm.renew import RENEWAL_DIR, renewals_file
 from lamplighter.slurm.submission import SCRIPTS_DIR
 from lamplighter.supervisor.policy import judge_failure
 from lamplighter.supervisor.run_dir_actions import ACTIONS_FILE
-from lamplighter.trainer.contract import RunPaths
+from lamplighter.trainer.contract import SMALL_FILE_BYTES, RunPaths
+from lamplighter.trainer.owned_file import MIB, OwnedFileError, read_owned, read_owned_tail
+
+ACTIONS_TAIL_BYTES = 4 * MIB  # a job's give_up line is among its last actions
 
 _GROUP_NAME = re.compile(r"-g(\d+)$")
 
@@ -107,11 +112,19 @@ def exit_status(info: JobInfo) -> int | None:
 
 def read_attempt(info: JobInfo, group: int, run_dir: Path) -> FailedAttempt:
     """Raises ConfigError when the job's config cannot be used (the caller logs it and tries later)."""
-    job = load_job(run_dir / CONFIG_FILE)
+    owner = info.user_id
+    path = run_dir / CONFIG_FILE
+    if owner is None:
+        raise ConfigError([Problem(str(path), None, "", f"Slurm names no owner of job {info.job_id}")])
+    try:
+        text = read_owned(path, owner=owner, max_bytes=MIB).decode("utf-8", errors="replace")
+    except OwnedFileError as e:
+        raise ConfigError([Problem(str(path), None, "", e.why)]) from None
+    job = parse(JobConfig, text, str(path))
     renewals = renewals_file(run_dir / RENEWAL_DIR, group, info.job_id)
     try:
-        n_renewals = int(renewals.read_text().strip() or 0)
-    except (OSError, ValueError):
+        n_renewals = int(read_owned(renewals, owner=owner, max_bytes=SMALL_FILE_BYTES).decode().strip() or 0)
+    except (OwnedFileError, ValueError):
         n_renewals = 0
     return FailedAttempt(
         job_id=info.job_id,
@@ -121,16 +134,27 @@ def read_attempt(info: JobInfo, group: int, run_dir: Path) -> FailedAttempt:
         node=info.batch_host,
         restart=job.restart,
         renewals=n_renewals,
-        completed=RunPaths(run_dir).completed().exists(),
-        given_up=gave_up(run_dir / ACTIONS_FILE, info.job_id, info.restarts),
+        completed=owned_marker(RunPaths(run_dir).completed(), owner),
+        given_up=gave_up(run_dir / ACTIONS_FILE, info.job_id, info.restarts, owner),
     )
 
 
-def gave_up(actions: Path, job_id: int, attempt: int) -> bool:
+def owned_marker(path: Path, owner: int) -> bool:
+    """A marker file there, and its owner's (someone else's `completed` says nothing about the job)."""
     try:
-        lines = actions.read_text().splitlines()
-    except OSError:
+        read_owned(path, owner=owner, max_bytes=64 * 1024)
+    except OwnedFileError:
         return False
+    return True
+
+
+def gave_up(actions: Path, job_id: int, attempt: int, owner: int | None = None) -> bool:
+    """A daemon's give_up line about this attempt among the last lines of the job's actions.jsonl (its owner's)."""
+    try:
+        data, whole = read_owned_tail(actions, owner=owner, max_bytes=ACTIONS_TAIL_BYTES)
+    except OwnedFileError:
+        return False
+    lines = data.decode(errors="replace").splitlines()[0 if whole else 1 :]
     for line in lines:
         if '"give_up"' not in line:
             continue

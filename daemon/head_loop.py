@@ -1,20 +1,31 @@
-"""The head-node role: mark dead nodes down before Slurm notices, and start their jobs elsewhere.
+"""The head-node role: move lamplighter groups off a silent node before Slurm's own timeout.
 
-Slurm notices a dead node only after SlurmdTimeout (300 s by default): until
-then the group's job stays RUNNING on a node that is gone. The head daemon
-probes the slurmd of every node that runs a lamplighter job (TCP connect to
-NodeAddr:Port from `scontrol show nodes`); a node that refuses or ignores the
-connection for `node_silence_s` is marked DOWN with lamplighter's reason,
-which makes Slurm requeue its jobs at once (JobRequeue=1); the job is then
-kept off that node and started now (slurm/requeue.py). Marking down counts
-against the same rate limit as drains. The head runs no Lighthouse: each job
-brings its own, as a Slurm job of its own (slurm/render.py).
+Slurm marks a dead node DOWN only after SlurmdTimeout (300 s by default):
+until then the group's job stays RUNNING on a node that is gone. The head
+daemon probes the slurmd of every node that runs a lamplighter job (TCP
+connect to NodeAddr:Port from `scontrol show nodes`). A node that refuses or
+ignores the connection for `node_silence_s` is a node-wide matter, and its
+probe alone (a busy accept queue, a blip on the head's own link) is no
+node-wide evidence:
+- when Slurm itself reports the node not responding (its own pings failed:
+  `*`, NOT_RESPONDING), the head marks it DOWN with lamplighter's reason,
+  which makes Slurm requeue its jobs at once (JobRequeue=1), and the
+  lamplighter jobs are kept off it and started now (slurm/requeue.py);
+- otherwise it drains the node with that reason (new jobs stay away; every
+  other tenant's job keeps running) and requeues only the lamplighter group
+  jobs running there, each once.
+Both count against the same rate limit as drains. A node it drained for
+silence is resumed once its slurmd answers the probe again and Slurm sees it
+registered and up (as ReturnToService=2 would a DOWN node): an outage of the
+head's own link costs the cluster no capacity beyond its length. The head
+runs no Lighthouse: each job brings its own, as a Slurm job of its own
+(slurm/render.py).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,37 +54,76 @@ RETRY_S = 10.0  # a failed job whose config could not be read, or whose requeue 
 FAILED_GRACE_S = 3.0
 
 
+def silence_reason(node: str) -> str:
+    """How the reason of a node the head drained for silence starts."""
+    return f"{REASON_PREFIX}slurmd on {node} silent"
+
+
 def decide_nodes(
     now: float,
     silent_since: dict[str, float],
     nodes: dict[str, NodeInfo],
     history: Iterable[tuple[float, str]],
     cfg: NodeConfig,
+    groups_on: Mapping[str, list[tuple[int, str]]] | None = None,
 ) -> list[NodeAction]:
-    """Pure: mark_down for nodes silent for node_silence_s and not already down, within the rate limit."""
+    """Pure: for nodes silent for node_silence_s and not down: mark_down when Slurm too sees the node not
+    responding, else drain it and requeue the lamplighter group jobs on it (`groups_on`: node -> (job id,
+    name)); within the rate limit either way."""
     out: list[NodeAction] = []
     hist = list(history)
+    for name, back in sorted(nodes.items()):
+        silence_drain = back.is_drained and (back.reason or "").startswith(silence_reason(name))
+        if silence_drain and name not in silent_since and back.registered and not back.is_down:
+            why = f"{REASON_PREFIX}slurmd on {name} answers again and Slurm sees it up: resuming it (drained: {back.reason})"
+            out.append(NodeAction("resume", name, why, {"type": "node-back", "node": name, "slurm_state": back.state}))
     for name, since in sorted(silent_since.items()):
         info = nodes.get(name)
         if info is None or info.is_down or now - since < cfg.node_silence_s:
             continue
+        slurm_sees = info.not_responding or "NOT_RESPONDING" in info.flags
         observation = {
             "type": "node-silent",
             "node": name,
             "silent_s": round(now - since, 3),
             "slurm_state": info.state,
+            "slurm_not_responding": slurm_sees,
         }
-        allowed, limit = may_drain(now, hist, len(nodes), cfg.max_drain_fraction, cfg.drain_window_s, node=name)
-        if not allowed:
-            out.append(
-                NodeAction("log", name, f"NOT MARKING {name} DOWN although its slurmd is silent: {limit}", observation)
-            )
+        silent = f"slurmd on {name} silent for {now - since:.1f} s (node_silence_s {cfg.node_silence_s:g})"
+        ours = bool(info.reason and info.reason.startswith(REASON_PREFIX))
+        if info.is_drained and not slurm_sees:
+            if ours:  # drained by us already: its groups still there get moved (each once)
+                out += _move_groups(now, name, silent, observation, groups_on)
             continue
-        reason = (
-            f"{REASON_PREFIX}slurmd on {name} silent for {now - since:.1f} s (node_silence_s {cfg.node_silence_s:g})"
-        )
-        out.append(NodeAction("mark_down", name, reason, {**observation, "rate_limit": limit}))
+        allowed, limit = may_drain(now, hist, len(nodes), cfg.max_drain_fraction, cfg.drain_window_s, node=name)
+        what = "MARKING {} DOWN" if slurm_sees else "DRAINING {}"
+        if not allowed:
+            out.append(NodeAction("log", name, f"NOT {what.format(name)} although its {silent}: {limit}", observation))
+            continue
+        observation = {**observation, "rate_limit": limit}
+        if slurm_sees:
+            reason = f"{REASON_PREFIX}{silent}, and Slurm reports it not responding"
+            out.append(NodeAction("mark_down", name, reason, observation))
+        else:
+            reason = f"{REASON_PREFIX}{silent}; Slurm still sees it: drained, its lamplighter groups moved"
+            out.append(NodeAction("drain", name, reason, observation))
+            out += _move_groups(now, name, silent, observation, groups_on)
         hist.append((now, name))
+    return out
+
+
+def _move_groups(
+    now: float,
+    node: str,
+    silent: str,
+    observation: dict[str, Any],
+    groups_on: Mapping[str, list[tuple[int, str]]] | None,
+) -> list[NodeAction]:
+    out = []
+    for job_id, job_name in sorted((groups_on or {}).get(node, [])):
+        ref = ((str(job_id), job_name, 0),)
+        reason = f"{REASON_PREFIX}{silent}: moving {job_name} (Slurm job {job_id}) off it"
+        out.append(NodeAction("requeue", str(job_id), reason, observation, start_at=now, exclude_node=node, jobs=ref))
     return out
 
 
@@ -87,9 +137,14 @@ class HeadLoop:
     silent_since: dict[str, float] = field(default_factory=dict)
     cycles: int = 0
     last_marked: list[str] = field(default_factory=list)
+    moved: set[tuple[int, int]] = field(default_factory=set)  # (job id, restarts) requeued off a silent node
     released: dict[int, float] = field(default_factory=dict)  # job id -> when a launch-failure hold was lifted
     not_before: dict[tuple[int, int], float] = field(default_factory=dict)  # failed (job id, attempt) -> judge at
     metrics: DaemonMetrics | None = None
+    _restarts: dict[int, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.executor.observe = self.executor.observe or self.cfg.mode == "observe"
 
     def start(self, now: float) -> None:
         return None  # nothing to start: each job brings its own Lighthouse (a Slurm job of its own)
@@ -99,13 +154,20 @@ class HeadLoop:
         try:
             queue = self.api.jobs(self.cfg.job_prefix)
             jobs = [j for j in queue if j.state == "RUNNING"]
-            nodes = {n.name: n for n in self.api.nodes()} if jobs else {}
+            nodes = {n.name: n for n in self.api.nodes()}
         except SlurmError as e:
             log.error("head: cannot read the queue or nodes: %s", e)
             return []
+        if self.silent_since:  # a move may be due: each group job's restart count, in one query
+            try:
+                self._restarts = {j: i.restarts for j, i in self.api.jobs_by_id([j.job_id for j in jobs]).items()}
+            except SlurmError as e:
+                log.warning("head: cannot read the running jobs' restart counts: %s", e)
         self._release_held(now, queue)
         self._requeue_failed(now)
         watched = {name for j in jobs for name in expand_hostlist(j.nodes)}
+        # Nodes it drained for silence are probed on: resumed once they answer (decide_nodes).
+        watched |= {n for n, i in nodes.items() if i.is_drained and (i.reason or "").startswith(silence_reason(n))}
         probe_timeout = min(1.0, self.cfg.node_silence_s / 2)
         for name in list(self.silent_since):
             if name not in watched:
@@ -121,16 +183,29 @@ class HeadLoop:
             else:
                 self.silent_since.setdefault(name, now)
         now = self.clock()
-        actions = decide_nodes(now, self.silent_since, nodes, drain_history(self.executor.state.events()), self.cfg)
+        groups_on: dict[str, list[tuple[int, str]]] = {}
+        for j in jobs:
+            if group_of(j.name) is not None and (j.job_id, self._restarts_of(j.job_id)) not in self.moved:
+                for name in expand_hostlist(j.nodes):
+                    groups_on.setdefault(name, []).append((j.job_id, j.name))
+        history = drain_history(self.executor.state.events())
+        actions = decide_nodes(now, self.silent_since, nodes, history, self.cfg, groups_on)
         self.cycles += 1
         if not actions:
             return []
         results = self.executor.execute(now, actions)
         for a, r in zip(actions, results, strict=True):
-            if a.kind == "mark_down" and r["outcome"] == "ok":
+            if a.kind == "mark_down" and r["outcome"] in ("ok", "observed"):
                 self.last_marked.append(a.target)
-                self._restart_jobs_of(a.target, jobs)
+                if r["outcome"] == "ok":
+                    self._restart_jobs_of(a.target, jobs)
+            if a.kind == "requeue" and a.target.isdigit():
+                self.moved.add((int(a.target), self._restarts_of(int(a.target))))
         return results
+
+    def _restarts_of(self, job_id: int) -> int:
+        """The job's restart count as the last look at it said (moved jobs are remembered per restart)."""
+        return self._restarts.get(job_id, 0)
 
     def _release_held(self, now: float, queue: list[QueueEntry]) -> None:
         for job_id in to_release(now, queue, self.released):

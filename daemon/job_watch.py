@@ -41,7 +41,7 @@ from lamplighter.supervisor.lighthouse_status import LighthouseStatus, Lighthous
 from lamplighter.supervisor.observations import DState, MemoryHigh
 from lamplighter.supervisor.procfs import ProcStat
 from lamplighter.supervisor.trainer_proc import TrainerProc
-from lamplighter.trainer.contract import read_lighthouse_address
+from lamplighter.trainer.contract import lighthouse_address
 from lamplighter.trainer.stop_at import final_target, read_stop_at
 
 log = logging.getLogger(__name__)
@@ -50,8 +50,9 @@ Fetch = Callable[[str, float], LighthouseStatus]  # (address, timeout) -> the Li
 
 
 def trainer_proc(t: NodeTrainer) -> TrainerProc:
+    """The checks' view of a trainer: its attempt as the trainer counts it (what its heartbeats name)."""
     return TrainerProc(
-        group=t.proc.replica_id or 0, rank=t.rank, attempt=t.attempt, pid=t.proc.pid, started_at=t.started_at
+        group=t.proc.replica_id or 0, rank=t.rank, attempt=t.trainer_attempt, pid=t.proc.pid, started_at=t.started_at
     )
 
 
@@ -72,6 +73,7 @@ class _Said:
     address: str | None = None
     lighthouse_error: str | None = None
     warning: str | None = None
+    published: str | None = None  # why lighthouse.json was ignored
 
 
 class JobWatch:
@@ -85,8 +87,10 @@ class JobWatch:
         proc_root: Path,
         read_snapshot: Callable[[], dict[int, ProcStat]],
         metrics: DaemonMetrics | None = None,
+        owner: int | None = None,
     ) -> None:
         self.name = name
+        self.owner = owner  # the job's user: the only one whose files in its run directory count
         self._metrics = metrics
         self._quorum_id: int | None = None
         self.run_dir = run_dir
@@ -125,14 +129,18 @@ class JobWatch:
         return self._fetch(self.address, self._fetch_timeout)
 
     def lighthouse_address(self) -> str | None:
-        published = read_lighthouse_address(Path(self.run_dir)) if self.run_dir else None
+        published, why = lighthouse_address(Path(self.run_dir), self.owner) if self.run_dir else (None, None)
+        if why != self._said.published:
+            if why:
+                log.warning("job %s: ignoring its published Lighthouse address: %s", self.name, why)
+            self._said.published = why
         return published or self.settings.lighthouse
 
     def _sources(self) -> list[ProgressSource]:
         mode = self.settings.health.progress
         lighthouse = self.lighthouse if self.address is not None else None
         if self.run_dir is not None:
-            sources, warning = progress_sources(mode, Path(self.run_dir), lighthouse)
+            sources, warning = progress_sources(mode, Path(self.run_dir), lighthouse, self.owner)
         else:
             sources = [lighthouse] if lighthouse is not None and mode in ("auto", "lighthouse") else []
             warning = None if sources or mode == "off" else "no run directory and no Lighthouse address: no hang check"
@@ -160,7 +168,7 @@ class JobWatch:
         )
         found = check.observe(now)
         self._log_lighthouse()
-        by_group = {(t.proc.replica_id or 0, t.attempt): t for t in reversed(self._table.roots)}
+        by_group = {(t.proc.replica_id or 0, t.trainer_attempt): t for t in reversed(self._table.roots)}
         out = []
         for hung in found:
             t = by_group.get((hung.group, hung.attempt))
@@ -175,6 +183,7 @@ class JobWatch:
                     detail={"pid": t.proc.pid, "silent_s": round(hung.silent_s, 3), "source": hung.source},
                     group=f"{t.proc.job_name}/g{t.proc.replica_id}",
                     renewals=t.renewals,
+                    step=t.step,
                 )
             )
         return out
@@ -184,7 +193,7 @@ class JobWatch:
         target = self.settings.target_step
         if target is None or self.run_dir is None:
             return target
-        return final_target(target, read_stop_at(Path(self.run_dir)))
+        return final_target(target, read_stop_at(Path(self.run_dir), self.owner))
 
     def _log_lighthouse(self) -> None:
         err = self.lighthouse.error if self.address is not None else None
@@ -212,7 +221,7 @@ class JobWatch:
 
     def stuck(self, now: float) -> list[TrainerEvent]:
         """D state and memory over each task's whole tree (the /proc snapshot is shared with other jobs)."""
-        by_task = {(t.proc.replica_id or 0, t.rank, t.attempt): t for t in self._table.roots}
+        by_task = {(t.proc.replica_id or 0, t.rank, t.trainer_attempt): t for t in self._table.roots}
         found: list[DState | MemoryHigh] = [*self.dstate.observe(now), *self.memory.observe(now)]
         out = []
         for obs in found:

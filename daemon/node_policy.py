@@ -10,16 +10,22 @@ Rules (per Slurm job of a lamplighter replica group on this node):
     is at fault, so this does not count against the group's restart budget),
     and the node is drained with the GPU's reason, unless the drain rate limit
     refuses it (then the jobs are still moved, and the refusal is logged loudly);
-  - a VM fault: the group whose process faulted (every group here if the
-    faulting pid is none of theirs) is restarted like a failed trainer (its
-    budget, backoff and crash loop); the node is drained only when VM faults of
-    `health.vm_fault_drain_after` different jobs fell within
-    `health.vm_fault_window_s` (the history is in the state, kept by the daemon
-    across restarts, and cleared by the drain);
+  - a VM fault: the group whose process faulted (its pid in the job's cgroup)
+    is restarted like a failed trainer (its budget, backoff and crash loop); a
+    fault from a pid of no lamplighter job here restarts nobody and counts only
+    against the node; the node is drained only when VM faults of
+    `health.vm_fault_drain_after` different users (uids) fell within
+    `health.vm_fault_window_s`: one user's buggy kernels, however many jobs
+    they run, never drain a shared node (the history is in the state, kept by
+    the daemon across restarts, and cleared by the drain);
   - thermal throttling: reported (one action-log line), nothing else.
   A GPU in "unknown" is not a fault.
 - A trainer exit 0: the group is done. An exit code in
   `restart.no_restart_exit_codes`: give up on the group (no requeue).
+- A hang of a job with in-job restarts (`restart.in_job` > 0): kill the hung
+  step's processes only, no requeue: the job's own agent starts the trainer
+  again inside the allocation (injob/agent.py); if nothing replaces it, its
+  exit is judged as below. Once per step.
 - Any other exit (or an exit whose code could not be learned), a hang, a
   D-state or a memory fault: kill what is left of the job here and requeue it
   after `backoff_s(attempt)`, unless Slurm's restart count (the attempt) has
@@ -33,8 +39,8 @@ Rules (per Slurm job of a lamplighter replica group on this node):
   (slurm/requeue.py).
 - Observations about an attempt already handled (the stragglers of a job we
   are requeueing) or about a given-up or finished job are ignored.
-The attempt is Slurm's SLURM_RESTART_COUNT as the trainer saw it: it is the
-same on every node, so the budget holds wherever the group runs.
+The attempt is Slurm's Restarts of the job (asked from Slurm, not the
+process): the same on every node, so the budget holds wherever the group runs.
 """
 
 from __future__ import annotations
@@ -54,7 +60,7 @@ from lamplighter.supervisor.gpu.faults import (
 from lamplighter.supervisor.policy import judge_failure, restart_reason
 from lamplighter.supervisor.ratelimit import may_drain
 
-NodeActionKind = Literal["kill_local", "drain", "requeue", "mark_down", "give_up", "log", "report"]
+NodeActionKind = Literal["kill_local", "drain", "requeue", "mark_down", "resume", "give_up", "log", "report"]
 TrainerEventKind = Literal["exit", "hang", "dstate", "memory", "vmfault", "stale"]
 JobRef = tuple[str, str | None, int]  # (Slurm job id, group, attempt) an action is about
 DEFAULT_RESTART = RestartConfig()  # a job whose config cannot be read
@@ -88,6 +94,8 @@ class TrainerEvent:
     detail: dict[str, Any] = field(default_factory=dict)
     group: str | None = None  # "<job name>/g<replica>"
     renewals: int = 0  # of its `attempt` restarts, renewals before the time limit: not failures
+    pids: tuple[tuple[int, int], ...] = ()  # stale: the (pid, start time) of the earlier run's processes
+    step: str | None = None  # hang: the trainer's Slurm step
 
     @property
     def restarts(self) -> int:
@@ -103,6 +111,7 @@ class GpuEvent:
     reason: str
     problems: tuple[str, ...] = ()  # every problem kind found (kind is the worst)
     pids: tuple[int, ...] = ()  # vmfault: the pids the driver named
+    pid_uids: tuple[tuple[int, int], ...] = ()  # vmfault: (pid, uid) of those still alive
 
 
 @dataclass(frozen=True)
@@ -113,8 +122,10 @@ class LocalJob:
     job_name: str
     replica_id: int | None
     attempt: int
-    pids: tuple[tuple[int, int], ...]
+    pids: tuple[tuple[int, int], ...]  # every process of the job here (its cgroup's), the agent's too
     renewals: int = 0
+    uid: int | None = None  # the job's owner
+    steps: Mapping[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)  # Slurm step -> its processes
 
     @property
     def group(self) -> str:
@@ -141,6 +152,7 @@ class JobTrack:
     handled_attempt: int = -1  # observations of attempts <= this are about what we already handled
     status: Literal["running", "done", "given_up"] = "running"
     failures: tuple[float, ...] = ()
+    killed_steps: tuple[str, ...] = ()  # steps killed as hung for the job's own agent to replace
 
 
 @dataclass(frozen=True)
@@ -150,13 +162,25 @@ class NodePolicyState:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            j: {"handled_attempt": t.handled_attempt, "status": t.status, "failures": list(t.failures)}
+            j: {
+                "handled_attempt": t.handled_attempt,
+                "status": t.status,
+                "failures": list(t.failures),
+                "killed_steps": list(t.killed_steps),
+            }
             for j, t in self.jobs.items()
         }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> NodePolicyState:
-        return cls({j: JobTrack(int(t["handled_attempt"]), t["status"], tuple(t["failures"])) for j, t in data.items()})
+        return cls(
+            {
+                j: JobTrack(
+                    int(t["handled_attempt"]), t["status"], tuple(t["failures"]), tuple(t.get("killed_steps", ()))
+                )
+                for j, t in data.items()
+            }
+        )
 
     def vm_faults_json(self) -> list[list[float | str]]:
         return [[t, j] for t, j in self.vm_faults]
@@ -182,7 +206,7 @@ def _obs(ev: TrainerEvent | GpuEvent) -> dict[str, Any]:
         if ev.pids:
             out["pids"] = list(ev.pids)
         return out
-    return {
+    out = {
         "type": ev.kind,
         "job_id": ev.job_id,
         "attempt": ev.attempt,
@@ -190,6 +214,9 @@ def _obs(ev: TrainerEvent | GpuEvent) -> dict[str, Any]:
         "reason": ev.reason,
         **ev.detail,
     }
+    if ev.step is not None:
+        out["step"] = ev.step
+    return out
 
 
 def _gpu_actions(
@@ -265,55 +292,80 @@ def _vm_fault_actions(
     ctx: Context,
     out: list[NodeAction],
 ) -> tuple[tuple[float, str], ...]:
-    """Restart the faulting group(s); drain if VM faults of enough different jobs fell within the window.
+    """Restart the faulting group(s); drain if VM faults of enough different users fell within the window.
 
-    Returns the VM fault history to keep.
+    A fault is a job's when its pid is one of the job's processes here (the job's cgroup: node_trainers.py).
+    Returns the VM fault history to keep: (time, "uid:N"), or UNATTRIBUTED for a pid gone before its uid was read.
     """
     why = "; ".join(f.reason for f in faults)
     observation = {"type": "gpu", "faults": [_obs(f) for f in faults]}
     pids = {p for f in faults for p in f.pids}
     here = sorted(ctx.jobs.values(), key=lambda j: j.job_id)
     blamed = [j for j in here if pids & {p for p, _ in j.pids}]
-    whose = "its process" if blamed else "the faulting pid is none of theirs, so each group here"
-    for job in blamed or here:
+    for job in blamed:
         ev = TrainerEvent(
             "vmfault",
             job.job_id,
             job.attempt,
-            f"{why}: GPU VM fault in {job.group} ({whose}); most often the application's own bug",
+            f"{why}: GPU VM fault in {job.group} (its process); most often the application's own bug",
             detail={"gpu_faults": observation["faults"]},
             group=job.group,
             renewals=job.renewals,
         )
         _trainer_actions(now, jobs, ev, ctx, out)
+    if not blamed:
+        out.append(
+            NodeAction(
+                "log",
+                ctx.node,
+                f"{why}: GPU VM fault from pid(s) {sorted(pids)} of no lamplighter job here: nobody restarted, "
+                "counted against the node",
+                observation,
+            )
+        )
     window = cfg.health.vm_fault_window_s
-    new = tuple((now, j.job_id) for j in (blamed or here)) or ((now, UNATTRIBUTED),)
+    uids = {uid for f in faults for _, uid in f.pid_uids} | {j.uid for j in blamed if j.uid is not None}
+    new = tuple((now, f"uid:{u}") for u in sorted(uids)) or ((now, UNATTRIBUTED),)
     kept = recent_vm_faults(now, history + new, window)
     different = vm_fault_jobs(kept)
     if len(different) < cfg.health.vm_fault_drain_after:
         return kept
-    moved = tuple((j.job_id, j.group, j.attempt) for j in (blamed or here))
+    moved = tuple((j.job_id, j.group, j.attempt) for j in blamed)
     reason = (
-        f"GPU VM faults from {len(different)} different jobs ({', '.join(different)}) within "
+        f"GPU VM faults from {len(different)} different users ({', '.join(different)}) within "
         f"{window:g} s (health.vm_fault_drain_after {cfg.health.vm_fault_drain_after}); last: {why}"
     )
     drained = _drain(now, reason, {**observation, "vm_faults": [list(f) for f in kept]}, moved, cfg, ctx, out)
     return () if drained else kept
 
 
-def _fence(ev: TrainerEvent, track: JobTrack, ctx: Context, out: list[NodeAction]) -> None:
-    """A stale attempt's trainers still run here: kill them, nothing else (no requeue, no failure counted).
-
-    Not when this daemon handled that attempt itself: it killed its trainers when it requeued the job."""
-    local = ctx.jobs.get(ev.job_id)
-    if local is None or local.attempt != ev.attempt or ev.attempt <= track.handled_attempt:
+def _fence(ev: TrainerEvent, ctx: Context, out: list[NodeAction]) -> None:
+    """A stale run's processes still live here: kill them, nothing else (no requeue, no failure counted)."""
+    if not ev.pids:
         return
-    ref: tuple[JobRef, ...] = ((ev.job_id, local.group, ev.attempt),)
+    ref: tuple[JobRef, ...] = ((ev.job_id, ev.group, ev.attempt),)
     out.append(
-        NodeAction(
-            "kill_local", ev.job_id, f"FENCED: {ev.reason}", _obs(ev), pids=local.pids, group=local.group, jobs=ref
-        )
+        NodeAction("kill_local", ev.job_id, f"FENCED: {ev.reason}", _obs(ev), pids=ev.pids, group=ev.group, jobs=ref)
     )
+
+
+def _in_job_hang(ev: TrainerEvent, track: JobTrack, ctx: Context, out: list[NodeAction]) -> JobTrack | None:
+    """A hung trainer step of a job with in-job restarts: kill that step only; its agent starts the next.
+
+    The new track, or None when this is not such a hang (then the usual failure path applies)."""
+    local = ctx.jobs.get(ev.job_id)
+    if ev.kind != "hang" or ev.step is None or local is None or ctx.restart_for(ev.job_id).in_job <= 0:
+        return None
+    if ev.step in track.killed_steps:
+        return track  # killed already; its exit (or the hang of what replaces it) comes next
+    pids = local.steps.get(ev.step, ())
+    reason = (
+        f"{ev.reason}: killing its step {ev.step} only; the job's own agent restarts it inside the allocation "
+        f"(restart.in_job {ctx.restart_for(ev.job_id).in_job}), and if nothing replaces it its exit is requeued"
+    )
+    ref: tuple[JobRef, ...] = ((ev.job_id, local.group, ev.attempt),)
+    out.append(NodeAction("kill_local", ev.job_id, reason, _obs(ev), pids=pids, group=local.group, jobs=ref))
+    return replace(track, killed_steps=track.killed_steps + (ev.step,))
 
 
 def _trainer_actions(
@@ -321,9 +373,13 @@ def _trainer_actions(
 ) -> None:
     track = jobs.get(ev.job_id, JobTrack())
     if ev.kind == "stale":
-        _fence(ev, track, ctx, out)
+        _fence(ev, ctx, out)
         return
     if track.status != "running" or ev.attempt <= track.handled_attempt:
+        return
+    in_job = _in_job_hang(ev, track, ctx, out)
+    if in_job is not None:
+        jobs[ev.job_id] = in_job
         return
     local = ctx.jobs.get(ev.job_id)
     group = local.group if local else ev.group

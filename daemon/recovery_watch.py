@@ -1,48 +1,48 @@
 """How long a restarted replica group took to commit again, measured where it came back.
 
-The node daemon that adopts a trainer of attempt N >= 1 reads the group's step
-log in the run directory (steps/<group>.jsonl, written by the reference
-trainer): the group's last committed step of an earlier attempt, and its first
-committed step of attempt N. The time between them is the group's recovery
+The node daemon that adopts a trainer of Slurm restart N >= 1 reads the group's
+step log in the run directory (steps/<group>.jsonl, written by the reference
+trainer; attempts numbered restarts * 100 + in-job restarts, trainer/contract.py):
+the group's last committed step of an earlier restart, and its first committed
+step of restart N. Restarts inside the allocation are the job's own agent's
+(injob/journal.py records them) and are not measured here. The time between them is the group's recovery
 (detection, requeue, restart, heal and one step), observed once per (job,
 attempt); where the first state came from (`healed_from`: a peer or the
 fallback checkpoint) is counted too. A trainer that keeps no step log is not
-measured. Only the log's last TAIL_BYTES are read, each cycle until found, for
-at most GIVE_UP_S.
+measured. Only the log's last TAIL_BYTES are read, as a regular file of the
+job's user (trainer/owned_file.py), each cycle until found, for at most GIVE_UP_S.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from pathlib import Path
 
 from lamplighter.daemon.metrics import DaemonMetrics
 from lamplighter.daemon.node_trainers import NodeTrainer
-from lamplighter.trainer.contract import RunPaths
+from lamplighter.trainer.contract import RunPaths, slurm_restarts_of
+from lamplighter.trainer.owned_file import OwnedFileError, read_owned_tail
 from lamplighter.trainer.steplog import StepRecord, parse_step
 
 TAIL_BYTES = 64 * 1024
 GIVE_UP_S = 600.0
 
 
-def tail_records(path: Path, max_bytes: int = TAIL_BYTES) -> list[StepRecord]:
+def tail_records(path: Path, owner: int | None, max_bytes: int = TAIL_BYTES) -> list[StepRecord]:
     try:
-        with open(path, "rb") as f:
-            size = f.seek(0, os.SEEK_END)
-            f.seek(max(0, size - max_bytes))
-            lines = f.read().decode(errors="replace").splitlines()
-    except OSError:
+        data, whole = read_owned_tail(path, owner=owner, max_bytes=max_bytes)
+    except OwnedFileError:
         return []
-    if size > max_bytes and lines:
+    lines = data.decode(errors="replace").splitlines()
+    if not whole and lines:
         lines = lines[1:]
     return [r for r in (parse_step(line) for line in lines) if r is not None]
 
 
-def recovery_of(records: list[StepRecord], attempt: int) -> tuple[float, str] | None:
-    """(seconds from the last commit before `attempt` to its first commit, heal source); None if not yet."""
-    before = [r for r in records if r.committed and r.attempt < attempt]
-    after = [r for r in records if r.committed and r.attempt == attempt]
+def recovery_of(records: list[StepRecord], restarts: int) -> tuple[float, str] | None:
+    """(seconds from the last commit before Slurm restart `restarts` to its first commit, heal source); None if not yet."""
+    before = [r for r in records if r.committed and slurm_restarts_of(r.attempt) < restarts]
+    after = [r for r in records if r.committed and slurm_restarts_of(r.attempt) == restarts]
     if not before or not after:
         return None
     first = min(after, key=lambda r: r.t)
@@ -60,10 +60,11 @@ class RecoveryWatch:
     def observe(self, now: float, trainers: Iterable[NodeTrainer]) -> None:
         for t in trainers:
             key = (t.job_id, t.attempt)
-            if t.attempt < 1 or t.rank != 0 or not t.run_dir or key in self._done:
+            if t.attempt < 1 or t.rank != 0 or t.step_number is None or not t.run_dir or key in self._done:
                 continue
             since = self._first_seen.setdefault(key, now)
-            found = recovery_of(tail_records(RunPaths(Path(t.run_dir)).steps(t.proc.replica_id or 0)), t.attempt)
+            steps = RunPaths(Path(t.run_dir)).steps(t.proc.replica_id or 0)
+            found = recovery_of(tail_records(steps, t.uid), t.attempt)
             if found is not None:
                 seconds, source = found
                 self.metrics.recovery.observe(max(seconds, 0.0))

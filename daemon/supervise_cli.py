@@ -9,9 +9,11 @@ SIGTERM/SIGINT: STOPPING=1, close everything; trainers are left running
 
 Environment read here and nowhere else:
     NOTIFY_SOCKET, WATCHDOG_USEC, WATCHDOG_PID   systemd (sd_notify.py)
-    LAMPLIGHTER_TEST_PAUSE_BEFORE=<action kind>  tests only: stop for good before
-    LAMPLIGHTER_TEST_PAUSE_FILE=<path>           that action (executor.py)
     ROCM_PATH / LD_LIBRARY_PATH / LAMPLIGHTER_GPUSIM_DIR   passed on to the GPU probe workers
+Not read: LAMPLIGHTER_SET (a root daemon takes its settings from its node.yaml
+and its command line, --set, only). Tests stop the executor before an action
+with --test-pause-before KIND --test-pause-file PATH (executor.py): flags on
+the command line that systemd runs, never the environment.
 """
 
 from __future__ import annotations
@@ -46,12 +48,14 @@ from lamplighter.daemon.sd_notify import Notifier, watchdog_interval
 from lamplighter.daemon.state_store import DaemonState, StateError
 from lamplighter.daemon.status_socket import StatusServer
 from lamplighter.slurm.actions import SlurmActions
+from lamplighter.slurm.parsers import parse_show_config
 from lamplighter.slurm.requeue import ScontrolJobUpdate
-from lamplighter.slurm.run import SlurmCli
+from lamplighter.slurm.run import SlurmCli, SlurmError
 from lamplighter.supervisor.health_report import HealthPublisher, summarize
 
 log = logging.getLogger("lamplighter.supervise")
 
+# Where the command line's test flags travel to build_executor (set from --test-pause-*, never inherited).
 ENV_PAUSE_BEFORE = "LAMPLIGHTER_TEST_PAUSE_BEFORE"
 ENV_PAUSE_FILE = "LAMPLIGHTER_TEST_PAUSE_FILE"
 ACTIONS_FILE = "actions.jsonl"
@@ -67,17 +71,27 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--config", required=True, help="node config YAML (e.g. /etc/lamplighter/node.yaml)")
     add_override_args(p)
     p.add_argument("--once", action="store_true", help="run one cycle, print the status as JSON, exit")
+    # Tests only: stop for good before carrying out the first action of this kind (executor.py).
+    p.add_argument("--test-pause-before", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--test-pause-file", default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=main_args)
 
 
 def main_args(args: argparse.Namespace) -> int:
     try:
-        cfg = load_node(args.config, args.overrides, os.environ)
+        cfg = load_node(args.config, args.overrides)  # no LAMPLIGHTER_SET from the environment: a root daemon's
     except ConfigError as e:
         return report_invalid(e)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    env = dict(os.environ)
+    if args.test_pause_before:
+        env[ENV_PAUSE_BEFORE] = args.test_pause_before
+        env[ENV_PAUSE_FILE] = args.test_pause_file or ""
+    else:
+        env.pop(ENV_PAUSE_BEFORE, None)
+        env.pop(ENV_PAUSE_FILE, None)
     try:
-        return run_daemon(cfg, os.environ, once=args.once)
+        return run_daemon(cfg, env, once=args.once)
     except StateError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -117,6 +131,8 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
     metrics = DaemonMetrics()
     api = SlurmActions(SlurmCli(slurm_conf=cfg.slurm_conf))
     executor = build_executor(env, node, state, api, sink, metrics)
+    if cfg.mode == "observe":
+        log.warning("mode observe: every action is decided and logged as 'would ...', none is taken")
     notifier = Notifier.from_env(env)
     stop = threading.Event()
     if not once:
@@ -127,6 +143,8 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
     status: StatusServer | None = None
     try:
         recover_pending(executor)
+        if cfg.role == "compute" and (why := check_proctrack(api)) is not None:
+            log.error("%s", why)
         role_loop, recovery = build_loop(cfg, node, api, executor, env, state, metrics)
         loop = role_loop  # set before the head loop starts: a failed start still closes it
         if isinstance(role_loop, HeadLoop):
@@ -211,6 +229,23 @@ def build_executor(
         pause_before=env.get(ENV_PAUSE_BEFORE) or None,
         pause_file=Path(pause_file) if pause_file else None,
     )
+
+
+def check_proctrack(api: SlurmActions) -> str | None:
+    """Why this daemon cannot tell a job's processes (None: Slurm tracks them with cgroups)."""
+    try:
+        conf = parse_show_config(api.cli.run("scontrol", "show", "config"))
+    except SlurmError as e:
+        return (
+            f"cannot read Slurm's configuration ({e}): if ProctrackType is not proctrack/cgroup, no trainer is adopted"
+        )
+    kind = conf.get("ProctrackType", "")
+    if kind != "proctrack/cgroup":
+        return (
+            f"Slurm's ProctrackType is {kind or 'unset'}, not proctrack/cgroup: the daemon knows a job's processes by "
+            "their Slurm cgroup (never by their environment), so it adopts no trainer here"
+        )
+    return None
 
 
 def recover_pending(executor: Executor) -> None:

@@ -7,6 +7,6 @@ Public modules (the package re-exports nothing: import them):
     symbols  which amdsmi symbols are bound and which are modelled
     cli      `lamplighter gpusim init|inject|clear|show`
 
-Layer: the bottom, beside configs (configs, gpusim -> trainer -> supervisor -> slurm -> daemon; lab -> bench).
+Layer: the bottom, beside configs (configs, gpusim -> trainer -> supervisor -> injob -> slurm -> daemon; lab -> bench).
 May import: nothing
 """

@@ -9,6 +9,6 @@ Public modules (the package re-exports nothing: import them):
     scale_replica   torch-free replica groups (torchft's Manager protocol via its native module) for the scale lab
     sdiag           slurmctld's RPC counts by type and user (`sdiag`), for the scale lab's control-plane load
 
-Layer: on top of the product (configs, gpusim -> trainer -> supervisor -> slurm -> daemon; lab -> bench).
-May import: configs, gpusim, trainer, supervisor, slurm, bare, daemon
+Layer: on top of the product (configs, gpusim -> trainer -> supervisor -> injob -> slurm -> daemon; lab -> bench).
+May import: configs, gpusim, trainer, supervisor, injob, slurm, bare, daemon
 """

@@ -36,12 +36,12 @@ def lab_job_config(
     steps: int,
     groups: int,
     port: int = 0,
-    standby: bool = False,
+    spare: bool = False,
     step_sleep_s: float = 0.0,
 ) -> dict[str, Any]:
     """A small job for the lab: one whole compute node per group (never the head), its Lighthouse job on the head;
-    with `standby`, its tasks start in the node daemons' warm standbys (LabSettings.standby); `step_sleep_s` paces
-    its steps (trainer.model.step_sleep_s)."""
+    with `spare`, each group keeps a warm spare step in its allocation (slurm.spare); `step_sleep_s` paces its
+    steps (trainer.model.step_sleep_s)."""
     model = {"dim": 64, "layers": 2, "heads": 4, "seq_len": 64, "batch_size": 16, "step_sleep_s": step_sleep_s}
     cfg: dict[str, Any] = {
         "name": name,
@@ -63,8 +63,10 @@ def lab_job_config(
         "health": lab.settings.health.model_dump(mode="json"),
         "restart": lab.settings.restart.model_dump(mode="json"),
     }
-    if standby:
-        cfg["slurm"]["standby_socket"] = str(lab.standby_socket())
+    if spare:
+        cfg["slurm"]["spare"] = True
+        # The reference trainer's own imports too, as local mode's standbys take them.
+        cfg["restart"]["standby_preload"] = [*cfg["restart"]["standby_preload"], "lamplighter.trainer.main"]
     return cfg
 
 

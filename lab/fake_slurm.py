@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,6 +48,8 @@ class _Job:
     exit_code: str = "0:0"
     held: bool = False
     command: str = ""  # the script submitted (scontrol's Command=)
+    user_id: int = 0  # who submitted it
+    started: float | None = None  # StartTime of its current run (epoch seconds: the fake's clock)
 
 
 @dataclass
@@ -82,7 +84,8 @@ class FakeSlurm:
 
     # -- SlurmApi ------------------------------------------------------------
 
-    def submit(self, script: Path) -> int:
+    def submit(self, script: Path, user_id: int = 0) -> int:
+        """`user_id`: who submits it (the fake's stand-in for `runuser -u USER -- sbatch`)."""
         self._controller()
         opts: dict[str, str] = {}
         for line in Path(script).read_text().splitlines():
@@ -96,6 +99,7 @@ class FakeSlurm:
             requeue="--no-requeue" not in opts,
             nodelist=opts.get("--nodelist"),
             command=str(script),
+            user_id=user_id,
         )
         self._next_id += 1
         self._jobs[job.job_id] = job
@@ -182,8 +186,33 @@ class FakeSlurm:
             start_time=None,
             requeue=j.requeue,
             exit_code=j.exit_code,
-            fields={"Command": j.command} if j.command else {},
+            fields={"UserId": f"u({j.user_id})", **({"Command": j.command} if j.command else {})},
         )
+
+    def jobs_by_id(self, job_ids: Iterable[int]) -> dict[int, JobInfo]:
+        """As squeue -O: no name; StartTime printed in UTC (the fake's clock is the epoch)."""
+        self._controller()
+        self._advance()
+        out = {}
+        for jid in sorted(set(job_ids)):
+            j = self._jobs.get(check_job_id(jid))
+            if j is None:
+                continue
+            stamp = None if j.started is None else time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(j.started))
+            out[jid] = JobInfo(
+                job_id=j.job_id,
+                name="",
+                state=j.state,
+                reason=None,
+                restarts=j.restarts,
+                batch_host=j.on[0] if j.on else None,
+                node_list=",".join(j.on) or None,
+                start_time=stamp,
+                requeue=j.requeue,
+                exit_code=None,
+                fields={"UserId": str(j.user_id)},
+            )
+        return out
 
     def node(self, name: str) -> NodeInfo:
         self._controller()
@@ -317,6 +346,6 @@ class FakeSlurm:
             if j.nodelist is not None:
                 free = [n for n in free if n == j.nodelist]
             if len(free) >= j.nodes:
-                j.state, j.reason, j.on = "RUNNING", None, free[: j.nodes]
+                j.state, j.reason, j.on, j.started = "RUNNING", None, free[: j.nodes], now
             else:
                 j.reason = "Resources"

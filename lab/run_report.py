@@ -9,7 +9,9 @@ Per fault:
                fault's node or Slurm job; without action logs, the moment Slurm
                counted a restart of the group's job (an upper bound: detection
                plus the requeue) or, for the Lighthouse, its new listener.
-  t_restarted  the group's job RUNNING again (node_after: where), or the
+  t_restarted  the group's job RUNNING again (node_after: where), or its
+               trainer started again inside the allocation by the job's in-job
+               agent (in_job, how: warm from the spare or cold), or the
                Lighthouse listening again, or the daemon back.
 The rest (first commit after, survivor stall, steps lost, identical weights,
 goodput) is `lamplighter.supervisor.report.build_report`, unchanged; the
@@ -73,7 +75,7 @@ def detection_time(
     if rec.get("t_requeued"):
         return rec["t_requeued"], "slurm: job restarted"
     if rec.get("t_running"):
-        return rec["t_running"], "restarted"
+        return rec["t_running"], f"in-job restart ({rec.get('how')})" if rec.get("in_job") else "restarted"
     return None, ""
 
 
@@ -97,7 +99,7 @@ def faults_from_chaos(
                 group=group,
                 planned_at_s=round(inj["t"] - t_start, 3),
                 t_injected=inj["t"],
-                attempt=int(inj.get("restarts_before") or 0),
+                attempt=int(inj.get("attempt_before", inj.get("restarts_before")) or 0),
                 t_detected=t_det,
                 t_restarted=(rec or {}).get("t_running"),
                 detected_as=how,
@@ -115,6 +117,8 @@ def faults_from_chaos(
                 "t_requeued": r.get("t_requeued"),
                 "running_again_s": None if t_running is None else round(t_running - inj["t"], 3),
                 "restarts_after": r.get("restarts_after"),
+                "in_job": r.get("in_job"),
+                "how": r.get("how"),
             }
         )
     return faults, extras

@@ -20,15 +20,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from lamplighter.configs.schema import HealthConfig, NodeHealthConfig, NodeStandbyConfig, RestartConfig
-from lamplighter.daemon.standby_broker import read_broker_status
+from lamplighter.configs.schema import HealthConfig, NodeHealthConfig, RestartConfig
 from lamplighter.lab.testcluster import ProcRecord, TestCluster, wait_until
 from lamplighter.slurm.proc_find import ENV_SUPERVISOR_NODE, find_by_env
 from lamplighter.supervisor.procfs import PROC, read_stat
@@ -135,8 +133,7 @@ class LabSettings:
     # The jobs' health and restart settings (lab_job_config); the daemons' node.yaml takes the node's part.
     health: HealthConfig = field(default_factory=HealthConfig)
     restart: RestartConfig = field(default_factory=RestartConfig)
-    # Warm standbys each compute node keeps (`lamplighter standby`; jobs use them with lab_job_config(standby=True)).
-    standby: int = 0
+    mode: str = "act"  # the daemons' node.yaml mode: act, or observe (decide and log, take no action)
 
 
 class SlurmLab:
@@ -209,19 +206,9 @@ class SlurmLab:
             "slurm_conf": str(self.cluster.conf_path),
             "max_drain_fraction": 0.5,
             "node_silence_s": 3.0,
+            "mode": s.mode,
         }
-        if s.standby and node != self.head:
-            cfg["standby"] = {
-                "count": s.standby,
-                "socket": str(self.standby_socket(node)),
-                # The reference trainer's own imports too, as local mode's standbys do.
-                "preload": [*NodeStandbyConfig().preload, "lamplighter.trainer.main"],
-            }
         return cfg
-
-    def standby_socket(self, node: str = "%n") -> Path:
-        """The standby socket of a node (%n: each task's own node, as a job names it)."""
-        return self.node_dir(node) / "standby.sock"
 
     def node_env(self, node: str) -> dict[str, str]:
         from lamplighter.gpusim.build import sim_env
@@ -247,11 +234,6 @@ class SlurmLab:
             conf = d / "node.yaml"
             conf.write_text(yaml.safe_dump(self.node_config(node), sort_keys=False))
             self.services.add(Service(f"supervise-{node}", daemon_argv(conf), self.node_env(node), d / "daemon.log"))
-            if self.settings.standby and node != self.head:
-                # Its own service, as lamplighter-standby.service: not the daemon (daemon-kill chaos spares it).
-                env = {k: v for k, v in self.node_env(node).items() if k != ENV_SUPERVISOR_NODE}
-                argv = [sys.executable, "-m", "lamplighter", "standby", "--config", str(conf)]
-                self.services.add(Service(f"standby-{node}", argv, env, d / "standby.log"))
         self.daemons_started = True
 
     def down(self) -> None:
@@ -268,51 +250,6 @@ class SlurmLab:
             timeout,
             "every node daemon to run",
         )
-
-    def wait_standbys_ready(self, timeout: float = 120.0) -> None:
-        """Every compute node's standbys past their imports (LabSettings.standby), so a job's first start is warm."""
-        want = self.settings.standby
-        self._wait_brokers(lambda st: int(st["ready"]) >= want, timeout, "every node's standbys ready")
-
-    def standby_answers(self) -> dict[str, int]:
-        """How many task starts every node's broker has answered warm and cold since it started."""
-        return answers(self._wait_brokers(lambda st: True, 30.0, "every node's broker answers"))
-
-    def wait_standbys_quiet(self, timeout: float = 120.0) -> dict[str, int]:
-        """Every node's pool full and ready again and no trainer of a standby left: after a job, the refills
-        (each imports torch) and the dying trainers are done, and use no CPU that the next job would miss.
-        Returns `standby_answers`, from the same reading."""
-        want = self.settings.standby
-        return answers(self._wait_brokers(lambda st: pool_quiet(st, want), timeout, "every node's standbys quiet"))
-
-    def _wait_brokers(
-        self, ok: Callable[[dict[str, Any]], bool], timeout: float, what: str
-    ) -> dict[str, dict[str, Any]]:
-        """Every compute node's broker status, once each is `ok` (a broker that does not answer yet is not)."""
-        seen: dict[str, dict[str, Any]] = {}
-
-        def all_ok() -> bool:
-            for node in self.compute:
-                try:
-                    seen[node] = read_broker_status(self.standby_socket(node), timeout=5)
-                except OSError:
-                    return False
-                if not ok(seen[node]):
-                    return False
-            return True
-
-        wait_until(all_ok, timeout, what)
-        return seen
-
-
-def answers(statuses: dict[str, dict[str, Any]]) -> dict[str, int]:
-    """Task starts answered warm and cold, summed over the nodes' broker statuses."""
-    return {key: sum(int(st[key]) for st in statuses.values()) for key in ("warm", "cold")}
-
-
-def pool_quiet(status: dict[str, Any], want: int) -> bool:
-    """A broker's status (`lamplighter standby --status`) with `want` standbys ready and no trainer left."""
-    return int(status["ready"]) >= want and not status["trainers"]
 
 
 def leftover_job_processes(job: str) -> list[int]:

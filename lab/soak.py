@@ -6,7 +6,11 @@ faults at random (exponential gaps, mean shorter than a recovery), so faults
 overlap and strike groups that are still restarting or healing. The soak
 plays the operator: a node whose GPU fault was injected is repaired (the fault
 cleared) and given back with `lamplighter nodes resume` a while later; a
-crashed node is restarted.
+crashed node is restarted. A node Slurm drained itself with "Duplicate jobid"
+(a controller killed by slurmctld-restart forgets the jobs it started since
+its last state save; the node then reports one it "does not have") is
+resumed once it has stayed so for a while, as a site's admin would: it is no
+node fault, and left alone the cluster shrinks until groups cannot be placed.
 
 The job trains as long as the schedule needs, whatever the machine's speed:
 its trainer.steps is far out, faults are drawn until --faults of them struck
@@ -59,6 +63,7 @@ from lamplighter.lab.source_stamp import source_stamp
 from lamplighter.lab.testcluster import pick_port_range, slurm_installed
 from lamplighter.slurm.chaos_runner import run_schedule
 from lamplighter.slurm.chaos_slurm import CHAOS_FILE, GPU_FAULTS, KINDS, read_records
+from lamplighter.slurm.parsers import NodeInfo
 from lamplighter.slurm.proc_find import listener_procs
 from lamplighter.slurm.run import SlurmError
 from lamplighter.trainer.contract import RunPaths
@@ -73,6 +78,24 @@ FAR_STEPS = 10_000_000  # trainer.steps: never reached, the soak stops the job (
 TIME_LIMIT = "04:00:00"  # a bound for the Slurm jobs, far past a soak's length: no renewal falls into it
 STOP_LEAD_S = 10.0  # the stop step lies this far ahead at the job's recent pace (every group reads it once a second)
 MIN_LEAD_STEPS = 30  # ... and at least this many steps ahead, when the job has just been stalled
+SLURM_DRAIN_REASONS = ("Duplicate jobid",)  # Slurm's own drains the operator clears (see the docstring)
+RESUME_SLURM_DRAIN_AFTER_S = 15.0  # ... once the node has held such a drain this long
+SWEEP_EVERY_S = 5.0
+
+
+def slurm_drains_to_resume(
+    now: float, seen: dict[str, float], nodes: list[NodeInfo]
+) -> tuple[list[str], dict[str, float]]:
+    """(nodes to resume now, when each still-drained node was first seen so): Slurm's own drains only."""
+    first: dict[str, float] = {}
+    due = []
+    for n in nodes:
+        if "DRAIN" not in n.flags or not (n.reason or "").startswith(SLURM_DRAIN_REASONS):
+            continue
+        first[n.name] = seen.get(n.name, now)
+        if now - first[n.name] >= RESUME_SLURM_DRAIN_AFTER_S:
+            due.append(n.name)
+    return due, {k: v for k, v in first.items() if k not in due}
 
 
 @dataclass
@@ -83,8 +106,12 @@ class Operator:
     log: Callable[[str], None]
     due: list[tuple[float, str, str]] = field(default_factory=list)  # (when, what, node)
 
+    slurm_drains_resumed: list[dict[str, str]] = field(default_factory=list)
+
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
+        self._drained_since: dict[str, float] = {}
+        self._next_sweep = 0.0
 
     def saw(self, rec: dict[str, Any]) -> None:
         if rec.get("event") != "injected" or not rec.get("node"):
@@ -124,6 +151,21 @@ class Operator:
                 self._do(what, node)
             except Exception as e:  # a repair that fails is reported, and the soak goes on
                 self.log(f"operator: {what} {node} failed: {e}")
+        if now >= self._next_sweep:
+            self._next_sweep = now + SWEEP_EVERY_S
+            try:
+                self._sweep_slurm_drains(now)
+            except SlurmError as e:  # the controller is down (slurmctld-restart): next sweep
+                self.log(f"operator: cannot read the nodes now: {e}")
+
+    def _sweep_slurm_drains(self, now: float) -> None:
+        infos = self.lab.cluster.node_infos()
+        due, self._drained_since = slurm_drains_to_resume(now, self._drained_since, infos)
+        reasons = {n.name: n.reason or "" for n in infos}
+        for node in due:
+            self.lab.cluster.cli().run("scontrol", "update", f"nodename={node}", "state=resume")
+            self.slurm_drains_resumed.append({"node": node, "reason": reasons[node]})
+            self.log(f"operator: resumed {node}, drained by Slurm itself: {reasons[node][:120]}")
 
     def _do(self, what: str, node: str) -> None:
         if what == "reboot":
@@ -376,6 +418,7 @@ def main(argv: list[str] | None = None) -> int:
             "weights_identical": report["weights_identical"],
             "weights_check": report["weights_check"],
             "wrong_drains": drains,
+            "slurm_drains_resumed": operator.slurm_drains_resumed,
             "wrong_downs": downs,
             "orphans": left,
             "slurm_end_states": report["slurm_end_states"],
@@ -431,7 +474,8 @@ def verdict(soak: dict[str, Any], want: int, log: Callable[[str], None]) -> int:
         f"faults struck {soak['faults_injected']}, missed {len(soak['missed'])}; steps "
         f"{soak['steps_committed']}/{soak['target_steps']}, lost {soak['steps_lost']}, redone from fallback "
         f"{soak['steps_redone_from_fallback']}, weights identical {soak['weights_identical']}, wrong drains "
-        f"{len(soak['wrong_drains'])}, wrong downs {len(soak['wrong_downs'])}, orphans "
+        f"{len(soak['wrong_drains'])}, wrong downs {len(soak['wrong_downs'])}, Slurm's own drains resumed "
+        f"{len(soak.get('slurm_drains_resumed', []))}, orphans "
         f"{sum(len(v) for v in soak['orphans'].values())}, daemon RSS {soak['daemon_rss_mb_start']} -> "
         f"{soak['daemon_rss_mb_end']} MB, daemon CPU {soak['daemon_cpu_s_per_min']} s/min, wall {soak['wall_s']} s"
     )

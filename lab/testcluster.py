@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from lamplighter.lab.testcluster_conf import render_slurm_conf
+from lamplighter.lab.testcluster_conf import CGROUP_CONF, render_slurm_conf
 from lamplighter.slurm.parsers import NodeInfo, parse_scontrol_nodes
 from lamplighter.slurm.run import SlurmCli, SlurmError
 from lamplighter.supervisor.procfs import PROC, children, read_stat
@@ -38,6 +38,12 @@ from lamplighter.supervisor.procfs import PROC, children, read_stat
 T = TypeVar("T")
 
 PROCS_FILE = "procs.json"
+# Slurm's cgroups (proctrack/cgroup, v1) are machine-wide and name jobs by id only: each cluster takes a block
+# of job ids of its own, reserved by a file here while it runs (clusters run side by side under pytest-xdist).
+FREEZER = Path("/sys/fs/cgroup/freezer")
+JOB_ID_BLOCK = 10_000
+JOB_ID_BLOCKS = 6_000  # below Slurm's MaxJobId (67043328)
+RESERVED_IDS = Path(tempfile.gettempdir()) / "lamplighter-job-ids"
 
 
 class ClusterError(RuntimeError):
@@ -93,6 +99,48 @@ def pick_port_range(count: int, rng: random.Random | None = None) -> int:
     raise ClusterError(f"found no {count} consecutive free ports")
 
 
+def used_job_blocks(freezer: Path = FREEZER) -> set[int]:
+    """Blocks of job ids some cluster's cgroups on this machine use (left behind by a crashed one, too)."""
+    out = set()
+    for d in freezer.glob("slurm*/uid_*/job_*"):
+        num = d.name[len("job_") :]
+        if num.isdigit():
+            out.add(int(num) // JOB_ID_BLOCK)
+    return out
+
+
+def reserve_first_job_id(rng: random.Random | None = None, freezer: Path = FREEZER) -> int:
+    """A FirstJobId whose block of JOB_ID_BLOCK ids no cgroup and no running cluster on this machine uses."""
+    rng = rng or random.Random()
+    used = used_job_blocks(freezer)
+    RESERVED_IDS.mkdir(parents=True, exist_ok=True)
+    for _ in range(200):
+        block = rng.randrange(1, JOB_ID_BLOCKS)
+        if block in used:
+            continue
+        try:
+            os.close(os.open(RESERVED_IDS / str(block), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        except FileExistsError:
+            continue
+        return block * JOB_ID_BLOCK
+    raise ClusterError(f"found no free block of {JOB_ID_BLOCK} Slurm job ids (reservations in {RESERVED_IDS})")
+
+
+def release_job_ids(first_job_id: int, freezer: Path = FREEZER) -> None:
+    """The cluster is down: remove the empty cgroups its jobs left (a crashed node's) and free its block."""
+    block = first_job_id // JOB_ID_BLOCK
+    for job in freezer.glob("slurm*/uid_*/job_*"):
+        num = job.name[len("job_") :]
+        if not num.isdigit() or int(num) // JOB_ID_BLOCK != block:
+            continue
+        for d in sorted((p for p in job.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [job]:
+            try:
+                d.rmdir()  # a cgroup with processes in it refuses: left alone
+            except OSError:
+                pass
+    (RESERVED_IDS / str(block)).unlink(missing_ok=True)
+
+
 class TestCluster:
     """munged + slurmctld + `nodes` slurmd, all under `root`."""
 
@@ -110,6 +158,7 @@ class TestCluster:
         self.nodes = nodes
         self.base_port = base_port
         self.conf_overrides = dict(conf or {})
+        self.first_job_id: int | None = None
         self._popen: dict[str, subprocess.Popen[bytes]] = {}
 
     # -- paths -------------------------------------------------------------
@@ -139,8 +188,11 @@ class TestCluster:
         if self._load_records() and any(is_alive(r) for r in self._load_records().values()):
             raise ClusterError(f"a cluster already runs under {self.root}; run down() first")
         # A fresh cluster every time: old job state would confuse tests.
-        for sub in ("state", "spool"):
-            shutil.rmtree(self.root / sub, ignore_errors=True)
+        shutil.rmtree(self.root / "state", ignore_errors=True)
+        spool = self.root / "spool"
+        if spool.is_symlink():  # the last up()'s link: rmtree refuses a link (and ignore_errors hid it)
+            spool.unlink()
+        shutil.rmtree(spool, ignore_errors=True)
         shutil.rmtree(self.sockets, ignore_errors=True)
         for sub in ("munge", "state", "run", "log"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
@@ -172,6 +224,10 @@ class TestCluster:
             self._stop(recs[name], timeout)
         self._save_records({})
         self._popen.clear()
+        first = self.first_job_id or self._conf_first_job_id()
+        if first is not None:
+            release_job_ids(first)
+            self.first_job_id = None
         shutil.rmtree(self.sockets, ignore_errors=True)
 
     def crash_node(self, name: str) -> None:
@@ -277,9 +333,31 @@ class TestCluster:
     def _write_conf(self) -> None:
         if self.base_port is None:
             self.base_port = pick_port_range(self.nodes + 1)
+        if self.first_job_id is None:
+            self.first_job_id = reserve_first_job_id()
         self.conf_path.write_text(
-            render_slurm_conf(self.root, self.nodes, self.base_port, self.conf_overrides, sockets=self.sockets)
+            render_slurm_conf(
+                self.root,
+                self.nodes,
+                self.base_port,
+                self.conf_overrides,
+                first_job_id=self.first_job_id,
+                sockets=self.sockets,
+            )
         )
+        (self.root / "cgroup.conf").write_text(CGROUP_CONF)
+
+    def _conf_first_job_id(self) -> int | None:
+        """The FirstJobId of the slurm.conf under root (down() from a fresh process)."""
+        try:
+            lines = self.conf_path.read_text().splitlines()
+        except OSError:
+            return None
+        for line in lines:
+            key, _, val = line.partition("=")
+            if key == "FirstJobId" and val.strip().isdigit():
+                return int(val)
+        return None
 
     def _start_munged(self) -> None:
         m = self.root / "munge"
@@ -423,6 +501,13 @@ def reset_cluster(cluster: TestCluster, timeout: float = 30.0) -> None:
             cli.run("scancel", entry)
         except SlurmError:
             pass  # finished meanwhile
+    reset_nodes(cluster, timeout)
+    wait_until(lambda: not cli.run("squeue", "--noheader", "-o", "%i").split(), timeout, "the queue to empty")
+
+
+def reset_nodes(cluster: TestCluster, timeout: float = 30.0) -> None:
+    """Every node up and in service: a crashed one started again, a drained or down one resumed."""
+    cli = cluster.cli()
     for name in cluster.node_names:
         if not cluster.node_alive(name):
             cluster.restart_node(name, timeout)
@@ -433,7 +518,6 @@ def reset_cluster(cluster: TestCluster, timeout: float = 30.0) -> None:
             except SlurmError:
                 pass  # returned to service by itself meanwhile (ReturnToService=2)
     cluster.wait_nodes_ready(timeout)
-    wait_until(lambda: not cli.run("squeue", "--noheader", "-o", "%i").split(), timeout, "the queue to empty")
 
 
 @contextmanager

@@ -7,7 +7,13 @@ from pathlib import Path
 
 
 def render_slurm_conf(
-    root: Path, nodes: int, base_port: int, overrides: Mapping[str, str] | None = None, *, sockets: Path | None = None
+    root: Path,
+    nodes: int,
+    base_port: int,
+    overrides: Mapping[str, str] | None = None,
+    *,
+    first_job_id: int = 1,
+    sockets: Path | None = None,
 ) -> str:
     """slurm.conf for `nodes` slurmd on localhost; slurmctld on base_port, nodes on the ports after it.
 
@@ -17,7 +23,7 @@ def render_slurm_conf(
     overrides: `Key=Value` settings that replace the line of the same key, or are added before the nodes
     (a test's HealthCheckProgram, Prolog, SchedulerParameters).
     """
-    text = _conf(root, nodes, base_port, sockets or root)
+    text = _conf(root, nodes, base_port, first_job_id, sockets or root)
     extra = dict(overrides or {})
     lines = []
     for line in text.splitlines():
@@ -31,7 +37,7 @@ def render_slurm_conf(
     return "\n".join(lines) + "\n"
 
 
-def _conf(root: Path, nodes: int, base_port: int, sockets: Path) -> str:
+def _conf(root: Path, nodes: int, base_port: int, first_job_id: int, sockets: Path) -> str:
     r = root
     last = base_port + nodes
     return f"""\
@@ -55,9 +61,11 @@ SlurmdLogFile={r}/log/slurmd-%n.log
 # No mail server here; the default MailProg would log an error per job.
 MailProg=/bin/true
 MpiDefault=none
-# No cgroups in the sandbox: track processes through /proc, bind no CPUs.
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+# Slurm's own cgroups (v1, cgroup.conf beside this file): a task's /proc/PID/cgroup names its job and
+# step, which is how the node daemons tell a job's processes from ones that only carry its variables.
+# Nothing is constrained (cgroup.conf): the nodes share this machine's CPUs and memory.
+ProctrackType=proctrack/cgroup
+TaskPlugin=task/cgroup
 SelectType=select/cons_tres
 # Cores only: jobs that ask for no memory do not take a whole node's memory.
 SelectTypeParameters=CR_Core
@@ -73,10 +81,26 @@ SlurmdTimeout=3
 MessageTimeout=3
 # SIGKILL 2 s after SIGTERM when a job is cancelled or requeued.
 KillWait=2
+# Cgroup paths are machine-wide (/slurm_<node>/uid_<uid>/job_<id>) and every cluster names its nodes
+# n1..nN: each cluster numbers its jobs from a range of its own (testcluster.reserve_first_job_id).
+FirstJobId={first_job_id}
 # Keep finished jobs visible to scontrol for 10 minutes (tests read their end state).
 MinJobAge=600
 # Schedule every second and start batch jobs without delay.
 SchedulerParameters=sched_interval=1,bf_interval=1,batch_sched_delay=0
 NodeName=n[1-{nodes}] NodeHostname=localhost Port=[{base_port + 1}-{last}] CPUs=2 RealMemory=1000
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+"""
+
+
+# Slurm reads cgroup.conf from the folder of slurm.conf. cgroup/v1: this machine mounts the v1 hierarchies
+# (freezer, cpuset, ...) at /sys/fs/cgroup; nothing is constrained, only tracked.
+CGROUP_CONF = """\
+# Test cluster (written by lamplighter.lab.testcluster; do not edit): track, constrain nothing.
+CgroupPlugin=cgroup/v1
+CgroupMountpoint=/sys/fs/cgroup
+ConstrainCores=no
+ConstrainRAMSpace=no
+ConstrainSwapSpace=no
+ConstrainDevices=no
 """

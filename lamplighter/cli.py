@@ -18,7 +18,6 @@ COMMAND_MODULES = [
     "lamplighter.slurm.render_cli",
     "lamplighter.supervisor.local_cli",
     "lamplighter.daemon.supervise_cli",
-    "lamplighter.daemon.standby_cli",
     "lamplighter.slurm.job_cli",
     "lamplighter.slurm.why_cli",
     "lamplighter.slurm.healthcheck_cli",
@@ -41,7 +40,8 @@ a job, end to end:
   lamplighter plan --gpus 4096 --model 8b       what faults would cost it, by strategy (a model)
 
 environment:
-  LAMPLIGHTER_SET="key.path=value;..."          config overrides applied before --set
+  LAMPLIGHTER_SET="key.path=value;..."          config overrides applied before --set (not by root's
+                                                supervise and healthcheck: only their --set counts)
   LAMPLIGHTER_GPUSIM_DIR                        the simulated GPUs' state folder (tests, demos)
   LAMPLIGHTER_DEBUG=1                           an unexpected error shows its traceback
 

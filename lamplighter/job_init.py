@@ -51,7 +51,8 @@ trainer:
     - --rdzv_id={job}-{replica_id}
     - -m
     - torchtitan.train
-    - --module=llama3_8b_ft           # CHANGE: your torchtitan config module (on PYTHONPATH)...
+    - --module=llama3_8b_ft           # CHANGE: your torchtitan config module (on PYTHONPATH): `init` wrote
+                                      # llama3_8b_ft.py beside this file (Llama 3 8B, FSDP2 in a group)...
     - --config=llama3_8b_ft           # CHANGE: ...and its config function
   env:
     PYTHONPATH: /shared/torchtitan    # CHANGE: where that config module lives
@@ -158,6 +159,8 @@ def add_parser(sub: Any) -> None:
         epilog="examples:\n  lamplighter init --torchtitan > job.yaml\n"
         "  lamplighter init --torchtitan --name llama3-70b job.yaml\n"
         "  lamplighter init --custom --name my-run my-run.yaml\n\n"
+        "--torchtitan with PATH also writes llama3_8b_ft.py, the torchtitan config module the job names,\n"
+        "beside it.\n\n"
         "exit status: 0 written, 2 bad input (the file exists: --force)",
     )
     kind = p.add_mutually_exclusive_group(required=True)
@@ -175,6 +178,15 @@ def job_file(kind: str, name: str) -> str:
     return TEMPLATES[kind].replace("@NAME@", name)
 
 
+TORCHTITAN_MODULE = "llama3_8b_ft.py"  # configs/torchtitan/ in the package: the module the template names
+
+
+def torchtitan_module() -> str:
+    from importlib.resources import files
+
+    return files("lamplighter.configs").joinpath("torchtitan", TORCHTITAN_MODULE).read_text()
+
+
 def run(args: argparse.Namespace) -> int:
     name = args.name or (args.path.stem if args.path is not None else "my-job")
     try:
@@ -188,6 +200,13 @@ def run(args: argparse.Namespace) -> int:
     if args.path.exists() and not args.force:
         print(f"lamplighter init: error: {args.path} exists: give --force to overwrite it", file=sys.stderr)
         return EXIT_INVALID
+    module = args.path.parent / TORCHTITAN_MODULE
+    if args.kind == "torchtitan" and module.exists() and not args.force:
+        print(f"lamplighter init: error: {module} exists: give --force to overwrite it", file=sys.stderr)
+        return EXIT_INVALID
     args.path.write_text(text)
     print(f"wrote {args.path}: change the lines marked CHANGE, then `lamplighter validate {args.path}`")
+    if args.kind == "torchtitan":
+        module.write_text(torchtitan_module())
+        print(f"wrote {module}: the torchtitan config module it names; copy it to the trainer.env PYTHONPATH")
     return 0

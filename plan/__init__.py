@@ -3,7 +3,9 @@
 Public modules (the package re-exports nothing: import them):
     goodput_model   pure goodput model: goodput and lost GPU-hours of lamplighter, checkpoint-restart
                     (Young/Daly interval) and a 10 s poll runner, from cluster size, failure rate and costs
-    plan_cli        `lamplighter plan`: the table, --json, --sweep over cluster sizes, --plot
+    ranges          the uncertain inputs, each pessimistic / central / optimistic with its basis, and the
+                    published figures the projections are held against
+    plan_cli        `lamplighter plan`: the range table, --json, --sweep over cluster sizes, --plot
 
 Layer: beside configs, at the bottom (its defaults that mirror configs/schema.py are checked by tests/plan).
 May import: nothing

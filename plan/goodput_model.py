@@ -12,7 +12,9 @@ Notation (all per job):
     S      state bytes of one model replica = params * bytes_per_param
 
 Goodput is the fraction of the fault-free throughput that is kept: the share of GPU-seconds that train.
-"Fault-free" means no faults and no checkpoints. Lost GPU-hours per day = (1 - goodput) * N * 24.
+"Fault-free" means plain synchronous training with nothing failing: no faults, no checkpoints and no
+torchft (whose per-step quorum costs the torchft strategies `step_overhead` even when nothing fails).
+Lost GPU-hours per day = (1 - goodput) * N * 24.
 
 How losses compose (the same rule `replay` applies to a recorded run's faults):
 - A fault takes its u GPUs out for a recovery time, and stalls every other group for a while (torchft's
@@ -22,6 +24,10 @@ How losses compose (the same rule `replay` applies to a recorded run's faults):
 - Faults strike what is running: a group that is out is not hit again until it is back (an alternating
   renewal process), so the share of time a unit is out is u*lam*D / (1 + u*lam*D) for a recovery of D
   seconds, never above 1.
+- A share of the faults (`nonlocal_share`: network fabric, software bugs, silent data corruption, storage)
+  cannot be absorbed by restarting one group: for the torchft strategies each costs a job restart from the
+  fallback checkpoint (every GPU down for detection, the job's restart, the read, and half the fallback
+  interval of work redone), as every fault does for checkpoint-restart.
 
 Assumptions shared by all three:
 - Faults are a Poisson process in the running time of each unit (u GPUs), independent between units.
@@ -83,6 +89,11 @@ class Cluster:
     group_gpus: int = 8  # GPUs of one torchft replica group: a fault takes out one group
     failures_per_gpu_s: float = LLAMA3_FAILURES_PER_GPU_S
     hang_share: float = 0.1  # assumption: Llama 3 published causes, not symptoms (hang vs exit)
+    nonlocal_share: float = 0.0  # faults one group's restart cannot absorb: a job restart (plan/ranges.py)
+
+    @property
+    def groups(self) -> int:
+        return self.gpus // self.group_gpus if self.group_gpus > 0 else 0
 
 
 @dataclass(frozen=True)
@@ -113,6 +124,10 @@ class Costs:
     heal_bps_per_gpu: float = 25 * GB  # assumed: half a 400 Gb/s NIC per GPU, each GPU pulls its shard
     stall_s: float = 0.5  # survivors' stall at an exit (bench/results/survivor_stall.json: 0.52 s median)
     hang_stall_s: float = TORCHFT_PG_TIMEOUT_S  # survivors wait on a hung peer until the PG timeout
+    stall_per_group_s: float = 0.0  # both stalls grow this much per replica group (bench/stall_groups.py's fit)
+    rejoin_stall_s: float = 0.0  # survivors stall again when the group rejoins (torchft's second quorum change)
+    step_overhead: float = 0.0  # torchft's per-step throughput loss against plain DDP, a fraction
+    fallback_interval_s: float = 300.0  # the fallback checkpoint's interval (trainer.checkpoint.interval_s)
     # poll runner
     poll_s: float = 10.0  # torchft's Slurm example polls squeue every 10 s
     time_limit_s: float = 24 * HOUR  # assumed Slurm time limit of a group's job: a hang holds it till then
@@ -137,6 +152,8 @@ NON_NEGATIVE_COSTS = (
     "group_restart_s",
     "stall_s",
     "hang_stall_s",
+    "stall_per_group_s",
+    "rejoin_stall_s",
 )
 
 
@@ -159,9 +176,20 @@ def check(cluster: Cluster, work: Workload, costs: Costs) -> list[str]:
         bad.append("the failure rate must not be negative")
     if not 0.0 <= cluster.hang_share <= 1.0:
         bad.append(f"hang_share must be within 0..1, not {cluster.hang_share}")
+    if not 0.0 <= cluster.nonlocal_share <= 1.0:
+        bad.append(f"nonlocal_share must be within 0..1, not {cluster.nonlocal_share}")
+    if not 0.0 <= costs.step_overhead < 1.0:
+        bad.append(f"step_overhead must be within 0..1 (a fraction), not {costs.step_overhead}")
     if work.params <= 0 or work.bytes_per_param <= 0:
         bad.append("params and bytes_per_param must be positive")
-    for name in ("ckpt_write_bps", "ckpt_read_bps", "heal_bps_per_gpu", "poll_s", "time_limit_s"):
+    for name in (
+        "ckpt_write_bps",
+        "ckpt_read_bps",
+        "heal_bps_per_gpu",
+        "poll_s",
+        "time_limit_s",
+        "fallback_interval_s",
+    ):
         if getattr(costs, name) <= 0:
             bad.append(f"{name} must be positive, not {getattr(costs, name)}")
     for name in NON_NEGATIVE_COSTS:
@@ -219,23 +247,51 @@ def groups_goodput(cluster: Cluster, out_s: float, stall_s: float) -> tuple[floa
     return available * math.exp(-(n - u) * lam * available * stall_s), available
 
 
+def stalls(cluster: Cluster, costs: Costs) -> float:
+    """Survivors' stall per fault, the mean over kinds, at this many groups: at the fault, then at the rejoin."""
+    h, grow = cluster.hang_share, costs.stall_per_group_s * cluster.groups
+    return (1 - h) * costs.stall_s + h * costs.hang_stall_s + grow + costs.rejoin_stall_s
+
+
+def job_outage_s(cluster: Cluster, work: Workload, costs: Costs) -> float:
+    """A fault no group restart absorbs, for a torchft strategy: the whole job back from its fallback checkpoint."""
+    h = cluster.hang_share
+    detect = (1 - h) * costs.ckpt_detect_s + h * costs.ckpt_hang_detect_s
+    return detect + costs.job_restart_s + work.state_bytes / costs.ckpt_read_bps + costs.fallback_interval_s / 2
+
+
+def torchft_goodput(
+    strategy: str, cluster: Cluster, work: Workload, costs: Costs, out_s: float, detail: dict[str, float]
+) -> Result:
+    """The composition both torchft strategies share: local faults take their group out for out_s and stall the
+    others; non-local ones take the job down (job_outage_s); every step pays torchft's overhead."""
+    lam, nl, n, u = cluster.failures_per_gpu_s, cluster.nonlocal_share, cluster.gpus, gpus_per_fault(cluster)
+    stall = stalls(cluster, costs)
+    local, available = groups_goodput(replace(cluster, failures_per_gpu_s=lam * (1 - nl)), out_s, stall)
+    outage = job_outage_s(cluster, work, costs)
+    job_up = 1.0 / (1.0 + n * lam * nl * outage)
+    goodput = (1.0 - costs.step_overhead) * local * job_up
+    per_fault = (1 - nl) * (u * out_s + (n - u) * stall) + nl * n * outage  # the failed GPUs' stall is in out_s
+    detail = {**detail, "stall_s": stall, "available": available, "job_outage_s": outage, "job_up": job_up}
+    return _result(strategy, cluster, goodput, per_fault, detail)
+
+
 def lamplighter(cluster: Cluster, work: Workload, costs: Costs) -> Result:
     """A fault takes the u GPUs of its unit out for detect + restart + heal, and stalls every survivor.
 
-    out = d + r_g + S / (g * b_heal), with d = (1-h) d_exit + h d_hang; s = (1-h) s_exit + h s_hang;
-    goodput = groups_goodput(out, s). The stall covers the quorum change at the fault; the heal's sender
-    and the rejoin are taken as free (torchft sends from a live peer while it trains). No periodic
-    checkpoint is counted. cost_per_fault_gpu_s = u * out + (N - u) * s, the first-order cost of one fault.
+    out = d + r_g + S / (g * b_heal), with d = (1-h) d_exit + h d_hang; the stall per fault
+    s = (1-h) s_exit + h s_hang + k R + s_rejoin (k: its growth per group, R groups; s_rejoin: the second
+    quorum change when the group comes back); goodput = (1 - overhead) * groups_goodput(out, s) at the rate
+    of the faults a group restart absorbs, times the share of time the job is up despite the others
+    (torchft_goodput). The heal's sender is taken as free (torchft sends from a live peer while it trains).
+    cost_per_fault_gpu_s = u * out + (N - u) * s for a local fault, N * job_outage_s for the others.
     """
     h = cluster.hang_share
     detect = (1 - h) * costs.detect_s + h * costs.hang_detect_s
-    stall = (1 - h) * costs.stall_s + h * costs.hang_stall_s
     out_s = detect + costs.group_restart_s + heal_s(cluster, work, costs)
-    u = gpus_per_fault(cluster)
-    per_fault = u * out_s + (cluster.gpus - u) * stall  # the failed GPUs' stall is inside their out time
-    goodput, available = groups_goodput(cluster, out_s, stall)
-    detail = {"group_out_s": out_s, "heal_s": heal_s(cluster, work, costs), "stall_s": stall, "available": available}
-    return _result("lamplighter", cluster, goodput, per_fault, detail)
+    return torchft_goodput(
+        "lamplighter", cluster, work, costs, out_s, {"group_out_s": out_s, "heal_s": heal_s(cluster, work, costs)}
+    )
 
 
 def checkpoint_restart(cluster: Cluster, work: Workload, costs: Costs) -> Result:
@@ -277,21 +333,17 @@ def poll_runner(cluster: Cluster, work: Workload, costs: Costs) -> Result:
     """lamplighter's costs with a poll's detection, and hangs never detected.
 
     An exit: the group's Slurm job ends, the next poll (on average p / 2 later) resubmits it:
-    out p/2 + r_g + heal, survivors' stall s_exit. A hang: the job stays RUNNING, holding its GPUs until
-    its time limit T (on average T / 2 away, faults uniform in a job's life), then as an exit:
-    out T/2 + p/2 + r_g + heal, stall s_hang. goodput = groups_goodput of the means over kinds.
+    out p/2 + r_g + heal. A hang: the job stays RUNNING, holding its GPUs until its time limit T (on
+    average T / 2 away, faults uniform in a job's life), then as an exit: out T/2 + p/2 + r_g + heal.
+    The stalls, the non-local faults and the overhead as lamplighter's (torchft_goodput).
     """
     h = cluster.hang_share
     heal = heal_s(cluster, work, costs)
     back_s = costs.poll_s / 2 + costs.group_restart_s + heal
     hang_out = costs.time_limit_s / 2 + back_s
-    u, n = gpus_per_fault(cluster), cluster.gpus
-    stall = (1 - h) * costs.stall_s + h * costs.hang_stall_s
     out_s = (1 - h) * back_s + h * hang_out
-    per_fault = u * out_s + (n - u) * stall
-    goodput, available = groups_goodput(cluster, out_s, stall)
-    detail = {"exit_out_s": back_s, "hang_out_s": hang_out, "heal_s": heal, "stall_s": stall, "available": available}
-    return _result(f"poll-{costs.poll_s:g}s", cluster, goodput, per_fault, detail)
+    detail = {"exit_out_s": back_s, "hang_out_s": hang_out, "heal_s": heal}
+    return torchft_goodput(f"poll-{costs.poll_s:g}s", cluster, work, costs, out_s, detail)
 
 
 def replay(

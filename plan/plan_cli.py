@@ -1,10 +1,12 @@
 """`lamplighter plan`: what faults cost a job under lamplighter, checkpoint-restart and a 10 s poll runner.
 
-A goodput model (lamplighter/plan/goodput_model.py holds every formula and assumption): from the
-cluster size, a failure rate (default: Llama 3's 419 unexpected interruptions in 54 days on 16,384
-GPUs), the model's state size, checkpoint bandwidth and restart costs, it prints per strategy the
-goodput (fraction of fault-free throughput kept), the GPU-hours lost per day and the job's MTBF.
-Defaults marked "assumed" are not measured: pass your cluster's numbers.
+A goodput model (lamplighter/plan/goodput_model.py holds every formula): from the cluster size, a
+failure rate (default: Llama 3's 419 unexpected interruptions in 54 days on 16,384 GPUs), the model's
+state size, checkpoint bandwidth and restart costs, it prints per strategy the goodput (the fraction of
+plain synchronous training's fault-free throughput kept) and the GPU-hours lost per day, as a range:
+low, central and high, each with every uncertain input (plan/ranges.py) at its pessimistic, central or
+optimistic value, which it names, next to published figures. An input given on the command line holds
+in all three.
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from lamplighter.plan import goodput_model as gm
+from lamplighter.plan import ranges as rg
 
 HELP = "goodput and lost GPU-hours per day of lamplighter, checkpoint-restart and a poll runner (a model)"
 EPILOG = """\
 examples:
   lamplighter plan --gpus 16384 --model 70b
   lamplighter plan --gpus 1024 --model 8b --ckpt-write-gbs 200 --json
+  lamplighter plan --gpus 16384 --stall-s 30 --hang-share 0.1   pin two of the uncertain inputs
   lamplighter plan --model 70b --sweep                 goodput at 64 .. 16384 GPUs
   lamplighter plan --plot goodput.png                  8B and 70B, 64 .. 16384 GPUs (needs matplotlib)
 
@@ -30,6 +34,7 @@ exit status: 0 printed, 1 the plot could not be drawn, 2 bad input
 """
 
 D = gm.Costs()  # the defaults, for the help texts
+VARIES = "(default: varies with the scenario, see the table)"
 
 
 def _positive(kind: type) -> Any:
@@ -96,10 +101,14 @@ def add_parser(sub: Any) -> None:
         help="the same per node per day (default: Llama 3's rate times --gpus-per-node)",
     )
     g.add_argument(
-        "--hang-share",
+        "--hang-share", type=_share, default=None, help=f"share of faults that hang rather than exit, 0..1 {VARIES}"
+    )
+    g.add_argument(
+        "--nonlocal-share",
         type=_share,
-        default=gm.Cluster().hang_share,
-        help="share of faults that hang rather than exit, 0..1 (default 0.1, assumed: no published split)",
+        default=None,
+        help=f"share of faults one group's restart cannot absorb (network, software, corruption): a job restart "
+        f"from the fallback checkpoint for the torchft strategies {VARIES}",
     )
     w = p.add_argument_group("model")
     w.add_argument("--model", choices=sorted(gm.MODELS), default="70b", help="model preset (default 70b: Llama 3)")
@@ -114,14 +123,14 @@ def add_parser(sub: Any) -> None:
     c.add_argument(
         "--ckpt-write-gbs",
         type=pos,
-        default=D.ckpt_write_bps / gm.GB,
-        help="the job's aggregate checkpoint write bandwidth, GB/s (default 50, assumed)",
+        default=None,
+        help=f"the job's aggregate checkpoint write bandwidth, GB/s {VARIES}",
     )
     c.add_argument(
         "--ckpt-read-gbs",
         type=pos,
-        default=D.ckpt_read_bps / gm.GB,
-        help="the job's aggregate checkpoint read bandwidth, GB/s (default 50, assumed)",
+        default=None,
+        help="the job's aggregate checkpoint read bandwidth, GB/s (default: the write bandwidth)",
     )
     c.add_argument(
         "--ckpt-interval-s",
@@ -132,8 +141,8 @@ def add_parser(sub: Any) -> None:
     c.add_argument(
         "--job-restart-s",
         type=_non_negative,
-        default=D.job_restart_s,
-        help="seconds from a detected fault to the whole job running again, reads excluded (default 300, assumed)",
+        default=None,
+        help=f"seconds from a detected fault to the whole job running again, reads excluded {VARIES}",
     )
     c.add_argument(
         "--ckpt-detect-s",
@@ -163,8 +172,8 @@ def add_parser(sub: Any) -> None:
     ll.add_argument(
         "--group-restart-s",
         type=_non_negative,
-        default=D.group_restart_s,
-        help="seconds from a detected fault to the group's first commit, heal excluded (default 60, assumed)",
+        default=None,
+        help=f"seconds from a detected fault to the group's first commit, heal excluded {VARIES}",
     )
     ll.add_argument(
         "--heal-gbs-per-gpu",
@@ -173,16 +182,34 @@ def add_parser(sub: Any) -> None:
         help="GB/s each GPU of a healing group receives its shard at (default 25, assumed: half a 400 Gb/s NIC)",
     )
     ll.add_argument(
-        "--stall-s",
-        type=_non_negative,
-        default=D.stall_s,
-        help="seconds every survivor stalls at an exit (default 0.5: bench/results/survivor_stall.json)",
+        "--stall-s", type=_non_negative, default=None, help=f"seconds every survivor stalls at an exit {VARIES}"
     )
     ll.add_argument(
-        "--hang-stall-s",
+        "--hang-stall-s", type=_non_negative, default=None, help=f"seconds every survivor stalls at a hang {VARIES}"
+    )
+    ll.add_argument(
+        "--stall-per-group-s",
         type=_non_negative,
-        default=D.hang_stall_s,
-        help="seconds every survivor stalls at a hang (default 3: configs' torchft.pg_timeout_s)",
+        default=None,
+        help="seconds both stalls grow per replica group (default: inside the scenario's stall)",
+    )
+    ll.add_argument(
+        "--rejoin-stall-s",
+        type=_non_negative,
+        default=None,
+        help=f"seconds every survivor stalls again when the group rejoins (torchft's second quorum change) {VARIES}",
+    )
+    ll.add_argument(
+        "--step-overhead",
+        type=_share,
+        default=None,
+        help=f"torchft's per-step throughput cost against plain DDP, a fraction {VARIES}",
+    )
+    ll.add_argument(
+        "--fallback-interval-s",
+        type=pos,
+        default=D.fallback_interval_s,
+        help=f"seconds between fallback checkpoints (default {D.fallback_interval_s:g}: trainer.checkpoint.interval_s)",
     )
     ll.add_argument(
         "--poll-s", type=pos, default=D.poll_s, help="poll runner's squeue interval, s (default 10: torchft's example)"
@@ -200,8 +227,34 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=run_plan)
 
 
+# Options whose value, when given, holds in every scenario (plan/ranges.py), and the field each sets.
+PINNABLE = {
+    "hang_share": "hang_share",
+    "nonlocal_share": "nonlocal_share",
+    "ckpt_write_gbs": "ckpt_write_bps",
+    "ckpt_read_gbs": "ckpt_read_bps",
+    "job_restart_s": "job_restart_s",
+    "group_restart_s": "group_restart_s",
+    "stall_s": "stall_s",
+    "hang_stall_s": "hang_stall_s",
+    "stall_per_group_s": "stall_per_group_s",
+    "rejoin_stall_s": "rejoin_stall_s",
+    "step_overhead": "step_overhead",
+}
+
+
+def pinned(args: argparse.Namespace) -> dict[str, float]:
+    out = {}
+    for opt, key in PINNABLE.items():
+        value = getattr(args, opt)
+        if value is not None:
+            out[key] = value * gm.GB if opt.endswith("_gbs") else value
+    return out
+
+
 def inputs(args: argparse.Namespace, model: str | None = None) -> tuple[gm.Cluster, gm.Workload, gm.Costs]:
-    """The model's inputs from the arguments; `model` overrides --model (the plot draws both)."""
+    """The model's certain inputs from the arguments (the uncertain ones: plan/ranges.py); `model` overrides
+    --model (the plot draws both)."""
     preset = gm.MODELS[model or args.model]
     if args.failures_per_node_day is not None:
         per_gpu_s = args.failures_per_node_day / args.gpus_per_node / gm.DAY
@@ -214,25 +267,19 @@ def inputs(args: argparse.Namespace, model: str | None = None) -> tuple[gm.Clust
         gpus_per_node=args.gpus_per_node,
         group_gpus=args.group_gpus or preset.group_gpus,
         failures_per_gpu_s=per_gpu_s,
-        hang_share=args.hang_share,
     )
     params = args.params_b * 1e9 if args.params_b and model is None else preset.params
     work = gm.Workload(params=params, bytes_per_param=args.bytes_per_param)
     costs = gm.Costs(
-        ckpt_write_bps=args.ckpt_write_gbs * gm.GB,
-        ckpt_read_bps=args.ckpt_read_gbs * gm.GB,
         ckpt_interval_s=args.ckpt_interval_s,
-        job_restart_s=args.job_restart_s,
         ckpt_detect_s=args.ckpt_detect_s,
         ckpt_hang_detect_s=args.ckpt_hang_detect_s,
         detect_s=args.detect_s,
         hang_detect_s=args.hang_detect_s,
-        group_restart_s=args.group_restart_s,
         heal_bps_per_gpu=args.heal_gbs_per_gpu * gm.GB,
-        stall_s=args.stall_s,
-        hang_stall_s=args.hang_stall_s,
         poll_s=args.poll_s,
         time_limit_s=args.time_limit_h * gm.HOUR,
+        fallback_interval_s=args.fallback_interval_s,
     )
     return cluster, work, costs
 
@@ -261,43 +308,71 @@ def as_json(cluster: gm.Cluster, work: gm.Workload, costs: gm.Costs, results: li
     }
 
 
-def table(cluster: gm.Cluster, work: gm.Workload, costs: gm.Costs, results: list[gm.Result]) -> str:
-    groups = cluster.gpus // cluster.group_gpus
-    mtbf = results[0].job_mtbf_h
+def range_json(cluster: gm.Cluster, work: gm.Workload, costs: gm.Costs, pins: rg.Pinned) -> dict[str, Any]:
+    by = rg.ranges(cluster, work, costs, pins)
+    return {
+        "scenarios": {s: as_json(c, work, k, results) for s, (c, k, results) in by.items()},
+        "assumptions": [
+            {"label": label, **dict(zip(rg.SCENARIOS, cells, strict=True))}
+            for label, cells in rg.assumption_rows(cluster, pins)
+        ],
+        "pinned": dict(pins),
+        "published": [asdict(p) for p in rg.PUBLISHED],
+    }
+
+
+def table(cluster: gm.Cluster, work: gm.Workload, costs: gm.Costs, pins: rg.Pinned) -> str:
+    by = rg.ranges(cluster, work, costs, pins)
+    first = by["central"][2][0]
     lines = [
-        f"{cluster.gpus} GPUs in {groups} groups of {cluster.group_gpus}; state {work.state_bytes / gm.GB:,.0f} GB; "
-        f"job MTBF {mtbf:.2f} h ({gm.job_failure_rate(cluster) * gm.DAY:.1f} faults/day, "
-        f"{cluster.hang_share:.0%} hangs)",
+        f"{cluster.gpus} GPUs in {cluster.groups} groups of {cluster.group_gpus}; state "
+        f"{work.state_bytes / gm.GB:,.0f} GB; job MTBF {first.job_mtbf_h:.2f} h "
+        f"({gm.job_failure_rate(cluster) * gm.DAY:.1f} faults/day)",
+        "goodput against plain synchronous training with nothing failing; low / central / high: every uncertain "
+        "input pessimistic / central / optimistic",
         "",
-        f"{'strategy':<13} {'goodput':>8} {'lost GPU-h/day':>15} {'per fault GPU-h':>16}  notes",
+        f"{'strategy':<13} {'low':>7} {'central':>8} {'high':>7}   {'GPU-h lost per day (low / central / high)'}",
     ]
-    for r in results:
-        d = r.detail
-        if r.strategy == "ckpt-restart":
-            note = (
-                f"checkpoint {d['checkpoint_s']:.1f} s every {d['interval_s']:.0f} s, job down {d['job_down_s']:.0f} s"
-            )
-        elif r.strategy == "lamplighter":
-            note = f"group out {d['group_out_s']:.1f} s (heal {d['heal_s']:.1f} s), stall {d['stall_s']:.2f} s"
-        else:
-            note = f"group out {d['exit_out_s']:.1f} s after an exit, {d['hang_out_s'] / gm.HOUR:.1f} h after a hang"
-        lines.append(
-            f"{r.strategy:<13} {r.goodput:>8.5f} {r.lost_gpu_h_per_day:>15,.1f} "
-            f"{r.cost_per_fault_gpu_s / gm.HOUR:>16,.1f}  {note}"
-        )
+    for i, name in enumerate(r.strategy for r in by["central"][2]):
+        rs = [by[s][2][i] for s in rg.SCENARIOS]
+        lost = " / ".join(f"{r.lost_gpu_h_per_day:,.0f}" for r in rs)
+        lines.append(f"{name:<13} {rs[0].goodput:>7.3f} {rs[1].goodput:>8.3f} {rs[2].goodput:>7.3f}   {lost}")
+    lines += ["", "assumptions (low | central | high):"]
+    for label, cells in rg.assumption_rows(cluster, pins):
+        lines.append(f"  {label}: " + " | ".join(cells))
+    lines += ["", "published, for comparison:"]
+    lines += [f"  {p.source}: {p.figure} ({p.scale})" for p in rg.PUBLISHED]
     return "\n".join(lines)
 
 
-def sweep_table(swept: dict[int, list[gm.Result]]) -> str:
-    names = [r.strategy for r in next(iter(swept.values()))]
-    lines = [f"{'GPUs':>6} {'MTBF h':>8} " + " ".join(f"{n:>13}" for n in names)]
-    for n, results in swept.items():
-        lines.append(f"{n:>6} {results[0].job_mtbf_h:>8.1f} " + " ".join(f"{r.goodput:>13.5f}" for r in results))
+def sweep_table(cluster: gm.Cluster, work: gm.Workload, costs: gm.Costs, pins: rg.Pinned) -> str:
+    swept = sweep_ranges(cluster, work, costs, pins)
+    names = [r.strategy for r in next(iter(swept.values()))["central"]]
+    lines = [f"{'GPUs':>6} {'MTBF h':>8} " + " ".join(f"{n + ' central [low-high]':>28}" for n in names)]
+    for n, by in swept.items():
+        cells = [
+            f"{by['central'][i].goodput:.4f} [{by['low'][i].goodput:.4f}-{by['high'][i].goodput:.4f}]"
+            for i in range(len(names))
+        ]
+        lines.append(f"{n:>6} {by['central'][0].job_mtbf_h:>8.1f} " + " ".join(f"{c:>28}" for c in cells))
     return "\n".join(lines)
+
+
+def sweep_ranges(
+    cluster: gm.Cluster, work: gm.Workload, costs: gm.Costs, pins: rg.Pinned
+) -> dict[int, dict[str, list[gm.Result]]]:
+    """Per size of gm.SWEEP_SIZES that leaves two groups: each scenario's results."""
+    out: dict[int, dict[str, list[gm.Result]]] = {}
+    for n in gm.SWEEP_SIZES:
+        sized = replace(cluster, gpus=n)
+        if not gm.check(sized, work, costs):
+            out[n] = {s: results for s, (_c, _k, results) in rg.ranges(sized, work, costs, pins).items()}
+    return out
 
 
 def plot(args: argparse.Namespace, path: str) -> None:
-    """Goodput against GPUs, one panel per model; raises ImportError without matplotlib."""
+    """Goodput against GPUs, one panel per model, central lines in low-high bands; raises ImportError without
+    matplotlib."""
     try:
         import matplotlib
     except ImportError as e:
@@ -305,29 +380,45 @@ def plot(args: argparse.Namespace, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    pins = pinned(args)
     fig, axes = plt.subplots(1, len(gm.MODELS), figsize=(11, 4), sharey=True)
     for ax, name in zip(axes, sorted(gm.MODELS), strict=True):
         cluster, work, costs = inputs(args, model=name)
-        swept = gm.sweep(cluster, work, costs, gm.SWEEP_SIZES)
+        swept = sweep_ranges(cluster, work, costs, pins)
         sizes = list(swept)
-        for i, strategy in enumerate(r.strategy for r in swept[sizes[0]]):
-            ax.plot(sizes, [swept[n][i].goodput for n in sizes], marker="o", label=strategy)
+        for i, strategy in enumerate(r.strategy for r in swept[sizes[0]]["central"]):
+            mid = [swept[n]["central"][i].goodput for n in sizes]
+            line = ax.plot(sizes, mid, marker="o", label=strategy)[0]
+            lo = [swept[n]["low"][i].goodput for n in sizes]
+            hi = [swept[n]["high"][i].goodput for n in sizes]
+            ax.fill_between(sizes, lo, hi, color=line.get_color(), alpha=0.15)
         ax.set_xscale("log", base=2)
         ax.set_xticks(sizes, [str(n) for n in sizes], rotation=45)
         ax.set_title(f"{name.upper()}, groups of {cluster.group_gpus} GPUs")
         ax.set_xlabel("GPUs")
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("goodput (fraction of fault-free)")
+    axes[0].set_ylabel("goodput (fraction of plain training, nothing failing)")
     axes[0].legend()
-    fig.suptitle("lamplighter plan: goodput model (defaults marked 'assumed' in --help)")
+    fig.suptitle("lamplighter plan: central, and the low-high range of its assumptions (plan/ranges.py)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
+def check(cluster: gm.Cluster, costs: gm.Costs, work: gm.Workload) -> list[str]:
+    return gm.check(cluster, work, costs)
+
+
 def run_plan(args: argparse.Namespace) -> int:
     cluster, work, costs = inputs(args)
-    bad = gm.check(cluster, work, costs)
+    pins = pinned(args)
+    bad = sorted(
+        {
+            p
+            for s in rg.SCENARIOS
+            for p in gm.check(*rg.inputs(cluster, costs, s, pins)[:1], work, rg.inputs(cluster, costs, s, pins)[1])
+        }
+    )
     if bad:
         for problem in bad:
             print(f"lamplighter plan: error: {problem}", file=sys.stderr)
@@ -341,24 +432,23 @@ def run_plan(args: argparse.Namespace) -> int:
         print(f"wrote {args.plot}")
         return 0
     if args.sweep:
-        swept = gm.sweep(cluster, work, costs, gm.SWEEP_SIZES)
-        if not swept:
+        if not sweep_ranges(cluster, work, costs, pins):
             print(
                 f"lamplighter plan: error: no size of {gm.SWEEP_SIZES} leaves two groups of {cluster.group_gpus}",
                 file=sys.stderr,
             )
             return 2
         if args.json:
-            doc = {str(n): as_json(replace(cluster, gpus=n), work, costs, rs)["strategies"] for n, rs in swept.items()}
+            doc = {
+                str(n): {s: as_json(replace(cluster, gpus=n), work, costs, rs)["strategies"] for s, rs in by.items()}
+                for n, by in sweep_ranges(cluster, work, costs, pins).items()
+            }
             print(json.dumps(doc, indent=2))
         else:
-            print(f"model {args.model}, groups of {cluster.group_gpus} GPUs: goodput")
-            print(sweep_table(swept))
+            print(f"model {args.model}, groups of {cluster.group_gpus} GPUs: goodput, central [low-high]")
+            print(sweep_table(cluster, work, costs, pins))
         return 0
-    results = gm.compare(cluster, work, costs)
     print(
-        json.dumps(as_json(cluster, work, costs, results), indent=2)
-        if args.json
-        else table(cluster, work, costs, results)
+        json.dumps(range_json(cluster, work, costs, pins), indent=2) if args.json else table(cluster, work, costs, pins)
     )
     return 0

@@ -6,10 +6,11 @@ Public modules (the package re-exports nothing: import them):
     actions       SlurmApi (the protocol fakes implement) and SlurmActions
     requeue       move a group's job off a failed node and start it now
     render, submission   sbatch scripts, and the record of a submission
-    renew, release, warm_task   torch-free helpers the rendered scripts run (warm_task: a task in a warm standby)
+    renew, release   torch-free helpers the rendered scripts run (the in-job agent is injob/agent.py)
+    step_cgroup      which Slurm job and step a process is in, from /proc/PID/cgroup
     chaos_slurm, chaos_runner, proc_find   faults on a real cluster; job_end: when a job is over, seen from outside
     job_cli, render_cli, why_cli, nodes_cli, healthcheck_cli   `lamplighter submit|status|cancel|chaos|render|why|nodes|healthcheck`
 
-Layer: above supervisor (configs, gpusim -> trainer -> supervisor -> slurm -> daemon; lab -> bench).
-May import: configs, gpusim, trainer, supervisor
+Layer: above supervisor and injob (configs, gpusim -> trainer -> supervisor -> injob -> slurm -> daemon; lab -> bench).
+May import: configs, gpusim, trainer, supervisor, injob
 """

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol
 
 from lamplighter.slurm.parsers import (
+    JOBS_FORMAT,
     SQUEUE_FORMAT,
     JobInfo,
     NodeInfo,
@@ -24,6 +25,7 @@ from lamplighter.slurm.parsers import (
     parse_scontrol_node,
     parse_scontrol_nodes,
     parse_squeue,
+    parse_squeue_jobs,
 )
 from lamplighter.slurm.run import SlurmCli, SlurmError
 
@@ -68,6 +70,7 @@ class SlurmApi(Protocol):
     def resume(self, node: str) -> None: ...
     def mark_down(self, node: str, reason: str) -> None: ...
     def job(self, job_id: int) -> JobInfo: ...
+    def jobs_by_id(self, job_ids: Iterable[int]) -> dict[int, JobInfo]: ...
     def node(self, name: str) -> NodeInfo: ...
     def nodes(self) -> list[NodeInfo]: ...
     def jobs(self, name_prefix: str | None = None) -> list[QueueEntry]: ...
@@ -143,6 +146,23 @@ class SlurmActions:
 
     def job(self, job_id: int) -> JobInfo:
         return parse_scontrol_job(self.cli.run("scontrol", "show", "job", str(check_job_id(job_id))))
+
+    def jobs_by_id(self, job_ids: Iterable[int]) -> dict[int, JobInfo]:
+        """Several jobs in one call (state, owner, nodes, start time, restarts; no name): the daemon's cycle.
+        Jobs Slurm no longer knows are absent. StartTime is printed in UTC (JobInfo.start_epoch)."""
+        ids = sorted({check_job_id(j) for j in job_ids})
+        if not ids:
+            return {}
+        out = self.cli.run(
+            "squeue",
+            "--noheader",
+            "--states=all",
+            f"--jobs={','.join(str(j) for j in ids)}",
+            "-O",
+            JOBS_FORMAT,
+            env={"TZ": "UTC"},
+        )
+        return parse_squeue_jobs(out, ids)
 
     def node(self, name: str) -> NodeInfo:
         return parse_scontrol_node(self.cli.run("scontrol", "show", "node", check_node_name(name)))

@@ -116,6 +116,8 @@ def _kill_healer(ctx: ChaosContext, g: int, healing: int, t_armed: float) -> dic
         node = nodes[0] if nodes else None
     except SlurmError:
         pass
+    from lamplighter.slurm.chaos_slurm import latest_attempt
+
     return {
         "event": "injected",
         "t": t,
@@ -124,6 +126,7 @@ def _kill_healer(ctx: ChaosContext, g: int, healing: int, t_armed: float) -> dic
         "node": node,
         "job_id": jid,
         "restarts_before": restarts,
+        "attempt_before": latest_attempt(Path(ctx.sub.run_dir), g, restarts),
         "detail": {"pids": pids, "healing_group": healing, "t_armed": t_armed, "after_arming_s": round(t - t_armed, 3)},
     }
 

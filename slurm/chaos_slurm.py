@@ -21,7 +21,10 @@ Every injection is appended to `<run_dir>/chaos.jsonl` (one JSON object a
 line, event "injected"), and what was then seen from outside (the group's
 Slurm job requeued, running again and where, its first commit) as event
 "recovered", so the report pairs injection, detection and recovery without
-trusting the component under test. A watch ends with the job (job_end.py):
+trusting the component under test. A group restarted inside its allocation
+(injob/agent.py) is never requeued: its recovery is the agent's "started"
+record in `<run_dir>/injob/g<N>.jsonl` after the injection (`in_job`, warm
+or cold), then the group's first commit of a newer attempt. A watch ends with the job (job_end.py):
 its record then says so ("job_ended") instead of waiting out its timeout. A fault that ends by itself (a partition
 healing, the controller coming back) adds event "restored" when it does.
 """
@@ -39,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from lamplighter.injob.journal import journal_path, read_events
 from lamplighter.slurm import proc_find
 from lamplighter.slurm.actions import SlurmApi
 from lamplighter.slurm.hostlist import expand_hostlist
@@ -46,7 +50,7 @@ from lamplighter.slurm.job_end import JobEnd
 from lamplighter.slurm.run import SlurmError
 from lamplighter.slurm.submission import Submission
 from lamplighter.supervisor.procfs import ProcStat
-from lamplighter.trainer.contract import RunPaths
+from lamplighter.trainer.contract import RunPaths, attempt_number
 from lamplighter.trainer.steplog import read_steps
 
 CHAOS_FILE = "chaos.jsonl"
@@ -79,6 +83,7 @@ class ChaosTarget:
     node: str | None
     job_id: int | None
     restarts_before: int
+    attempt_before: int = 0  # the group's trainer attempt when it was hit (contract.attempt_number)
 
 
 class ClusterPowers(Protocol):
@@ -180,7 +185,17 @@ def target_of(ctx: ChaosContext, kind: str, group: int | None) -> ChaosTarget:
     info = ctx.api.job(jid)
     if info.state != "RUNNING" or not info.node_list:
         raise ChaosError(f"{kind}: group {group} (job {jid}) is {info.state}, not running on a node")
-    return ChaosTarget(group, expand_hostlist(info.node_list)[0], jid, info.restarts)
+    node = expand_hostlist(info.node_list)[0]
+    return ChaosTarget(group, node, jid, info.restarts, latest_attempt(Path(ctx.sub.run_dir), group, info.restarts))
+
+
+def latest_attempt(run_dir: Path, group: int, restarts: int) -> int:
+    """The attempt the group's trainer runs as now: its in-job agent's last start in this run of its Slurm job."""
+    first = attempt_number(restarts, 0)
+    starts = [
+        int(e.get("attempt", 0)) for e in read_events(journal_path(run_dir, group)) if e.get("event") == "started"
+    ]
+    return max([a for a in starts if first <= a < attempt_number(restarts + 1, 0)], default=first)
 
 
 def _restarts(ctx: ChaosContext, job_id: int | None) -> int:
@@ -217,6 +232,7 @@ def inject(ctx: ChaosContext, kind: str, group: int | None) -> dict[str, Any]:
         "node": tgt.node,
         "job_id": tgt.job_id,
         "restarts_before": tgt.restarts_before,
+        "attempt_before": tgt.attempt_before,
         "detail": detail,
     }
     append_record(ctx.journal, rec)
@@ -321,8 +337,9 @@ class Recovery:
     """What was seen of one fault's recovery so far; `poll` looks once, so many faults can be watched at once.
 
     Group faults: t_requeued (Slurm's Restarts went up), t_running (RUNNING
-    again, on which node), t_first_commit (the group's first commit of the new
-    attempt). Lighthouse: a new listener on its port, then any group's commit.
+    again, on which node; or, restarted inside its allocation, its in-job
+    agent's start: in_job, how), t_first_commit (the group's first commit of
+    the new attempt). Lighthouse: a new listener on its port, then any group's commit.
     Supervisor: a new daemon process of the node. Controller: it answers again,
     then any group's commit. Missing times stay None.
     """
@@ -352,16 +369,21 @@ class Recovery:
                 info = ctx.api.job(rec["job_id"])
             except SlurmError:
                 info = None
-            if info is not None and info.restarts > rec["restarts_before"]:
+            if out["t_running"] is None and info is not None and info.restarts == rec["restarts_before"]:
+                self._in_job(run_dir, info.node_list)
+            if not out.get("in_job") and info is not None and info.restarts > rec["restarts_before"]:
                 out["t_requeued"] = out["t_requeued"] or ctx.now()
                 out["restarts_after"] = info.restarts
                 if info.state == "RUNNING" and out["t_running"] is None:
                     out["t_running"] = ctx.now()
                     out["node_after"] = expand_hostlist(info.node_list or "")[:1] or None
             if out["t_running"] is not None:
-                out["t_first_commit"] = first_commit_after(
-                    run_dir, [rec["group"]], out["t_running"], min_attempt=rec["restarts_before"] + 1
+                newer = (
+                    int(rec.get("attempt_before", attempt_number(rec["restarts_before"], 0))) + 1
+                    if out.get("in_job")
+                    else attempt_number(rec["restarts_before"] + 1, 0)
                 )
+                out["t_first_commit"] = first_commit_after(run_dir, [rec["group"]], out["t_running"], min_attempt=newer)
         elif kind == "lighthouse-kill":
             if out["t_running"] is None:
                 now_pids = {p.pid for p in proc_find.listener_procs(ctx.lighthouse_port())}
@@ -384,6 +406,23 @@ class Recovery:
                 out["t_running"] = ctx.now()
                 out["t_first_commit"] = first_commit_after(run_dir, list(ctx.sub.groups), rec["t"])
         return out["t_first_commit"] is not None or time.monotonic() >= self.deadline
+
+    def _in_job(self, run_dir: Path, node_list: str | None) -> None:
+        """The group's in-job agent started a newer attempt after the injection: a restart in the allocation."""
+        before = int(self.rec.get("attempt_before", attempt_number(self.rec["restarts_before"], 0)))
+        for e in read_events(journal_path(run_dir, self.rec["group"])):
+            if (
+                e.get("event") == "started"
+                and float(e.get("t", 0)) >= self.rec["t"]
+                and int(e.get("attempt", 0)) > before
+            ):
+                self.out.update(
+                    t_running=float(e["t"]),
+                    in_job=True,
+                    how=e.get("how"),
+                    node_after=expand_hostlist(node_list or "")[:1] or None,
+                )
+                return
 
     def finish(self, job_ended: str | None = None) -> dict[str, Any]:
         """Journal what was seen; `job_ended`: the watch stopped because the job is over (no recovery can come)."""

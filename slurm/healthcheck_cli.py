@@ -6,9 +6,10 @@ and the exit status is 1; as a Prolog (--prolog) that non-zero status also
 makes Slurm requeue the job, which then starts on another node. An admin's
 drain is never overwritten. The drain rate limit of the node config
 (max_drain_fraction within drain_window_s, counting the nodes drained now with
-a lamplighter reason) holds outside --prolog, so a wrong threshold cannot
-drain the whole cluster within one HealthCheckInterval; in a Prolog a faulty
-GPU still fails the job's start.
+a lamplighter reason) holds in a Prolog too, so a wrong threshold cannot
+drain the whole cluster within one HealthCheckInterval or as jobs land on
+nodes; beyond it, a Prolog still fails the job's start (exit 1: Slurm starts
+it elsewhere) without draining the node.
 Could not check (amdsmi missing or not matching ROCm, say): nothing is
 drained, exit 3 (0 with --prolog: lamplighter's own installation problem
 must not stop jobs), and the message says what was found and how to fix it.
@@ -107,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
             out["drain"] = "not asked (--no-drain)"
         else:
             api = SlurmActions(SlurmCli(slurm_conf=args.slurm_conf or cfg.slurm_conf or env.get("SLURM_CONF")))
-            out["drain"] = drain(api, node, out["summary"], cfg, limit=not args.prolog, now=time.time())
+            out["drain"] = drain(api, node, out["summary"], cfg, limit=True, now=time.time())
     elif res.verdict == "unknown":
         code = EXIT_HEALTHY if args.prolog else EXIT_UNCHECKED
     out["total_s"] = round(time.monotonic() - t0, 3)

@@ -20,12 +20,15 @@ DEFAULT_NODE_CONFIG = Path("/etc/lamplighter/node.yaml")
 
 
 def node_config(path: str | None, overrides: list[str], env: Mapping[str, str]) -> NodeConfig:
-    """The node config at `path`; else /etc/lamplighter/node.yaml if present; else the defaults (raises ConfigError)."""
+    """The node config at `path`; else /etc/lamplighter/node.yaml if present; else the defaults (raises ConfigError).
+
+    Only the file and `--set` count: LAMPLIGHTER_SET in the environment is ignored here, because root runs this
+    (Slurm's HealthCheckProgram and Prolog); `env` is not given to the loader."""
     if path is None and DEFAULT_NODE_CONFIG.is_file():
         path = str(DEFAULT_NODE_CONFIG)
     if path is None:
         return NodeConfig()
-    return load_node(path, overrides, env)
+    return load_node(path, overrides)
 
 
 def local_node_name(cfg: NodeConfig, env: Mapping[str, str], given: str | None = None) -> str:

@@ -13,7 +13,10 @@ key; no parser can, so callers that need exact free text use the multi-line form
 
 from __future__ import annotations
 
+import calendar
 import re
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 # A pair starts at line start or after whitespace with a capitalised key.
@@ -123,6 +126,17 @@ class JobInfo:
         return self.state == "PENDING"
 
     @property
+    def user_id(self) -> int | None:
+        """The job's owner: scontrol's `UserId=alice(1001)`, squeue's `1001`."""
+        m = re.fullmatch(r"(?:.*\()?(\d+)\)?", self.fields.get("UserId", ""))
+        return int(m.group(1)) if m else None
+
+    @property
+    def start_epoch(self) -> float | None:
+        """StartTime as epoch seconds, for output printed in UTC (`jobs_by_id` runs squeue with TZ=UTC)."""
+        return utc_epoch(self.start_time)
+
+    @property
     def running(self) -> bool:
         return self.state == "RUNNING"
 
@@ -143,6 +157,48 @@ def job_from_fields(f: dict[str, str]) -> JobInfo:
         exit_code=_none_if_null(f.get("ExitCode")),
         fields=f,
     )
+
+
+def utc_epoch(stamp: str | None) -> float | None:
+    """`2026-11-27T00:33:14` printed in UTC -> epoch seconds; None for Unknown, N/A, None."""
+    if not stamp:
+        return None
+    try:
+        return float(calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%S")))
+    except ValueError:
+        return None
+
+
+# `squeue -O` fields of `jobs_by_id`, each ended by SQUEUE_SEP. No field a user writes (name, comment, work
+# dir): a job name can hold a line break and with it a forged line about another job.
+JOB_FIELDS = (
+    ("JobID", "JobId"),
+    ("State", "JobState"),
+    ("UserID", "UserId"),
+    ("NodeList", "NodeList"),
+    ("StartTime", "StartTime"),
+    ("RestartCnt", "Restarts"),
+    ("BatchHost", "BatchHost"),
+)
+JOBS_FORMAT = ",".join(f"{name}:0{SQUEUE_SEP}" for name, _ in JOB_FIELDS)
+
+
+def parse_squeue_jobs(text: str, asked: Iterable[int]) -> dict[int, JobInfo]:
+    """`squeue --noheader --states=all -j IDS -O JOBS_FORMAT` -> the jobs asked for (a job Slurm forgot is absent)."""
+    want = set(asked)
+    out: dict[int, JobInfo] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        parts = line.split(SQUEUE_SEP)
+        if len(parts) != len(JOB_FIELDS) + 1 or parts[-1].strip() or not parts[0].strip().isdigit():
+            raise ParseError("squeue -O line", line)
+        f = {key: v.strip() for (_, key), v in zip(JOB_FIELDS, parts, strict=False)}
+        info = job_from_fields(f)
+        if info.job_id not in want or info.job_id in out:
+            raise ParseError(f"squeue -O output (job {info.job_id} not asked for, or twice)", text)
+        out[info.job_id] = info
+    return out
 
 
 def parse_scontrol_jobs(text: str) -> list[JobInfo]:
@@ -251,4 +307,14 @@ def parse_squeue(text: str) -> list[QueueEntry]:
             raise ParseError("squeue line", line)
         jid, name, state, reason, nodes, user = (p.strip() for p in parts)
         out.append(QueueEntry(int(jid), name, state, _none_if_null(reason), nodes or None, user))
+    return out
+
+
+def parse_show_config(text: str) -> dict[str, str]:
+    """`scontrol show config`: its `Key = Value` lines (the header and blank lines skipped)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() and " " not in key.strip():
+            out[key.strip()] = value.strip()
     return out

@@ -13,7 +13,7 @@ import signal
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from lamplighter.slurm.render import WARM_TASK_MODULE
+from lamplighter.slurm.step_cgroup import parse_cgroup
 from lamplighter.supervisor import procfs
 from lamplighter.supervisor.procfs import PROC, ProcStat
 from lamplighter.trainer.contract import ENV_JOB, ENV_REPLICA_ID
@@ -47,22 +47,26 @@ def find_by_env(match: Callable[[Mapping[str, str]], bool], proc: Path = PROC) -
 def trainer_procs(job: str, replica_id: int, proc: Path = PROC) -> list[ProcStat]:
     """The trainer processes of one replica group (all its ranks, on every node).
 
-    A task that runs warm (slurm/warm_task.py) carries the group's environment, but its trainer is a
-    standby that carries the standby service's: the trainer is found through its task, and a rank
-    whose warm trainer has not started yet has none."""
+    A group's job may hold a warm spare step beside its trainer's (injob/agent.py), whose tasks carry the
+    same environment: the trainer is the lowest numbered Slurm step of its job (the cgroup says which), and
+    a spare that took over is the trainer from then on."""
     rid = str(replica_id)
     found = find_by_env(lambda e: e.get(ENV_JOB) == job and e.get(ENV_REPLICA_ID) == rid and TRAINER_MARK in e, proc)
-    out: list[ProcStat] = []
-    for st in found:
-        argv = procfs.read_cmdline(proc, st.pid) or []
-        if len(argv) >= 3 and argv[2] == WARM_TASK_MODULE.encode():
-            pid = procfs.warm_trainer_of(proc, st.pid)
-            trainer = None if pid is None else procfs.read_stat(proc, pid)
-            if trainer is None:
-                continue
-            st = trainer
-        out.append(st)
-    return out
+    return in_trainer_steps(found, proc)
+
+
+def in_trainer_steps(procs: list[ProcStat], proc: Path = PROC) -> list[ProcStat]:
+    """Those of `procs` in their Slurm job's lowest numbered step among them (all of them outside Slurm)."""
+    steps: dict[int, int] = {}
+    where: dict[int, tuple[int, int] | None] = {}
+    for st in procs:
+        text = procfs.read_cgroup(proc, st.pid)
+        cg = parse_cgroup(text) if text is not None else None
+        n = None if cg is None else cg.numbered
+        where[st.pid] = None if cg is None or n is None else (cg.job_id, n)
+        if cg is not None and n is not None:
+            steps[cg.job_id] = min(steps.get(cg.job_id, n), n)
+    return [st for st in procs if (w := where[st.pid]) is None or steps[w[0]] == w[1]]
 
 
 def supervisor_procs(node: str, proc: Path = PROC) -> list[ProcStat]:

@@ -25,11 +25,12 @@ from lamplighter.trainer import contract
 from lamplighter.trainer.adapter import job_run_dir, render_command, trainer_env
 
 CONFIG_FILE = "job.json"
-WARM_TASK_MODULE = "lamplighter.slurm.warm_task"
+AGENT_MODULE = "lamplighter.injob.agent"
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _BAD_IN_SBATCH = set('"\\\n\r\x00')
 # Runs in every task: derive the torch.distributed variables from Slurm's.
-# A constant (no interpolated value); the trainer argv follows as "$@".
+# A constant (no interpolated value); the trainer argv follows as "$@", after the wrapper's $0
+# (TASK_MARK, where the in-job agent finds the trainer's argv in the step's command).
 TASK_WRAPPER = (
     'export RANK="$SLURM_PROCID" WORLD_SIZE="$SLURM_NTASKS" LOCAL_RANK="$SLURM_LOCALID" '
     'GROUP_RANK="$SLURM_NODEID"; exec "$@"'
@@ -37,6 +38,7 @@ TASK_WRAPPER = (
 # Group rank 0 hosts the group's TCPStore here; the job id keeps concurrent groups
 # on one host apart, and the range stays below Linux's ephemeral ports (32768+).
 MASTER_PORT_EXPR = "$((30000 + SLURM_JOB_ID % 2000))"
+TASK_MARK = "lamplighter-task"
 
 
 class RenderError(ValueError):
@@ -117,10 +119,6 @@ def _sbatch_header(job: JobConfig, name: str, nodes: int, tasks_per_node: int, o
     return lines
 
 
-# The group reads its Lighthouse's address where that Lighthouse published it (one Lighthouse per job).
-READ_ADDRESS = 'import json,sys; print(json.load(open(sys.argv[1]))["address"])'
-
-
 def renew_argv(job: JobConfig, paths: RenderPaths, python: str, role: list[str]) -> list[str]:
     """How a job's script calls the renewal helper (lamplighter's own interpreter: it needs no torch)."""
     argv = [python, "-m", "lamplighter.slurm.renew", *role, "--run-dir", str(paths.run_dir)]
@@ -131,7 +129,7 @@ def renew_argv(job: JobConfig, paths: RenderPaths, python: str, role: list[str])
 
 def _renewal_lines(renew: list[str], warning_s: int, what: list[str]) -> list[str]:
     return [
-        f'# Renewal (README, "Time limits"): Slurm sends USR1 to this script {warning_s} s before its time',
+        f'# Renewal (docs/torchft.md, "Time limits"): Slurm sends USR1 to this script {warning_s} s before its time',
         "# limit (Slurm checks limits every 30 s, so 30-60 s earlier still). The helper then",
         *(f"# {line}" for line in what),
         "# It runs in the background: if the step ends meanwhile, this script ends with it (and stops it).",
@@ -163,15 +161,10 @@ def render_group_script(job: JobConfig, replica_id: int, paths: RenderPaths, pyt
             "when the Lighthouse job starts): read TORCHFT_LIGHTHOUSE from the environment, or set lighthouse.port"
         )
     argv = render_command(job, replica_id=replica_id, lighthouse=lh, config_path=str(paths.config), python=python)
-    if s.standby_socket:
-        # Each task asks its node's daemon for a warm standby to become the trainer (cold if none).
-        argv = [python, "-m", WARM_TASK_MODULE, "--socket", s.standby_socket, "--", *argv]
     env = trainer_env(
         job, replica_id=replica_id, attempt=0, lighthouse=lh, config_path=str(paths.config), run_dir=str(paths.run_dir)
     )
     env.pop("TORCHFT_LIGHTHOUSE")
-    published = contract.RunPaths(paths.run_dir).lighthouse()
-    completed = shlex.quote(str(contract.RunPaths(paths.run_dir).completed()))
     output = slurm_path_pattern(str(paths.logs)) + f"/g{replica_id}-%j.out"
     header = _sbatch_header(job, group_job_name(job, replica_id), g.nodes, g.nproc_per_node, output, s.requeue)
     if g.gpus_per_node:
@@ -220,9 +213,17 @@ def render_group_script(job: JobConfig, replica_id: int, paths: RenderPaths, pyt
         [
             " ".join(shlex.quote(a) for a in srun[: len(srun) - len(s.srun_args)]),
             *(shlex.quote(a) for a in s.srun_args),
-            f"bash -c {shlex.quote(TASK_WRAPPER)} lamplighter-task \\",
+            f"bash -c {shlex.quote(TASK_WRAPPER)} {TASK_MARK} \\",
         ]
     )
+    agent = [python, "-m", AGENT_MODULE, "--run-dir", str(paths.run_dir), "--group", str(replica_id)]
+    agent += ["--config", str(paths.config)]
+    if job.lighthouse.port:
+        agent += ["--lighthouse", lh]
+    if s.spare:
+        agent.append("--spare")
+    if s.slurm_conf:
+        agent += ["--slurm-conf", s.slurm_conf]
     if s.srun_args:
         srun_note = ["# slurm.srun_args (e.g. a container) apply to the trainer step only, not to this script."]
     else:
@@ -241,21 +242,6 @@ def render_group_script(job: JobConfig, replica_id: int, paths: RenderPaths, pyt
             "",
             "# The trainer's environment (lamplighter's contract, torchft settings, trainer.env).",
             *exports,
-            "# This job's own Lighthouse published where it listens (`lamplighter submit` waits for it):",
-            "# a group never joins another job's quorum, even with the same replica names.",
-            f"if ! TORCHFT_LIGHTHOUSE=$({shlex.quote(python)} -c {shlex.quote(READ_ADDRESS)} {shlex.quote(str(published))} 2>/dev/null); then",
-            *(
-                [f"    TORCHFT_LIGHTHOUSE={shlex.quote(lh)}  # not published: the fixed address of the config"]
-                if job.lighthouse.port
-                else [
-                    f"    echo {shlex.quote(f'lamplighter: no Lighthouse address in {published}: submit the job with `lamplighter submit`')} >&2",
-                    "    exit 1",
-                ]
-            ),
-            "fi",
-            "export TORCHFT_LIGHTHOUSE",
-            "# Slurm counts restarts of a requeued job; unset on the first run.",
-            f'export {contract.ENV_ATTEMPT}="${{SLURM_RESTART_COUNT:-0}}"',
             *renewals_export,
             "",
             "# Rendezvous inside the group: this script runs on the group's first node.",
@@ -276,53 +262,24 @@ def render_group_script(job: JobConfig, replica_id: int, paths: RenderPaths, pyt
             'export PET_RDZV_ENDPOINT="$MASTER_ADDR:$MASTER_PORT"',
             "",
             *renewal,
-            *_completed_guard(completed),
-            f"# One task per process on each of the group's {g.nodes} node(s); a dead task ends the step,",
-            "# so a broken group fails as a whole and lamplighter can requeue it.",
+            "# The in-job agent (injob/agent.py), as this job's user, inside this allocation: it reads where",
+            "# this job's own Lighthouse listens (`lamplighter submit` waited for it to publish: a group never",
+            "# joins another job's quorum), starts the trainer step below (one task per process on each of the",
+            f"# group's {g.nodes} node(s); a dead task ends the step), keeps a warm spare step beside it with",
+            "# slurm.spare, and restarts a failed trainer inside the allocation (restart.in_job); past that, or",
+            "# on exit 78, it ends the job with the trainer's status and the node daemon requeues it. A trainer's",
+            "# 0 completes the job (<run_dir>/completed), unless this run is one Slurm has moved on from.",
             *srun_note,
-            launch,
+            " ".join(shlex.quote(a) for a in agent) + " \\",
+            "    -- " + launch,
             f"    {cmd} &",
             *WAIT_FOR_STEP,
-            *_completed_tail(completed, replica_id, s.slurm_conf),
+            "rc=0",
+            'wait "$step" || rc=$?',
+            'exit "$rc"',
             "",
         ]
     )
-
-
-def _completed_guard(completed: str) -> list[str]:
-    return [
-        "# A group requeued (renewal, failure) just before the others reached the target starts after",
-        "# the job is done: there is nothing left to train, and no peer left to heal from.",
-        f"if [[ -e {completed} ]]; then",
-        f"    echo {shlex.quote('lamplighter: the job already reached its target (a group completed): nothing to do')}",
-        "    exit 0",
-        "fi",
-    ]
-
-
-def _completed_tail(completed: str, replica_id: int, slurm_conf: str | None) -> list[str]:
-    conf = f"SLURM_CONF={shlex.quote(slurm_conf)} " if slurm_conf else ""
-    return [
-        "rc=0",
-        'wait "$step" || rc=$?',
-        "# A trainer that ends with 0 reached the target. One that fails after another group has (its",
-        "# peers left mid-step or mid-heal) lost nothing: the job is complete, and so is this group.",
-        "# srun also ends with 0 when Slurm aborts the step for a node failure (this script may then be a",
-        "# stale attempt on a node cut off from Slurm): only the job's current attempt may say it is done.",
-        "if (( rc == 0 )); then",
-        f"    current=$({conf}scontrol show job \"$SLURM_JOB_ID\" 2>/dev/null | grep -o 'Restarts=[0-9]*' || true)",
-        "    # Slurm not answering: nothing says this attempt is stale, and a real completion must count.",
-        '    if [[ -z "$current" || "$current" == "Restarts=${SLURM_RESTART_COUNT:-0}" ]]; then',
-        f"        printf 'group %s\\n' {replica_id} >> {completed}",
-        "    else",
-        '        echo "lamplighter: the step ended with 0, but this is a stale attempt (now $current): not done" >&2',
-        "    fi",
-        f"elif [[ -e {completed} ]]; then",
-        '    echo "lamplighter: the trainer ended with status $rc after the job reached its target: complete" >&2',
-        "    rc=0",
-        "fi",
-        'exit "$rc"',
-    ]
 
 
 def render_lighthouse_script(job: JobConfig, paths: RenderPaths, python: str) -> str:

@@ -80,12 +80,20 @@ class SlurmCli:
     timeout: float = 10.0
     env: dict[str, str] = field(default_factory=dict)
 
-    def run(self, cmd: str, *args: str, timeout: float | None = None, input: str | None = None) -> str:
+    def run(
+        self,
+        cmd: str,
+        *args: str,
+        timeout: float | None = None,
+        input: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> str:
+        """`env`: added for this call only (e.g. TZ=UTC for times printed without a zone)."""
         exe = str(self.bin_dir / cmd) if self.bin_dir is not None else cmd
         return run_slurm(
             [exe, *args],
             timeout=self.timeout if timeout is None else timeout,
-            env=self.env or None,
+            env={**self.env, **(env or {})} or None,
             slurm_conf=self.slurm_conf,
             input=input,
         )

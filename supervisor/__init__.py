@@ -10,6 +10,6 @@ Public modules and packages (the package re-exports nothing: import them):
     report, timeline, summary, fault_journal   the run report
     health_report, action_history, run_dir_actions, ratelimit   records the daemon writes and the CLIs read
 
-Layer: above trainer (configs, gpusim -> trainer -> supervisor -> slurm -> daemon; lab -> bench).
+Layer: above trainer (configs, gpusim -> trainer -> supervisor -> injob -> slurm -> daemon; lab -> bench).
 May import: configs, gpusim, trainer
 """

@@ -6,14 +6,25 @@ heartbeats with their age). The parser works on that fragment's text and the
 classes torchft puts on members (`recovering`) and heartbeats (`old`), and is
 tested on pages recorded from the real Lighthouse. A page it cannot read is an
 error that says so, never an empty quorum.
+
+The read itself is bounded, whoever serves the address: at most
+MAX_STATUS_BYTES, all of it (connecting, sending, every read) within the
+timeout, and a redirect is an error, never followed. A plain HTTP/1.0 GET over
+a socket, so that no library's per-read timeout lets a server that trickles
+one byte at a time hold the reader.
 """
 
 from __future__ import annotations
 
 import re
-import urllib.request
+import socket
+import ssl
+import time
+import urllib.parse
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
+
+MAX_STATUS_BYTES = 1 << 20  # torchft's page is a few KiB for dozens of replicas
 
 
 class LighthouseStatusError(Exception):
@@ -166,14 +177,87 @@ def parse_status(html: str) -> LighthouseStatus:
     )
 
 
-def fetch_status(address: str, timeout: float = 2.0) -> LighthouseStatus:
-    """GET <address>/status from a Lighthouse (address like http://host:29510)."""
+def fetch_status(address: str, timeout: float = 2.0, max_bytes: int = MAX_STATUS_BYTES) -> LighthouseStatus:
+    """GET <address>/status from a Lighthouse (address like http://host:29510), bounded in bytes and time."""
     url = address.rstrip("/") + "/status"
-    if not url.startswith(("http://", "https://")):
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
         raise LighthouseStatusError(f"Lighthouse address must start with http:// : {address!r}")
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
-            html = resp.read().decode("utf-8", "replace")
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError as e:
+        raise LighthouseStatusError(f"Lighthouse address {address!r}: {e}") from None
+    body = http_get(parts.scheme, parts.hostname, port, parts.path, timeout, max_bytes, url)
+    return parse_status(body.decode("utf-8", "replace"))
+
+
+def http_get(scheme: str, host: str, port: int, path: str, timeout: float, max_bytes: int, url: str) -> bytes:
+    """The body of a 200 answer to GET path, or LighthouseStatusError saying why not."""
+    deadline = time.monotonic() + timeout
+
+    def left() -> float:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise LighthouseStatusError(f"cannot read {url}: no whole answer within {timeout:g} s")
+        return remaining
+
+    raw = bytearray()
+    try:
+        sock = socket.create_connection((host, port), timeout=left())
     except OSError as e:
         raise LighthouseStatusError(f"cannot read {url}: {e}") from e
-    return parse_status(html)
+    try:
+        if scheme == "https":
+            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host)
+        name = f"[{host}]" if ":" in host else host
+        sock.settimeout(left())
+        sock.sendall(f"GET {path} HTTP/1.0\r\nHost: {name}:{port}\r\nConnection: close\r\n\r\n".encode())
+        while True:
+            sock.settimeout(left())
+            chunk = sock.recv(1 << 16)
+            if not chunk:
+                break
+            raw += chunk
+            if len(raw) > max_bytes + (1 << 16):  # the body's limit, and room for the headers
+                raise LighthouseStatusError(f"cannot read {url}: more than {max_bytes} bytes")
+    except TimeoutError:
+        raise LighthouseStatusError(f"cannot read {url}: no whole answer within {timeout:g} s") from None
+    except OSError as e:
+        raise LighthouseStatusError(f"cannot read {url}: {e}") from e
+    finally:
+        sock.close()
+    return response_body(bytes(raw), max_bytes, url)
+
+
+def response_body(raw: bytes, max_bytes: int, url: str) -> bytes:
+    """The body of an HTTP/1.x answer that is a 200; a redirect or any other status is an error."""
+    head, sep, body = raw.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    status = lines[0].split(None, 2)
+    if not sep or len(status) < 2 or not status[0].startswith(b"HTTP/1.") or not status[1].isdigit():
+        raise LighthouseStatusError(f"cannot read {url}: not an HTTP answer: {raw[:80]!r}")
+    code = int(status[1])
+    if 300 <= code < 400:
+        raise LighthouseStatusError(f"cannot read {url}: it answered {code}, a redirect (not followed)")
+    if code != 200:
+        raise LighthouseStatusError(f"cannot read {url}: it answered {code}")
+    headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(b":") for line in lines[1:])}
+    if headers.get(b"transfer-encoding", b"").lower() == b"chunked":
+        body = unchunk(body, url)
+    if len(body) > max_bytes:
+        raise LighthouseStatusError(f"cannot read {url}: more than {max_bytes} bytes")
+    return body
+
+
+def unchunk(data: bytes, url: str) -> bytes:
+    out = bytearray()
+    while True:
+        size_line, sep, rest = data.partition(b"\r\n")
+        try:
+            size = int(size_line.split(b";")[0].strip(), 16)
+        except ValueError:
+            raise LighthouseStatusError(f"cannot read {url}: a broken chunked answer") from None
+        if not sep or size == 0:
+            return bytes(out)
+        out += rest[:size]
+        data = rest[size + 2 :]

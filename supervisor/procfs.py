@@ -1,4 +1,4 @@
-"""The one reader of /proc (or of a fake tree shaped like it): stat, environ, status, meminfo, sockets.
+"""The one reader of /proc (or of a fake tree shaped like it): stat, environ, cgroup, status, meminfo, sockets.
 
 Every caller passes the proc root, so tests give it a directory in tmp_path
 with hand-written files. That is also why this reads files rather than using
@@ -70,6 +70,30 @@ def read_environ(proc_root: Path, pid: int) -> dict[str, str] | None:
         return parse_environ((proc_root / str(pid) / "environ").read_bytes())
     except OSError:
         return None
+
+
+# /proc/PID/cgroup is a dozen short lines; a longer one is not Slurm's (and is not read past this).
+CGROUP_MAX_BYTES = 16 * 1024
+
+
+def read_cgroup(proc_root: Path, pid: int) -> str | None:
+    """The process's /proc/PID/cgroup text (bounded), or None if it is gone."""
+    try:
+        with open(proc_root / str(pid) / "cgroup", "rb") as f:
+            return f.read(CGROUP_MAX_BYTES).decode(errors="replace")
+    except OSError:
+        return None
+
+
+def read_uid(proc_root: Path, pid: int) -> int | None:
+    """The process's real uid (/proc/PID/status `Uid:` real, effective, saved, fs), or None if it is gone."""
+    try:
+        for line in (proc_root / str(pid) / "status").read_text().splitlines():
+            if line.startswith("Uid:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def same_process(proc_root: Path, pid: int, start_time: int) -> bool:
@@ -185,28 +209,6 @@ def read_fd_target(proc_root: Path, pid: int, fd: int) -> str | None:
         return os.readlink(proc_root / str(pid) / "fd" / str(fd))
     except OSError:
         return None
-
-
-STANDBY_MODULE = b"lamplighter.supervisor.standby_main"
-
-
-def warm_trainer_of(proc_root: Path, task_pid: int) -> int | None:
-    """The standby that became this warm task's trainer (slurm/warm_task.py), or None (not started warm yet).
-
-    A warm trainer's /proc environ and cmdline are its standby's, not its task's: what ties them is the
-    task's stdout, which the trainer received and holds as its own fd 1 (a file or a pipe of slurmstepd's)."""
-    out = read_fd_target(proc_root, task_pid, 1)
-    if out is None:
-        return None
-    best: tuple[int, int] | None = None  # (start time, pid): a killed earlier trainer may hold it a moment longer
-    for pid in pids(proc_root):
-        argv = read_cmdline(proc_root, pid)
-        if argv is None or len(argv) < 3 or argv[2] != STANDBY_MODULE or read_fd_target(proc_root, pid, 1) != out:
-            continue
-        st = read_stat(proc_root, pid)
-        if st is not None and st.state not in ("Z", "X") and (best is None or st.start_time > best[0]):
-            best = (st.start_time, pid)
-    return None if best is None else best[1]
 
 
 def children(proc_root: Path, pid: int) -> list[int]:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from lamplighter.supervisor.standby_main import READY, TASK_FDS, Activation, target_of
+from lamplighter.supervisor.standby_main import READY, Activation, target_of
 
 MAX_DEATHS = 3
 STANDBY_MODULE = "lamplighter.supervisor.standby_main"
@@ -42,13 +42,10 @@ class Standby:
         except OSError:
             return False
 
-    def activate(self, act: Activation, fds: Sequence[int] = ()) -> bool:
-        """Hand it its trainer (and `fds`, passed along); False when it can no longer take it (it died meanwhile)."""
-        data = act.line().encode()
+    def activate(self, act: Activation) -> bool:
+        """Hand it its trainer; False when it can no longer take it (it died meanwhile)."""
         try:
-            sent = socket.send_fds(self.channel, [data], list(fds)) if fds else 0
-            if sent < len(data):  # a send of nothing to a standby that has read its line and hung up: EPIPE
-                self.channel.sendall(data[sent:])
+            self.channel.sendall(act.line().encode())
         except OSError:
             return False
         finally:
@@ -149,17 +146,11 @@ class StandbyPool:
         envs: Sequence[dict[str, str]],
         *,
         cwd: Path,
-        log_path: Path | None,
-        fds: Sequence[int] = (),
-        user: tuple[int, int] | None = None,
+        log_path: Path,
     ) -> list[subprocess.Popen[bytes]] | None:
-        """Turn one standby per rank into that rank's trainer; None when they cannot (start cold then).
-
-        Output goes to `log_path`, or (None) to the task descriptors `fds` (one rank: a Slurm task's);
-        `user` (uid, gid) is who the trainer runs as. All or none: a group is never half warm. A standby that
-        died between the check and its activation sends the whole group cold; those activated are killed."""
-        if log_path is None and len(fds) != TASK_FDS:
-            raise ValueError(f"a standby without a log needs the task's {TASK_FDS} descriptors, got {len(fds)}")
+        """Turn one standby per rank into that rank's trainer, its output to `log_path`; None when they cannot
+        (start cold then). All or none: a group is never half warm. A standby that died between the check and
+        its activation sends the whole group cold; those activated are killed."""
         why = self.why_cold(argvs)
         if why is not None:
             if why not in self.cold_reasons:
@@ -170,10 +161,9 @@ class StandbyPool:
         mine, self.idle = self.idle[: len(argvs)], self.idle[len(argvs) :]
         self.used_before_ready += sum(1 for s in mine if not s.ready())
         popens = []
-        uid, gid = user if user is not None else (None, None)
         for s, argv, env in zip(mine, argvs, envs, strict=True):
-            act = Activation(argv=list(argv), env=dict(env), cwd=str(cwd), log=str(log_path or ""), uid=uid, gid=gid)
-            if not s.activate(act, fds):
+            act = Activation(argv=list(argv), env=dict(env), cwd=str(cwd), log=str(log_path))
+            if not s.activate(act):
                 for rest in mine:
                     rest.popen.kill()
                     rest.popen.wait()

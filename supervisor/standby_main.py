@@ -4,82 +4,76 @@
 
 A restart pays `import torch` and torchft (about 2 s here, more on a node with
 ROCm) before the trainer does anything. A standby has paid it already: when a
-restart is decided, its owner sends one JSON line on the standby's stdin, a
-Unix socket (the trainer's argv, full environment, working directory, and a
-log file or, on Slurm, the task's own stdout and stderr passed along with a
-connection to the task), and the process runs that trainer in place, as
-`python -m MODULE ...` or `python SCRIPT ...` would, with the same exit codes.
-End of input before a line means "not needed" (or the owner died): it exits 0.
+restart is decided, its owner sends one JSON line on the standby's stdin (the
+trainer's argv, environment and working directory), and the process runs that
+trainer in place, as `python -m MODULE ...` or `python SCRIPT ...` would, with
+the same exit codes. End of input before a line means "not needed" (or the
+owner died): it exits 0.
 
-On Slurm (slurm/warm_task.py is the other end) the trainer writes
-`started PID` and, as the very last thing it does, `exit CODE` on that
-connection, and takes `signal N` lines from it; if the task goes away first,
-the trainer kills itself: it must never outlive the Slurm task that stands
-for it.
+Two owners, both the trainer's own user: local mode's pool (standby.py: stdin
+a Unix socket, the whole environment and a log file in the line), and a
+Slurm group's in-job agent (injob/steps.py: stdin a pipe that srun forwards to
+every task of the spare step; the line holds only the variables that changed,
+`merge_env`, and the output stays the task's). A standby never changes user:
+it already runs as the trainer will, in the job's own cgroup on Slurm.
 
 Only the standard library and the preloaded modules are imported here, and
 nothing runs at import: modules that read the environment when imported see
-the standby's (the supervisor's, as a cold start would, less the group's own
-variables, which the trainer reads at run time).
+the standby's (as a cold start would, less what the line changes, which the
+trainer reads at run time).
 """
 
 from __future__ import annotations
 
 import argparse
-import atexit
 import importlib
 import json
 import os
-import pkgutil  # noqa: F401 - runpy.run_path imports it late: after a drop to a user who may not read our venv
-import pwd
+import pkgutil  # noqa: F401 - runpy.run_path imports it late
 import runpy
-import signal
 import socket
+import stat
 import sys
-import threading
 import traceback
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
 READY = "lamplighter-standby: ready"  # printed once the preload is done (stdout is the standby's own log then)
-TASK_FDS = 3  # passed with a log-less activation: the task's stdout, its stderr, the connection to the task
-MAX_FDS = 8
+MAX_LINE = 1 << 24
 
 
 @dataclass(frozen=True)
 class Activation:
     """What the owner sends: the trainer this process becomes.
 
-    `log` "" means the task's descriptors come with the line (TASK_FDS); `uid`/`gid`, the user it runs as
-    (a standby of a root service drops to the task's user; None: stay as is)."""
+    `log`: a file for the trainer's output ("" keeps the standby's own); `merge_env`: `env` holds only
+    what changes, on top of the standby's own environment (else it is the whole environment)."""
 
     argv: list[str]
     env: dict[str, str]
     cwd: str
-    log: str
-    uid: int | None = None
-    gid: int | None = None
+    log: str = ""
+    merge_env: bool = False
 
     @staticmethod
     def parse(line: str) -> Activation:
         try:
             raw: Any = json.loads(line)
             act = Activation(
-                argv=list(raw["argv"]),
-                env=dict(raw["env"]),
+                argv=[str(a) for a in raw["argv"]],
+                env={str(k): str(v) for k, v in dict(raw["env"]).items()},
                 cwd=str(raw["cwd"]),
-                log=str(raw["log"]),
-                uid=None if raw.get("uid") is None else int(raw["uid"]),
-                gid=None if raw.get("gid") is None else int(raw["gid"]),
+                log=str(raw.get("log") or ""),
+                merge_env=bool(raw.get("merge_env", False)),
             )
-        except (ValueError, KeyError, TypeError) as e:
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise ValueError(f"standby: bad activation line {line[:200]!r}: {e}") from e
         if len(target_of(act.argv)) != 2:
             raise ValueError(f"standby: cannot run {act.argv!r} in place")
         return act
 
     def line(self) -> str:
-        raw = {"argv": self.argv, "env": self.env, "cwd": self.cwd, "log": self.log, "uid": self.uid, "gid": self.gid}
+        raw = {"argv": self.argv, "env": self.env, "cwd": self.cwd, "log": self.log, "merge_env": self.merge_env}
         return json.dumps(raw) + "\n"
 
 
@@ -94,84 +88,23 @@ def target_of(argv: list[str]) -> tuple[str, ...]:
     return ()
 
 
-def become(act: Activation, fds: list[int]) -> NoReturn:
-    """Turn this process into the trainer: its user, output, directory, environment and argv, then run it."""
+def become(act: Activation) -> NoReturn:
+    """Turn this process into the trainer: its output, directory, environment and argv, then run it."""
     sys.stdout.flush()
     sys.stderr.flush()
-    task: socket.socket | None = None
     if act.log:
-        fd = os.open(act.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        fd = os.open(act.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
         os.dup2(fd, 1)
         os.dup2(fd, 2)
         os.close(fd)
-    else:
-        if len(fds) != TASK_FDS:
-            raise SystemExit(f"standby: expected {TASK_FDS} descriptors with a log-less activation, got {len(fds)}")
-        os.dup2(fds[0], 1)
-        os.dup2(fds[1], 2)
-        os.close(fds[0])
-        os.close(fds[1])
-        task = socket.socket(fileno=fds[2])
-        task.setblocking(True)  # the service's timeout made the shared descriptor non-blocking
     devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)  # as a cold start: the trainer reads nothing from the supervisor
+    os.dup2(devnull, 0)  # as a cold start: the trainer reads nothing from its owner
     os.close(devnull)
-    become_user(act.uid, act.gid)
     os.chdir(act.cwd)
-    os.environ.clear()
+    if not act.merge_env:
+        os.environ.clear()
     os.environ.update(act.env)
-    code: list[int] = []
-    if task is not None:
-        bind_to_task(task)
-        atexit.register(report_exit, task, code)
-    code.append(run_target(act.argv, act.cwd))
-    sys.exit(code[0])
-
-
-def become_user(uid: int | None, gid: int | None) -> None:
-    """Drop root to the task's user (a standby of the root service runs as root until a task of some user takes it)."""
-    if uid is None or os.getuid() != 0 or uid == 0:
-        return
-    gid = uid if gid is None else gid
-    try:
-        groups = os.getgrouplist(pwd.getpwuid(uid).pw_name, gid)
-    except KeyError:  # a uid with no passwd entry (a container's): its own group only
-        groups = [gid]
-    os.setgroups(groups)
-    os.setgid(gid)
-    os.setuid(uid)
-
-
-def bind_to_task(task: socket.socket) -> None:
-    """Tell the task who runs for it, take the signals it forwards, and die if it goes first.
-
-    Signals travel as `signal N` lines, not by PID: on a node in its own PID namespace the task
-    cannot name this process, and this process reports its exit code last of all (report_exit)."""
-    task.sendall(f"started {os.getpid()}\n".encode())
-
-    def watch() -> None:
-        buf = b""
-        try:
-            while data := task.recv(4096):
-                buf += data
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
-                    word, _, num = line.decode(errors="replace").partition(" ")
-                    if word == "signal" and num.isdigit():
-                        os.kill(os.getpid(), int(num))
-        except OSError:
-            pass
-        kill_group()  # the Slurm task that stood for this trainer is gone
-
-    threading.Thread(target=watch, name="lamplighter-task-watch", daemon=True).start()
-
-
-def kill_group() -> None:
-    """SIGKILL this trainer and what it started (torchrun's workers, data loaders): the standby leads its own
-    process group, as Slurm would kill a whole step."""
-    if os.getpgrp() == os.getpid():
-        os.killpg(os.getpid(), signal.SIGKILL)
-    os.kill(os.getpid(), signal.SIGKILL)
+    sys.exit(run_target(act.argv, act.cwd))
 
 
 def run_target(argv: list[str], cwd: str) -> int:
@@ -201,48 +134,26 @@ def run_target(argv: list[str], cwd: str) -> int:
     return 0
 
 
-def recv_line(sock: socket.socket, max_bytes: int = 1 << 30) -> tuple[bytes, list[int]]:
-    """Bytes up to a newline (or the peer's end, or past max_bytes) and the descriptors that came with them.
-
-    A line is read whole before anything acts on it: the descriptors travel with its first bytes. On an error
-    the descriptors received so far are closed."""
-    buf, fds = b"", []
+def read_line(fd: int = 0, max_bytes: int = MAX_LINE) -> bytes:
+    """Bytes up to a newline, the end of input, or past max_bytes: a socket (local mode) or a pipe (srun)."""
+    buf = b""
+    sock = socket.socket(fileno=os.dup(fd)) if stat.S_ISSOCK(os.fstat(fd).st_mode) else None
     try:
         while not buf.endswith(b"\n") and len(buf) <= max_bytes:
-            data, got, _flags, _addr = socket.recv_fds(sock, 1 << 16, MAX_FDS)
-            fds += got
+            data = sock.recv(1 << 16) if sock is not None else os.read(fd, 1 << 16)
             if not data:
                 break
             buf += data
-    except BaseException:
-        for f in fds:
-            os.close(f)
-        raise
-    return buf, fds
-
-
-def wait_for_activation(fd: int = 0) -> tuple[Activation, list[int]] | None:
-    """One JSON line on `fd`, a Unix socket (its owner's end of a socketpair), and the descriptors it carries."""
-    sock = socket.socket(fileno=os.dup(fd))
-    try:
-        buf, fds = recv_line(sock)
     finally:
-        sock.close()
-    if not buf.strip():
-        for f in fds:
-            os.close(f)
-        return None
-    return Activation.parse(buf.decode()), fds
+        if sock is not None:
+            sock.close()
+    return buf
 
 
-def report_exit(task: socket.socket, code: list[int]) -> None:
-    """Registered before the trainer runs, so atexit calls it after the trainer's own handlers: the task
-    ends (and Slurm moves on) only once the trainer has finished everything it does at exit."""
-    if code:
-        try:
-            task.sendall(f"exit {code[0]}\n".encode())
-        except OSError:
-            pass  # the task is gone; the watch thread kills this process anyway
+def wait_for_activation(fd: int = 0) -> Activation | None:
+    """One JSON line on `fd`; None at the end of input before one (not needed)."""
+    buf = read_line(fd)
+    return Activation.parse(buf.decode()) if buf.strip() else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -255,10 +166,10 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.preload:
         importlib.import_module(name)  # an ImportError fails the standby now, not the restart that needs it
     print(f"{READY} (pid {os.getpid()})", flush=True)
-    got = wait_for_activation()
-    if got is None:
+    act = wait_for_activation()
+    if act is None:
         return 0
-    become(*got)
+    become(act)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ and when a folder's __init__.py declares its place with a line
 `May import: a, b` (or `May import: nothing`), on an import of any other folder.
 
     python tools/import_graph.py [ROOT]            # exit 1 naming each cycle and its import lines
-    python tools/import_graph.py --mermaid [ROOT]  # the folder graph, for the README (--text: plain)
+    python tools/import_graph.py --mermaid [ROOT]  # the folder graph, for docs/layout.md (--text: plain)
 """
 
 from __future__ import annotations

@@ -12,6 +12,6 @@ ft_setup, heal_transport and train_state need torch):
     heal_transport  torchft's HTTP heal transport, loading with weights_only=True (never unpickles code)
     main       the reference trainer (`python -m lamplighter.trainer --config PATH`)
 
-Layer: above configs (configs, gpusim -> trainer -> supervisor -> slurm -> daemon; lab -> bench).
+Layer: above configs (configs, gpusim -> trainer -> supervisor -> injob -> slurm -> daemon; lab -> bench).
 May import: configs
 """

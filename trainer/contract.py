@@ -74,6 +74,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lamplighter.trainer.owned_file import OwnedFileError, read_owned
+
 EXIT_DONE = 0
 EXIT_RETRYABLE = 75
 EXIT_NO_RESTART = 78
@@ -83,11 +85,27 @@ ENV_REPLICA_ID = "LAMPLIGHTER_REPLICA_ID"  # the group's index, 0..N-1
 ENV_NUM_GROUPS = "LAMPLIGHTER_NUM_GROUPS"
 ENV_RUN_DIR = "LAMPLIGHTER_RUN_DIR"
 ENV_CONFIG = "LAMPLIGHTER_CONFIG"  # path of the resolved job config (JSON)
-ENV_ATTEMPT = "LAMPLIGHTER_ATTEMPT"  # 0 on the first start, then 1, 2, ...
+ENV_ATTEMPT = "LAMPLIGHTER_ATTEMPT"  # 0 on the first start, then 1, 2, ... (on Slurm: attempt_number below)
 # How many of those restarts were the job renewing itself before its Slurm time limit
 # (slurm/renew.py), not failures: a restart budget counts ATTEMPT - RENEWALS.
 ENV_RENEWALS = "LAMPLIGHTER_RENEWALS"
-ENV_JOB = "LAMPLIGHTER_JOB"  # the job's name; identifies its processes
+ENV_JOB = "LAMPLIGHTER_JOB"  # the job's name (what a trainer says; supervisors identify processes otherwise)
+
+# On Slurm a group restarts two ways: the node daemon requeues its job (Slurm's restart count goes up),
+# or the job's in-job agent starts the trainer again inside the allocation (injob/agent.py, at most
+# 99 times per allocation). The attempt a trainer runs as orders both: restarts * 100 + in-job restarts.
+# A requeue fences every in-job restart of the allocation before it; the node daemon judges a process
+# stale by Slurm's StartTime, never by this number.
+ATTEMPT_STRIDE = 100
+
+
+def attempt_number(slurm_restarts: int, in_job: int) -> int:
+    return slurm_restarts * ATTEMPT_STRIDE + in_job
+
+
+def slurm_restarts_of(attempt: int) -> int:
+    """The Slurm restart count an attempt number (attempt_number) belongs to."""
+    return attempt // ATTEMPT_STRIDE
 
 
 @dataclass(frozen=True)
@@ -180,11 +198,27 @@ def write_json_atomic(path: Path, obj: Any, *, durable: bool = False, mode: int 
             os.close(dfd)
 
 
-def read_lighthouse_address(run_dir: Path) -> str | None:
-    """The address this job's Lighthouse published in its run directory, or None if none is there (yet)."""
+SMALL_FILE_BYTES = 4 * 1024  # lighthouse.json, a heartbeat, stop-at, completed: a few dozen bytes each
+
+
+def lighthouse_address(run_dir: Path, owner: int | None = None) -> tuple[str | None, str | None]:
+    """(address, None), or (None, why not): the address this job's Lighthouse published in its run directory.
+
+    `owner`: whose file it must be (default: this process's user, the job's own); one another user put
+    in a shared run directory is ignored, as is a link, a FIFO or a file of more than a few KiB."""
+    path = RunPaths(Path(run_dir)).lighthouse()
     try:
-        obj = json.loads(RunPaths(Path(run_dir)).lighthouse().read_text())
-        address = obj["address"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return address if isinstance(address, str) and address.startswith("http") else None
+        raw = read_owned(path, owner=os.getuid() if owner is None else owner, max_bytes=SMALL_FILE_BYTES)
+        address = json.loads(raw)["address"]
+    except OwnedFileError as e:
+        return None, str(e) if e.why != "no such file" else None
+    except (ValueError, KeyError, TypeError):
+        return None, f"{path}: not a JSON object with an address"
+    if not isinstance(address, str) or not address.startswith(("http://", "https://")):
+        return None, f"{path}: its address is not an http(s) URL"
+    return address, None
+
+
+def read_lighthouse_address(run_dir: Path, owner: int | None = None) -> str | None:
+    """The address this job's Lighthouse published, or None if none usable is there (yet): lighthouse_address."""
+    return lighthouse_address(run_dir, owner)[0]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import stat
 import threading
 import time
 import traceback
@@ -55,8 +56,12 @@ class Refused(Exception):
 
 
 def take_inject(path: Path) -> bool:
-    """Chaos: whether the inject file existed (it is removed first, so a restart runs clean)."""
+    """Chaos: whether the inject file existed (it is removed first, so a restart runs clean). Only the job
+    owner's own regular file counts: one another user put into a shared run directory is ignored."""
     try:
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+            return False
         path.unlink()
     except FileNotFoundError:
         return False
@@ -171,6 +176,7 @@ def build_run(
     device = choose_device(job, ident)
     model = build_model(cfg).to(device)
     state = TrainState(model=model, optim=torch.optim.AdamW(model.parameters(), lr=cfg.lr), replica_id=ident.replica_id)
+    state.materialize_optimizer_state()  # a heal before the first step then lands in place (train_state.py)
     if cfg.heal_pad_mb:
         state.pad = torch.zeros(cfg.heal_pad_mb * 2**20, dtype=torch.uint8, device=device)
     if ident.rank == 0:

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from lamplighter.trainer.rendezvous_bound import RendezvousBound
+from lamplighter.trainer.rendezvous_bound import FLOOR_MEMBERS, RendezvousBound
 
 SETUP_FAILED = "process group setup failed after"  # how the trainer's log says so (lab/survivor_stall counts it)
 
@@ -54,20 +54,23 @@ def _group_class() -> type:
             self._log = log
 
         def reconfigure(self, opts: Any) -> Any:
-            limit = self.bound.current()
+            handles = getattr(opts, "handles", None)
+            members = len(handles) if isinstance(handles, list) and handles else FLOOR_MEMBERS
+            limit = self.bound.current(members)
             self.set_timeout(limit)
             start = time.monotonic()
             try:
-                check_store_reachable(getattr(opts, "handles", None), limit)
+                check_store_reachable(handles, limit)
                 work = super().reconfigure(opts)
             except Exception as e:
                 self.bound.failed()
                 self._log(
-                    f"{SETUP_FAILED} {time.monotonic() - start:.2f} s (bound {_ms(limit)}): "
-                    f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}; next bound {_ms(self.bound.current())}"
+                    f"{SETUP_FAILED} {time.monotonic() - start:.2f} s (bound {_ms(limit)}, {members} groups): "
+                    f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}; "
+                    f"next bound {_ms(self.bound.current(members))}"
                 )
                 raise
-            self.bound.succeeded(time.monotonic() - start)
+            self.bound.succeeded(time.monotonic() - start, members)
             return work
 
         def _create_pg(self, store: Any, rank: int, world_size: int) -> Any:

@@ -10,10 +10,11 @@ judge `reached_target` against that. A job that trains "until told" sets
 soak does, once every fault has been delivered and watched).
 
 The run directory is the job owner's: the file is the owner's instruction to
-their own job. Readers take it only as a small regular file (a link, a FIFO
-or anything long is ignored, as is a file that does not hold a number), so a
-supervisor reading it (the hang check's "finishing" step) cannot be made to
-block or follow a link. Write it atomically (`write_stop_at`), or accept that
+their own job. Readers take it only as a small regular file of the job's
+owner (owned_file.py: a link, a FIFO, another user's file or anything long is
+ignored, as is a file that does not hold a number), so a supervisor reading
+it (the hang check's "finishing" step) cannot be made to block or follow a
+link. Write it atomically (`write_stop_at`), or accept that
 a reader may see it half-written once and keep the step it knew until its
 next look. Removing the file gives the groups that still run their
 trainer.steps back.
@@ -23,12 +24,12 @@ No torch here: the supervisors import it.
 from __future__ import annotations
 
 import os
-import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from lamplighter.trainer.contract import RunPaths
+from lamplighter.trainer.owned_file import OwnedFileError, read_owned
 
 MAX_BYTES = 64  # a step number and a newline; anything longer is not one
 READ_EVERY_S = 1.0  # a trainer looks at most this often: a stat and a read per second cost nothing
@@ -38,32 +39,23 @@ ABSENT = "absent"
 UNUSABLE = "unusable"
 
 
-def read_stop_file(run_dir: Path) -> int | str:
-    """The step the file names; ABSENT (no file) or UNUSABLE (not a small regular file holding a number)."""
+def read_stop_file(run_dir: Path, owner: int | None = None) -> int | str:
+    """The step the file names; ABSENT (no file) or UNUSABLE (not a small regular file of `owner`, default this
+    process's user, holding a number)."""
     path = RunPaths(Path(run_dir)).stop_at()
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return ABSENT
-    except OSError:
-        return UNUSABLE
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return UNUSABLE
-        data = os.read(fd, MAX_BYTES + 1)
-    except OSError:
-        return UNUSABLE
-    finally:
-        os.close(fd)
+        data = read_owned(path, owner=os.getuid() if owner is None else owner, max_bytes=MAX_BYTES)
+    except OwnedFileError as e:
+        return ABSENT if e.why == "no such file" else UNUSABLE
     text = data.decode("ascii", errors="replace").strip()
-    if len(data) > MAX_BYTES or not text.isdigit():
+    if not text.isdigit():
         return UNUSABLE
     return int(text)
 
 
-def read_stop_at(run_dir: Path) -> int | None:
+def read_stop_at(run_dir: Path, owner: int | None = None) -> int | None:
     """The step the file names, or None (no file, or none that can be used)."""
-    got = read_stop_file(run_dir)
+    got = read_stop_file(run_dir, owner)
     return got if isinstance(got, int) else None
 
 

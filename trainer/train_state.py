@@ -39,13 +39,36 @@ class TrainState:
             sd["pad"] = self.pad
         return sd
 
+    def materialize_optimizer_state(self) -> None:
+        """Create Adam(W)'s per-parameter state now, as its first step would (a step of 0, zeroed moments), so
+        that a restarted trainer, which heals before its first step, receives the peer's optimizer state into
+        these tensors (receive_into) instead of into twice the model's size allocated during the heal: fresh
+        pages written by a socket are what made every allocating transport fall to 0.3-0.4 GB/s at 4 GB
+        (bench/results/heal_bandwidth.json). The first step then finds the state and uses it, as it would have
+        made it: training is bit-identical (tests/trainer/test_heal_in_place.py). Other optimizers: untouched."""
+        import torch
+
+        if not isinstance(self.optim, torch.optim.Adam | torch.optim.AdamW):
+            return
+        for group in self.optim.param_groups:
+            if group.get("fused") or group.get("capturable"):
+                return  # their step lives on the device: leave them to their own first step
+            for p in group["params"]:
+                st = self.optim.state[p]
+                if st:
+                    continue
+                st["step"] = torch.tensor(0.0, dtype=torch.get_default_dtype(), device="cpu")
+                st["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                st["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                if group.get("amsgrad"):
+                    st["max_exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+
     def receive_into(self) -> dict[str, Any]:
         """Where a heal over the PG transport may write each tensor in place, laid out as torchft's Manager
         sends it ({"user": {"default": ...}}): no allocation per tensor, and all receives are posted at once
-        (bench/results/heal_bandwidth.json: 1.6x at 1 GB, 4.1x at 4 GB). Tensors missing here are received
-        into new ones: before its first step a trainer has no optimizer state, so only its weights land in
-        place (1.2x). A heal that fails part-way leaves these written but is never committed, and the next
-        quorum heals again."""
+        (bench/results/heal_bandwidth.json). With the optimizer state materialized, every tensor a peer sends
+        lands in place, even before the first step. A heal that fails part-way leaves these written but is
+        never committed, and the next quorum heals again."""
         sd = self.user_state()
         if self.pad is not None:
             sd["pad"] = self.pad

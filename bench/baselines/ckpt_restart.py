@@ -29,8 +29,9 @@ TASK_WRAPPER = 'export RANK="$SLURM_PROCID" WORLD_SIZE="$SLURM_NTASKS"; exec "$@
 
 
 def render_script(job: JobConfig, run_dir: Path, python: str, mtbf_s: float | None, repo: Path) -> str:
+    """mtbf_s: the MTBF its Young/Daly interval is chosen for; None: plain DDP, no checkpoint at all."""
     argv = [python, "-m", "bench.baselines.ckpt_trainer", "--config", str(run_dir / "job.json")]
-    argv += ["--mtbf-s", str(mtbf_s)] if mtbf_s is not None else []
+    argv += ["--mtbf-s", str(mtbf_s)] if mtbf_s is not None else ["--no-checkpoint"]
     env = {**job.trainer.env, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(repo), contract.ENV_RUN_DIR: str(run_dir)}
     return "\n".join(
         [
@@ -56,6 +57,8 @@ def render_script(job: JobConfig, run_dir: Path, python: str, mtbf_s: float | No
 
 
 class CheckpointRestart(Baseline):
+    """mtbf_s None: the same job without checkpoints (plain DDP), the benchmark's fault-free yardstick."""
+
     name = "ckpt-restart"
 
     def __init__(
@@ -68,6 +71,8 @@ class CheckpointRestart(Baseline):
         repo: Path | None = None,
     ) -> None:
         super().__init__(job)
+        if mtbf_s is None:
+            self.name = "ddp"
         self.job, self.api, self.run_id, self.python, self.mtbf_s = job, api, run_id, python, mtbf_s
         self.repo = repo or Path(__file__).resolve().parent.parent.parent
         self.requeues: list[float] = []

@@ -21,6 +21,9 @@ checkpoint carries that much more state, written and read back in full, as
 the optimizer state of a large model would be.
 The log's `quorum_id` is the restart count, so a step committed again after a
 restart shows up as lost work in lamplighter.supervisor.report.lost_steps.
+Like the reference trainer, it honours the benchmark's hang-collective
+(<run_dir>/inject/<rank>.hang-collective): the main thread blocks inside the
+step, and the peers' allreduce waits for it until the process group's timeout.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import argparse
 import json
 import math
 import os
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -78,6 +82,15 @@ def chosen_interval(run_dir: Path) -> int | None:
     """K in steps, as an earlier run of this job measured it (None: measure it now)."""
     ks = [e.get("k_steps") for e in read_events(run_dir) if e["event"] == "interval"]
     return int(ks[-1]) if ks and ks[-1] else None
+
+
+def take_inject(path: Path) -> bool:
+    """Chaos (the benchmark's hang-collective): whether the file existed; removed first, so a restart runs clean."""
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def log_event(run_dir: Path, **fields: Any) -> None:
@@ -142,6 +155,9 @@ def train(job: JobConfig, run_dir: Path, mtbf_s: float | None) -> int:
         )
         state.optim.zero_grad()
         loss = lm_loss(ddp, tokens)
+        if take_inject(paths.inject_hang_collective(rank)):
+            print(f"rank {rank}: chaos: the main thread blocks inside this step", flush=True)
+            threading.Event().wait()  # the peers' allreduce waits for this rank's share until its timeout
         loss.backward()  # DDP's allreduce: a dead or hung peer raises here after the timeout
         state.optim.step()
         state.cursor = advance(state.cursor, world, cfg.batch_size)

@@ -76,11 +76,6 @@ class PollRunner(Baseline):
                 self.detections.append((now, g))
                 self._submit(g, now)
 
-    def kill_lighthouse(self) -> None:
-        """Chaos: the Lighthouse process dies (in the example nobody restarts it)."""
-        if self.lighthouse is not None:
-            self.lighthouse.kill()
-
     def stop(self) -> None:
         for jid in self.jobs.values():
             try:

@@ -48,8 +48,9 @@ def llama3_8b_ft() -> FaultTolerantTrainer.Config:
         # when no group is left to heal from. Each replica's dataloader position is saved every step.
         checkpoint=TorchFTCheckpointManager.Config(interval=500, last_save_model_only=False),
         activation_checkpoint=SelectiveAC.Config(),
-        # Within a group (FSDP over its 16 GPUs): above the cross-group process-group timeout.
-        comm=CommConfig(init_timeout_seconds=300, train_timeout_seconds=120),
+        # Within a group (FSDP over its 16 GPUs): above the job's torchft waits (llama3-8b-mi325x.yaml: timeout_s 120, connect 60 + quorum 180 + 120):
+        # ranks that finished healing wait for the last one in their next collective (docs/torchtitan.md).
+        comm=CommConfig(init_timeout_seconds=400, train_timeout_seconds=150),
         # Per-step fault tolerance (no semi_sync_method); lamplighter sets the rest from the job.
         fault_tolerance=FaultTolerance(enable=True),
         validator=Validator.Config(freq=500, steps=1200),

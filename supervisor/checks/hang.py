@@ -57,7 +57,7 @@ def group_attempts(table: ProcessTable) -> list[GroupAttempt]:
 
 
 def progress_sources(
-    mode: str, run_dir: Path, lighthouse: LighthouseProgress | None
+    mode: str, run_dir: Path, lighthouse: LighthouseProgress | None, owner: int | None = None
 ) -> tuple[list[ProgressSource], str | None]:
     """The sources `health.progress` asks for, and a warning when one of them cannot be had."""
     if mode == "off":
@@ -65,7 +65,7 @@ def progress_sources(
     sources: list[ProgressSource] = []
     warning = None
     if mode in ("auto", "heartbeat"):
-        sources.append(HeartbeatFiles(run_dir))
+        sources.append(HeartbeatFiles(run_dir, owner))
     if mode in ("auto", "lighthouse"):
         if lighthouse is not None:
             sources.append(lighthouse)

@@ -15,7 +15,7 @@ group that was still healing look hung after `hang_timeout_s`.
 
 The group of a replica is the number its name ends with: "3" (lamplighter's
 reference trainer), "torchtitan_ft_3" (torchtitan), "my_job_group3". Each job
-has its own Lighthouse (README, "One Lighthouse per job"), so every replica on
+has its own Lighthouse (docs/torchft.md, "One Lighthouse per job"), so every replica on
 it belongs to the job.
 
 While the page cannot be read the check cannot see: silence up to the first

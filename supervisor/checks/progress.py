@@ -9,11 +9,13 @@ they read (a run directory, a status fetcher) and the time is passed in.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from lamplighter.trainer.contract import RunPaths
+from lamplighter.trainer.contract import SMALL_FILE_BYTES, RunPaths
+from lamplighter.trainer.owned_file import OwnedFileError, read_owned
 
 
 @dataclass(frozen=True)
@@ -47,9 +49,10 @@ class Beat:
     attempt: int | None  # absent in heartbeats written by older trainers
 
 
-def read_beat(path: Path) -> Beat | None:
+def read_beat(path: Path, owner: int | None = None) -> Beat | None:
+    """A heartbeat file, a small regular file of `owner` (default: this process's user), or None."""
     try:
-        obj = json.loads(path.read_text())
+        obj = json.loads(read_owned(path, owner=os.getuid() if owner is None else owner, max_bytes=SMALL_FILE_BYTES))
         attempt = obj.get("attempt")
         return Beat(
             step=int(obj["step"]),
@@ -57,7 +60,7 @@ def read_beat(path: Path) -> Beat | None:
             pid=int(obj["pid"]),
             attempt=None if attempt is None else int(attempt),
         )
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OwnedFileError, OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
@@ -74,11 +77,12 @@ class HeartbeatFiles:
 
     name = "heartbeat"
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, owner: int | None = None) -> None:
         self._paths = RunPaths(Path(run_dir))
+        self._owner = owner  # whose heartbeat files count (the job's user; default: this process's)
 
     def last_beat(self, group: int, rank: int) -> Beat | None:
-        return read_beat(self._paths.heartbeat(group, rank))
+        return read_beat(self._paths.heartbeat(group, rank), self._owner)
 
     def refresh(self, now: float) -> None:
         return None  # files are read when asked
@@ -91,7 +95,7 @@ class HeartbeatFiles:
         for path in self._paths.heartbeat(group, 0).parent.glob(f"{group}.*.json"):
             rank = path.name[len(f"{group}.") : -len(".json")]
             if rank.isdigit():
-                beat = read_beat(path)
+                beat = read_beat(path, self._owner)
                 if beat is not None:
                     out[int(rank)] = beat
         return out

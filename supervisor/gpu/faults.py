@@ -9,8 +9,9 @@
 | ecc-correctable (over its max), xgmi, thermal       |                                                         |
 | (temperature over its limit)                        |                                                         |
 | vmfault (GPU page fault)                            | restart the faulting group (its own restart budget);    |
-|                                                     | drain only once VM faults of vm_fault_drain_after       |
-|                                                     | different jobs fell within vm_fault_window_s            |
+|                                                     | a pid of no lamplighter job: nobody; drain only once    |
+|                                                     | VM faults of vm_fault_drain_after different users       |
+|                                                     | (uids) fell within vm_fault_window_s                    |
 | thermal-throttle                                    | report (action log line, metric); nothing else          |
 | unknown (amdsmi missing, probe error, starting)     | nothing                                                 |
 
@@ -40,7 +41,7 @@ GPU_FAULT_ACTIONS: dict[str, GpuResponse] = {
     "thermal-throttle": "report",
 }
 _STRENGTH: tuple[GpuResponse, ...] = ("none", "report", "restart", "drain")
-UNATTRIBUTED = "(no lamplighter job)"
+UNATTRIBUTED = "(unknown user)"  # a VM fault whose pid was gone before its uid could be read
 
 
 def gpu_response(status: str, kind: str, problems: Iterable[str] = ()) -> GpuResponse:
@@ -56,10 +57,10 @@ def gpu_response(status: str, kind: str, problems: Iterable[str] = ()) -> GpuRes
 def recent_vm_faults(
     now: float, history: Iterable[tuple[float, str]], window_s: float
 ) -> tuple[tuple[float, str], ...]:
-    """(time, job) of the VM faults within the window, oldest first."""
+    """(time, "uid:N") of the VM faults within the window, oldest first."""
     return tuple(sorted((t, j) for t, j in history if now - t < window_s))
 
 
 def vm_fault_jobs(history: Iterable[tuple[float, str]]) -> list[str]:
-    """The different jobs behind these VM faults."""
+    """The different sources (users) behind these VM faults."""
     return sorted({j for _, j in history})

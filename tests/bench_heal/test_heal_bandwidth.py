@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-TRANSPORTS = ["http", "http-c4", "pg", "pg-inplace", "pg-inplace-model", "tcp"]
+TRANSPORTS = ["http", "http-torchft", "http-c4", "pg", "pg-inplace", "pg-inplace-model", "tcp"]
 
 
 def test_digest_sees_one_flipped_bit(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -70,5 +70,6 @@ def test_every_transport_arrives_bit_identical(tmp_path: Path) -> None:
             assert r[key]["median"] > 0, (tp, key)
         assert r["sender_maxrss_mb"] > 0 and r["receiver_maxrss_mb"] > 0, tp
     # HTTP's time split into socket I/O and (de)serialisation, per side.
-    for side in ("sender_split", "receiver_split"):
-        assert set(rows["http"]["split"][side]) == {"socket_io_s", "other_s", "total_s"}
+    for tp in ("http", "http-torchft"):
+        for side in ("sender_split", "receiver_split"):
+            assert set(rows[tp]["split"][side]) == {"socket_io_s", "other_s", "total_s"}, (tp, side)

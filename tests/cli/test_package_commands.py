@@ -32,6 +32,12 @@ def test_init_writes_a_job_that_validates_as_written_and_marks_what_to_change(ki
     if kind == "torchtitan":
         # Per-step FT: no semi-sync method; lamplighter adds the fault-tolerance flags itself.
         assert "semi_sync" not in text and "--fault_tolerance" not in "".join(job.trainer.command or [])
+        # The config module the job names, beside it, as the package holds it (a wheel user has no checkout).
+        module = tmp_path / "llama3_8b_ft.py"
+        assert module.read_text() == (REPO / "configs" / "torchtitan" / "llama3_8b_ft.py").read_text()
+        assert "--module=llama3_8b_ft" in job.trainer.command or []
+    else:
+        assert not (tmp_path / "llama3_8b_ft.py").exists()
 
 
 def test_init_refuses_to_overwrite_and_a_bad_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,5 +1,9 @@
 """A compute node for the daemon's loop, all fakes: /proc in a folder, Slurm in memory, exits and the Lighthouse by hand.
 
+A task is what slurmstepd would make of it: its /proc/PID/cgroup names its job and step as a multiple-slurmd
+test cluster's cgroup v1 does (`6:freezer:/slurm_n1/uid_U/job_J/step_S`), its status names its uid, and its
+environment is whatever the test gives it (the daemon reads only run dir, config and renewals from it).
+
 The PIDs are above the kernel's largest possible PID (2**22), so the real
 executor's kill (it signals whatever /proc says is still there) can never
 reach a real process: it finds each one "already gone".
@@ -8,6 +12,9 @@ reach a real process: it finds each one "already gone".
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,6 +112,7 @@ class FakeNode:
         self.lighthouse = FakeLighthouse()
         self.gpus = FakeGpus()
         self.node_cfg = node
+        self.cleanup: list[Path] = []
         self.start()
 
     def start(self) -> None:
@@ -131,21 +139,40 @@ class FakeNode:
         self.loop.close()
         self.state.close()
 
-    def submit(self, name: str, group: int) -> int:
+    def remove(self) -> None:
+        """Remove what job_dir made outside the test's own folder."""
+        for d in self.cleanup:
+            shutil.rmtree(d, ignore_errors=True)
+
+    def submit(self, name: str, group: int, user_id: int = 0) -> int:
         script = self.tmp / f"{name}-g{group}.sbatch"
         script.write_text(f"#!/bin/bash\n#SBATCH --job-name=ll-{name}-g{group}\n#SBATCH --nodes=1\n")
-        return self.slurm.submit(script)
+        return self.slurm.submit(script, user_id)
 
-    def job_dir(self, job: JobConfig | dict[str, Any], lighthouse: str | None = None) -> tuple[Path, Path]:
-        """A run directory with its job.json (a dict: written as it is, valid or not), and lighthouse.json."""
+    def job_dir(
+        self, job: JobConfig | dict[str, Any], lighthouse: str | None = None, owner: int = 0
+    ) -> tuple[Path, Path]:
+        """A run directory with its job.json (a dict: written as it is, valid or not), and lighthouse.json.
+
+        `owner`: the job's user; another user's run directory sits in a folder of its own under /tmp that
+        every user may reach (pytest's own folder is its user's only), and is that user's, files and all."""
         name = job.name if isinstance(job, JobConfig) else str(job["name"])
-        run_dir = self.tmp / "runs" / name
+        if owner == 0:
+            run_dir = self.tmp / "runs" / name
+        else:
+            base = Path(tempfile.mkdtemp(prefix="ll-fake-node-"))
+            base.chmod(0o755)
+            self.cleanup.append(base)
+            run_dir = base / name
         run_dir.mkdir(parents=True, exist_ok=True)
         config = run_dir / "job.json"
         doc = job.model_dump(mode="json") if isinstance(job, JobConfig) else job
         config.write_text(json.dumps({**doc, "run_dir": str(run_dir)}, indent=2))
         if lighthouse is not None:
-            write_json_atomic(RunPaths(run_dir).lighthouse(), {"address": lighthouse})
+            write_json_atomic(RunPaths(run_dir).lighthouse(), {"address": lighthouse}, mode=0o644)
+        if owner != 0:
+            for f in [run_dir, *run_dir.iterdir()]:
+                os.chown(f, owner, owner)
         return run_dir, config
 
     def task(
@@ -158,10 +185,19 @@ class FakeNode:
         ppid: int = PID0,
         run_dir: Path | None = None,
         config: Path | None = None,
-        start: int = 100,
+        start: int | None = None,
         rank: int = 0,
+        step: str = "0",
+        uid: int = 0,
+        cgroup_job: int | None = None,
+        extra_env: dict[str, str] | None = None,
     ) -> None:
-        """A process of a Slurm task on this node (the root if its parent is not one of the job's)."""
+        """A process of a Slurm task on this node (the root if its parent is not one of the job's step).
+
+        `cgroup_job`: the job its cgroup names (default `job_id`, which its environment names): a process
+        that carries one job's variables in another job's cgroup is a forgery. `start`: clock ticks after boot
+        (default: now, as slurmstepd starts a task of a running job)."""
+        start = self.ticks() if start is None else start
         env = {
             ENV_JOB: name,
             ENV_REPLICA_ID: str(group),
@@ -174,11 +210,19 @@ class FakeNode:
             env[ENV_RUN_DIR] = str(run_dir)
         if config is not None:
             env[ENV_CONFIG] = str(config)
+        env.update(extra_env or {})
         d = self.proc / str(pid)
         d.mkdir(parents=True, exist_ok=True)
         fields = [str(pid), "(python)", "S", str(ppid)] + ["0"] * 17 + [str(start), "0", "10"] + ["0"] * 28
         (d / "stat").write_text(" ".join(fields) + "\n")
         (d / "environ").write_bytes(b"".join(f"{k}={v}".encode() + b"\0" for k, v in env.items()))
+        cg = cgroup_job if cgroup_job is not None else job_id
+        (d / "cgroup").write_text(f"7:pids:/\n6:freezer:/slurm_{NODE}/uid_{uid}/job_{cg}/step_{step}\n0::/\n")
+        (d / "status").write_text(f"Name:\tpython\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\nNSpid:\t{pid}\n")
+
+    def ticks(self) -> int:
+        """The fake clock's now, as a process start time (clock ticks after boot)."""
+        return int((self.clock.t - BTIME) * CLK_TCK)
 
     def gone(self, pid: int, returncode: int = 0) -> None:
         """The process ends: out of /proc, and the exit reported if it was watched."""

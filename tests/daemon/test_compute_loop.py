@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import pwd
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,8 @@ from lamplighter.supervisor.gpu.observation import GpuObservation
 
 # Timeouts a job may have (hang above every torchft wait, start-up above hang).
 HEALTH = {"hang_timeout_s": 20, "startup_timeout_s": 60}
+# Every failure requeued by the node daemon (no restart inside the allocation by the job's own agent).
+REQUEUE = {"in_job": 0}
 
 
 @pytest.fixture
@@ -24,6 +27,7 @@ def node(tmp_path: Path) -> Iterator[FakeNode]:
         yield n
     finally:
         n.close()
+        n.remove()
 
 
 def kinds(results: list[dict]) -> list[str]:  # type: ignore[type-arg]
@@ -35,8 +39,8 @@ def test_a_worker_ending_is_no_group_failure_its_launcher_ending_is(node: FakeNo
     job = node.submit("llama", 1)
     root, worker, loader = PID0 + 100, PID0 + 101, PID0 + 102
     node.task(root, job, "llama", 1, run_dir=run_dir, config=config)  # torchrun's agent, started by slurmstepd
-    node.task(worker, job, "llama", 1, ppid=root, run_dir=run_dir, config=config, start=110)
-    node.task(loader, job, "llama", 1, ppid=worker, run_dir=run_dir, config=config, start=120)
+    node.task(worker, job, "llama", 1, ppid=root, run_dir=run_dir, config=config, start=node.ticks() + 10)
+    node.task(loader, job, "llama", 1, ppid=worker, run_dir=run_dir, config=config, start=node.ticks() + 20)
     assert node.run(2) == []
     assert set(node.exits.watched) == {root}
 
@@ -53,7 +57,9 @@ def test_a_worker_ending_is_no_group_failure_its_launcher_ending_is(node: FakeNo
 
 
 def test_a_trainer_without_heartbeats_committing_steps_is_never_hung_and_is_once_it_stops(node: FakeNode) -> None:
-    run_dir, config = node.job_dir(JobConfig(name="titan", health=HEALTH), lighthouse="http://head01:29777")
+    run_dir, config = node.job_dir(
+        JobConfig(name="titan", health=HEALTH, restart=REQUEUE), lighthouse="http://head01:29777"
+    )
     job = node.submit("titan", 1)
     node.task(PID0 + 200, job, "titan", 1, run_dir=run_dir, config=config)
     node.lighthouse.steps = {"torchtitan_ft_0:a": 0, "torchtitan_ft_1:b": 0}
@@ -74,7 +80,7 @@ def test_a_trainer_without_heartbeats_committing_steps_is_never_hung_and_is_once
 
 def test_a_dead_lighthouse_excuses_silence_logged_once(node: FakeNode, caplog: pytest.LogCaptureFixture) -> None:
     # No lighthouse.json: the address its config fixes.
-    run_dir, config = node.job_dir(JobConfig(name="titan", health=HEALTH, lighthouse={"port": 29510}))
+    run_dir, config = node.job_dir(JobConfig(name="titan", health=HEALTH, lighthouse={"port": 29510}, restart=REQUEUE))
     job = node.submit("titan", 0)
     node.task(PID0 + 300, job, "titan", 0, run_dir=run_dir, config=config)
     node.lighthouse.down = True
@@ -96,7 +102,11 @@ def test_a_dead_lighthouse_excuses_silence_logged_once(node: FakeNode, caplog: p
 
 def test_each_job_gets_its_own_hang_timeout_from_its_config(node: FakeNode) -> None:
     quick_dir, quick_cfg = node.job_dir(
-        JobConfig(name="quick", health={"progress": "heartbeat", "hang_timeout_s": 12, "startup_timeout_s": 12})
+        JobConfig(
+            name="quick",
+            health={"progress": "heartbeat", "hang_timeout_s": 12, "startup_timeout_s": 12},
+            restart=REQUEUE,
+        )
     )
     slow_dir, slow_cfg = node.job_dir(
         JobConfig(name="slow", health={"progress": "heartbeat", "hang_timeout_s": 20, "startup_timeout_s": 40})
@@ -131,11 +141,16 @@ def test_a_config_that_appears_late_is_applied_once_read(node: FakeNode) -> None
     assert node.run(5) == []
     assert node.loop.status()["jobs"][0]["startup_timeout_s"] == 300.0  # the defaults meanwhile
     node.job_dir(
-        JobConfig(name="late", health={"progress": "heartbeat", "hang_timeout_s": 12, "startup_timeout_s": 12})
+        JobConfig(
+            name="late",
+            health={"progress": "heartbeat", "hang_timeout_s": 12, "startup_timeout_s": 12},
+            restart=REQUEUE,
+        )
     )
     results = node.run(70)  # read again within a minute; its 12 s start-up timeout has long passed
     assert kinds(results) == ["kill_local", "requeue"]
-    assert node.loop.status()["jobs"][0]["startup_timeout_s"] == 12.0
+    requeue = next(json.loads(x) for x in node.lines if json.loads(x)["action"] == "requeue")
+    assert "startup_timeout_s 12" in requeue["reason"]
 
 
 def vm_fault(gpu: int, pid: int) -> GpuObservation:
@@ -145,7 +160,7 @@ def vm_fault(gpu: int, pid: int) -> GpuObservation:
     return GpuObservation(gpu, "fault", "vmfault", reason, values)
 
 
-def test_vm_faults_of_different_jobs_drain_the_node_even_across_a_daemon_restart(tmp_path: Path) -> None:
+def test_vm_faults_of_different_users_drain_the_node_even_across_a_daemon_restart(tmp_path: Path) -> None:
     node = FakeNode(tmp_path, health={"vm_fault_drain_after": 2, "vm_fault_window_s": 3600}, max_drain_fraction=0.5)
     try:
         run_a, config_a = node.job_dir(JobConfig(name="llama", health={**HEALTH, "progress": "off"}))
@@ -159,18 +174,33 @@ def test_vm_faults_of_different_jobs_drain_the_node_even_across_a_daemon_restart
         assert node.slurm.job(job_a).restarts == 1 and not node.slurm.node("n1").is_drained
         node.gone(PID0 + 100, returncode=-9)
         node.run(1)
+        node.slurm.cancel(job_a)  # its node free for the next job (the fake runs one job per node)
 
         node.close()  # the daemon restarts: the VM fault history must come back with its state
         node.start()
-        assert [j for _, j in node.loop.policy.vm_faults] == [str(job_a)]
+        assert [j for _, j in node.loop.policy.vm_faults] == ["uid:0"]
 
-        run_b, config_b = node.job_dir(JobConfig(name="titan", health={**HEALTH, "progress": "off"}))
-        job_b = node.submit("titan", 0)
-        node.task(PID0 + 200, job_b, "titan", 0, run_dir=run_b, config=config_b)
+        # Another job of the same user faults: still one user, no drain (their own kernels' bug, most likely).
+        run_c, config_c = node.job_dir(JobConfig(name="mistral", health={**HEALTH, "progress": "off"}))
+        job_c = node.submit("mistral", 0)
+        node.task(PID0 + 300, job_c, "mistral", 0, run_dir=run_c, config=config_c)
+        assert node.run(2) == []
+        node.gpus.next = [vm_fault(1, PID0 + 300)]
+        assert kinds(node.run(1)) == ["kill_local", "requeue"]
+        assert not node.slurm.node("n1").is_drained
+        node.gone(PID0 + 300, returncode=-9)
+        node.run(1)
+        node.slurm.cancel(job_c)
+
+        # Another user's job, and run directory (a user with a passwd entry, as Slurm's slurmstepd requires).
+        other = pwd.getpwnam("nobody").pw_uid
+        run_b, config_b = node.job_dir(JobConfig(name="titan", health={**HEALTH, "progress": "off"}), owner=other)
+        job_b = node.submit("titan", 0, user_id=other)
+        node.task(PID0 + 200, job_b, "titan", 0, run_dir=run_b, config=config_b, uid=other)
         assert node.run(2) == []
         node.gpus.next = [vm_fault(3, PID0 + 200)]
         results = node.run(1)
-        # A second job faults on this node: two different jobs within the window -> the node is drained.
+        # A second user's job faults on this node: two different users within the window -> the node is drained.
         assert kinds(results) == ["kill_local", "drain", "requeue"], results
         assert node.slurm.node("n1").is_drained
         assert node.loop.policy.vm_faults == ()
@@ -184,8 +214,10 @@ def test_vm_faults_of_different_jobs_drain_the_node_even_across_a_daemon_restart
         lines_b = [json.loads(x) for x in (run_b / "actions.jsonl").read_text().splitlines()]
         assert [r["action"] for r in lines_b] == ["kill_local", "drain", "requeue"]
         assert lines_b[1]["jobs"] == [{"job_id": str(job_b), "group": "titan/g0", "attempt": 0}]
+        assert (run_b / "actions.jsonl").stat().st_uid == other  # written as the job's user, not as root
     finally:
         node.close()
+        node.remove()
 
 
 def test_thermal_throttling_is_reported_and_nothing_else(node: FakeNode) -> None:

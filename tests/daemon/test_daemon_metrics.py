@@ -4,6 +4,7 @@ Prometheus conventions, and the Grafana dashboard uses exactly what the real exp
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import urllib.error
@@ -50,7 +51,7 @@ def exercised() -> DaemonMetrics:
     m.trainer_faults(12.0, [exit_ev, straggler], acted_on={"41"})
     ActionLog("n1", lambda _line: None, on_action=m.action).write(12.0, "requeue", "41", "why", {}, outcome="ok")
     m.restart("llama/g2")
-    found = recovery_of([step(100.0, 0), step(101.0, 0), step(107.5, 1, "peer:0")], attempt=1)
+    found = recovery_of([step(100.0, 0), step(101.0, 0), step(107.5, 100, "peer:0")], restarts=1)
     assert found == (6.5, "peer")
     m.recovery.observe(found[0])
     m.heals.labels(source=found[1]).inc()
@@ -183,14 +184,15 @@ def test_recovery_watch_measures_a_restarted_group_once_from_its_step_log(tmp_pa
     m = DaemonMetrics()
     watch = RecoveryWatch(m)
     proc = TrainerProcess(10, 1, 5, "S", "lab", 2, "77", "0", 0)
-    trainer = NodeTrainer(proc, "n1", str(tmp_path), 1, None, 0.0, 10)
+    trainer = NodeTrainer(proc, "n1", str(tmp_path), 1, os.getuid(), 0.0, 10)
     log = RunPaths(tmp_path).steps(2)
     append_step(log, step(200.0, 0))
-    watch.observe(201.0, [trainer])  # attempt 1 has not committed yet
+    append_step(log, step(200.5, 1))  # an in-job restart of Slurm's first run: still restart 0
+    watch.observe(201.0, [trainer])  # Slurm's restart 1 has not committed yet
     assert m.registry.get_sample_value("lamplighter_group_recovery_seconds_count") == 0.0
-    append_step(log, step(203.0, 1, "checkpoint:190"))
+    append_step(log, step(203.0, 100, "checkpoint:190"))
     watch.observe(204.0, [trainer])
     watch.observe(205.0, [trainer])  # once per (job, attempt)
-    assert m.registry.get_sample_value("lamplighter_group_recovery_seconds_sum") == 3.0
+    assert m.registry.get_sample_value("lamplighter_group_recovery_seconds_sum") == 2.5
     assert m.registry.get_sample_value("lamplighter_group_recovery_seconds_count") == 1.0
     assert m.registry.get_sample_value("lamplighter_group_heals_total", {"source": "checkpoint"}) == 1.0

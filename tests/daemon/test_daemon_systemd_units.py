@@ -77,6 +77,10 @@ def test_unit_has_what_the_daemon_relies_on(name: str) -> None:
     assert d["StartLimitIntervalSec"] == "0"
     caps = set(d["CapabilityBoundingSet"].split())
     assert {"CAP_KILL", "CAP_SYS_PTRACE"} <= caps
+    # Writes into a job's run directory happen as the job's user: the daemon may drop to it, nothing more.
+    assert {"CAP_SETUID", "CAP_SETGID"} <= caps and "CAP_SYS_ADMIN" not in caps and "CAP_DAC_OVERRIDE" not in caps
+    assert d["NoNewPrivileges"] == "yes"
+    assert d["MemoryMax"] and d["TasksMax"]  # nothing a job makes it read can take the node's memory
     assert "ProtectProc" not in d  # would hide the trainers' /proc entries
     assert d["StateDirectory"] == "lamplighter" and d["RuntimeDirectory"] == "lamplighter"
 
@@ -92,19 +96,9 @@ def test_verify_catches_a_broken_unit(tmp_path: Path) -> None:
     assert "typo.service" in _verify(tool, typo).stderr
 
 
-def test_the_standby_unit_verifies_and_leaves_its_trainers_unsandboxed(tmp_path: Path) -> None:
-    from lamplighter.configs.schema import NodeStandbyConfig
-
-    tool = _systemd_analyze()
-    name = "lamplighter-standby.service"
-    text = (UNITS / name).read_text()
-    assert f"ExecStart={INSTALLED} standby --config /etc/lamplighter/node.yaml" in text
-    _assert_installed_unit_verifies(tool, name, tmp_path)
-    d = _directives(text)
-    assert d["KillMode"] == "process"  # a restart must not kill the trainers started from standbys
-    # A standby becomes a user's trainer: none of the node daemon's sandbox may reach it.
-    for key in ("ProtectSystem", "ProtectHome", "NoNewPrivileges", "CapabilityBoundingSet", "SystemCallFilter", "User"):
-        assert key not in d, key
-    # The default socket is in the unit's runtime folder, which every user's task can enter.
-    assert NodeStandbyConfig().socket == f"/run/{d['RuntimeDirectory']}/standby.sock"
-    assert d["RuntimeDirectoryMode"] == "0755"
+def test_no_unit_runs_user_code_or_serves_users() -> None:
+    """Warm restarts live in each job's own allocation (injob/): no service of lamplighter hands anyone a process."""
+    assert sorted(p.name for p in UNITS.glob("*.service")) == sorted(NAMES)
+    for name in NAMES:
+        text = (UNITS / name).read_text()
+        assert "standby" not in text and "0666" not in text

@@ -1,28 +1,37 @@
-"""The node daemon's trainer scanner on a fake /proc: cached verdicts, and what a full rescan catches."""
+"""The node daemon's scanner on a fake /proc: processes by their Slurm cgroup, cached verdicts, full rescans."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from lamplighter.daemon.node_trainers import FULL_RESCAN_EVERY, TrainerScanner, task_roots
-from lamplighter.trainer.contract import ENV_JOB, ENV_REPLICA_ID
+from lamplighter.daemon.node_trainers import (
+    FULL_RESCAN_EVERY,
+    NodeTrainer,
+    TrainerScanner,
+    node_trainer,
+    task_roots,
+    trainer_step,
+)
 
-TASK_ENV = {
-    ENV_JOB: "llama",
-    ENV_REPLICA_ID: "1",
-    "SLURM_JOB_ID": "42",
-    "SLURM_STEP_ID": "0",
-    "SLURM_PROCID": "0",
-    "SLURMD_NODENAME": "n2",
-}
+# What a forger would write: the daemon reads only run dir, config, renewals and the attempt from it.
+TASK_ENV = {"LAMPLIGHTER_JOB": "llama", "SLURM_JOB_ID": "42", "SLURM_PROCID": "0"}
 
 
-def proc(root: Path, pid: int, env: dict[str, str], start: int = 500, ppid: int = 1) -> None:
+def step_cgroup(job: int = 42, step: str = "0", node: str = "n2", uid: int = 1000) -> str:
+    return f"7:pids:/\n6:freezer:/slurm_{node}/uid_{uid}/job_{job}/step_{step}\n0::/\n"
+
+
+NO_JOB = "7:pids:/\n6:freezer:/\n0::/\n"
+
+
+def proc(root: Path, pid: int, cgroup: str, start: int = 500, ppid: int = 1, uid: int = 1000) -> None:
     d = root / str(pid)
     d.mkdir(parents=True, exist_ok=True)
     fields = [str(pid), "(python)", "S", str(ppid)] + ["0"] * 17 + [str(start)] + ["0"] * 30
     (d / "stat").write_text(" ".join(fields) + "\n")
-    (d / "environ").write_bytes(b"".join(f"{k}={v}".encode() + b"\0" for k, v in env.items()))
+    (d / "environ").write_bytes(b"".join(f"{k}={v}".encode() + b"\0" for k, v in TASK_ENV.items()))
+    (d / "cgroup").write_text(cgroup)
+    (d / "status").write_text(f"Uid:\t{uid}\t{uid}\t{uid}\t{uid}\n")
 
 
 def fake_proc(tmp_path: Path) -> Path:
@@ -30,55 +39,63 @@ def fake_proc(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_new_trainer_found_at_once_and_other_nodes_ignored(tmp_path: Path) -> None:
+def test_a_step_process_is_found_at_once_and_other_nodes_and_no_job_ignored(tmp_path: Path) -> None:
     root = fake_proc(tmp_path)
-    proc(root, 10, {"PATH": "/bin"})
+    proc(root, 10, NO_JOB)  # carries a job's environment, but the kernel puts it in no job
     scanner = TrainerScanner(root, "n2")
     assert scanner.scan() == []
-    proc(root, 11, TASK_ENV)
-    proc(root, 12, {**TASK_ENV, "SLURMD_NODENAME": "n3"})
-    assert [t.proc.pid for t in scanner.scan()] == [11]
+    proc(root, 11, step_cgroup())
+    proc(root, 12, step_cgroup(node="n3"))  # another slurmd's node on this host (the test cluster)
+    proc(root, 13, step_cgroup(step="extern"))  # an adopted ssh session: Slurm's business
+    [found] = scanner.scan()
+    assert (found.pid, found.uid, found.cgroup.job_id, found.cgroup.step) == (11, 1000, 42, "0")
 
 
-def test_exec_after_being_seen_is_caught_by_the_next_full_rescan(tmp_path: Path) -> None:
+def test_a_process_moved_into_a_step_after_being_seen_is_caught_by_the_next_full_rescan(tmp_path: Path) -> None:
     root = fake_proc(tmp_path)
-    proc(root, 20, {"PATH": "/bin"})  # slurmstepd's child between fork and exec
+    proc(root, 20, NO_JOB)  # slurmstepd's child between its fork and its move into the step
     scanner = TrainerScanner(root, "n2")
     assert scanner.scan() == []
-    proc(root, 20, TASK_ENV)  # same pid and start time, now the task's environment
+    proc(root, 20, step_cgroup())  # same pid and start time, now in the step
     results = [scanner.scan() for _ in range(FULL_RESCAN_EVERY)]
-    assert results[-1] and results[-1][0].proc.pid == 20
+    assert results[-1] and results[-1][0].pid == 20
     assert all(r == [] for r in results[:-1])  # cached verdicts until the full rescan
 
 
-def test_reused_pid_of_a_trainer_is_a_new_process(tmp_path: Path) -> None:
+def test_reused_pid_of_a_step_process_is_a_new_process(tmp_path: Path) -> None:
     root = fake_proc(tmp_path)
-    proc(root, 30, TASK_ENV, start=100)
+    proc(root, 30, step_cgroup(), start=100)
     scanner = TrainerScanner(root, "n2")
     [first] = scanner.scan()
-    proc(root, 30, {"PATH": "/bin"}, start=200)  # the trainer died, its pid went to something else
-    assert scanner.scan() == [] and first.proc.start_time == 100
+    proc(root, 30, NO_JOB, start=200)  # the task died, its pid went to something else
+    assert scanner.scan() == [] and first.start_time == 100
 
 
-def test_task_roots_are_the_processes_whose_parent_is_not_of_the_same_job(tmp_path: Path) -> None:
+def verified(root: Path, scanner: TrainerScanner) -> list[NodeTrainer]:
+    return [node_trainer(p, "llama", 1, "n2", 0) for p in scanner.scan()]
+
+
+def test_task_roots_are_the_processes_whose_parent_is_not_of_the_same_step(tmp_path: Path) -> None:
     root = fake_proc(tmp_path)
-    other_job = {**TASK_ENV, "SLURM_JOB_ID": "43"}
-    proc(root, 40, TASK_ENV, ppid=7)  # torchrun's agent; 7 is slurmstepd (no job environment)
-    proc(root, 41, TASK_ENV, ppid=40)  # a worker
-    proc(root, 42, TASK_ENV, ppid=41)  # its data-loader worker
-    proc(root, 44, other_job, ppid=40)  # another job's task under it (cannot happen in Slurm; still a root)
-    found = TrainerScanner(root, "n2").scan()
-    assert [t.proc.pid for t in found] == [40, 41, 42, 44]
-    assert [t.proc.pid for t in task_roots(found)] == [40, 44]
+    proc(root, 39, step_cgroup(step="batch"), ppid=7)  # the group script (its in-job agent): no trainer
+    proc(root, 40, step_cgroup(), ppid=8)  # torchrun's agent; 8 is slurmstepd (outside the step's cgroup)
+    proc(root, 41, step_cgroup(), ppid=40)  # a worker
+    proc(root, 42, step_cgroup(), ppid=41)  # its data-loader worker
+    proc(root, 44, step_cgroup(step="1"), ppid=9)  # the warm spare step's task
+    proc(root, 45, step_cgroup(job=43), ppid=40)  # another job's task under it (cannot happen in Slurm)
+    found = verified(root, TrainerScanner(root, "n2"))
+    assert [t.proc.pid for t in found] == [39, 40, 41, 42, 44, 45]
+    assert [t.proc.pid for t in task_roots(found)] == [40, 44, 45]
+    assert trainer_step([t for t in found if t.job_id == "42"]) == "0"  # the spare's step is higher
 
 
-def test_a_child_gives_away_a_root_seen_before_its_exec(tmp_path: Path) -> None:
+def test_a_child_gives_away_a_root_seen_before_its_move(tmp_path: Path) -> None:
     root = fake_proc(tmp_path)
-    proc(root, 50, {"PATH": "/bin"}, ppid=7)  # the task between slurmstepd's fork and its exec
+    proc(root, 50, NO_JOB, ppid=7)  # the task between slurmstepd's fork and its move into the step
     scanner = TrainerScanner(root, "n2")
     assert scanner.scan() == []
-    proc(root, 50, TASK_ENV, ppid=7)  # exec'd: the task wrapper, then the trainer, same pid
-    proc(root, 51, TASK_ENV, ppid=50)  # and it started a worker
-    found = scanner.scan()  # not a full rescan: 50 is cached as no trainer, but 51 names it
+    proc(root, 50, step_cgroup(), ppid=7)  # moved, exec'd: the task wrapper, then the trainer, same pid
+    proc(root, 51, step_cgroup(), ppid=50)  # and it started a worker
+    found = verified(root, scanner)  # not a full rescan: 50 is cached as in no job, but 51 names it
     assert [t.proc.pid for t in found] == [50, 51]
     assert [t.proc.pid for t in task_roots(found)] == [50]

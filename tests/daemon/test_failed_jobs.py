@@ -154,3 +154,20 @@ def test_the_head_leaves_failed_what_the_policy_leaves(tmp_path: Path) -> None:
     slurm.finish(lighthouse, exit_code=1)  # not a group: its own script restarts it
     past_the_grace(head, clock)
     assert slurm.job(lighthouse).state == "FAILED"
+
+
+def test_a_marker_another_uid_put_in_the_run_directory_says_nothing(tmp_path: Path) -> None:
+    """A shared run directory (writable by others): another user's `completed` or give_up line must not leave
+    the job's failed group down."""
+    import os
+
+    slurm, head, clock, groups, run_dir = lab(tmp_path)
+    forged = RunPaths(run_dir).completed()
+    forged.write_text("group 0\n")
+    actions = run_dir / "actions.jsonl"
+    actions.write_text(json.dumps({"action": "give_up", "jobs": [{"job_id": str(groups[1]), "attempt": 0}]}) + "\n")
+    for f in (forged, actions):
+        os.chown(f, 4242, 4242)  # not the job's owner (root, in the fake)
+    slurm.finish(groups[1], exit_code=1)
+    past_the_grace(head, clock)
+    assert (slurm.job(groups[1]).state, slurm.job(groups[1]).restarts) == ("RUNNING", 1)

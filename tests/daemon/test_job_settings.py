@@ -1,15 +1,21 @@
-"""Each job's settings come from its own job.json, read once per Slurm job; a bad file gets the defaults."""
+"""Each job's settings come from its own job.json, read once per Slurm job and owner; a bad file gets the defaults.
+
+The file must be a small regular file of the job's owner: a link, a FIFO, /dev/zero, a sparse giant or
+another user's file gets the defaults and the reason, at once and without echoing what it holds."""
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 
 import pytest
 
 from lamplighter.configs.schema import HealthConfig, JobConfig
 from lamplighter.daemon.job_settings import RETRY_S, JobSettingsCache, read_job_settings
+
+ME = os.getuid()
 
 
 def write(path: Path, doc: dict) -> str:  # type: ignore[type-arg]
@@ -24,20 +30,40 @@ def test_the_jobs_health_restart_and_lighthouse(tmp_path: Path) -> None:
         restart={"budget_per_group": 2},
         lighthouse={"port": 29510},
     )
-    s = read_job_settings(write(tmp_path / "job.json", job.model_dump(mode="json")))
+    s = read_job_settings(write(tmp_path / "job.json", job.model_dump(mode="json")), ME)
     assert s.error is None and s.health.hang_timeout_s == 40 and s.health.progress == "lighthouse"
     assert s.restart.budget_per_group == 2 and s.lighthouse == "http://127.0.0.1:29510"
     local = JobConfig(name="j", lighthouse={"port": 0})  # picks a free port: only lighthouse.json can say which
-    assert read_job_settings(write(tmp_path / "local.json", local.model_dump(mode="json"))).lighthouse is None
+    assert read_job_settings(write(tmp_path / "local.json", local.model_dump(mode="json")), ME).lighthouse is None
 
 
 def test_missing_or_invalid_config_gets_the_defaults_with_the_reason(tmp_path: Path) -> None:
-    s = read_job_settings(str(tmp_path / "nope.json"))
-    assert s.health == HealthConfig() and s.error is not None and "cannot read the file" in s.error
-    assert read_job_settings(None).error == "its trainers carry no LAMPLIGHTER_CONFIG"
-    bad = write(tmp_path / "bad.json", {"name": "j", "restart": {"budget_per_grup": 3}})
-    s = read_job_settings(bad)
-    assert s.error is not None and bad in s.error and "did you mean 'budget_per_group'" in s.error
+    s = read_job_settings(str(tmp_path / "nope.json"), ME)
+    assert s.health == HealthConfig() and s.error == "no such file"
+    assert read_job_settings(None, ME).error == "its trainers carry no LAMPLIGHTER_CONFIG"
+    bad = write(tmp_path / "bad.json", {"name": "j", "restart": {"budget_per_grup": "SECRET-VALUE"}})
+    s = read_job_settings(bad, ME)
+    assert s.error is not None and "restart.budget_per_grup" in s.error and "SECRET-VALUE" not in s.error
+
+
+def test_only_a_small_regular_file_of_the_jobs_owner_is_read(tmp_path: Path) -> None:
+    good = write(tmp_path / "job.json", JobConfig(name="j").model_dump(mode="json"))
+    os.symlink(good, tmp_path / "link.json")
+    os.mkfifo(tmp_path / "fifo.json")  # opened for reading, it would block until a writer came
+    with open(tmp_path / "sparse.json", "wb") as f:
+        f.truncate(100 << 30)  # 100 GiB of nothing
+    cases = {
+        str(tmp_path / "link.json"): "symbolic link",
+        str(tmp_path / "fifo.json"): "not a regular file",
+        "/dev/zero": "not a regular file",
+        str(tmp_path / "sparse.json"): "more than the 1048576",
+    }
+    for path, why in cases.items():
+        s = read_job_settings(path, ME)
+        assert s.health == HealthConfig() and s.error is not None and why in s.error, (path, s.error)
+    other = read_job_settings(good, ME + 1)  # someone else's file, as far as this job is concerned
+    assert other.error == f"belongs to uid {ME}, not to uid {ME + 1}: ignored"
+    assert read_job_settings(good, ME).error is None
 
 
 def test_read_once_per_job_errors_logged_once_and_retried_later(
@@ -47,13 +73,15 @@ def test_read_once_per_job_errors_logged_once_and_retried_later(
     good = JobConfig(name="j", health={"hang_timeout_s": 45}).model_dump(mode="json")
     cache = JobSettingsCache()
     with caplog.at_level(logging.ERROR):
-        first = cache.get("7", str(path), 0.0)  # not there yet (the shared file system lags)
+        first = cache.get("7", ME, str(path), 0.0)  # not there yet (the shared file system lags)
         write(path, good)
-        again = cache.get("7", str(path), RETRY_S / 2)
+        again = cache.get("7", ME, str(path), RETRY_S / 2)
     assert first.error and again is first
     assert sum(str(path) in r.getMessage() for r in caplog.records) == 1
-    assert cache.get("7", str(path), RETRY_S + 1).health.hang_timeout_s == 45
+    assert cache.get("7", ME, str(path), RETRY_S + 1).health.hang_timeout_s == 45
     write(path, {"name": "changed", "health": {"hang_timeout_s": 99}})
-    assert cache.get("7", str(path), 10 * RETRY_S).health.hang_timeout_s == 45  # a good read is kept
+    assert cache.get("7", ME, str(path), 10 * RETRY_S).health.hang_timeout_s == 45  # a good read is kept
+    # Job 7 as another user's (job ids are reused across clusters): read for that owner, not the cache.
+    assert cache.get("7", ME + 1, str(path), 10 * RETRY_S).error is not None
     cache.keep([])
     assert cache.known() == {}

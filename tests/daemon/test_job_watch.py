@@ -27,8 +27,9 @@ def test_a_group_at_the_step_its_owner_told_the_job_to_stop_at_is_finishing_not_
     settings = JobSettings(health=health, run_dir=str(tmp_path), target_step=1_000_000)
     watch = JobWatch("soak", str(tmp_path), settings, no_lighthouse, 0.5, Path("/proc"), dict)
     proc = TrainerProcess(10, 1, 5, "S", "soak", 2, "77", "0", 0)
-    watch.set_roots([NodeTrainer(proc, "n1", str(tmp_path), 1, None, 0.0, 10)])
-    write_heartbeat(RunPaths(tmp_path).heartbeat(2, 0), step=300, now=100.0, pid=10, attempt=1)
+    # Slurm restart 1, its trainer's first attempt of it (contract.attempt_number: 100).
+    watch.set_roots([NodeTrainer(proc, "n1", str(tmp_path), 1, 0, 0.0, 10, trainer_attempt=100)])
+    write_heartbeat(RunPaths(tmp_path).heartbeat(2, 0), step=300, now=100.0, pid=10, attempt=100)
     assert [e.kind for e in watch.hangs(110.0)] == ["hang"]  # 10 s silent mid-run: hung
     write_stop_at(tmp_path, 300)
     assert watch.hangs(110.0) == []  # the same silence at the step it was told to stop at: finishing

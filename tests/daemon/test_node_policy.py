@@ -147,10 +147,11 @@ RESTART_GROUP = ["kill_local", "requeue"]
         ("fault", "xgmi", (), MOVE_AND_DRAIN),
         ("fault", "thermal", (), MOVE_AND_DRAIN),  # over the temperature limit
         ("fault", "a-kind-from-the-future", (), MOVE_AND_DRAIN),  # unknown kinds err on the hardware's side
-        ("fault", "vmfault", (), RESTART_GROUP),  # the first VM fault: the group restarts, the node stays
+        # A VM fault naming no process of a lamplighter job here: nobody restarts, the node keeps it in mind.
+        ("fault", "vmfault", (), ["log"]),
         ("fault", "thermal-throttle", (), ["report"]),
         # Several problems on one GPU: the strongest answer.
-        ("fault", "vmfault", ("vmfault", "thermal-throttle"), RESTART_GROUP),
+        ("fault", "vmfault", ("vmfault", "thermal-throttle"), ["log"]),
         ("fault", "ecc-uncorrectable", ("ecc-uncorrectable", "vmfault"), MOVE_AND_DRAIN),
         ("unknown", "amdsmi-install", (), []),
         ("unknown", "probe-error", (), []),
@@ -162,47 +163,57 @@ def test_gpu_fault_to_action_table(status: str, kind: str, problems: tuple[str, 
     assert kinds(actions) == want
 
 
-def vmfault(pid: int = 0) -> GpuEvent:
+def test_a_vm_fault_of_the_groups_own_process_restarts_it() -> None:
+    ev = GpuEvent(0, "fault", "vmfault", "GPU 0 vmfault", ("vmfault",), (4242,), ((4242, 1000),))
+    _, actions = decide(100.0, NodePolicyState(), [ev], CFG, CTX)
+    assert kinds(actions) == RESTART_GROUP
+
+
+def vmfault(pid: int = 0, uid: int | None = None) -> GpuEvent:
+    """A VM fault naming `pid` (0: none), whose uid the loop read from /proc (None: the process was gone)."""
+    uids = ((pid, uid),) if pid and uid is not None else ()
     return GpuEvent(
-        1, "fault", "vmfault", f"GPU 1 GPU VM fault (pid {pid:#x} python)", ("vmfault",), (pid,) if pid else ()
+        1, "fault", "vmfault", f"GPU 1 GPU VM fault (pid {pid:#x} python)", ("vmfault",), (pid,) if pid else (), uids
     )
 
 
 def test_a_vm_fault_restarts_the_faulting_group_like_a_trainer_failure() -> None:
-    other = LocalJob("18", "big", 0, 1, ((5151, 7),))
+    other = LocalJob("18", "big", 0, 1, ((5151, 7),), uid=1002)
     slow = RestartConfig(backoff_initial_s=10, backoff_factor=1)
     ctx = Context("n1", {"17": JOB, "18": other}, total_nodes=4, restart={"17": RESTART, "18": slow})
-    st, actions = decide(100.0, NodePolicyState(), [vmfault(pid=5151)], CFG, ctx)
-    # Only job 18 owns pid 5151; it is requeued after its backoff, off this node, and the node is not drained.
+    st, actions = decide(100.0, NodePolicyState(), [vmfault(pid=5151, uid=1002)], CFG, ctx)
+    # Only job 18 owns pid 5151 (its cgroup's process); it is requeued after its backoff, off this node.
     assert [(a.kind, a.target) for a in actions] == [("kill_local", "18"), ("requeue", "18")]
     requeue = actions[1]
     assert requeue.start_at == 110.0 and requeue.exclude_node == "n1"  # job 18's own backoff
     assert "most often the application's own bug" in requeue.reason and requeue.jobs == (("18", "big/g0", 1),)
-    assert st.vm_faults == ((100.0, "18"),) and st.jobs["18"].failures == (100.0,)
-    # A pid that is none of our jobs': every group here restarts (we cannot tell whose it was).
-    _, actions = decide(100.0, NodePolicyState(), [vmfault(pid=999)], CFG, ctx)
-    assert [(a.kind, a.target) for a in actions if a.kind == "requeue"] == [("requeue", "17"), ("requeue", "18")]
+    assert st.vm_faults == ((100.0, "uid:1002"),) and st.jobs["18"].failures == (100.0,)
+    # A pid of no lamplighter job here (another tenant's, a stray process): nobody restarts; the node counts it.
+    st, actions = decide(100.0, NodePolicyState(), [vmfault(pid=999, uid=1003)], CFG, ctx)
+    assert kinds(actions) == ["log"] and "nobody restarted" in actions[0].reason
+    assert st.vm_faults == ((100.0, "uid:1003"),) and st.jobs == {}
 
 
-def test_vm_faults_drain_only_when_they_repeat_across_different_jobs_within_the_window() -> None:
+def test_vm_faults_drain_only_when_they_repeat_across_different_users_within_the_window() -> None:
     cfg = NodeConfig(health={"vm_fault_drain_after": 3, "vm_fault_window_s": 1000})
     st = NodePolicyState()
     drained_at = []
-    # Job 17 faults three times (each a new attempt): its own bug, the node is never drained for it.
+    # One user's jobs fault three times, in three different jobs: their own kernels, the node is not drained.
     for i, t in enumerate((100.0, 200.0, 300.0)):
-        job = LocalJob("17", "demo", 2, i, ((4242, 99),))
-        st, actions = decide(t, st, [vmfault(4242)], cfg, Context("n1", {"17": job}, total_nodes=10))
+        job = LocalJob(f"1{i}", "demo", 2, 0, ((4242 + i, 99),), uid=1001)
+        ctx = Context("n1", {job.job_id: job}, total_nodes=10)
+        st, actions = decide(t, st, [vmfault(4242 + i, 1001)], cfg, ctx)
         assert "drain" not in kinds(actions)
-    assert [j for _, j in st.vm_faults] == ["17", "17", "17"]
-    # Jobs 30 and 31 fault on the same node: three different jobs within 1000 s -> drain, history cleared.
-    for job_id, t in (("30", 400.0), ("31", 500.0)):
-        job = LocalJob(job_id, f"j{job_id}", 0, 0, ((7000 + int(job_id), 1),))
-        st, actions = decide(t, st, [vmfault(7000 + int(job_id))], cfg, Context("n1", {job_id: job}, total_nodes=10))
+    assert [j for _, j in st.vm_faults] == ["uid:1001"] * 3
+    # Two more users' processes fault on the same node: three different users within 1000 s -> drain.
+    for uid, t in ((1002, 400.0), (1003, 500.0)):
+        job = LocalJob(str(uid), f"j{uid}", 0, 0, ((uid, 1),), uid=uid)
+        st, actions = decide(t, st, [vmfault(uid, uid)], cfg, Context("n1", {str(uid): job}, total_nodes=10))
         if "drain" in kinds(actions):
             drained_at.append(t)
             drain = next(a for a in actions if a.kind == "drain")
             assert drain.reason.startswith(
-                "lamplighter: GPU VM faults from 3 different jobs (17, 30, 31) within 1000 s"
+                "lamplighter: GPU VM faults from 3 different users (uid:1001, uid:1002, uid:1003) within 1000 s"
             )
             assert kinds(actions) == ["kill_local", "drain", "requeue"]
     assert drained_at == [500.0] and st.vm_faults == ()
@@ -210,22 +221,43 @@ def test_vm_faults_drain_only_when_they_repeat_across_different_jobs_within_the_
 
 def test_vm_faults_outside_the_window_are_forgotten() -> None:
     cfg = NodeConfig(health={"vm_fault_drain_after": 2, "vm_fault_window_s": 100})
-    st = NodePolicyState(vm_faults=((0.0, "5"),))
-    job = LocalJob("17", "demo", 2, 0, ((4242, 99),))
-    st, actions = decide(150.0, st, [vmfault(4242)], cfg, Context("n1", {"17": job}, total_nodes=10))
-    assert "drain" not in kinds(actions) and st.vm_faults == ((150.0, "17"),)
-    # Within the window, a second job: drained (vm_fault_drain_after 2).
-    other = LocalJob("18", "big", 0, 0, ((5151, 7),))
-    _, actions = decide(200.0, st, [vmfault(5151)], cfg, Context("n1", {"18": other}, total_nodes=10))
+    st = NodePolicyState(vm_faults=((0.0, "uid:5"),))
+    job = LocalJob("17", "demo", 2, 0, ((4242, 99),), uid=1001)
+    st, actions = decide(150.0, st, [vmfault(4242, 1001)], cfg, Context("n1", {"17": job}, total_nodes=10))
+    assert "drain" not in kinds(actions) and st.vm_faults == ((150.0, "uid:1001"),)
+    # Within the window, a second user: drained (vm_fault_drain_after 2).
+    other = LocalJob("18", "big", 0, 0, ((5151, 7),), uid=1002)
+    _, actions = decide(200.0, st, [vmfault(5151, 1002)], cfg, Context("n1", {"18": other}, total_nodes=10))
     assert "drain" in kinds(actions)
 
 
 def test_a_vm_fault_drain_keeps_the_rate_limit() -> None:
     cfg = NodeConfig(health={"vm_fault_drain_after": 1})
-    ctx = Context("n1", {"17": JOB}, drain_history=((0.0, "n2"),), total_nodes=4, restart={"17": RESTART})
-    st, actions = decide(100.0, NodePolicyState(), [vmfault(4242)], cfg, ctx)
+    job = LocalJob("17", "demo", 2, 1, ((4242, 99),), uid=1001)
+    ctx = Context("n1", {"17": job}, drain_history=((0.0, "n2"),), total_nodes=4, restart={"17": RESTART})
+    st, actions = decide(100.0, NodePolicyState(), [vmfault(4242, 1001)], cfg, ctx)
     assert kinds(actions) == ["kill_local", "log", "requeue"] and "NOT DRAINING" in actions[1].reason
-    assert st.vm_faults == ((100.0, "17"),)  # not drained: the history is kept
+    assert st.vm_faults == ((100.0, "uid:1001"),)  # not drained: the history is kept
+
+
+def test_a_hang_with_in_job_restarts_kills_that_step_once_and_requeues_nothing() -> None:
+    job = LocalJob(
+        "17", "demo", 2, 1, ((1, 1), (2, 2), (3, 3)), steps={"0": ((1, 1),), "1": ((2, 2),), "batch": ((3, 3),)}
+    )
+    ctx = Context("n1", {"17": job}, total_nodes=4, restart={"17": RestartConfig(in_job=2)})
+    hang = TrainerEvent("hang", "17", 1, "demo group 2 hung", step="0")
+    st, actions = decide(100.0, NodePolicyState(), [hang], CFG, ctx)
+    assert [(a.kind, a.pids) for a in actions] == [("kill_local", ((1, 1),))]
+    assert "its step 0 only" in actions[0].reason
+    _, again = decide(101.0, st, [hang], CFG, ctx)
+    assert again == []  # once per step
+    # Its successor hangs too: that step now (the agent's budget, then the exit path, decide the rest).
+    _, next_step = decide(130.0, st, [TrainerEvent("hang", "17", 1, "hung", step="1")], CFG, ctx)
+    assert [(a.kind, a.pids) for a in next_step] == [("kill_local", ((2, 2),))]
+    # Without in-job restarts: the whole job here is killed and requeued, as before.
+    plain = Context("n1", {"17": job}, total_nodes=4, restart={"17": RestartConfig(in_job=0)})
+    _, actions = decide(100.0, NodePolicyState(), [hang], CFG, plain)
+    assert kinds(actions) == ["kill_local", "requeue"] and actions[0].pids == job.pids
 
 
 def test_vm_fault_history_round_trips_and_drops_junk() -> None:

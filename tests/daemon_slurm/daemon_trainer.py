@@ -26,7 +26,8 @@ def main() -> None:
     step = 0
     while True:
         step += 1
-        write_json_atomic(paths.heartbeat(rid, rank), {"step": step, "time": time.time(), "pid": os.getpid()})
+        beat = {"step": step, "time": time.time(), "pid": os.getpid(), "attempt": attempt}
+        write_json_atomic(paths.heartbeat(rid, rank), beat)
         time.sleep(0.2)
 
 

@@ -100,7 +100,9 @@ class Daemons:
     def sock(self, name: str) -> Path:
         return self.root / "sock" / f"{name}.sock"
 
-    def start(self, name: str, env_extra: dict[str, str] | None = None, **extra: Any) -> None:
+    def start(
+        self, name: str, env_extra: dict[str, str] | None = None, args: list[str] | None = None, **extra: Any
+    ) -> None:
         cfg = self.config(name, **extra)
         env = dict(
             os.environ,
@@ -119,6 +121,7 @@ class Daemons:
                     "supervise",
                     "--config",
                     str(cfg),
+                    *(args or []),
                 ],
                 stdout=log,
                 stderr=log,
@@ -188,8 +191,9 @@ def daemons(cluster: TestCluster, gpusim_lib: Path, tmp_path: Path) -> Iterator[
 
 
 def submit_group(
-    cluster: TestCluster, root: Path, exclude: str | None = None, standby_socket: str | None = None
+    cluster: TestCluster, root: Path, exclude: str | None = None, spare: bool = False, in_job: int = 0
 ) -> tuple[int, Path]:
+    """One group of the stand-in trainer; `in_job` 0 (default): every failure is the node daemon's to requeue."""
     job_name = f"t{uuid.uuid4().hex[:6]}"
     run_dir = root / f"run-{job_name}"
     job = JobConfig(
@@ -197,11 +201,11 @@ def submit_group(
         run_dir=str(run_dir),
         groups={"count": 1},
         trainer={"command": ["{python}", str(HERE / "daemon_trainer.py")]},
-        slurm={"extra_sbatch": [f"--exclude={exclude}"] if exclude else [], "standby_socket": standby_socket},
+        slurm={"extra_sbatch": [f"--exclude={exclude}"] if exclude else [], "spare": spare},
         # The job's own thresholds and restart policy reach the daemons through its job.json. The stand-in
         # trainer has no Lighthouse: progress from its heartbeat files only; torchft waits below the hang timeout.
         health={"progress": "heartbeat", "hang_timeout_s": 3.0, "startup_timeout_s": 30.0},
-        restart={"budget_per_group": 5},
+        restart={"budget_per_group": 5, "in_job": in_job, "standby_preload": ["json"]},
         torchft={"timeout_s": 2, "quorum_timeout_s": 2, "pg_timeout_s": 1, "connect_timeout_s": 2},
         lighthouse={"port": 29597},  # no Lighthouse is started: the fixed address stands in for one
     )
@@ -254,7 +258,7 @@ def test_gpu_fault_drains_node_and_moves_job(daemons: Daemons, cluster: TestClus
     other = wait_for(lambda: (n := running_on(api, job, 1)) and n != node and n, 30, "job running elsewhere")
     t_run = time.monotonic() - t0
     assert other != node
-    wait_for(lambda: (run_dir / "starts" / "0-1.json").exists(), 30, "attempt 1 started")
+    wait_for(lambda: (run_dir / "starts" / "0-100.json").exists(), 30, "attempt 1 started")
     kinds = [a["action"] for a in daemons.actions(node)]
     assert kinds == ["kill_local", "drain", "requeue"], kinds
     print(f"\nGPU fault on {node}: drained after {t_drain:.2f} s, job running on {other} after {t_run:.2f} s")
@@ -274,7 +278,7 @@ def test_trainer_failure_requeues(daemons: Daemons, cluster: TestCluster, fault:
     t0 = time.monotonic()
     os.kill(pid, signal.SIGKILL if fault == "crash" else signal.SIGSTOP)
     other = wait_for(lambda: running_on(api, job, 1), 60, "job requeued and running")
-    wait_for(lambda: (run_dir / "starts" / "0-1.json").exists(), 30, "attempt 1 started")
+    wait_for(lambda: (run_dir / "starts" / "0-100.json").exists(), 30, "attempt 1 started")
     t_run = time.monotonic() - t0
     assert api.job(job).restarts == 1
     requeues = [a for a in daemons.actions(node) if a["action"] == "requeue"]
@@ -296,55 +300,48 @@ def test_trainer_failure_requeues(daemons: Daemons, cluster: TestCluster, fault:
     print(f"\ntrainer {fault} on {node}: job running again on {other} after {t_run:.2f} s")
 
 
-def test_a_task_runs_in_its_nodes_warm_standby_and_dies_with_it(daemons: Daemons, cluster: TestCluster) -> None:
+def test_a_killed_trainer_restarts_in_its_warm_spare_inside_the_job(daemons: Daemons, cluster: TestCluster) -> None:
+    """slurm.spare and restart.in_job: the group's own agent keeps a spare step in the job's allocation, and a
+    killed trainer's place goes to it: no requeue, no action of any daemon; the spare is in the job's own
+    step cgroup, as the job's user (the kernel says so)."""
     api = SlurmActions(cluster.cli())
-    sock = daemons.root / "sock"
     start_all(daemons, cluster)
-    for n in cluster.node_names:  # `lamplighter standby` on every node, a service of its own
-        standby = {"count": 1, "socket": str(sock / f"{n}-standby.sock"), "preload": ["json"], "refill_after_s": 0}
-        cfg = daemons.config(f"{n}-standby", standby=standby)
-        log = open(daemons.root / f"daemon-{n}-standby.log", "ab")  # noqa: SIM115 - handed to the child
-        with log:
-            daemons.procs[f"{n}-standby"] = subprocess.Popen(
-                [sys.executable, "-m", "lamplighter", "standby", "--config", str(cfg)], stdout=log, stderr=log
-            )
-    for n in cluster.node_names:
-        wait_for(lambda n=n: standby_status(daemons.root / f"{n}-standby.yaml").get("ready") == 1, 60, f"{n}'s standby")
-    job, run_dir = submit_group(cluster, daemons.root, standby_socket=str(sock / "%n-standby.sock"))
+    job, run_dir = submit_group(cluster, daemons.root, spare=True, in_job=2)
     node = wait_for(lambda: running_on(api, job), 30, "job running")
-    task = daemons.trainer_pid(node, job)  # the daemon watches the Slurm task, as for a cold start
-    start = wait_for(lambda: (p := run_dir / "starts" / "0-0.json").exists() and json.loads(p.read_text()), 30, "start")
-    warm_pid = int(start["pid"])
-    assert standby_status(daemons.root / f"{node}-standby.yaml")["trainers"] == [warm_pid]  # a standby became it
-    [out] = (run_dir / "logs").glob(f"g0-{job}.out")
-    assert f"the trainer runs warm as pid {warm_pid}" in out.read_text()
-    # A killed task takes its warm trainer with it, and the daemon requeues the job as for any dead trainer.
-    os.kill(task, signal.SIGKILL)
-    wait_for(lambda: not Path(f"/proc/{warm_pid}").exists(), 30, "the warm trainer gone with its task")
-    wait_for(lambda: running_on(api, job, 1), 60, "job requeued and running")
-    wait_for(lambda: (run_dir / "starts" / "0-1.json").exists(), 30, "attempt 1 started")
-    requeues = [a for a in daemons.actions(node) if a["action"] == "requeue"]
-    assert len(requeues) == 1 and requeues[0]["observation"]["type"] == "exit", requeues
+    pid = daemons.trainer_pid(node, job)
+    journal = run_dir / "injob" / "g0.jsonl"
+    spare = wait_for(lambda: journal.exists() and '"spare"' in journal.read_text(), 30, "the spare step started")
+    assert spare
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: (run_dir / "starts" / "0-1.json").exists(), 30, "the trainer of in-job restart 1")
 
+    def new_trainer() -> dict[str, Any] | None:
+        return next((t for t in daemons.status(node).get("trainers", []) if t["step"] != "0"), None)
 
-def standby_status(config: Path) -> dict[str, Any]:
-    """What `lamplighter standby --status` prints ({} while the service is not up yet)."""
-    out = subprocess.run(
-        [sys.executable, "-m", "lamplighter", "standby", "--config", str(config), "--status"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    return json.loads(out.stdout) if out.returncode == 0 else {}
+    trainer = wait_for(new_trainer, 30, "the daemon to watch the trainer in the spare's step")
+    cgroup = Path(f"/proc/{trainer['pid']}/cgroup").read_text()
+    assert f"/job_{job}/step_{trainer['step']}" in cgroup  # the spare's step, in the job's own cgroup
+    events = [json.loads(x) for x in journal.read_text().splitlines()]
+    assert [e["how"] for e in events if e["event"] == "started"] == ["cold", "warm"]
+    cycles = daemons.status(node).get("cycles", 0)
+    wait_for(lambda: daemons.status(node).get("cycles", 0) >= cycles + 4, 30, "a few more daemon cycles")
+    assert api.job(job).restarts == 0 and api.job(job).state == "RUNNING"
+    assert [a["action"] for a in daemons.actions(node)] == []
+    assert "restarted in the job, nothing to do" in daemons.log(node)
 
 
 @pytest.mark.heavy(seconds=20)
-def test_head_marks_dead_node_down_before_slurm(daemons: Daemons, cluster: TestCluster) -> None:
+def test_head_drains_a_silent_node_and_moves_its_groups_leaving_down_to_slurm(
+    daemons: Daemons, cluster: TestCluster
+) -> None:
+    """A crashed node: the head's own probe is no node-wide evidence, so it drains the node (no new jobs) and
+    requeues the lamplighter group there, and leaves marking it DOWN (which kills every tenant's jobs there)
+    to Slurm's own ping; the other tenant's job on a crashed node is Slurm's alone."""
     api = SlurmActions(cluster.cli())
     daemons.start("head", role="head", gpus=False, node_silence_s=1.0)
     daemons.wait_ready("head", gpus=False)
     # The plain job's node is kept out of the lamplighter job's reach: Slurm would otherwise requeue
-    # it onto that (dead, not yet noticed) node, and the head role would rightly mark that one down too.
+    # it onto that (dead, not yet noticed) node.
     plain = daemons.root / "plain.sh"
     plain.write_text(
         f"#!/bin/bash\n#SBATCH --job-name=plain\n#SBATCH --requeue\n"
@@ -360,8 +357,9 @@ def test_head_marks_dead_node_down_before_slurm(daemons: Daemons, cluster: TestC
     times: dict[str, float] = {}
     while len(times) < 4 and time.monotonic() - t0 < 90:
         now = time.monotonic() - t0
-        if "ours_down" not in times and api.node(node_a).is_down:
-            times["ours_down"] = now
+        a = api.node(node_a)
+        if "ours_drained" not in times and a.is_drained and (a.reason or "").startswith("lamplighter: slurmd on"):
+            times["ours_drained"] = now
         if "slurm_down" not in times and api.node(node_b).is_down:
             times["slurm_down"] = now
         if "ours_running" not in times and (n := running_on(api, job, 1)) and n != node_a:
@@ -370,16 +368,15 @@ def test_head_marks_dead_node_down_before_slurm(daemons: Daemons, cluster: TestC
             times["slurm_running"] = now
         time.sleep(0.05)
     assert len(times) == 4, times
-    reason_a = api.node(node_a).reason or ""
-    reason_b = api.node(node_b).reason or ""
-    assert reason_a.startswith("lamplighter: slurmd on"), reason_a
-    assert not reason_b.startswith("lamplighter"), reason_b
-    # Behaviour, not timing: lamplighter had marked its node down before Slurm had marked the other.
-    assert times["ours_down"] <= times["slurm_down"], times
+    assert not (api.node(node_b).reason or "").startswith("lamplighter"), api.node(node_b).reason
+    # Behaviour, not timing: drained (and its group moved) before Slurm had marked the other node down.
+    assert times["ours_drained"] <= times["slurm_down"], times
+    kinds = [a["action"] for a in daemons.actions("head")]
+    assert kinds[:2] == ["drain", "requeue"] and "mark_down" not in kinds[:2], kinds
     print(
-        f"\nnode crash: head role marked {node_a} down after {times['ours_down']:.2f} s, job running elsewhere "
-        f"after {times['ours_running']:.2f} s; Slurm alone: {node_b} DOWN after {times['slurm_down']:.2f} s "
-        f"({reason_b!r}), job running after {times['slurm_running']:.2f} s"
+        f"\nnode crash: head drained {node_a} after {times['ours_drained']:.2f} s, its group running elsewhere "
+        f"after {times['ours_running']:.2f} s; Slurm: {node_b} DOWN after {times['slurm_down']:.2f} s, its job "
+        f"running after {times['slurm_running']:.2f} s"
     )
 
 
@@ -391,8 +388,8 @@ def test_daemon_killed_mid_recovery_completes_once(daemons: Daemons, cluster: Te
     node_b = wait_for(lambda: running_on(api, job_b), 30, "job B running")
     pause = daemons.root / "paused"
     for n in cluster.node_names:
-        extra = {"LAMPLIGHTER_TEST_PAUSE_BEFORE": "requeue", "LAMPLIGHTER_TEST_PAUSE_FILE": str(pause)}
-        daemons.start(n, env_extra=extra if n == node_a else None)
+        flags = ["--test-pause-before", "requeue", "--test-pause-file", str(pause)]
+        daemons.start(n, args=flags if n == node_a else None)
     for n in cluster.node_names:
         daemons.wait_ready(n)
     pid_a = daemons.trainer_pid(node_a, job_a)
@@ -403,7 +400,7 @@ def test_daemon_killed_mid_recovery_completes_once(daemons: Daemons, cluster: Te
     daemons.kill(node_a)  # SIGKILL in the middle of the recovery
     daemons.start(node_a)
     wait_for(lambda: running_on(api, job_a, 1), 60, "job A requeued by the restarted daemon")
-    wait_for(lambda: (run_a / "starts" / "0-1.json").exists(), 30, "attempt 1 started")
+    wait_for(lambda: (run_a / "starts" / "0-100.json").exists(), 30, "attempt 1 started")
     cycles = daemons.status(node_a).get("cycles", 0)
     wait_for(lambda: daemons.status(node_a).get("cycles", 0) >= cycles + 6, 30, "a few more cycles")
     assert api.job(job_a).restarts == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from datetime import timedelta
 from pathlib import Path
@@ -111,3 +112,85 @@ def test_member_behind_the_quorum_is_recovering() -> None:
     by_group = {m.group: m for m in s.members}
     assert by_group["1"].recovering and by_group["1"].step == 0 and by_group["1"].world_size == 2
     assert not by_group["0"].recovering and by_group["0"].step == 57
+
+
+class HostileServer:
+    """A one-connection-at-a-time HTTP server on 127.0.0.1 that answers as `behave` says."""
+
+    def __init__(self, behave: str) -> None:
+        import socket
+        import threading
+
+        self.behave = behave
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(4)
+        self.port = self.sock.getsockname()[1]
+        self.stop = threading.Event()
+        self.finished = threading.Event()  # the trickle sent all it meant to (it must not get there)
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self) -> None:
+        page = (REC / "status_two.html").read_bytes()
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(4096)
+                if self.behave == "redirect":
+                    conn.sendall(b"HTTP/1.1 302 Found\r\nLocation: http://169.254.169.254/\r\n\r\n")
+                elif self.behave == "huge":
+                    conn.sendall(b"HTTP/1.1 200 OK\r\n\r\n")
+                    try:
+                        for _ in range(64):
+                            conn.sendall(b"x" * (1 << 16))
+                    except OSError:
+                        pass
+                elif self.behave == "trickle":
+                    try:
+                        conn.sendall(b"HTTP/1.1 200 OK\r\n")
+                        for _ in range(200):
+                            if self.stop.wait(0.05):
+                                return
+                            conn.sendall(b"X-Slow: y\r\n")
+                        self.finished.set()
+                    except OSError:
+                        pass
+                elif self.behave == "chunked":
+                    body = b"".join(
+                        b"%x\r\n%s\r\n" % (len(page[i : i + 100]), page[i : i + 100]) for i in range(0, len(page), 100)
+                    )
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + body + b"0\r\n\r\n")
+
+    def close(self) -> None:
+        self.stop.set()
+        self.sock.close()
+
+
+@pytest.mark.parametrize(
+    ("behave", "why"),
+    [
+        ("redirect", "answered 302, a redirect (not followed)"),
+        ("huge", "more than 1048576 bytes"),
+        ("trickle", "no whole answer within 0.5 s"),
+    ],
+)
+def test_a_hostile_answer_is_an_error_never_followed_never_waited_out(behave: str, why: str) -> None:
+    server = HostileServer(behave)
+    try:
+        with pytest.raises(LighthouseStatusError, match=re.escape(why)):
+            fetch_status(f"http://127.0.0.1:{server.port}", timeout=0.5)
+        assert not server.finished.is_set()  # the trickle was still going when the reader gave up
+    finally:
+        server.close()
+
+
+def test_a_chunked_answer_is_read() -> None:
+    server = HostileServer("chunked")
+    try:
+        status = fetch_status(f"http://127.0.0.1:{server.port}", timeout=5)
+    finally:
+        server.close()
+    assert status == parse_status((REC / "status_two.html").read_text())

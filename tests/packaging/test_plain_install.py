@@ -200,6 +200,7 @@ def _install_and_use(tmp_path: Path, wheel: Path) -> None:
     assert "amdsmi   not installed" in version.stdout
     init = cli("init", "--torchtitan", "--name", "llama", str(home / "job.yaml"))
     assert init.returncode == 0, init.stderr
+    assert "CommConfig" in (home / "llama3_8b_ft.py").read_text()  # the config module the job names, from the wheel
     v = cli("validate", str(home / "job.yaml"))
     assert v.returncode == 0 and "valid job 'llama'" in v.stdout, v.stderr
     r = cli("render", str(REPO / "configs" / "slurm-lab.yaml"), "--out", str(home / "sbatch"))

@@ -41,7 +41,7 @@ def test_healthcheck_drain_keeps_an_admins_reason_and_the_rate_limit() -> None:
     # One node of four is the limit: a second would exceed it (a threshold wrong everywhere drains one node).
     assert "NOT drained: drain limit reached" in drain(api, "n2", "GPU 0 lost", cfg, limit=True, now=101.0)
     assert not api.node("n2").is_drained
-    # As a Prolog the job must not start on a faulty GPU: no limit.
+    # limit=False (no command passes it: the HealthCheckProgram and the Prolog both keep the limit) drains past it.
     assert drain(api, "n2", "GPU 0 lost", cfg, limit=False, now=102.0).startswith("drained")
     api.drain("n3", "maintenance")
     assert "by someone else" in drain(api, "n3", "GPU 1 hot", cfg, limit=False, now=103.0)

@@ -172,3 +172,11 @@ def test_malformed_records_raise_with_text() -> None:
         parse_scontrol_nodes("NodeName=n1 Arch=x86_64\n")
     with pytest.raises(ParseError, match="one node"):
         parse_scontrol_node("")
+
+
+def test_show_config_recorded() -> None:
+    from lamplighter.slurm.parsers import parse_show_config
+
+    conf = parse_show_config((REC / "scontrol_show_config.txt").read_text())
+    assert conf["ProctrackType"] == "proctrack/cgroup" and conf["TaskPlugin"] == "task/cgroup"
+    assert "Configuration data as of 2026-11-27T01:54:46" not in conf

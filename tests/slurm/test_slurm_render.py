@@ -10,11 +10,9 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -53,8 +51,10 @@ def harness(tmp_path: Path) -> dict[str, Path]:
     (shim / "srun").chmod(0o755)
     rec = tmp_path / "recorder.py"
     rec.write_text(RECORDER)
-    # A "python" whose sibling torchft_lighthouse is a recorder too.
-    (shim / "python").symlink_to(sys.executable)
+    # A "python" whose sibling torchft_lighthouse is a recorder too; it runs this venv's interpreter (the
+    # group script's in-job agent is lamplighter's).
+    (shim / "python").write_text(f'#!/bin/bash\nexec {shlex.quote(sys.executable)} "$@"\n')
+    (shim / "python").chmod(0o755)
     lh = shim / "torchft_lighthouse"
     lh.write_text(f"#!{sys.executable}\n{RECORDER}")
     lh.chmod(0o755)
@@ -163,7 +163,8 @@ def test_group_script_hostile_values_arrive_intact(harness: dict[str, Path]) -> 
 def test_attempt_follows_slurm_restart_count(harness: dict[str, Path]) -> None:
     job = make_job(harness, harness["tmp"] / "run", [], {})
     script = render_job(job, harness["tmp"] / "out", python=str(harness["shim"] / "python"))[1]
-    assert run_script(script, harness, {"SLURM_RESTART_COUNT": "3"})["env"][contract.ENV_ATTEMPT] == "3"
+    # Slurm's restart count times 100, plus the in-job agent's restarts (none here): trainer/contract.py.
+    assert run_script(script, harness, {"SLURM_RESTART_COUNT": "3"})["env"][contract.ENV_ATTEMPT] == "300"
 
 
 def test_sbatch_header(harness: dict[str, Path]) -> None:
@@ -441,10 +442,11 @@ SLEEPER = (
     "import os, pathlib, sys, time; "
     "pathlib.Path(os.environ['STARTED']).write_text(os.environ['LAMPLIGHTER_RENEWALS']); time.sleep(3); sys.exit(3)"
 )
-FAKE_HELPER = """\
+FAKE_HELPER = f"""\
 #!/bin/bash
-# Stands in for lamplighter's python: records how the renewal helper was called.
-printf '%s\\n' "$@" > "$RENEW_RECORD"
+# Stands in for lamplighter's python: records how the renewal helper was called (the in-job agent runs).
+if [[ "$2" == lamplighter.slurm.renew ]]; then printf '%s\\n' "$@" > "$RENEW_RECORD"; exit 0; fi
+exec {shlex.quote(sys.executable)} "$@"
 """
 
 
@@ -455,6 +457,7 @@ def renewal_job(harness: dict[str, Path], **slurm: Any) -> JobConfig:
         trainer={"command": [sys.executable, "-c", SLEEPER], "env": {}},
         groups={"count": 3},
         slurm={"time": "01:00:00", "renewal": {"margin_s": 60, "spacing_s": 100}, **slurm},
+        restart={"in_job": 0},  # the trainer's status is the script's: no restart inside the allocation
     )
 
 
@@ -478,6 +481,7 @@ def test_renewal_signals_are_staggered_and_the_trap_keeps_the_trainer_running(ha
     run_dir = harness["tmp"] / "run 'q' $(touch pwned) %j"
     (run_dir / "renewal").mkdir(parents=True)
     (run_dir / "renewal" / "g1-4242.renewals").write_text("2\n")
+    publish(run_dir)
     env = {
         "PATH": f"{harness['shim']}:{os.environ['PATH']}",
         "SLURM_JOB_ID": "4242",
@@ -517,7 +521,7 @@ def test_renewal_signals_are_staggered_and_the_trap_keeps_the_trainer_running(ha
 def test_no_renewal_without_a_time_limit_or_requeue(harness: dict[str, Path]) -> None:
     for slurm in ({"time": None}, {"requeue": False}, {"renewal": {"enabled": False}}):
         text = render_job(renewal_job(harness, **slurm), harness["tmp"] / "out")[1].read_text()
-        assert "--signal" not in text and "trap" not in text and "\nsrun --kill-on-bad-exit=1" in text
+        assert "--signal" not in text and "trap" not in text and "\n    -- srun --kill-on-bad-exit=1" in text
 
 
 EXITS_WITH = (
@@ -539,6 +543,7 @@ def test_a_group_that_starts_or_fails_after_the_job_completed_ends_completed(
         trainer={"command": [sys.executable, "-c", EXITS_WITH], "env": {}},
         groups={"count": 2},
         slurm={"time": time_limit},
+        restart={"in_job": 0},  # the trainer's status is the group's: no restart inside the allocation
     )
     script = render_job(job, harness["tmp"] / "out")[2]
     completed = contract.RunPaths(run_dir).completed()
@@ -566,7 +571,7 @@ def test_a_group_that_starts_or_fails_after_the_job_completed_ends_completed(
     assert run(0).returncode == 0 and completed.read_text() == "group 1\n"
     # ...and a group that starts after that does not start its trainer at all.
     proc = run(3)
-    assert proc.returncode == 0 and not started.exists() and "nothing to do" in proc.stdout
+    assert proc.returncode == 0 and not started.exists() and "nothing to do" in proc.stderr
     assert not (harness["tmp"] / "pwned").exists()
     # srun ends with 0 when Slurm aborts a step for a node failure: a stale attempt (Slurm restarted the
     # job since) must not mark the job complete (found on the test cluster: a node cut off from Slurm).
@@ -575,7 +580,7 @@ def test_a_group_that_starts_or_fails_after_the_job_completed_ends_completed(
     scontrol.write_text('#!/bin/bash\necho "JobId=4242 JobName=x Restarts=1 BatchFlag=1"\n')
     scontrol.chmod(0o755)
     proc = run(0)
-    assert proc.returncode == 0 and not completed.exists() and "stale attempt (now Restarts=1)" in proc.stderr
+    assert proc.returncode == 0 and not completed.exists() and "stale attempt (Slurm is at restart 1)" in proc.stderr
     scontrol.write_text('#!/bin/bash\necho "JobId=4242 JobName=x Restarts=0 BatchFlag=1"\n')
     assert run(0).returncode == 0 and completed.exists()
 
@@ -602,38 +607,49 @@ def test_slurm_time_seconds(value: str, seconds: int) -> None:
     assert slurm_time_seconds("UNLIMITED") is None
 
 
-def test_with_a_standby_socket_each_task_runs_warm_or_cold_with_its_argv_intact(harness: dict[str, Path]) -> None:
-    from lamplighter.configs.schema import NodeStandbyConfig
-    from lamplighter.daemon.standby_broker import StandbyBroker
+# A trainer that, on its first attempt, beats one heartbeat (its attempt has committed: the agent starts its
+# spare), waits until the spare step is started, and fails; on a later attempt it records itself and ends 0.
+FAILS_ONCE = """\
+import json, os, pathlib, sys, time
+run, attempt = pathlib.Path(os.environ["LAMPLIGHTER_RUN_DIR"]), int(os.environ["LAMPLIGHTER_ATTEMPT"])
+if attempt % 100 == 0:
+    beat = run / "heartbeat" / "0.0.json"
+    beat.parent.mkdir(parents=True, exist_ok=True)
+    beat.write_text(json.dumps({"step": 1, "time": time.time(), "pid": os.getpid(), "attempt": attempt}))
+    journal = run / "injob" / "g0.jsonl"
+    while '"spare"' not in (journal.read_text() if journal.exists() else ""):
+        time.sleep(0.05)
+    sys.exit(75)
+with open(os.environ["RECORD_TO"], "w") as f:
+    json.dump({"argv": sys.argv[1:], "env": dict(os.environ), "pid": os.getpid()}, f)
+"""
 
-    python = sys.executable  # the venv's: the task side imports lamplighter
-    sock_dir = Path(tempfile.mkdtemp(prefix="ll 'q' $(touch x)"))  # short: a Unix socket's path has 107 bytes
+
+def test_a_failed_trainer_restarts_in_its_warm_spare_with_its_argv_intact(harness: dict[str, Path]) -> None:
+    """slurm.spare: the in-job agent starts a spare step once the trainer committed, and when the trainer fails
+    the spare becomes it (one JSON line on the spare step's stdin, which srun gives every task): the same argv,
+    the next attempt, the task's own rank, and no new process."""
+    trainer = harness["tmp"] / "fails_once.py"
+    trainer.write_text(FAILS_ONCE)
     values = ["it's", "$(touch x)", "a b"]
-    job = make_job(
-        harness, harness["tmp"] / "run", values, {}, slurm={"standby_socket": str(sock_dir / "%n-standby.sock")}
+    job = JobConfig(
+        name="warm",
+        run_dir=str(harness["tmp"] / "run"),
+        trainer={"command": ["{python}", str(trainer), *values], "env": {}},
+        slurm={"spare": True},
+        restart={"standby_preload": ["json"]},
     )
-    script = render_job(job, harness["tmp"] / "out", python=python)[1]
-    assert "lamplighter.slurm.warm_task" in script.read_text()
-    node = {"SLURMD_NODENAME": "n7"}
-    # No daemon there: cold, as the task wrapper alone would start it, and the task's stderr says why.
-    cold = run_script(script, harness, node)
-    assert cold["argv"] == [*values, "0", "http://127.0.0.1:29510"]
-    assert cold["env"]["RANK"] == "0"
-    # The node's daemon keeps a standby for that interpreter: the same argv and environment, warm.
-    cfg = NodeStandbyConfig(count=1, preload=["json"], socket=str(sock_dir / "n7-standby.sock"), python=python)
-    broker = StandbyBroker(cfg, dict(os.environ), harness["tmp"] / "standby-logs", now=0.0)
-    broker.start()
-    try:
-        broker.cycle(0.0)
-        wait_for(lambda: broker.status()["ready"] == 1, 60, "the standby past its preload")
-        standby_pid = broker.pool.idle[0].popen.pid
-        warm = run_script(script, harness, node)
-        assert broker.status()["warm"] == 1
-    finally:
-        broker.close()
-        shutil.rmtree(sock_dir)
-    assert warm["pid"] == standby_pid != cold["pid"]
-    assert warm["argv"] == cold["argv"]
-    assert warm["env"]["RANK"] == "0" and warm["env"][contract.ENV_REPLICA_ID] == "0"
-    assert warm["env"]["RECORD_TO"] == cold["env"]["RECORD_TO"]
+    script = render_job(job, harness["tmp"] / "out", python=str(harness["shim"] / "python"))[1]
+    text = script.read_text()
+    assert " --spare " in text and "--overlap" not in text  # the agent derives the spare's step itself
+    rec = run_script(script, harness)
+    assert rec["argv"] == values and rec["env"]["RANK"] == "0"
+    assert rec["env"][contract.ENV_ATTEMPT] == "1"  # Slurm's first run, in-job restart 1
+    events = [json.loads(x) for x in (harness["tmp"] / "run" / "injob" / "g0.jsonl").read_text().splitlines()]
+    assert [(e["event"], e.get("how")) for e in events if e["event"] in ("started", "spare")] == [
+        ("started", "cold"),
+        ("spare", None),
+        ("started", "warm"),
+    ]
+    assert [e["action"] for e in events if e["event"] == "ended"] == ["restart_warm", "done"]
     assert not (harness["tmp"] / "x").exists()

@@ -7,8 +7,11 @@ replicates across groups. The trainer (tests/foreign/ft_trainer.py) imports
 torchft and no lamplighter code: the daemons see its progress through the
 job's Lighthouse only, and it logs its state hashes in its own files.
 
-Each fault must requeue the whole group exactly once (Slurm's restart count
-goes up by one), the group must heal from its peer bit-identically (equal
+Each fault of the foreign trainer's job (no restarts inside the job:
+restart.in_job 0) must requeue the whole group exactly once (Slurm's restart
+count goes up by one); the reference trainer's job restarts a killed rank's
+group inside its allocation from its warm spare step, on both of its nodes,
+with no requeue. Each group must heal from its peer bit-identically (equal
 hashes on every step both groups committed), and the job must end with every
 group's Slurm job COMPLETED.
 """
@@ -33,7 +36,7 @@ from lamplighter.lab.e2e_run import LabRun, lab_job_config
 from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, leftover_job_processes
 from lamplighter.lab.testcluster import wait_until
 from lamplighter.slurm.hostlist import expand_hostlist
-from lamplighter.slurm.proc_find import find_by_env, signal_procs
+from lamplighter.slurm.proc_find import find_by_env, in_trainer_steps, signal_procs
 from lamplighter.trainer.contract import ENV_JOB, ENV_REPLICA_ID, RunPaths
 
 pytestmark = pytest.mark.integration
@@ -88,6 +91,7 @@ def foreign_job(lab: SlurmLab, work: Path, name: str) -> LabRun:
         ],
     }
     cfg["torchft"] = {"timeout_s": 5, "quorum_timeout_s": 5, "connect_timeout_s": 20, "pg_timeout_s": 3}
+    cfg["restart"]["in_job"] = 0  # every fault is the node daemons' to requeue
     path = work / f"{name}.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return LabRun(lab, load_job(path), path)
@@ -254,9 +258,11 @@ def test_two_jobs_with_the_same_replica_names_never_share_a_quorum(lab: SlurmLab
 
 @pytest.mark.heavy(seconds=55)
 def test_reference_trainer_with_two_processes_per_node_on_two_nodes(lab: SlurmLab, tmp_path: Path) -> None:
-    """The reference trainer as srun tasks (no torchrun): 2 nodes x 2 processes per group."""
+    """The reference trainer as srun tasks (no torchrun): 2 nodes x 2 processes per group, a warm spare step of
+    the same shape beside each; a rank killed on a group's second node ends its step on both nodes, and the
+    group's agent hands its place to the spare (one line, forwarded by srun to all four tasks): no requeue."""
     cfg: dict[str, Any] = lab_job_config(
-        lab, tmp_path / "ref", name="ref", steps=FAR_STEPS, groups=2, step_sleep_s=STEP_SLEEP_S
+        lab, tmp_path / "ref", name="ref", steps=FAR_STEPS, groups=2, step_sleep_s=STEP_SLEEP_S, spare=True
     )
     cfg["groups"] = {"count": 2, "nodes": 2, "procs_per_node": 2}
     path = tmp_path / "ref.yaml"
@@ -275,14 +281,16 @@ def test_reference_trainer_with_two_processes_per_node_on_two_nodes(lab: SlurmLa
             and "SLURM_STEP_ID" in e
         )
 
-    victim = find_by_env(rank_on_second_node)
+    journal = RunPaths(Path(run.job.run_dir or "")).root / "injob" / "g1.jsonl"
+    wait_until(lambda: journal.exists() and '"spare"' in journal.read_text(), 300, "group 1's spare step started")
+    victim = in_trainer_steps(find_by_env(rank_on_second_node))
     assert len(victim) == 1 and signal_procs(victim, signal.SIGKILL)
-    wait_until(lambda: restarts(run, 1) > before, 120, "group 1 requeued")
+    wait_until(lambda: '"how":"warm"' in journal.read_text(), 120, "group 1 restarted from its spare")
     wait_until(lambda: max(run.committed_steps(1)) > at + 10, 240, "group 1 committing again")
     states = run.finish(600)
     assert run.sub is not None
     assert {states[run.sub.groups[g]] for g in (0, 1)} == {"COMPLETED"}, states
-    assert restarts(run, 1) == before + 1
+    assert restarts(run, 1) == before  # restarted inside its allocation: Slurm never requeued it
     report = run.report()
     assert report["steps_lost"] == 0 and report["reached_target"]
     assert report["weights_identical"] is True and report["groups"]["1"]["heals"] >= 1

@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from lamplighter.lab.run_end import stop_step
-from lamplighter.lab.soak import MIN_LEAD_STEPS, STOP_LEAD_S, by_kind, wrong_node_actions
+from lamplighter.lab.soak import (
+    MIN_LEAD_STEPS,
+    RESUME_SLURM_DRAIN_AFTER_S,
+    STOP_LEAD_S,
+    by_kind,
+    slurm_drains_to_resume,
+    wrong_node_actions,
+)
+from lamplighter.slurm.parsers import NodeInfo, split_state
 from lamplighter.trainer.steplog import StepRecord
 
 INJECTED = [
@@ -87,3 +95,24 @@ def test_the_stop_step_lies_seconds_ahead_at_the_jobs_own_recent_pace() -> None:
     assert stop_step(slow, 140.0, STOP_LEAD_S, MIN_LEAD_STEPS) == 80 + MIN_LEAD_STEPS
     stalled = [*fast[:400], commit(801, 141.0, committed=False)]  # nothing committed lately: the floor
     assert stop_step(stalled, 200.0, STOP_LEAD_S, MIN_LEAD_STEPS) == 400 + MIN_LEAD_STEPS
+
+
+def node(name: str, state: str, reason: str | None) -> NodeInfo:
+    base, flags, nr = split_state(state)
+    return NodeInfo(name, state, base, flags, nr, reason, "slurm", None)
+
+
+def test_the_operator_resumes_only_slurms_own_duplicate_jobid_drains_after_a_while() -> None:
+    nodes = [
+        node("n3", "IDLE+DRAIN", "Duplicate jobid"),
+        node("n4", "IDLE+DRAIN", "lamplighter: GPU 0 lost"),  # lamplighter's: `nodes resume` after a repair
+        node("n5", "DOWN*", "Not responding"),
+        node("n6", "ALLOCATED", None),
+    ]
+    due, seen = slurm_drains_to_resume(100.0, {}, nodes)
+    assert due == [] and seen == {"n3": 100.0}
+    due, seen = slurm_drains_to_resume(100.0 + RESUME_SLURM_DRAIN_AFTER_S, seen, nodes)
+    assert due == ["n3"] and seen == {}
+    # A drain that cleared on its own is forgotten: seen again later, it waits its full time anew.
+    _, seen = slurm_drains_to_resume(200.0, {"n3": 100.0}, nodes[1:])
+    assert seen == {}

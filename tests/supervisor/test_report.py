@@ -261,3 +261,16 @@ def test_the_target_is_the_owners_stop_step_when_it_told_the_job_to_stop_early()
     assert short["target_steps"] == 20 and not short["reached_target"]
     plain = build_report(healthy_run(), [], target_steps=15, t_start=0.0, t_end=16.0)
     assert plain["target_steps"] == 15 and plain["stop_at"] is None and plain["reached_target"]
+
+
+def test_a_restart_in_place_under_the_same_attempt_is_timed_from_its_next_commit() -> None:
+    """A bare-metal host restarts a group in place within its lease epoch: the attempt number stays. Its rows
+    after the restart are the new process's, and the fault is recovered (demo-bare's kill and hang)."""
+    runs = healthy_run()
+    runs[1] = [r if r.t < 11 else rec(1, r.step, r.t, q=3, healed=r.healed_from, attempt=0) for r in runs[1]]
+    j = FaultJournal()
+    j.injected(FaultRecord(kind="kill", group=1, planned_at_s=10.0, t_injected=10.5, attempt=0))
+    j.detected(1, 0, 10.6, "group 1 killed by SIGKILL")
+    j.restarted(1, 11.0)
+    f = build_report(runs, j.faults, target_steps=15, t_start=0.0, t_end=16.0)["faults"][0]
+    assert f["t_first_commit_after"] == 13.0

@@ -66,8 +66,8 @@ def test_readme_architecture_graph_is_the_code_s() -> None:
     repo = TOOL.parents[1]
     graph = _run(repo, "--mermaid")
     assert graph.returncode == 0, graph.stderr
-    assert graph.stdout.strip() in (repo / "README.md").read_text(), (
-        "README architecture graph is stale: paste `python tools/import_graph.py --mermaid`"
+    assert graph.stdout.strip() in (repo / "docs" / "layout.md").read_text(), (
+        "docs/layout.md's architecture graph is stale: paste `python tools/import_graph.py --mermaid`"
     )
 
 

@@ -43,11 +43,27 @@ def test_every_tensor_a_peer_sends_lands_in_place_after_a_step() -> None:
     assert len(pad) == 1 and pad[0] is receiver.pad
 
 
-def test_before_its_first_step_the_weights_land_in_place_and_the_optimizer_state_is_allocated() -> None:
+def test_before_its_first_step_every_tensor_lands_in_place_once_the_optimizer_state_is_materialized() -> None:
     sent = _tensors({"user": {"default": _state(1).state_dict()}})
-    into = _tensors(_state(0).receive_into())
-    assert set(into) < set(sent)
-    assert all("'optim'" not in k or "'state'" not in k for k in into)
+    fresh = _state(0)
+    assert set(_tensors(fresh.receive_into())) < set(sent)  # lazily, Adam has no state before its first step
+    fresh.materialize_optimizer_state()
+    into = _tensors(fresh.receive_into())
+    assert set(into) == set(sent)
+    assert all(into[k].nbytes == sent[k].nbytes and into[k].dtype == sent[k].dtype for k in into)
+
+
+def test_a_materialized_optimizer_trains_bit_identically_to_a_lazy_one() -> None:
+    lazy, early = _state(0), _state(0)
+    early.materialize_optimizer_state()
+    for state in (lazy, early):
+        for step in range(3):
+            state.optim.zero_grad()
+            torch.stack([(p * (step + 1)).sin().sum() for p in state.model.parameters()]).sum().backward()
+            state.optim.step()
+    assert lazy.hash() == early.hash()
+    a, b = _tensors(lazy.user_state()), _tensors(early.user_state())
+    assert set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_torchfts_manager_still_registers_the_trainers_state_as_default() -> None:

@@ -56,3 +56,20 @@ def test_a_fixed_bound_never_moves() -> None:
 def test_a_floor_above_the_ceiling_is_refused_with_both_values() -> None:
     with pytest.raises(ValueError, match="floor 0:00:05 is above ceiling 0:00:03"):
         RendezvousBound(ceiling=CEILING, floor=timedelta(seconds=5))
+
+
+def test_a_larger_quorums_setup_gets_a_floor_and_a_learnt_bound_in_proportion() -> None:
+    # Every member connects to every other: 12 groups' setups timed out against the floor for 3 (make bench-stall).
+    b = RendezvousBound(ceiling=CEILING)
+    assert b.current(12) == FLOOR * 4 and b.current(2) == FLOOR
+    b.succeeded(0.1, members=3)
+    assert b.current(3) == timedelta(seconds=MARGIN * 0.1)
+    assert b.current(12) == timedelta(seconds=MARGIN * 0.4)
+    b.succeeded(0.9, members=12)  # measured at 12: counts as 0.225 s for 3
+    assert b.current(3) == timedelta(seconds=MARGIN * 0.225)
+    assert b.current(24) == CEILING  # never above the collectives' timeout
+
+
+def test_a_fixed_bound_never_moves_whatever_the_quorum() -> None:
+    b = RendezvousBound.fixed(timedelta(milliseconds=150))
+    assert b.current(12) == b.current(2) == timedelta(milliseconds=150)

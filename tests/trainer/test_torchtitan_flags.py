@@ -282,3 +282,28 @@ def test_extractor_follows_bases_reexports_defaults_and_the_registry() -> None:
     assert s["checkpoint"]["class"] == "torchtitan.ckpt.Ckpt.Config"
     assert s["checkpoint"]["fields"] == {"enable": "bool", "folder": "str"}
     assert s["fault_tolerance"]["fields"] == {"enable": "bool", "replica_id": "int"}
+
+
+def test_comm_timeouts_must_outlast_a_recovery() -> None:
+    """A rank still healing (or in a cross-group collective) holds its group's others in their next collective:
+    torchtitan's comm timeouts below torchft's kill the group during a recovery."""
+    torchtitan_job([*BASE, "--comm.train_timeout_seconds=100", "--comm.init_timeout_seconds=300"])
+    with pytest.raises(ValidationError, match=r"--comm\.train_timeout_seconds=5 s, but a rank can wait 5 s"):
+        torchtitan_job([*BASE, "--comm.train_timeout_seconds=5"])
+    with pytest.raises(ValidationError, match=r"--comm\.init_timeout_seconds=20 s.*set --comm\.init_timeout_seconds"):
+        torchtitan_job([*BASE, "--comm.init-timeout-seconds", "20"])
+    slow = {"pg_timeout_s": 60, "timeout_s": 120, "quorum_timeout_s": 180}
+
+    def slow_job(command: list[str]) -> JobConfig:
+        return JobConfig(
+            name="tt",
+            trainer={"kind": "torchtitan", "command": command},
+            torchft=slow,
+            health={"hang_timeout_s": 600, "startup_timeout_s": 1200},
+        )
+
+    # Not typed: the --config module's value or torchtitan's default, which validation cannot see.
+    slow_job(BASE)
+    with pytest.raises(ValidationError, match=r"train_timeout_seconds=100 s, but a rank can wait 120 s"):
+        slow_job([*BASE, "--comm.train_timeout_seconds=100"])
+    slow_job([*BASE, "--comm.train_timeout_seconds=130", "--comm.init_timeout_seconds=400"])

@@ -1,0 +1,77 @@
+"""Reading a job's Lighthouse off the daemon's cycle, and only where Slurm runs that job's Lighthouse."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from lamplighter.daemon.lighthouse_reads import LighthouseReads, Place, check_address
+from lamplighter.supervisor.lighthouse_status import LighthouseStatus, LighthouseStatusError
+
+HEAD = Place("n1", frozenset({"n1", "head01"}), frozenset({"127.0.0.1"}))
+STATUS = LighthouseStatus(quorum_id=3, next_quorum="", previous_quorum_id=None, quorum_age_s=None)
+
+
+def test_only_the_node_where_the_jobs_lighthouse_runs_is_read() -> None:
+    check_address("http://head01:29510", HEAD)
+    check_address("http://127.0.0.1:29510", HEAD)  # an address of the node
+    check_address("http://localhost:29510", HEAD)  # a name that resolves to one
+    for elsewhere in ("http://169.254.169.254/latest", "http://10.255.255.1:80", "http://[::1]:1"):
+        with pytest.raises(LighthouseStatusError, match="is not node n1, where the job's Lighthouse runs"):
+            check_address(elsewhere, HEAD)
+
+
+def settle(reads: LighthouseReads, key: tuple[str, int]) -> None:
+    """The read in flight has finished (the test's own wait; the daemon never waits)."""
+    t = reads._jobs[key].thread
+    assert t is not None
+    t.join(10)
+
+
+def test_the_cycle_takes_the_latest_answer_and_never_waits() -> None:
+    gate = threading.Event()
+    calls: list[str] = []
+
+    def fetch(address: str, timeout: float) -> LighthouseStatus:
+        calls.append(address)
+        assert gate.wait(10)
+        return STATUS
+
+    reads = LighthouseReads(fetch, lambda job, uid: HEAD)
+    read = reads.reader("llama", 1001)
+    with pytest.raises(LighthouseStatusError, match=r"first read of http://head01:1 is under way"):
+        read("http://head01:1", 0.5)
+    with pytest.raises(LighthouseStatusError, match="under way"):
+        read("http://head01:1", 0.5)  # still in flight: one read at a time, no second one started
+    assert calls == ["http://head01:1"]
+    gate.set()
+    settle(reads, ("llama", 1001))
+    assert read("http://head01:1", 0.5) is STATUS  # the answer, and a new read started meanwhile
+    settle(reads, ("llama", 1001))
+    assert read("http://head01:1", 0.5) is STATUS and len(calls) >= 2
+
+
+def test_a_read_elsewhere_is_refused_before_any_connection() -> None:
+    calls: list[str] = []
+    reads = LighthouseReads(lambda a, t: calls.append(a) or STATUS, lambda job, uid: HEAD)
+    read = reads.reader("llama", 1001)
+    with pytest.raises(LighthouseStatusError):
+        read("http://169.254.169.254:80", 0.5)
+    settle(reads, ("llama", 1001))
+    with pytest.raises(LighthouseStatusError, match=r"169\.254\.169\.254 is not node n1"):
+        read("http://169.254.169.254:80", 0.5)
+    assert calls == []
+
+
+def test_no_lighthouse_job_of_the_same_user_no_read() -> None:
+    def nowhere(job: str, uid: int) -> Place:
+        raise LighthouseStatusError(f"no running Lighthouse job ll-{job}-lighthouse of uid {uid}")
+
+    reads = LighthouseReads(lambda a, t: STATUS, nowhere)
+    read = reads.reader("llama", 1001)
+    with pytest.raises(LighthouseStatusError):
+        read("http://head01:1", 0.5)
+    settle(reads, ("llama", 1001))
+    with pytest.raises(LighthouseStatusError, match="no running Lighthouse job ll-llama-lighthouse of uid 1001"):
+        read("http://head01:1", 0.5)

@@ -1,0 +1,93 @@
+"""Observe-only rollout (node.yaml mode: observe), and the head's answer to a silent node."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fake_node import PID0, FakeNode
+
+from lamplighter.configs.schema import JobConfig, NodeConfig
+from lamplighter.daemon.head_loop import decide_nodes
+from lamplighter.slurm.parsers import node_from_fields
+from lamplighter.supervisor.action_history import history, parse_lines, render
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[FakeNode]:
+    n = FakeNode(tmp_path, mode="observe")
+    try:
+        yield n
+    finally:
+        n.close()
+        n.remove()
+
+
+def test_observe_mode_decides_and_logs_every_action_and_takes_none(node: FakeNode) -> None:
+    run_dir, config = node.job_dir(JobConfig(name="llama", health={"progress": "off"}, restart={"in_job": 0}))
+    job = node.submit("llama", 1)
+    node.task(PID0 + 1, job, "llama", 1, run_dir=run_dir, config=config)
+    assert node.run(2) == []
+    node.gone(PID0 + 1, returncode=1)
+    results = node.run(12)
+    assert [(r["action"], r["outcome"]) for r in results] == [("requeue", "observed")]
+    assert node.slurm.job(job).restarts == 0  # nothing done in Slurm
+    [line] = [json.loads(x) for x in node.lines]
+    assert line["outcome"] == "observed" and line["reason"].startswith("would requeue: llama group 1 trainer pid")
+    # The job's run directory holds it too, and `lamplighter why` shows it.
+    records, _ = parse_lines((run_dir / "actions.jsonl").read_text().splitlines())
+    text = render(history(records, {str(job): "llama/g1"}, "llama"), "llama")
+    assert "requeue" in text and "[observed]" in text and "would requeue" in text
+    # Journaled as an event, not as an intent: nothing pending for a restarted daemon to finish.
+    assert [(e["type"], e["kind"]) for e in node.state.events()] == [("event", "would_requeue")]
+    assert node.state.snapshot()["pending"] == {}
+
+
+def silent(name: str, state: str, reason: str | None = None) -> dict[str, object]:
+    fields = {"NodeName": name, "State": state, **({"Reason": reason} if reason else {})}
+    return {"info": node_from_fields(fields)}
+
+
+def test_a_silent_node_is_drained_and_its_groups_moved_unless_slurm_sees_it_not_responding() -> None:
+    cfg = NodeConfig(role="head", node_silence_s=5.0, max_drain_fraction=0.5)
+    nodes = {n: node_from_fields({"NodeName": n, "State": "MIXED"}) for n in ("n1", "n2", "n3", "n4")}
+    groups = {"n2": [(17, "ll-demo-g0"), (18, "ll-demo-g1")]}
+    # Silent to the head's probe, fine to Slurm: drained (no new jobs), the lamplighter groups moved, nobody killed.
+    acts = decide_nodes(100.0, {"n2": 90.0}, nodes, [], cfg, groups)
+    assert [(a.kind, a.target) for a in acts] == [("drain", "n2"), ("requeue", "17"), ("requeue", "18")]
+    assert "Slurm still sees it" in acts[0].reason and acts[1].exclude_node == "n2"
+    # Not silent long enough: nothing.
+    assert decide_nodes(100.0, {"n2": 97.0}, nodes, [], cfg, groups) == []
+    # Slurm reports it not responding too: marked DOWN, as the node-wide evidence it is.
+    nodes["n2"] = node_from_fields({"NodeName": "n2", "State": "MIXED*"})
+    acts = decide_nodes(100.0, {"n2": 90.0}, nodes, [], cfg, groups)
+    assert [(a.kind, a.target) for a in acts] == [("mark_down", "n2")]
+    assert "Slurm reports it not responding" in acts[0].reason
+    # Drained by us already, still silent, Slurm still fine: only groups left there are moved.
+    nodes["n2"] = node_from_fields(
+        {"NodeName": "n2", "State": "MIXED+DRAIN", "Reason": "lamplighter: slurmd on n2 silent [root@x]"}
+    )
+    assert [a.kind for a in decide_nodes(100.0, {"n2": 90.0}, nodes, [], cfg, groups)] == ["requeue", "requeue"]
+    # It answers again, and Slurm sees it up: the head's own drain is lifted (nobody else's ever is).
+    nodes["n2"] = node_from_fields(
+        {"NodeName": "n2", "State": "IDLE+DRAIN", "Reason": "lamplighter: slurmd on n2 silent for 6 s [root@x]"}
+    )
+    [resume] = decide_nodes(100.0, {}, nodes, [], cfg, groups)
+    assert (resume.kind, resume.target) == ("resume", "n2") and "answers again" in resume.reason
+    nodes["n2"] = node_from_fields(
+        {"NodeName": "n2", "State": "DOWN+DRAIN*", "Reason": "lamplighter: slurmd on n2 silent for 6 s [root@x]"}
+    )
+    assert decide_nodes(100.0, {}, nodes, [], cfg, groups) == []  # Slurm still sees it down: not yet
+    # Someone else's drain: left alone.
+    nodes["n2"] = node_from_fields({"NodeName": "n2", "State": "MIXED+DRAIN", "Reason": "maintenance [admin@x]"})
+    assert decide_nodes(100.0, {"n2": 90.0}, nodes, [], cfg, groups) == []
+    assert decide_nodes(100.0, {}, nodes, [], cfg, groups) == []
+
+
+def test_the_rate_limit_holds_for_a_silent_node_too() -> None:
+    cfg = NodeConfig(role="head", node_silence_s=5.0, max_drain_fraction=0.25)
+    nodes = {n: node_from_fields({"NodeName": n, "State": "MIXED"}) for n in ("n1", "n2", "n3", "n4")}
+    acts = decide_nodes(100.0, {"n2": 90.0}, nodes, [(50.0, "n3")], cfg, {"n2": [(17, "ll-demo-g0")]})
+    assert [a.kind for a in acts] == ["log"] and acts[0].reason.startswith("NOT DRAINING n2")

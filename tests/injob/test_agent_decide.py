@@ -1,0 +1,84 @@
+"""The in-job agent's decision after its trainer step ended (pure), and how it builds the spare's step."""
+
+from __future__ import annotations
+
+import pytest
+
+from lamplighter.configs.schema import RestartConfig
+from lamplighter.injob.decide import AgentState, StepEnded, decide
+from lamplighter.injob.steps import StepCommand, activation_line
+
+CFG = RestartConfig(in_job=2, crash_loop_max=3, crash_loop_window_s=100, backoff_initial_s=0)
+
+
+def test_done_stop_complete_and_no_restart_codes() -> None:
+    s = AgentState()
+    assert decide(0.0, s, StepEnded(0), CFG)[1].action == "done"
+    stop = decide(0.0, s, StepEnded(143, stopping=True), CFG)[1]
+    assert (stop.action, stop.exit_status) == ("stop", 143)
+    late = decide(0.0, s, StepEnded(1, completed=True), CFG)[1]
+    assert (late.action, late.exit_status) == ("done", 0) and "after the job reached its target" in late.reason
+    refused = decide(0.0, s, StepEnded(78), CFG)[1]
+    assert (refused.action, refused.exit_status) == ("end", 78) and "no_restart_exit_codes" in refused.reason
+
+
+def test_restarts_inside_the_allocation_warm_then_cold_then_the_job_ends() -> None:
+    s, d = decide(10.0, AgentState(), StepEnded(137, spare_ready=True), CFG)
+    assert d.action == "restart_warm" and s.in_job == 1 and "in-job restart 1/2 from the warm spare" in d.reason
+    s, d = decide(20.0, s, StepEnded(1, spare_ready=False), CFG)
+    assert d.action == "restart_cold" and s.in_job == 2
+    s, d = decide(200.0, s, StepEnded(1, spare_ready=True), CFG)
+    assert (d.action, d.exit_status) == ("end", 1) and "in_job 2" in d.reason and "node daemon to requeue" in d.reason
+
+
+def test_a_crash_loop_ends_the_job_before_the_budget() -> None:
+    cfg = RestartConfig(in_job=50, crash_loop_max=3, crash_loop_window_s=100)
+    s = AgentState()
+    actions = []
+    for t in (1.0, 2.0, 3.0):
+        s, d = decide(t, s, StepEnded(1), cfg)
+        actions.append(d.action)
+    assert actions == ["restart_cold", "restart_cold", "end"]
+
+
+@pytest.mark.parametrize("in_job", [0, 150])
+def test_the_budget_is_capped_for_the_attempt_numbering(in_job: int) -> None:
+    cfg = RestartConfig.model_construct(**{**RestartConfig().model_dump(), "in_job": in_job, "crash_loop_max": 1000})
+    s = AgentState(in_job=99)
+    assert decide(0.0, s, StepEnded(1), cfg)[1].action == "end"
+
+
+SRUN = ["srun", "--kill-on-bad-exit=1", "--cpus-per-task=4", "--container-image=img"]
+WRAP = ["bash", "-c", 'exec "$@"', "lamplighter-task"]
+
+
+def test_the_spare_is_the_trainers_step_sharing_the_allocation() -> None:
+    cmd = StepCommand.split([*SRUN, *WRAP, "/venv/bin/python", "-m", "torchtitan.train", "--job.config_file=x"])
+    assert cmd.why_no_spare() is None
+    assert cmd.spare_argv(["torch", "torchft"]) == [
+        "srun",
+        "--overlap",
+        "--input=all",
+        *SRUN[1:],
+        *WRAP,
+        "/venv/bin/python",
+        "-m",
+        "lamplighter.supervisor.standby_main",
+        "--preload",
+        "torch",
+        "--preload",
+        "torchft",
+        "--preload",
+        "torchtitan.train",
+    ]
+    line = activation_line(cmd.trainer, {"LAMPLIGHTER_ATTEMPT": "1"}, "/work")
+    assert b'"merge_env": true' in line and line.endswith(b"\n")
+
+
+def test_commands_a_spare_cannot_run_start_cold_and_say_why() -> None:
+    cmd = StepCommand.split([*SRUN, *WRAP, "/bin/sh", "-c", "train"])
+    assert "every restart starts cold" in (cmd.why_no_spare() or "")
+    with pytest.raises(ValueError, match="not an srun step"):
+        StepCommand.split(["python", "-m", "x"])
+    with pytest.raises(ValueError, match="no trainer command"):
+        StepCommand.split([*SRUN, *WRAP])
