@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 
 TITAN_ENV := build/torchtitan-env
 
-.PHONY: install test test-fast lint typecheck promtool dist titan-env demo demo-torchtitan demo-slurm demo-bare demo-results bench-slurm soak bench bench-costs bench-big bench-heal bench-stall cluster-up cluster-down gpusim readme clean
+.PHONY: install test test-fast lint typecheck promtool dist titan-env demo demo-torchtitan demo-slurm demo-bare demo-results bench-slurm scale-lighthouse scale-slurm-rpc soak bench bench-costs bench-big bench-heal bench-stall cluster-up cluster-down gpusim readme clean
 
 install: $(STAMP)
 
@@ -90,6 +90,16 @@ demo-results: $(STAMP) gpusim
 # Slurm's own latencies on the test cluster, without lamplighter (about 2 minutes): bench/results/slurm_timings.json.
 bench-slurm: $(STAMP)
 	$(BIN)/python -m bench.slurm_timings
+
+# torchft's Lighthouse with 16..512 torch-free replica groups (lab/scale_replica.py), one killed and brought back
+# at a time, and steps longer than the join timeout (about 8 minutes; #31): bench/results/lighthouse_scale.json, .png.
+scale-lighthouse: $(STAMP)
+	$(BIN)/python -m bench.lighthouse_scale
+
+# slurmctld RPCs per second by type (sdiag) with a node daemon and a group-shaped job per node, at 4 and 16 nodes
+# (about 2 minutes; #31, a first slice: no network namespaces, no trainers yet): bench/results/slurm_rpc_scale.json.
+scale-slurm-rpc: $(STAMP) gpusim
+	$(BIN)/python -m bench.slurm_rpc_scale
 
 # Overlapping faults of every kind on the Slurm lab until 100 have struck, the job training until they are
 # done (its wall time is in the report): build/soak/report.json.

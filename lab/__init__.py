@@ -6,6 +6,8 @@ Public modules (the package re-exports nothing: import them):
     slurm_lab       SlurmLab: the cluster, simulated GPUs and node daemons, as systemd would run them
     e2e_run, demo, run_report   `make demo-slurm` and the end-to-end harness, and their report
     __main__        `python -m lamplighter.lab cluster|chaos` (cluster_cli, chaos_cli)
+    scale_replica   torch-free replica groups (torchft's Manager protocol via its native module) for the scale lab
+    sdiag           slurmctld's RPC counts by type and user (`sdiag`), for the scale lab's control-plane load
 
 Layer: on top of the product (configs, gpusim -> trainer -> supervisor -> injob -> slurm -> daemon; lab -> bench).
 May import: configs, gpusim, trainer, supervisor, injob, slurm, bare, daemon

@@ -25,6 +25,7 @@ import urllib.parse
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
+from types import ModuleType
 
 
 def find_extension() -> Path:
@@ -38,6 +39,18 @@ def find_extension() -> Path:
             if cand.exists():
                 return cand
     raise ImportError(f"no torchft._torchft extension in {list(spec.submodule_search_locations)}")
+
+
+def load_extension() -> ModuleType:
+    """torchft's native module (Lighthouse, Manager server and clients) without running torchft/__init__.py,
+    which imports torch (about 220 MB more per process): the lab's torch-free replicas use it too."""
+    path = find_extension()
+    spec = importlib.util.spec_from_file_location("torchft._torchft", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def published_port(path: Path) -> int | None:
@@ -159,12 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "that keeps no step log of its own",
     )
     args = ap.parse_args(argv)
-    path = find_extension()
-    spec = importlib.util.spec_from_file_location("torchft._torchft", path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_extension()
 
     def serve(bind: str) -> object:
         return module.LighthouseServer(
