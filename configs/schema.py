@@ -1051,6 +1051,23 @@ class NetworkConfig(Strict):
         return v
 
 
+class AutoResumeConfig(Strict):
+    """When a node lamplighter drained comes back by itself (daemon/auto_resume.py)."""
+
+    enabled: bool = Field(
+        True,
+        description="Resume a node this daemon drained once its checks (GPUs, GPU count, links) have passed; "
+        "never a node an admin or Slurm drained.",
+    )
+    passes: int = Field(3, ge=1, le=100, description="Checks that must pass in a row, at least over_s/passes apart...")
+    over_s: float = Field(600.0, ge=1, le=7 * 86_400, description="...the first and the last at least this far apart.")
+    relapse_hold_s: float = Field(
+        86_400.0,
+        ge=0,
+        description="Drained again within this long of an automatic resume: held for a person (the reason says so).",
+    )
+
+
 class NodeConfig(Strict):
     """The per-node supervisor daemon (`lamplighter supervise --config node.yaml`).
 
@@ -1111,6 +1128,9 @@ class NodeConfig(Strict):
         description="act: carry the actions out; observe: decide and log every action it would take "
         "('would requeue', 'would drain') to the journal and the action logs (`lamplighter why` shows them), "
         "and take none. Roll out with observe first.",
+    )
+    auto_resume: AutoResumeConfig = Field(
+        default_factory=AutoResumeConfig, description="Nodes this daemon drained come back once their checks pass."
     )
 
     @model_validator(mode="after")

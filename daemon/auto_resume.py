@@ -19,16 +19,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
-OWN_DRAIN_PREFIX = "lamplighter:"
+from lamplighter.configs.schema import AutoResumeConfig
+from lamplighter.configs.slurm_names import REASON_PREFIX
+
+OWN_DRAIN_PREFIX = REASON_PREFIX.strip()
 HELD_MARK = "held for a person"
-
-
-@dataclass(frozen=True)
-class AutoResumeConfig:
-    enabled: bool = True
-    passes: int = 3
-    over_s: float = 600.0
-    relapse_hold_s: float = 86_400.0
+STATE_KEY = "auto_resume"  # where the daemon keeps the state (DaemonState.policy)
 
 
 @dataclass(frozen=True)

@@ -52,11 +52,13 @@ from lamplighter.daemon.job_settings import JobSettings, JobSettingsCache, read_
 from lamplighter.daemon.job_watch import Fetch, JobWatch, trainer_proc
 from lamplighter.daemon.lighthouse_reads import LighthouseReads, lighthouse_place
 from lamplighter.daemon.metrics import DaemonMetrics
+from lamplighter.daemon.node_checks import NodeChecks
 from lamplighter.daemon.node_policy import (
     REASON_PREFIX,
     Context,
     GpuEvent,
     LocalJob,
+    NodeEvent,
     NodePolicyState,
     TrainerEvent,
     decide,
@@ -73,6 +75,7 @@ from lamplighter.slurm.actions import SlurmApi
 from lamplighter.slurm.parsers import JobInfo
 from lamplighter.slurm.run import SlurmError
 from lamplighter.supervisor.checks.exit_watcher import ExitWatcher
+from lamplighter.supervisor.checks.links import LinkReader
 from lamplighter.supervisor.gpu.observation import GpuObservation
 from lamplighter.supervisor.lighthouse_status import fetch_status
 from lamplighter.supervisor.observations import Observation, ProcessExited
@@ -142,6 +145,7 @@ class ComputeLoop:
     watcher: ExitSource | None = None  # default: pidfds (ExitWatcher)
     fetch_lighthouse: Fetch | None = None  # tests: read here, in the cycle; default: LighthouseReads (off the cycle)
     read_settings: Callable[[str | None, int], JobSettings] = read_job_settings
+    links: LinkReader | None = None  # tests: a sys tree of their own; default: node.yaml's network links in /sys
     policy: NodePolicyState = field(default_factory=NodePolicyState)
     trainers: dict[tuple[int, int], NodeTrainer] = field(default_factory=dict)  # every verified process here
     cycles: int = 0
@@ -171,6 +175,9 @@ class ComputeLoop:
             lambda job, uid: lighthouse_place(self.api, self.cfg.job_prefix, job, uid),
         )
         self.executor.observe = self.executor.observe or self.cfg.mode == "observe"
+        self.node_checks = NodeChecks(
+            self.cfg, self.node, self.api, self.executor.state.policy, self.executor.state.set_policy, self.links
+        )
         if self.executor.job_log is None:
             self.executor.job_log = RunDirActions(self.run_dir_of, self.uid_of)
         # The VM fault history outlives the daemon: a restart must not forgive a node its faults.
@@ -183,7 +190,7 @@ class ComputeLoop:
         now = self.clock()
         slow = self.cycles % self.slow_every == 0
         self._adopt(self.scanner.scan(), now, slow)
-        events: list[TrainerEvent | GpuEvent] = []
+        events: list[TrainerEvent | GpuEvent | NodeEvent] = []
         for obs in self.exits.observe(now):
             if isinstance(obs, ProcessExited):
                 self._on_exit(obs)
@@ -195,7 +202,15 @@ class ComputeLoop:
         if self.gpus is not None:
             self.last_gpus = self.gpus.observe(now)
             events += [gpu_event(g, self.proc_root) for g in self.last_gpus]
-        ctx = self._context(now, any(isinstance(e, GpuEvent) and e.status in ("fault", "unresponsive") for e in events))
+        gpus = self.last_gpus if self.gpus is not None else None
+        events += self.node_checks.faults(now, gpus)
+        ctx = self._context(
+            now,
+            any(
+                isinstance(e, NodeEvent) or (isinstance(e, GpuEvent) and e.status in ("fault", "unresponsive"))
+                for e in events
+            ),
+        )
         before = self.policy.vm_faults
         self.policy, actions = decide(now, self.policy, events, self.cfg, ctx)
         if self.policy.vm_faults != before:
@@ -212,6 +227,8 @@ class ComputeLoop:
         if self.metrics is not None:
             self.metrics.gpus(now, self.last_gpus)
             self.metrics.trainer_faults(now, events, {a.target for a in actions})
+        if not any(a.kind == "drain" for a in actions):
+            actions += self.node_checks.resume(now, gpus, self._last_drain_here)
         if not actions:
             return []
         self._killed |= {pid for a in actions if a.kind == "kill_local" for pid in a.pids}
@@ -488,6 +505,10 @@ class ComputeLoop:
         except SlurmError as e:
             log.error("cannot list nodes for the drain limit: %s", e)
         return Context(self.node, jobs, drained_by_us, tuple(history), total, restart)
+
+    def _last_drain_here(self) -> float | None:
+        """When this daemon last drained this node (its journal), or None."""
+        return max((t for t, n in drain_history(self.executor.state.events()) if n == self.node), default=None)
 
     def run_dir_of(self, job_id: str) -> str | None:
         """The run directory of a Slurm job seen on this node (its trainers' environment, else its job.json)."""

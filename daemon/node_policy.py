@@ -20,6 +20,9 @@ Rules (per Slurm job of a lamplighter replica group on this node):
     the daemon across restarts, and cleared by the drain);
   - thermal throttling: reported (one action-log line), nothing else.
   A GPU in "unknown" is not a fault.
+- A node fault that is no single GPU's (fewer GPUs than node.yaml's gpu_count;
+  a training link missing, down or flapping: supervisor/node_faults.py) is
+  answered as a hardware GPU fault: every group here moved, the node drained.
 - A trainer exit 0: the group is done. An exit code in
   `restart.no_restart_exit_codes`: give up on the group (no requeue).
 - A hang of a job with in-job restarts (`restart.in_job` > 0): kill the hung
@@ -115,6 +118,14 @@ class GpuEvent:
 
 
 @dataclass(frozen=True)
+class NodeEvent:
+    """A fault of the node that is no single GPU's: gpu-count, link-missing, link-down, link-flapping."""
+
+    kind: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class LocalJob:
     """A lamplighter job with trainer processes on this node right now."""
 
@@ -198,7 +209,9 @@ class NodePolicyState:
         return tuple(out)
 
 
-def _obs(ev: TrainerEvent | GpuEvent) -> dict[str, Any]:
+def _obs(ev: TrainerEvent | GpuEvent | NodeEvent) -> dict[str, Any]:
+    if isinstance(ev, NodeEvent):
+        return {"type": "node", "kind": ev.kind, "reason": ev.reason}
     if isinstance(ev, GpuEvent):
         out: dict[str, Any] = {"type": "gpu", "gpu": ev.gpu, "status": ev.status, "kind": ev.kind, "reason": ev.reason}
         if ev.problems:
@@ -220,7 +233,12 @@ def _obs(ev: TrainerEvent | GpuEvent) -> dict[str, Any]:
 
 
 def _gpu_actions(
-    now: float, jobs: dict[str, JobTrack], faults: list[GpuEvent], cfg: NodeConfig, ctx: Context, out: list[NodeAction]
+    now: float,
+    jobs: dict[str, JobTrack],
+    faults: Sequence[GpuEvent | NodeEvent],
+    cfg: NodeConfig,
+    ctx: Context,
+    out: list[NodeAction],
 ) -> None:
     why = "; ".join(f.reason for f in faults)
     observation = {"type": "gpu", "faults": [_obs(f) for f in faults]}
@@ -429,7 +447,7 @@ def _trainer_actions(
 def decide(
     now: float,
     state: NodePolicyState,
-    observations: Sequence[TrainerEvent | GpuEvent],
+    observations: Sequence[TrainerEvent | GpuEvent | NodeEvent],
     config: NodeConfig,
     context: Context,
 ) -> tuple[NodePolicyState, list[NodeAction]]:
@@ -437,7 +455,8 @@ def decide(
     jobs = dict(state.jobs)
     out: list[NodeAction] = []
     gpu = [(o, gpu_response(o.status, o.kind, o.problems)) for o in observations if isinstance(o, GpuEvent)]
-    drains = [o for o, r in gpu if r == "drain"]
+    drains: list[GpuEvent | NodeEvent] = [o for o, r in gpu if r == "drain"]
+    drains += [o for o in observations if isinstance(o, NodeEvent)]
     restarts = [o for o, r in gpu if r == "restart"]
     vm_faults = recent_vm_faults(now, state.vm_faults, config.health.vm_fault_window_s)
     if drains:

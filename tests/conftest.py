@@ -9,14 +9,21 @@ import json
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from netns_links import make_netns
 
 from lamplighter.gpusim.build import ensure_built, sim_env
 from lamplighter.gpusim.state import StateDir
+
+
+@pytest.fixture
+def netns() -> Iterator[str]:
+    """A network namespace with a veth pair lla0 <-> llb0, both up (tests/netns_links.py)."""
+    yield from make_netns()
 
 
 @pytest.fixture(scope="session")

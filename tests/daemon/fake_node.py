@@ -26,6 +26,7 @@ from lamplighter.daemon.compute_loop import ComputeLoop
 from lamplighter.daemon.executor import Executor
 from lamplighter.daemon.state_store import DaemonState
 from lamplighter.lab.fake_slurm import FakeSlurm
+from lamplighter.supervisor.checks.links import LinkReader
 from lamplighter.supervisor.gpu.observation import GpuObservation
 from lamplighter.supervisor.lighthouse_status import LighthouseStatus, LighthouseStatusError, Member
 from lamplighter.supervisor.observations import Observation, ProcessExited
@@ -90,9 +91,10 @@ class FakeGpus:
 
     def __init__(self) -> None:
         self.next: list[GpuObservation] = []
+        self.steady: list[GpuObservation] = []  # what every other cycle reads (the real check reads every GPU)
 
     def observe(self, now: float) -> list[GpuObservation]:
-        out, self.next = self.next, []
+        out, self.next = self.next or list(self.steady), []
         return out
 
     def close(self) -> None:
@@ -100,7 +102,8 @@ class FakeGpus:
 
 
 class FakeNode:
-    def __init__(self, tmp: Path, **node: Any) -> None:
+    def __init__(self, tmp: Path, links: LinkReader | None = None, **node: Any) -> None:
+        self.links = links
         self.proc = tmp / "proc"
         self.proc.mkdir()
         (self.proc / "stat").write_text(f"cpu 1 2 3\nbtime {BTIME}\n")
@@ -133,6 +136,7 @@ class FakeNode:
             proc_root=self.proc,
             watcher=self.exits,
             fetch_lighthouse=self.lighthouse,
+            links=self.links,
         )
 
     def close(self) -> None:

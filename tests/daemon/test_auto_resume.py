@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from lamplighter.daemon.auto_resume import AutoResumeConfig, NodeView, ResumeState, decide
+from lamplighter.configs.schema import AutoResumeConfig
+from lamplighter.daemon.auto_resume import NodeView, ResumeState, decide
 
 CFG = AutoResumeConfig(passes=3, over_s=600.0, relapse_hold_s=3600.0)
 OURS = "lamplighter: GPU 0 (0000:05:00.0) uncorrectable ECC +1 (max 0)"

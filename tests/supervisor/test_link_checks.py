@@ -6,16 +6,10 @@ link in a network namespace taken down and flapped for real (root and `ip`).
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from netns_links import ip, read_in
 
 from lamplighter.configs.loader import ConfigError, parse
 from lamplighter.configs.schema import NetworkConfig, NodeConfig
@@ -115,42 +109,6 @@ def test_node_config_names_gpus_and_links_and_refuses_bad_names() -> None:
 
 
 # -- a real link: a veth pair in a network namespace of its own ------------------------------------------
-
-
-@pytest.fixture
-def netns() -> Iterator[str]:
-    if os.geteuid() != 0 or shutil.which("ip") is None:
-        pytest.skip("needs root and iproute2 (ip netns, veth)")
-    name = f"ll-links-{uuid.uuid4().hex[:8]}"
-    subprocess.run(["ip", "netns", "add", name], check=True, timeout=30)
-    try:
-        ip(name, "link", "add", "lla0", "type", "veth", "peer", "name", "llb0")
-        ip(name, "link", "set", "lla0", "up")
-        ip(name, "link", "set", "llb0", "up")
-        yield name
-    finally:
-        subprocess.run(["ip", "netns", "del", name], check=False, timeout=30)
-
-
-def ip(ns: str, *args: str) -> None:
-    subprocess.run(["ip", "-n", ns, *args], check=True, timeout=30, capture_output=True)
-
-
-def read_in(ns: str, names: list[str]) -> list[LinkReading]:
-    """The reader run inside the namespace: `ip netns exec` mounts the namespace's own /sys."""
-    code = (
-        "import json, dataclasses, sys; from pathlib import Path; "
-        "from lamplighter.supervisor.sysfs import read_links; "
-        "print(json.dumps([dataclasses.asdict(r) for r in read_links(Path('/sys'), sys.argv[1:], [])]))"
-    )
-    out = subprocess.run(
-        ["ip", "netns", "exec", ns, sys.executable, "-c", code, *names],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    return [LinkReading(**r) for r in json.loads(out.stdout)]
 
 
 def test_a_real_veth_link_taken_down_and_flapping_in_a_network_namespace(netns: str) -> None:

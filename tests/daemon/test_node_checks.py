@@ -1,0 +1,99 @@
+"""The node's own checks in the daemon: a training link down or too few GPUs drains the node with the reason,
+and a node the daemon drained comes back once its checks have passed for a while; a relapse waits for a person."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fake_node import NODE, FakeNode
+from netns_links import NetnsLinks, ip
+
+from lamplighter.supervisor.gpu.observation import GpuObservation
+
+
+def gpus(n: int) -> list[GpuObservation]:
+    return [GpuObservation(i, "ok", "healthy", f"GPU {i} healthy", {}) for i in range(n)]
+
+
+def acted(node: FakeNode, seconds: float, step_s: float = 1.0) -> list[tuple[str, str]]:
+    """(action, reason) of every line the daemon wrote to its action log while running this long."""
+    start = len(node.lines)
+    node.run(seconds, step_s=step_s)
+    return [(o["action"], o["reason"]) for o in map(json.loads, node.lines[start:])]
+
+
+@pytest.fixture
+def counted(tmp_path: Path) -> Iterator[FakeNode]:
+    n = FakeNode(
+        tmp_path,
+        gpu_count=8,
+        max_drain_fraction=1.0,
+        auto_resume={"passes": 3, "over_s": 60.0, "relapse_hold_s": 3600.0},
+    )
+    n.gpus.steady = gpus(8)
+    try:
+        yield n
+    finally:
+        n.close()
+        n.remove()
+
+
+def test_fewer_gpus_drain_and_the_node_comes_back_after_its_passes_and_a_relapse_is_held(counted: FakeNode) -> None:
+    node = counted
+    assert acted(node, 10) == []
+    node.gpus.steady = gpus(7)  # one fell off the bus and is gone from amdsmi's list
+    [(kind, reason)] = acted(node, 3)
+    assert kind == "drain" and "7 of 8 GPUs found" in reason and reason.startswith("lamplighter: ")
+    assert node.slurm.node(NODE).is_drained
+    assert acted(node, 120) == []  # still 7: no pass counts
+    node.gpus.steady = gpus(8)  # replaced
+    back = acted(node, 59)
+    assert back == []  # passes spread over 60 s: not yet
+    [(kind, reason)] = acted(node, 60)
+    assert kind == "resume" and "checks passed" in reason and "7 of 8 GPUs found" in reason
+    assert not node.slurm.node(NODE).is_drained
+    # It fails again 5 minutes later: drained, and at once held for a person, however long the checks then pass.
+    assert acted(node, 300) == []
+    node.gpus.steady = gpus(7)
+    relapse = acted(node, 3)
+    assert [k for k, _ in relapse] == ["drain", "drain"], relapse
+    assert "held for a person: drained again 6 min after" in relapse[1][1] and "7 of 8 GPUs" in relapse[1][1]
+    node.gpus.steady = gpus(8)
+    assert acted(node, 400) == []
+    assert node.slurm.node(NODE).is_drained and "held for a person" in (node.slurm.node(NODE).reason or "")
+
+
+def test_an_admins_drain_is_never_resumed(counted: FakeNode) -> None:
+    node = counted
+    node.slurm.drain(NODE, "maintenance: new DIMMs (alice)")
+    assert acted(node, 400, step_s=5.0) == []
+    assert node.slurm.node(NODE).is_drained
+
+
+def test_a_real_link_taken_down_drains_naming_it_and_the_node_resumes_once_it_is_back(
+    tmp_path: Path, netns: str
+) -> None:
+    node = FakeNode(
+        tmp_path,
+        links=NetnsLinks(netns, ("lla0",)),
+        network={"interfaces": ["lla0"]},
+        max_drain_fraction=1.0,
+        auto_resume={"passes": 2, "over_s": 20.0},
+    )
+    node.gpus.steady = gpus(2)
+    try:
+        assert acted(node, 10, step_s=5.0) == []
+        ip(netns, "link", "set", "llb0", "down")  # the far end goes: lla0 loses its carrier
+        [(kind, reason)] = acted(node, 5, step_s=5.0)
+        assert kind == "drain" and "link lla0" in reason and "down" in reason
+        assert acted(node, 30, step_s=5.0) == []  # still down: no pass counts
+        ip(netns, "link", "set", "llb0", "up")
+        [(kind, reason)] = acted(node, 40, step_s=5.0)
+        assert kind == "resume" and "link lla0" in reason
+        assert not node.slurm.node(NODE).is_drained
+    finally:
+        node.close()
+        node.remove()
