@@ -177,9 +177,11 @@ def test_a_user_outside_any_job_gets_no_process_from_any_lamplighter_service(lab
         outcomes[path] = tenant.run([PY_AS_TENANT, "-c", probe, path, request]).stdout.strip()
     print("\n".join(f"{p}: {o}" for p, o in outcomes.items()))
     assert all(o.startswith("refused") for o in outcomes.values()), outcomes
-    # Kernel: no process of the tenant runs (all its commands above have returned), in particular none whose
-    # parent is a lamplighter service.
-    mine = [pid for pid in procfs.pids(procfs.PROC) if procfs.read_uid(procfs.PROC, pid) == tenant.uid]
+    # Kernel: no process of the tenant's below a lamplighter service (its own jobs of the other tests here,
+    # below slurmstepd, may run meanwhile: tests run side by side).
+    snap = procfs.snapshot(procfs.PROC)
+    below = {p.pid for d in daemons for p in procfs.tree(snap, d)}
+    mine = [pid for pid in below if procfs.read_uid(procfs.PROC, pid) == tenant.uid]
     assert mine == [], [procfs.read_cmdline(procfs.PROC, p) for p in mine]
     # And the service that did it is gone from the product: no such command.
     gone = subprocess.run([sys.executable, "-m", "lamplighter", "standby", "--help"], capture_output=True, text=True)

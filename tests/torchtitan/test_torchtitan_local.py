@@ -28,7 +28,7 @@ STEPS = 80
 
 def test_a_per_step_job_heals_from_a_kill_with_identical_weights(titan_env: TitanEnv, tmp_path: Path) -> None:
     job = job_config(
-        "per-step", titan_env, tmp_path / "run", steps=24, faults=[{"at_s": 3, "kind": "kill", "group": 1}]
+        "per-step", titan_env, tmp_path / "run", steps=STEPS, faults=[{"at_s": 3, "kind": "kill", "group": 1}]
     )
     job["groups"]["count"] = 2
     job["lighthouse"]["min_replicas"] = 1  # two groups: the survivor trains on alone while the other is down
