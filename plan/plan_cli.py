@@ -223,7 +223,12 @@ def add_parser(sub: Any) -> None:
     out = p.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print JSON instead of a table")
     out.add_argument("--sweep", action="store_true", help="goodput at 64 .. 16384 GPUs for the model")
-    out.add_argument("--plot", metavar="FILE", default=None, help="draw goodput against GPUs, 8B and 70B (matplotlib)")
+    out.add_argument(
+        "--plot",
+        metavar="FILE",
+        default=None,
+        help="draw goodput and the GPU-hours lost per day (log axis) against GPUs, 8B and 70B (matplotlib)",
+    )
     p.set_defaults(func=run_plan)
 
 
@@ -381,24 +386,31 @@ def plot(args: argparse.Namespace, path: str) -> None:
     import matplotlib.pyplot as plt
 
     pins = pinned(args)
-    fig, axes = plt.subplots(1, len(gm.MODELS), figsize=(11, 4), sharey=True)
-    for ax, name in zip(axes, sorted(gm.MODELS), strict=True):
+    # Top: goodput; bottom: the GPU-hours a day each strategy loses, on a log axis (a 99.9% goodput and a 99%
+    # one look alike on the first, and differ tenfold in what they cost).
+    fig, grid = plt.subplots(2, len(gm.MODELS), figsize=(11, 7.5), sharex="col")
+    for col, name in enumerate(sorted(gm.MODELS)):
+        ax, lost_ax = grid[0][col], grid[1][col]
         cluster, work, costs = inputs(args, model=name)
         swept = sweep_ranges(cluster, work, costs, pins)
         sizes = list(swept)
         for i, strategy in enumerate(r.strategy for r in swept[sizes[0]]["central"]):
-            mid = [swept[n]["central"][i].goodput for n in sizes]
-            line = ax.plot(sizes, mid, marker="o", label=strategy)[0]
-            lo = [swept[n]["low"][i].goodput for n in sizes]
-            hi = [swept[n]["high"][i].goodput for n in sizes]
-            ax.fill_between(sizes, lo, hi, color=line.get_color(), alpha=0.15)
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(sizes, [str(n) for n in sizes], rotation=45)
+            band = {k: [swept[n][k][i].goodput for n in sizes] for k in ("low", "central", "high")}
+            line = ax.plot(sizes, band["central"], marker="o", label=strategy)[0]
+            ax.fill_between(sizes, band["low"], band["high"], color=line.get_color(), alpha=0.15)
+            lost = {k: [max(1e-3, (1 - g) * n * 24) for g, n in zip(v, sizes, strict=True)] for k, v in band.items()}
+            lost_ax.plot(sizes, lost["central"], marker="o", color=line.get_color(), label=strategy)
+            lost_ax.fill_between(sizes, lost["high"], lost["low"], color=line.get_color(), alpha=0.15)
+        for a in (ax, lost_ax):
+            a.set_xscale("log", base=2)
+            a.grid(alpha=0.3, which="both")
+        lost_ax.set_yscale("log")
+        lost_ax.set_xticks(sizes, [str(n) for n in sizes], rotation=45)
+        lost_ax.set_xlabel("GPUs")
         ax.set_title(f"{name.upper()}, groups of {cluster.group_gpus} GPUs")
-        ax.set_xlabel("GPUs")
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("goodput (fraction of plain training, nothing failing)")
-    axes[0].legend()
+    grid[0][0].set_ylabel("goodput (fraction of plain training, nothing failing)")
+    grid[1][0].set_ylabel("GPU-hours lost per day (log)")
+    grid[0][0].legend()
     fig.suptitle("lamplighter plan: central, and the low-high range of its assumptions (plan/ranges.py)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -121,3 +121,21 @@ def test_plot_draws_a_png(capsys: pytest.CaptureFixture[str], tmp_path: Path) ->
     code, out, _ = run(capsys, "--plot", str(tmp_path / "g.png"))
     assert code == 0 and "wrote" in out
     assert (tmp_path / "g.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_plot_shows_lost_gpu_hours_a_day_on_a_log_axis(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    drawn: list[Figure] = []
+    save = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: (drawn.append(self), save(self, *a, **k))[1])
+    assert run(capsys, "--plot", str(tmp_path / "g.png"))[0] == 0
+    [fig] = drawn
+    lost = [ax for ax in fig.axes if ax.get_yscale() == "log"]
+    assert len(lost) == 2 and lost[0].get_ylabel() == "GPU-hours lost per day (log)"
+    # Every strategy drawn on both: goodput above, its lost hours below.
+    goodput = [ax for ax in fig.axes if ax.get_yscale() == "linear"]
+    assert all(len(a.lines) == len(b.lines) >= 3 for a, b in zip(goodput, lost, strict=True))
