@@ -113,7 +113,7 @@ class LamplighterSlurm:
         self.setup_s = time.monotonic() - t0  # the harness's, not lamplighter's: a run's time limit leaves it out
         self.job = self._job(self.lab, port)
         api = SlurmActions(self.lab.cluster.cli(timeout=15))
-        self.sub = submit_job(self.job, api, config_path=str(self.run_dir.parent / f"{self.tag}.yaml"))
+        self.sub = submit_job(self.job, api, config_path=str(self.run_dir.parent / f"{self.tag}.yaml"), wait=True)
 
     def tick(self, now: float) -> None:
         return None  # the node daemons recover

@@ -384,6 +384,8 @@ _RESERVED_SBATCH = {
     "--open-mode",
     "--cpus-per-task",
     "-c",
+    "--dependency",
+    "-d",
 }
 # Where to set what lamplighter sets itself, when a key of the config does it.
 _OPTION_KEYS = {"--cpus-per-task": "slurm.cpus_per_task", "--time": "slurm.time", "--partition": "slurm.partition"}
@@ -527,16 +529,42 @@ class SlurmConfig(Strict):
     )
     renewal: RenewalConfig = Field(default_factory=RenewalConfig, description="Renewal before the time limit.")
     head_node: str | None = Field(None, description="Node for the Lighthouse job (sbatch --nodelist); default any.")
+    lighthouse_partition: str | None = Field(
+        None, description="The Lighthouse job's partition (it needs one CPU, no GPU); default: slurm.partition."
+    )
+    lighthouse_account: str | None = Field(None, description="The Lighthouse job's account; default: slurm.account.")
+    lighthouse_qos: str | None = Field(None, description="The Lighthouse job's quality of service; default: slurm.qos.")
+    lighthouse_constraint: str | None = Field(
+        None,
+        description="Node features for the Lighthouse job; default none (slurm.constraint names the groups' GPU "
+        "nodes, which the Lighthouse's node need not be).",
+    )
+    helper_python: str | None = Field(
+        None,
+        description="The interpreter that runs lamplighter's helpers in the job scripts: the Lighthouse (needs "
+        "torchft and lamplighter on the Lighthouse's node, slurm.head_node), the in-job agent and the renewal and "
+        "release helpers (lamplighter alone, on the groups' nodes). An absolute path or a name on the nodes' PATH. "
+        "Default: the interpreter running `lamplighter submit`, at the same path on every node.",
+    )
     slurm_conf: str | None = Field(None, description="SLURM_CONF for Slurm commands; default Slurm's own.")
 
-    @field_validator("partition", "account", "qos", "head_node")
+    @field_validator("helper_python")
+    @classmethod
+    def _helper_python(cls, v: str | None) -> str | None:
+        if v is not None and (not v.strip() or v != v.strip() or any(c in v for c in "\x00\n\r")):
+            raise ValueError(f"{v!r} is not an interpreter path or name")
+        return v
+
+    @field_validator(
+        "partition", "account", "qos", "head_node", "lighthouse_partition", "lighthouse_account", "lighthouse_qos"
+    )
     @classmethod
     def _slurm_name(cls, v: str | None) -> str | None:
         if v is not None and not re.fullmatch(r"[A-Za-z0-9_.\-\[\],]{1,128}", v):
             raise ValueError(f"{v!r} is not a Slurm name (letters, digits, _ . - [ ] ,)")
         return v
 
-    @field_validator("constraint")
+    @field_validator("constraint", "lighthouse_constraint")
     @classmethod
     def _constraint(cls, v: str | None) -> str | None:
         if v is not None and not re.fullmatch(r"[A-Za-z0-9_.\-&|()\[\]*:,!]{1,256}", v):

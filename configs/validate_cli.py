@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from lamplighter.configs.helper_python import check_helper_python
 from lamplighter.configs.loader import ENV_OVERRIDES, MORE_CHECKS, ConfigError, load_job, load_node
 from lamplighter.configs.schema import JobConfig, NodeConfig, node_job_problems
 
@@ -138,6 +139,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if job is not None:
         print(summary(job, args.file))
+        helpers = check_helper_python(job)
+        print(helpers.line())
+        for warning in helpers.warnings:
+            print(f"warning: {args.file}: {warning}", file=sys.stderr)
     if node is not None:
         print(f"{args.node}: valid node config (role {node.role})")
     if job is not None and node is not None:

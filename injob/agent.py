@@ -7,6 +7,9 @@ The group's batch script runs it as the job's user, in the job's batch step; not
 the allocation. It
 - ends at once with 0 when the job is already complete (`<run_dir>/completed`: a group requeued just
   before the others reached the target has nothing left to do);
+- in a job `lamplighter submit` started (its submission record is there), waits (up to LIGHTHOUSE_WAIT_S) for
+  the job's Lighthouse to publish its address: Slurm starts groups once the Lighthouse job has started
+  (`--dependency=after:`), which may be before the Lighthouse inside it has bound its port;
 - starts the trainer step (the srun command after `--`), with TORCHFT_LIGHTHOUSE read where the job's
   Lighthouse published it (`lighthouse.json`, the job owner's file; else --lighthouse, the config's
   fixed address) and LAMPLIGHTER_ATTEMPT = Slurm's restarts * 100 + its in-job restarts
@@ -47,6 +50,9 @@ POLL_S = 0.05  # how often the agent looks at its steps: a restart waits at most
 SPARE_AFTER_S = 60.0  # a trainer that beats no heartbeat gets its spare this long after it started
 SPARE_DEATHS_MAX = 3  # spares that die unused in a row: restarts start cold from then on
 PREFIX = "lamplighter injob:"
+# How long a group started by `lamplighter submit` waits for its Lighthouse's address before it starts anyway
+# (on the config's fixed address) or ends: the Lighthouse starts in about a second once its job runs.
+LIGHTHOUSE_WAIT_S = 300.0
 
 
 def say(msg: str) -> None:
@@ -104,6 +110,24 @@ class Agent:
         if why:
             say(f"ignoring the published Lighthouse address: {why}")
         return address or self.fixed_lighthouse
+
+    def wait_for_lighthouse(self, timeout_s: float = LIGHTHOUSE_WAIT_S) -> None:
+        """Wait (bounded) for this job's Lighthouse to publish its address, when `lamplighter submit` started
+        the job: its groups may start as soon as the Lighthouse job has (--dependency=after:), before the
+        Lighthouse inside it has bound its port. A script run by hand (no submission record) waits not."""
+        if self.published() or not self.paths.root.joinpath("submission.json").is_file():
+            return
+        say(
+            f"waiting up to {timeout_s:.0f} s for this job's Lighthouse to publish its address in {self.paths.lighthouse()}"
+        )
+        end = time.monotonic() + timeout_s
+        while not self.stop.requested and time.monotonic() < end:
+            if self.published():
+                return
+            time.sleep(POLL_S)
+
+    def published(self) -> bool:
+        return contract.lighthouse_address(self.run_dir, self.uid)[0] is not None
 
     def committed(self, attempt: int) -> bool:
         """Has this attempt committed a step? Its heartbeats say so (any rank's)."""
@@ -196,6 +220,7 @@ class Agent:
         if self.completed():
             say("the job already reached its target (a group completed): nothing to do")
             return 0
+        self.wait_for_lighthouse()
         how = "cold"
         while True:
             attempt = self.attempt()

@@ -94,7 +94,7 @@ class LabRun:
         return ChaosContext(self.sub, self.api, gpusim_root=self.lab.gpusim_root, cluster=self.lab.cluster)
 
     def submit(self) -> Submission:
-        self.sub = submit_job(self.job, self.api, config_path=str(self.config_path))
+        self.sub = submit_job(self.job, self.api, config_path=str(self.config_path), wait=True)
         return self.sub
 
     def committed_steps(self, group: int) -> list[int]:

@@ -50,6 +50,7 @@ class _Job:
     command: str = ""  # the script submitted (scontrol's Command=)
     user_id: int = 0  # who submitted it
     started: float | None = None  # StartTime of its current run (epoch seconds: the fake's clock)
+    after: int | None = None  # --dependency=after: starts once that job has started or was cancelled
 
 
 @dataclass
@@ -84,8 +85,9 @@ class FakeSlurm:
 
     # -- SlurmApi ------------------------------------------------------------
 
-    def submit(self, script: Path, user_id: int = 0) -> int:
-        """`user_id`: who submits it (the fake's stand-in for `runuser -u USER -- sbatch`)."""
+    def submit(self, script: Path, after: int | None = None, user_id: int = 0) -> int:
+        """`user_id`: who submits it (the fake's stand-in for `runuser -u USER -- sbatch`); `after`: as
+        `--dependency=after:JOB` (PENDING with Reason=Dependency until that job has started or was cancelled)."""
         self._controller()
         opts: dict[str, str] = {}
         for line in Path(script).read_text().splitlines():
@@ -100,6 +102,7 @@ class FakeSlurm:
             nodelist=opts.get("--nodelist"),
             command=str(script),
             user_id=user_id,
+            after=None if after is None else self._job(after).job_id,
         )
         self._next_id += 1
         self._jobs[job.job_id] = job
@@ -342,6 +345,11 @@ class FakeSlurm:
         for j in sorted(self._jobs.values(), key=lambda x: x.job_id):
             if j.state != "PENDING" or now < j.begin or j.held:
                 continue
+            if j.after is not None:
+                dep = self._jobs[j.after]
+                if dep.started is None and dep.state != "CANCELLED":
+                    j.reason = "Dependency"
+                    continue
             free = self._free()
             if j.nodelist is not None:
                 free = [n for n in free if n == j.nodelist]

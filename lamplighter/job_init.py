@@ -81,6 +81,8 @@ slurm:
   time: "2-00:00:00"                  # CHANGE: groups renew themselves one at a time before this
   exclusive: true
   head_node: head01                   # CHANGE: same as lighthouse.host
+  # lighthouse_partition: service     # the Lighthouse job's own partition (default: the groups'; it never asks for their constraint)
+  # helper_python: /shared/venvs/ll/bin/python3   # runs the Lighthouse (needs torchft on head_node) and the helpers; default: the submitting one
   cpus_per_task: 128                  # CHANGE: the node's cores (srun gets them too, for torchrun's ranks)
   srun_args:
     - --container-image=/shared/images/torchtitan-0.3-rocm.sqsh   # CHANGE: your image (pyxis/enroot)
@@ -141,6 +143,8 @@ slurm:
   partition: gpu                       # CHANGE
   time: "1-00:00:00"                   # CHANGE: groups renew themselves one at a time before this
   head_node: head01                    # CHANGE: same as lighthouse.host
+  # lighthouse_partition: service      # the Lighthouse job's own partition (default: the groups'; it never asks for their constraint)
+  # helper_python: /shared/venvs/ll/bin/python3   # runs the Lighthouse (needs torchft on head_node) and the helpers; default: the submitting one
 health:
   progress: auto                       # from the Lighthouse (and heartbeat files, if you write them)
   hang_timeout_s: 300                  # above every torchft wait above

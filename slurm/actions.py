@@ -61,7 +61,7 @@ def check_job_id(job_id: int) -> int:
 class SlurmApi(Protocol):
     """The Slurm operations lamplighter needs; real and fake implement it."""
 
-    def submit(self, script: Path) -> int: ...
+    def submit(self, script: Path, after: int | None = None) -> int: ...
     def requeue(self, job_id: int) -> None: ...
     def start_now(self, job_id: int, timeout: float = 15.0) -> None: ...
     def cancel(self, job_id: int) -> None: ...
@@ -105,8 +105,11 @@ class SlurmActions:
     def __init__(self, cli: SlurmCli | None = None) -> None:
         self.cli = cli or SlurmCli()
 
-    def submit(self, script: Path) -> int:
-        out = self.cli.run("sbatch", "--parsable", str(script))
+    def submit(self, script: Path, after: int | None = None) -> int:
+        """sbatch the script; with `after`, it may start only once job `after` has started (or was cancelled):
+        Slurm's `--dependency=after:` (22.05: "after the specified jobs start or are cancelled")."""
+        dependency = [] if after is None else [f"--dependency=after:{check_job_id(after)}"]
+        out = self.cli.run("sbatch", "--parsable", *dependency, str(script))
         return parse_sbatch_parsable(out)
 
     def requeue(self, job_id: int) -> None:

@@ -118,7 +118,7 @@ class ChaosContext:
         return Path(self.sub.run_dir) / CHAOS_FILE
 
     def lighthouse_port(self) -> int:
-        return int(self.sub.lighthouse_address.rsplit(":", 1)[1])
+        return int(self.sub.address().rsplit(":", 1)[1])
 
     def later(self, delay_s: float, action: Callable[[], object], rec: dict[str, Any]) -> None:
         """Run `action` delay_s from now on its own thread, then journal `rec` (event "restored")."""

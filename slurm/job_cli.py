@@ -63,10 +63,16 @@ def _add_submit(sub: Any) -> None:
     add_override_args(p)
     p.add_argument("--slurm-conf", default=None, help="SLURM_CONF for the Slurm commands (default: slurm.slurm_conf)")
     p.add_argument(
+        "--wait",
+        action="store_true",
+        help="after queueing, wait until the Lighthouse answers (however long its job is queued), a line per "
+        "change; a Lighthouse that cannot start fails it naming the error from its log, and everything is cancelled",
+    )
+    p.add_argument(
         "--lighthouse-timeout",
         type=float,
         default=60.0,
-        help="seconds to wait for the Lighthouse to answer before submitting groups (default 60)",
+        help="with --wait: seconds the Lighthouse has to answer once its job runs (default 60)",
     )
     p.add_argument("--json", action="store_true", help="print the submission record as JSON")
     p.set_defaults(func=run_submit)
@@ -86,7 +92,12 @@ def run_submit(args: argparse.Namespace) -> int:
         print(f"lamplighter submit: note: {note}", file=sys.stderr)
     try:
         s = submit_job(
-            job, api_for(job.slurm.slurm_conf), config_path=args.config, lighthouse_timeout=args.lighthouse_timeout
+            job,
+            api_for(job.slurm.slurm_conf),
+            config_path=args.config,
+            wait=args.wait,
+            lighthouse_timeout=args.lighthouse_timeout,
+            say=lambda line: print(f"lamplighter submit: {line}", file=sys.stderr, flush=True),
         )
     except (SubmitError, SlurmError) as e:
         print(f"lamplighter submit: error: {e}", file=sys.stderr)
@@ -98,9 +109,10 @@ def run_submit(args: argparse.Namespace) -> int:
         print(json.dumps(s.to_json(), indent=2))
     else:
         lh = f"Slurm job {s.lighthouse_job_id}" if s.lighthouse_job_id is not None else "head-node service"
-        print(f"submitted {s.job}: Lighthouse {s.lighthouse_address} ({lh})")
+        where = s.lighthouse_address or "address published once its job runs"
+        print(f"submitted {s.job}: Lighthouse {where} ({lh})")
         for g, jid in sorted(s.groups.items()):
-            print(f"  group {g}: Slurm job {jid}")
+            print(f"  group {g}: Slurm job {jid} (starts after the Lighthouse job has started)")
         print(f"scripts in {Path(s.run_dir) / 'sbatch'}; follow with: lamplighter status {s.job} --watch")
     return 0
 

@@ -23,6 +23,7 @@ from lamplighter.slurm.actions import SlurmApi
 from lamplighter.slurm.chaos_slurm import CHAOS_FILE, read_records
 from lamplighter.slurm.drained_nodes import format_age, out_of_service
 from lamplighter.slurm.hostlist import expand_hostlist
+from lamplighter.slurm.lighthouse_log import lighthouse_log_problem
 from lamplighter.slurm.parsers import JobInfo, NodeInfo
 from lamplighter.slurm.run import SlurmError
 from lamplighter.slurm.submission import INCOMPLETE, Submission, slurm_forgot
@@ -123,7 +124,7 @@ def build_status(
         "steps_per_s": steps_per_s(all_steps, now),
         "groups": groups,
         "lighthouse": {
-            "address": sub.lighthouse_address,
+            "address": sub.address(),
             "job_id": sub.lighthouse_job_id,
             "state": None if sub.lighthouse_job_id is None else _state(sub.lighthouse_job_id, jobs),
         },
@@ -177,10 +178,19 @@ def collect(
     steps = {g: tail_steps(paths.steps(g)) for g in sub.groups}
     quorum: LighthouseStatus | None = None
     err: str | None = None
+    address = sub.address()
     try:
-        quorum = fetch_status(sub.lighthouse_address, timeout=lighthouse_timeout)
+        if not address:
+            raise LighthouseStatusError("no address published yet")
+        quorum = fetch_status(address, timeout=lighthouse_timeout)
     except (LighthouseStatusError, OSError) as e:
         err = str(e)
+        # A Lighthouse that cannot start says why in its job's log (an import error): name it.
+        problem = (
+            None if sub.lighthouse_job_id is None else lighthouse_log_problem(Path(sub.run_dir), sub.lighthouse_job_id)
+        )
+        if problem is not None:
+            err = f"{err}; {problem}"
     chaos = read_records(Path(sub.run_dir) / CHAOS_FILE)
     return build_status(sub, jobs, nodes, steps, chaos, quorum, err, now, slurm_error, daemons)
 
@@ -206,7 +216,7 @@ def format_table(st: dict[str, Any]) -> str:
         )
     lh = st["lighthouse"]
     where = f"job {lh['job_id']} {lh['state']}" if lh["job_id"] is not None else "head-node service"
-    lines.append(f"lighthouse {lh['address']} ({where})")
+    lines.append(f"lighthouse {lh['address'] or '(no address published)'} ({where})")
     q = st["quorum"]
     if q is None:
         lines.append(f"  quorum: unavailable ({st['quorum_error']})")

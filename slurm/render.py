@@ -151,8 +151,14 @@ WAIT_FOR_STEP = [
 ]
 
 
-def render_group_script(job: JobConfig, replica_id: int, paths: RenderPaths, python: str) -> str:
-    """The sbatch script of one replica group: srun of the trainer on each of its nodes."""
+def render_group_script(
+    job: JobConfig, replica_id: int, paths: RenderPaths, python: str, helpers: str | None = None
+) -> str:
+    """The sbatch script of one replica group: srun of the trainer on each of its nodes.
+
+    `python`: the trainer's {python} (unless trainer.python); `helpers`: the in-job agent's and the renewal
+    helper's interpreter (default `python`)."""
+    helpers = helpers or python
     g, s = job.groups, job.slurm
     lh = lighthouse_url(job)
     if job.lighthouse.port == 0 and any("{lighthouse}" in a for a in job.trainer.command or []):
@@ -186,7 +192,7 @@ def render_group_script(job: JobConfig, replica_id: int, paths: RenderPaths, pyt
         role = ["--group", str(replica_id), "--groups", str(g.count)]
         renewal = [
             *_renewal_lines(
-                renew_argv(job, paths, python, role),
+                renew_argv(job, paths, helpers, role),
                 warning,
                 [
                     "waits until every other group is live in the quorum (at the latest until shortly before",
@@ -216,7 +222,7 @@ def render_group_script(job: JobConfig, replica_id: int, paths: RenderPaths, pyt
             f"bash -c {shlex.quote(TASK_WRAPPER)} {TASK_MARK} \\",
         ]
     )
-    agent = [python, "-m", AGENT_MODULE, "--run-dir", str(paths.run_dir), "--group", str(replica_id)]
+    agent = [helpers, "-m", AGENT_MODULE, "--run-dir", str(paths.run_dir), "--group", str(replica_id)]
     agent += ["--config", str(paths.config)]
     if job.lighthouse.port:
         agent += ["--lighthouse", lh]
@@ -263,8 +269,8 @@ def render_group_script(job: JobConfig, replica_id: int, paths: RenderPaths, pyt
             "",
             *renewal,
             "# The in-job agent (injob/agent.py), as this job's user, inside this allocation: it reads where",
-            "# this job's own Lighthouse listens (`lamplighter submit` waited for it to publish: a group never",
-            "# joins another job's quorum), starts the trainer step below (one task per process on each of the",
+            "# this job's own Lighthouse listens (this job starts after the Lighthouse job, and waits for it to",
+            "# publish: a group never joins another job's quorum), starts the trainer step below (one task per process on each of the",
             f"# group's {g.nodes} node(s); a dead task ends the step), keeps a warm spare step beside it with",
             "# slurm.spare, and restarts a failed trainer inside the allocation (restart.in_job); past that, or",
             "# on exit 78, it ends the job with the trainer's status and the node daemon requeues it. A trainer's",
@@ -295,9 +301,22 @@ def render_lighthouse_script(job: JobConfig, paths: RenderPaths, python: str) ->
         # Its node is named: an --exclude meant for the groups (keep them off the head) would contradict it.
         kept = [e for e in job.slurm.extra_sbatch if not e.startswith("--exclude")]
         job = job.model_copy(update={"slurm": job.slurm.model_copy(update={"extra_sbatch": kept})})
-    # Its own limit, and never a whole node: other jobs' Lighthouses share the head node.
+    # Its own limit, partition, account, qos and features (never the groups' GPU features by default), and never
+    # a whole node: other jobs' Lighthouses share the head node.
+    s = job.slurm
     job = job.model_copy(
-        update={"slurm": job.slurm.model_copy(update={"time": job.slurm.lighthouse_limit, "exclusive": False})}
+        update={
+            "slurm": s.model_copy(
+                update={
+                    "time": s.lighthouse_limit,
+                    "exclusive": False,
+                    "partition": s.lighthouse_partition or s.partition,
+                    "account": s.lighthouse_account or s.account,
+                    "qos": s.lighthouse_qos or s.qos,
+                    "constraint": s.lighthouse_constraint,
+                }
+            )
+        }
     )
     header = _sbatch_header(
         job, lighthouse_job_name(job), 1, 1, slurm_path_pattern(str(paths.logs)) + "/lighthouse-%j.out", requeue=True
@@ -366,22 +385,46 @@ def render_lighthouse_script(job: JobConfig, paths: RenderPaths, python: str) ->
     )
 
 
-def render_job(job: JobConfig, out_dir: Path, *, python: str | None = None, base: Path | None = None) -> list[Path]:
+def helper_python(job: JobConfig, python: str | None = None) -> str:
+    """The interpreter of the helpers in the scripts: slurm.helper_python, else `python`, else this one."""
+    return job.slurm.helper_python or python or sys.executable
+
+
+def write_run_files(job: JobConfig, base: Path | None = None) -> RenderPaths:
+    """What the scripts need in the run directory: the resolved config (absolute run_dir) in
+    `<run_dir>/job.json`, the file the trainer reads through LAMPLIGHTER_CONFIG, and the log folder
+    (sbatch does not create the folder of --output). `submit` writes them; `render` does not."""
+    paths = resolve_paths(job, base)
+    paths.logs.mkdir(parents=True, exist_ok=True)
+    resolved = job.model_copy(update={"run_dir": str(paths.run_dir)})
+    contract.write_json_atomic(paths.config, resolved.model_dump(mode="json"))
+    return paths
+
+
+def render_job(
+    job: JobConfig,
+    out_dir: Path,
+    *,
+    python: str | None = None,
+    base: Path | None = None,
+    run_files: bool = True,
+) -> list[Path]:
     """Write the Lighthouse script and one script per group into out_dir.
 
-    Also writes the resolved config (absolute run_dir) to `<run_dir>/job.json`,
-    the file the trainer reads through LAMPLIGHTER_CONFIG, and creates the log
-    folder (sbatch does not create the folder of --output).
+    With `run_files` (what submitting needs) also write_run_files; `lamplighter render` passes False and
+    touches nothing outside out_dir. `python`: the trainer's {python} and, without slurm.helper_python,
+    the helpers' interpreter (default: this one).
     """
     py = python or sys.executable
+    helpers = helper_python(job, python)
     paths = resolve_paths(job, base)
     resolved = job.model_copy(update={"run_dir": str(paths.run_dir)})
-    scripts: list[tuple[str, str]] = [("lighthouse.sbatch", render_lighthouse_script(resolved, paths, py))]
+    scripts: list[tuple[str, str]] = [("lighthouse.sbatch", render_lighthouse_script(resolved, paths, helpers))]
     for rid in range(job.groups.count):
-        scripts.append((f"group-{rid}.sbatch", render_group_script(resolved, rid, paths, py)))
+        scripts.append((f"group-{rid}.sbatch", render_group_script(resolved, rid, paths, py, helpers)))
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths.logs.mkdir(parents=True, exist_ok=True)
-    contract.write_json_atomic(paths.config, resolved.model_dump(mode="json"))
+    if run_files:
+        write_run_files(job, base)
     written = []
     for name, text in scripts:
         p = out_dir / name

@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as e:
         return report_invalid(e)
     try:
-        paths = render_job(job, Path(args.out))
+        paths = render_job(job, Path(args.out), run_files=False)  # nothing outside --out: submit writes the run dir
     except (RenderError, OSError) as e:
         print(f"lamplighter render {args.file}: {e}", file=sys.stderr)
         return 1

@@ -1,11 +1,14 @@
 """`lamplighter submit`: render a job's sbatch scripts and submit them, and the record that remembers it.
 
 Order: the job's own Lighthouse job first, then one requeueable job per
-replica group. submit waits (bounded) until the
-Lighthouse job runs, has published its address in the run directory and
-answers there before submitting any group, so a broken Lighthouse fails here,
-loudly, instead of as N trainers timing out at connect. Each job has its own
-Lighthouse: two jobs never share a quorum, whatever their replicas are named.
+replica group, each with `--dependency=after:<Lighthouse job>`: Slurm starts
+no group before the Lighthouse job has started, and submit returns once the
+jobs are queued, however busy the queue (the groups' in-job agents wait for
+the address the Lighthouse publishes). `submit --wait` waits until the
+Lighthouse answers, a line per change; a Lighthouse that cannot start (its
+log shows it exiting: an import error) fails there, and `status` names it
+too. Each job has its own Lighthouse: two jobs never share a quorum,
+whatever their replicas are named.
 
 The job ends cleanly through Slurm itself: the Lighthouse job's script waits
 (slurm/release.py) until every group job named in this record has left the
@@ -32,6 +35,7 @@ from typing import Any
 from lamplighter.configs.schema import JobConfig
 from lamplighter.configs.slurm_names import job_name_prefix
 from lamplighter.slurm.actions import SlurmApi
+from lamplighter.slurm.lighthouse_log import lighthouse_log_problem
 from lamplighter.slurm.parsers import JobInfo
 from lamplighter.slurm.render import render_job, resolve_paths
 from lamplighter.slurm.run import SlurmError
@@ -73,6 +77,14 @@ class Submission:
     submitted_at: float
     target_steps: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def address(self) -> str:
+        """Where this job's Lighthouse answers: the address its job published, else the one recorded."""
+        if self.lighthouse_job_id is not None:
+            published = published_by(Path(self.run_dir), self.lighthouse_job_id)
+            if published:
+                return published
+        return self.lighthouse_address
 
     @property
     def lighthouse(self) -> str:
@@ -165,28 +177,44 @@ def wait_lighthouse(
     timeout: float,
     probe: Callable[[str], object] = fetch_status,
     read_address: Callable[[Path, int], str | None] = published_by,
+    say: Callable[[str], None] = lambda line: None,
 ) -> tuple[str, float]:
-    """Wait until the Lighthouse job runs, has published its address and answers there; return both."""
+    """Wait until the Lighthouse job runs, has published its address and answers there; return both.
+
+    However long it stays PENDING (a busy queue is no failure); once it RUNS it has `timeout` seconds to
+    answer, and a Lighthouse its log shows exiting (an import error) fails at once, naming the error.
+    `say` gets one line per change of what it waits for."""
     t0 = time.monotonic()
-    deadline = t0 + timeout
-    last = "not checked yet"
+    running_since: float | None = None
+    said = ""
     while True:
         info = api.job(job_id)
         if info.state in ENDED_STATES:
             raise SubmitError(f"Lighthouse job {job_id} ended ({info.state}, exit {info.exit_code}) before answering")
-        last = f"job {job_id} {info.state} (reason {info.reason})"
-        if info.state == "RUNNING":
+        now = ""
+        if info.state != "RUNNING":
+            running_since = None
+            now = f"Lighthouse job {job_id}: {info.state}" + (f" ({info.reason})" if info.reason else "")
+        else:
+            running_since = running_since or time.monotonic()
             address = read_address(run_dir, job_id)
             if address is None:
-                last += f"; no address published in {contract.RunPaths(run_dir).lighthouse()} yet"
+                problem = lighthouse_log_problem(run_dir, job_id)
+                if problem is not None:
+                    raise SubmitError(f"Lighthouse job {job_id} runs on {info.node_list}, but {problem}")
+                now = f"Lighthouse job {job_id}: RUNNING on {info.node_list}; waiting for its address"
             else:
                 try:
                     probe(address)
+                    say(f"Lighthouse job {job_id}: answers at {address}")
                     return address, time.monotonic() - t0
                 except (LighthouseStatusError, OSError) as e:
-                    last = f"{address} does not answer: {e}"
-        if time.monotonic() > deadline:
-            raise SubmitError(f"the Lighthouse was not up after {timeout:.0f} s: {last}")
+                    now = f"Lighthouse job {job_id}: published {address}, which does not answer yet ({e})"
+            if time.monotonic() - running_since > timeout:
+                raise SubmitError(f"the Lighthouse was not up {timeout:.0f} s after its job started: {now}")
+        if now != said:
+            say(now)
+            said = now
         time.sleep(0.2)
 
 
@@ -197,14 +225,20 @@ def submit_job(
     config_path: str,
     base: Path | None = None,
     python: str | None = None,
+    wait: bool = False,
     lighthouse_timeout: float = 60.0,
     probe: Callable[[str], object] = fetch_status,
     read_address: Callable[[Path, int], str | None] = published_by,
     now: Callable[[], float] = time.time,
     rollback_timeout: float = 30.0,
+    say: Callable[[str], None] = lambda line: None,
 ) -> Submission:
     """Render and submit everything; on any failure cancel what was submitted and raise SubmitError.
 
+    The Lighthouse job first, then each group with `--dependency=after:<Lighthouse job>`, so that Slurm
+    starts no group before the Lighthouse job has started, and submit returns once all are queued
+    (the groups' in-job agents wait for the address it publishes). With `wait`, it then waits until the
+    Lighthouse answers (wait_lighthouse: as long as it is queued, `lighthouse_timeout` once it runs).
     When Slurm stops answering part-way, the rollback keeps trying for `rollback_timeout` seconds;
     jobs it still could not cancel stay in the submission record (marked incomplete) and the error
     names them, so `lamplighter cancel` finishes the rollback: nothing is left half-submitted unknown.
@@ -220,7 +254,7 @@ def submit_job(
                 f"`lamplighter cancel {job.name}` first"
             )
     out_dir = paths.run_dir / SCRIPTS_DIR
-    scripts = render_job(job, out_dir, python=python, base=base)
+    scripts = render_job(job, out_dir, python=python, base=base, run_files=True)
     by_name = {p.name: p for p in scripts}
     slurm_conf = job.slurm.slurm_conf
     # A previous run's address must never be mistaken for this job's Lighthouse, nor its end for this one's.
@@ -234,7 +268,7 @@ def submit_job(
         config=str(Path(config_path).resolve()),
         run_dir=str(paths.run_dir),
         slurm_conf=slurm_conf,
-        lighthouse_address="",  # known once this job's Lighthouse has published it
+        lighthouse_address="",  # known once this job's Lighthouse has published it (Submission.address)
         lighthouse_job_id=None,
         groups={},
         scripts=[str(p) for p in scripts],
@@ -246,11 +280,15 @@ def submit_job(
         lh_id = api.submit(by_name["lighthouse.sbatch"])
         sub.lighthouse_job_id = lh_id
         save(sub)
-        sub.lighthouse_address, _ = wait_lighthouse(api, lh_id, paths.run_dir, lighthouse_timeout, probe, read_address)
-        save(sub)
+        say(f"Lighthouse job {lh_id} submitted")
         for rid in range(job.groups.count):
-            sub.groups[rid] = api.submit(by_name[f"group-{rid}.sbatch"])
+            sub.groups[rid] = api.submit(by_name[f"group-{rid}.sbatch"], after=lh_id)
             save(sub)
+        say(f"group jobs {', '.join(str(sub.groups[g]) for g in sorted(sub.groups))} submitted (after:{lh_id})")
+        if wait:
+            sub.lighthouse_address, _ = wait_lighthouse(
+                api, lh_id, paths.run_dir, lighthouse_timeout, probe, read_address, say
+            )
     except BaseException as e:
         left = roll_back(sub, api, rollback_timeout)
         cancelled = [j for j in sub.all_job_ids() if j not in left]

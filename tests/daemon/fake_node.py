@@ -151,7 +151,7 @@ class FakeNode:
     def submit(self, name: str, group: int, user_id: int = 0) -> int:
         script = self.tmp / f"{name}-g{group}.sbatch"
         script.write_text(f"#!/bin/bash\n#SBATCH --job-name=ll-{name}-g{group}\n#SBATCH --nodes=1\n")
-        return self.slurm.submit(script, user_id)
+        return self.slurm.submit(script, user_id=user_id)
 
     def job_dir(
         self, job: JobConfig | dict[str, Any], lighthouse: str | None = None, owner: int = 0

@@ -60,16 +60,16 @@ def test_slurmctld_stopped_part_way_through_submit(cluster: TestCluster, tmp_pat
     api = SlurmActions(cluster.cli(timeout=5))
     job, config = job_config(tmp_path, cluster.conf_path)
 
-    def lighthouse_answers_then_slurmctld_stops(_address: str) -> object:
-        cluster.stop_controller()  # after the Lighthouse job, before any group job
-        return None
+    def lighthouse_queued_then_slurmctld_stops(line: str) -> None:
+        if line.startswith("Lighthouse job") and line.endswith("submitted"):
+            cluster.stop_controller()  # after the Lighthouse job, before any group job
 
     with pytest.raises(SubmitError) as err:
         submit_job(
             job,
             api,
             config_path=str(config),
-            probe=lighthouse_answers_then_slurmctld_stops,
+            say=lighthouse_queued_then_slurmctld_stops,
             rollback_timeout=1.0,
         )
     msg = str(err.value)
@@ -103,9 +103,9 @@ def test_submit_rolls_back_everything_when_slurm_answers_again(cluster: TestClus
     api = SlurmActions(cluster.cli(timeout=5))
     job, config = job_config(tmp_path, cluster.conf_path)
 
-    def slurmctld_restarts(_address: str) -> object:
-        cluster.stop_controller()
-        return None
+    def slurmctld_restarts(line: str) -> None:
+        if line.startswith("Lighthouse job") and line.endswith("submitted"):
+            cluster.stop_controller()
 
     class Restarting(SlurmActions):
         """The world: an operator brings slurmctld back while submit rolls back (no sleeping in the test)."""
@@ -120,7 +120,7 @@ def test_submit_rolls_back_everything_when_slurm_answers_again(cluster: TestClus
             job,
             Restarting(cluster.cli(timeout=5)),
             config_path=str(config),
-            probe=slurmctld_restarts,
+            say=slurmctld_restarts,
             rollback_timeout=30.0,
         )
     assert not (tmp_path / "run" / SUBMISSION_FILE).exists()

@@ -119,9 +119,15 @@ def test_submit_cancels_what_it_started_when_the_lighthouse_never_answers(tmp_pa
 
     with pytest.raises(SubmitError, match="does not answer"):
         submit_job(
-            lab_job(tmp_path), api, config_path="x.yaml", probe=dead, read_address=published, lighthouse_timeout=0.3
+            lab_job(tmp_path),
+            api,
+            config_path="x.yaml",
+            probe=dead,
+            read_address=published,
+            wait=True,
+            lighthouse_timeout=0.3,
         )
-    assert api.job(1).state == "CANCELLED"
+    assert [api.job(j).state for j in (1, 2, 3)] == ["CANCELLED"] * 3
     assert not (tmp_path / "run" / SUBMISSION_FILE).exists()
 
 
@@ -132,16 +138,21 @@ def test_submit_waits_for_the_address_its_own_lighthouse_job_published(tmp_path:
     RunPaths(run).lighthouse().parent.mkdir(parents=True)
     RunPaths(run).lighthouse().write_text(json.dumps({"address": "http://old:1", "slurm_job_id": "1"}))
     seen: list[str] = []
-    with pytest.raises(SubmitError, match="no address published"):
-        submit_job(lab_job(tmp_path), api, config_path="x.yaml", probe=seen.append, lighthouse_timeout=0.3)
+    with pytest.raises(SubmitError, match="waiting for its address"):
+        submit_job(lab_job(tmp_path), api, config_path="x.yaml", probe=seen.append, wait=True, lighthouse_timeout=0.3)
     assert seen == [] and not RunPaths(run).lighthouse().exists()
     assert published_by(run, 5) is None
     RunPaths(run).lighthouse().write_text(json.dumps({"address": "http://n1:4242", "slurm_job_id": "5"}))
     assert published_by(run, 5) == "http://n1:4242" and published_by(run, 6) is None
     sub = submit_job(
-        lab_job(tmp_path), api, config_path="x.yaml", probe=seen.append, read_address=lambda r, j: published(r, j)
+        lab_job(tmp_path),
+        api,
+        config_path="x.yaml",
+        probe=seen.append,
+        read_address=lambda r, j: published(r, j),
+        wait=True,
     )
-    assert sub.lighthouse_address == "http://n1:29002" and seen == ["http://n1:29002"]
+    assert sub.lighthouse_address == "http://n1:29004" and seen == ["http://n1:29004"]
 
 
 def test_the_lighthouse_job_never_takes_a_whole_node(tmp_path: Path) -> None:
@@ -341,9 +352,9 @@ def test_cancel_names_every_job_it_could_not_cancel(tmp_path: Path) -> None:
 def test_submit_with_slurm_gone_part_way_records_what_it_could_not_roll_back(tmp_path: Path) -> None:
     api = FakeSlurm(["n1", "n2", "n3"])
 
-    def lighthouse_up_then_slurm_stops(_addr: str) -> object:
-        api.stop_controller()
-        return None
+    def lighthouse_queued_then_slurm_stops(line: str) -> None:
+        if line == "Lighthouse job 1 submitted":
+            api.stop_controller()
 
     job = lab_job(tmp_path)
     with pytest.raises(SubmitError, match=r"COULD NOT CANCEL Slurm jobs \[1\].*lamplighter cancel unit"):
@@ -351,8 +362,7 @@ def test_submit_with_slurm_gone_part_way_records_what_it_could_not_roll_back(tmp
             job,
             api,
             config_path="x.yaml",
-            probe=lighthouse_up_then_slurm_stops,
-            read_address=published,
+            say=lighthouse_queued_then_slurm_stops,
             rollback_timeout=0.2,
         )
     sub = load(tmp_path / "run")
@@ -365,17 +375,16 @@ def test_submit_with_slurm_gone_part_way_records_what_it_could_not_roll_back(tmp
 def test_submit_rollback_rides_out_a_short_outage(tmp_path: Path) -> None:
     api = FakeSlurm(["n1", "n2", "n3"])
 
-    def slurm_blips(_addr: str) -> object:
-        api.stop_controller(for_calls=3)  # the first group's sbatch and two rollback attempts fail
-        return None
+    def slurm_blips(line: str) -> None:
+        if line == "Lighthouse job 1 submitted":
+            api.stop_controller(for_calls=3)  # the first group's sbatch and two rollback attempts fail
 
     with pytest.raises(SubmitError, match=r"cancelled \[1\]"):
         submit_job(
             lab_job(tmp_path),
             api,
             config_path="x.yaml",
-            probe=slurm_blips,
-            read_address=published,
+            say=slurm_blips,
             rollback_timeout=10.0,
         )
     assert api.job(1).state == "CANCELLED" and not api.jobs()
