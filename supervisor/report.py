@@ -183,7 +183,9 @@ def shared_steps(by_group: dict[int, list[StepRecord]]) -> int:
     return sum(1 for c in counts.values() if c > 1)
 
 
-def first_commit_after(by_group: dict[int, list[StepRecord]], group: int | None, t: float | None) -> float | None:
+def first_commit_after(
+    by_group: dict[int, list[StepRecord]], group: int | None, t: float | None, until: float | None = None
+) -> float | None:
     """The first commit after `t`; for a group's fault, by an attempt of that group that first committed after `t`
     (or by its only attempt, when the restart kept the attempt number).
 
@@ -200,8 +202,9 @@ def first_commit_after(by_group: dict[int, list[StepRecord]], group: int | None,
     for r in recs:
         born.setdefault(r.attempt, r.t)
     # A group restarted in place under the same attempt (a bare-metal host within its lease epoch) has no new
-    # attempt to wait for: its rows after `t` are the new process's (the old one was dead by then).
-    renewed = any(b > t for b in born.values())
+    # attempt to wait for: its rows after `t` are the new process's (the old one was dead by then). A new attempt
+    # born only after the group's next fault (`until`) belongs to that fault, not to this restart.
+    renewed = any(t < b < (until if until is not None else float("inf")) for b in born.values())
     times = [r.t for r in recs if r.t > t and (born[r.attempt] > t or not renewed)]
     return min(times) if times else None
 
@@ -320,7 +323,15 @@ def build_report(
     fault_rows: list[dict[str, Any]] = []
     for f in faults:
         restart_ref = f.t_restarted
-        t_first = first_commit_after(by_group, f.group, restart_ref)
+        later = [
+            g.t_injected
+            for g in faults
+            if g.group == f.group
+            and g.t_injected is not None
+            and f.t_injected is not None
+            and g.t_injected > f.t_injected
+        ]
+        t_first = first_commit_after(by_group, f.group, restart_ref, min(later, default=None))
         fault_rows.append(
             {
                 **f.to_json(),

@@ -274,3 +274,20 @@ def test_a_restart_in_place_under_the_same_attempt_is_timed_from_its_next_commit
     j.restarted(1, 11.0)
     f = build_report(runs, j.faults, target_steps=15, t_start=0.0, t_end=16.0)["faults"][0]
     assert f["t_first_commit_after"] == 13.0
+
+
+def test_an_in_place_restart_is_not_timed_by_the_new_attempt_a_later_fault_brought() -> None:
+    """demo-bare: a kill restarts group 1 in place (same attempt); a later host crash moves it (a new attempt).
+    The kill's recovery is the in-place process's first commit, not the moved group's."""
+    runs = healthy_run()
+    same = [r if r.t < 11 else rec(1, r.step, r.t, q=3, attempt=0) for r in runs[1]]
+    runs[1] = same + [rec(1, 20, 20.0, q=4, healed="peer:0", attempt=1), rec(1, 21, 21.0, q=4, attempt=1)]
+    j = FaultJournal()
+    j.injected(FaultRecord(kind="kill", group=1, planned_at_s=10.0, t_injected=10.5, attempt=0))
+    j.detected(1, 0, 10.6, "killed")
+    j.restarted(1, 11.0)
+    j.injected(FaultRecord(kind="node-crash", group=1, planned_at_s=17.0, t_injected=17.0, attempt=0))
+    j.detected(1, 0, 17.5, "host crashed")
+    j.restarted(1, 18.0)
+    kill, crash = build_report(runs, j.faults, target_steps=21, t_start=0.0, t_end=22.0)["faults"]
+    assert kill["t_first_commit_after"] == 13.0 and crash["t_first_commit_after"] == 20.0
