@@ -72,6 +72,7 @@ from lamplighter.daemon.node_trainers import (
     trainer_step,
 )
 from lamplighter.slurm.actions import SlurmApi
+from lamplighter.slurm.hostlist import expand_hostlist
 from lamplighter.slurm.parsers import JobInfo
 from lamplighter.slurm.run import SlurmError
 from lamplighter.supervisor.checks.exit_watcher import ExitWatcher
@@ -169,6 +170,9 @@ class ComputeLoop:
         self._exits: dict[str, tuple[NodeTrainer, float]] = {}  # job id -> (exited task root, when)
         self._killed: set[tuple[int, int]] = set()  # processes a kill was decided for: never fenced again
         self._jobs_seen: dict[str, tuple[str | None, int]] = {}  # job id -> (its run dir, its owner), kept a while
+        # job id -> the first node of its NodeList: the one daemon of a multi-node group that counts its job-level
+        # events in the metrics (every node sees the group's exit; a job's fault is one fault).
+        self._first_node: dict[str, str] = {}
         self.fencing = StaleWatch()
         self.lighthouse_reads = LighthouseReads(
             lambda address, timeout: fetch_status(address, timeout=timeout),
@@ -224,9 +228,11 @@ class ComputeLoop:
         )
         self.settings.keep(keep)
         self._jobs_seen = {j: v for j, v in self._jobs_seen.items() if j in keep}
+        self._first_node = {j: n for j, n in self._first_node.items() if j in keep}
         if self.metrics is not None:
             self.metrics.gpus(now, self.last_gpus)
-            self.metrics.trainer_faults(now, events, {a.target for a in actions})
+            mine = [e for e in events if self._first_node.get(getattr(e, "job_id", ""), self.node) == self.node]
+            self.metrics.trainer_faults(now, mine, {a.target for a in actions})
         if not any(a.kind == "drain" for a in actions):
             actions += self.node_checks.resume(now, gpus, self._last_drain_here)
         if not actions:
@@ -257,6 +263,7 @@ class ComputeLoop:
             v = verify(p, infos.get(p.cgroup.job_id), self._names.get(p.job_id), self.node, self.cfg.job_prefix)
             if v.kind == "ours" and v.job_name is not None and v.replica_id is not None:
                 info = infos[p.cgroup.job_id]
+                self._first_node[p.job_id] = next(iter(expand_hostlist(info.node_list or "")), self.node)
                 current[p.key] = have or node_trainer(p, v.job_name, v.replica_id, self.node, info.restarts)
             elif v.kind == "stale":
                 stale.setdefault(p.job_id, ([], v))[0].append(p)

@@ -24,6 +24,7 @@ from lamplighter.configs.schema import JobConfig, NodeConfig
 from lamplighter.daemon.actionlog import ActionLog
 from lamplighter.daemon.compute_loop import ComputeLoop
 from lamplighter.daemon.executor import Executor
+from lamplighter.daemon.metrics import DaemonMetrics
 from lamplighter.daemon.state_store import DaemonState
 from lamplighter.lab.fake_slurm import FakeSlurm
 from lamplighter.supervisor.checks.links import LinkReader
@@ -102,15 +103,25 @@ class FakeGpus:
 
 
 class FakeNode:
-    def __init__(self, tmp: Path, links: LinkReader | None = None, **node: Any) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        links: LinkReader | None = None,
+        name: str = NODE,
+        slurm: FakeSlurm | None = None,
+        clock: Clock | None = None,
+        **node: Any,
+    ) -> None:
+        """`name`, `slurm`, `clock`: a second node of the same fake cluster shares the first one's Slurm and clock."""
         self.links = links
+        self.name = name
         self.proc = tmp / "proc"
         self.proc.mkdir()
         (self.proc / "stat").write_text(f"cpu 1 2 3\nbtime {BTIME}\n")
         (self.proc / "meminfo").write_text("MemTotal:       1000000 kB\n")
         self.tmp = tmp
-        self.clock = Clock(BTIME + 10.0)
-        self.slurm = FakeSlurm(["n1", "n2", "n3"], clock=self.clock)
+        self.clock = clock or Clock(BTIME + 10.0)
+        self.slurm = slurm or FakeSlurm(["n1", "n2", "n3"], clock=self.clock)
         self.exits = FakeExits()
         self.lighthouse = FakeLighthouse()
         self.gpus = FakeGpus()
@@ -124,15 +135,17 @@ class FakeNode:
         self.lines: list[str] = []
         self.state = DaemonState.load(tmp / "state")
         executor = Executor(
-            self.state, self.slurm, None, ActionLog(NODE, self.lines.append), proc_root=self.proc, clock=self.clock
+            self.state, self.slurm, None, ActionLog(self.name, self.lines.append), proc_root=self.proc, clock=self.clock
         )
+        self.metrics = DaemonMetrics()
         self.loop = ComputeLoop(
-            NodeConfig(node_name=NODE, **self.node_cfg),
-            NODE,
+            NodeConfig(node_name=self.name, **self.node_cfg),
+            self.name,
             self.slurm,
             executor,
             self.gpus,
             self.clock,
+            metrics=self.metrics,
             proc_root=self.proc,
             watcher=self.exits,
             fetch_lighthouse=self.lighthouse,
@@ -208,7 +221,7 @@ class FakeNode:
             "SLURM_JOB_ID": str(job_id),
             "SLURM_STEP_ID": "0",
             "SLURM_PROCID": str(rank),
-            "SLURMD_NODENAME": NODE,
+            "SLURMD_NODENAME": self.name,
         }
         if run_dir is not None:
             env[ENV_RUN_DIR] = str(run_dir)
@@ -221,7 +234,7 @@ class FakeNode:
         (d / "stat").write_text(" ".join(fields) + "\n")
         (d / "environ").write_bytes(b"".join(f"{k}={v}".encode() + b"\0" for k, v in env.items()))
         cg = cgroup_job if cgroup_job is not None else job_id
-        (d / "cgroup").write_text(f"7:pids:/\n6:freezer:/slurm_{NODE}/uid_{uid}/job_{cg}/step_{step}\n0::/\n")
+        (d / "cgroup").write_text(f"7:pids:/\n6:freezer:/slurm_{self.name}/uid_{uid}/job_{cg}/step_{step}\n0::/\n")
         (d / "status").write_text(f"Name:\tpython\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\nNSpid:\t{pid}\n")
 
     def ticks(self) -> int:

@@ -266,3 +266,47 @@ def test_a_cancelled_job_is_not_brought_back(node: FakeNode) -> None:
     node.gone(pid, returncode=-15)
     assert node.run(10) == []
     assert node.slurm.job(job).state == "CANCELLED" and node.slurm.job(job).restarts == 0
+
+
+def test_two_daemons_watching_one_multi_node_group_count_its_failure_once(tmp_path: Path) -> None:
+    """Both nodes of a 2-node group see its trainer end and both decide the requeue (the second here in observe
+    mode, so that both decide before either acts, as two daemons polling at once do); the metrics, summed over
+    the two daemons as a dashboard does, count one fault: the group's first node counts its job-level events."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = FakeNode(tmp_path / "a", name="n1")
+    second = FakeNode(tmp_path / "b", name="n2", slurm=first.slurm, clock=first.clock, mode="observe")
+    try:
+        run_dir, config = first.job_dir(JobConfig(name="wide", health={**HEALTH, "progress": "off"}, restart=REQUEUE))
+        script = tmp_path / "wide.sbatch"
+        script.write_text("#!/bin/bash\n#SBATCH --job-name=ll-wide-g0\n#SBATCH --nodes=2\n")
+        job = first.slurm.submit(script)
+        assert first.slurm.job(job).node_list in ("n1,n2", "n[1-2]")
+        for node, pid in ((first, PID0 + 300), (second, PID0 + 400)):
+            node.task(pid, job, "wide", 0, run_dir=run_dir, config=config)
+        for _ in range(2):
+            first.loop.cycle()
+            second.loop.cycle()
+            first.clock.t += 1.0
+        first.gone(PID0 + 300, returncode=1)
+        second.gone(PID0 + 400, returncode=1)
+        first.slurm.finish(job, exit_code=1)  # the group's step ended: Slurm ends its job FAILED
+        said, done = [], []
+        for _ in range(5):
+            said += second.loop.cycle()
+            done += first.loop.cycle()
+            first.clock.t += 1.0
+        assert "requeue" in kinds(said) and "requeue" in kinds(done)  # both decided it
+        assert first.slurm.job(job).restarts == 1
+
+        def faults(node: FakeNode) -> float:
+            value = node.metrics.registry.get_sample_value(
+                "lamplighter_faults_detected_total", {"kind": "exit", "job_name": "wide"}
+            )
+            return value or 0.0
+
+        assert (faults(first), faults(second)) == (1.0, 0.0)
+    finally:
+        for node in (first, second):
+            node.close()
+        first.remove()
