@@ -5,8 +5,8 @@
 
 The group's batch script runs it as the job's user, in the job's batch step; nothing it starts leaves
 the allocation. It
-- ends at once with 0 when the job is already complete (`<run_dir>/completed`: a group requeued just
-  before the others reached the target has nothing left to do);
+- ends with 0, starting nothing, when the job is already complete (`<run_dir>/completed`: a group requeued
+  just before the others reached the target has nothing left to do), looked at before every trainer start;
 - in a job `lamplighter submit` started (its submission record is there), waits (up to LIGHTHOUSE_WAIT_S) for
   the job's Lighthouse to publish its address: Slurm starts groups once the Lighthouse job has started
   (`--dependency=after:`), which may be before the Lighthouse inside it has bound its port;
@@ -223,6 +223,13 @@ class Agent:
         self.wait_for_lighthouse()
         how = "cold"
         while True:
+            # Again before every start: the job may have completed while this waited for its Lighthouse or
+            # backed off before an in-job restart, and a trainer started then finds no peer to heal from and
+            # trains from step 0 on its own.
+            if self.completed():
+                say("the job reached its target (a group completed) before this trainer started: nothing to do")
+                self.retire_spare()
+                return 0
             attempt = self.attempt()
             started = time.time()
             trainer = self.start_trainer(how)

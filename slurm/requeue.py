@@ -5,8 +5,10 @@ cred_expire seconds (its credential is revoked there; measured: it is started
 and killed at once, "Job credential revoked", and does not come back). Slurm
 protects against that with BeginTime = now + cred_expire + 1 (121 s by
 default). Keeping the requeued job off the node it failed on lets it start
-now elsewhere (measured 0.9 s). When no other node could take it, the
-StartTime is left to Slurm.
+now elsewhere (measured 0.9 s). When no other node could take it now (the
+job's own --exclude and fully allocated nodes do not count), the StartTime is
+left to Slurm: the job starts when a node frees or once its own node's
+credential has expired, instead of being held off the one node it could soon use.
 
 The exclusion is transient: each requeue excludes the job's own `--exclude`
 (read from its batch script) plus the node it just failed on, not every node it
@@ -23,6 +25,7 @@ from typing import Protocol
 
 from lamplighter.slurm.actions import SlurmApi, check_job_id, check_node_name, poll_job
 from lamplighter.slurm.hostlist import expand_hostlist
+from lamplighter.slurm.parsers import NodeInfo
 from lamplighter.slurm.run import SlurmCli, SlurmError
 
 SETTLE_TIMEOUT_S = 20.0
@@ -104,11 +107,14 @@ def start_elsewhere(
     settings: dict[str, str] = {}
     off = [exclude] if isinstance(exclude, str) else list(exclude or [])
     if off:
-        others = [n.name for n in api.nodes() if n.name not in off and n.available]
-        if len(others) < nodes_needed:
-            return {"start": f"left to Slurm: fewer than {nodes_needed} node(s) but {','.join(off)} can take it now"}
         # The job's own --exclude stays; nodes it failed on before do not pile up (see the module docstring).
         own = script_exclusions(updater.batch_script(job_id)) if updater is not None else []
+        # Only nodes that could start it now count: not one it excludes itself (the head node), not one whose
+        # every CPU is taken. Else the exclusion would leave it nowhere to go but a node another group holds
+        # until that group ends; left to Slurm, it starts on its own node once the credential has expired.
+        others = [n.name for n in api.nodes() if n.name not in off and n.name not in own and can_start_now(n)]
+        if len(others) < nodes_needed:
+            return {"start": f"left to Slurm: fewer than {nodes_needed} node(s) but {','.join(off)} can take it now"}
         settings["ExcNodeList"] = ",".join(dict.fromkeys([*own, *(check_node_name(n) for n in off)]))
     settings["StartTime"] = start_time_value(delay_s)
     try:
@@ -121,6 +127,11 @@ def start_elsewhere(
             return {"start": "started meanwhile"}
         raise
     return {"start": " ".join(f"{k}={v}" for k, v in settings.items())}
+
+
+def can_start_now(node: NodeInfo) -> bool:
+    """Up, not drained, and not every CPU allocated (ALLOCATED: a job asking for any of it waits)."""
+    return node.available and node.base != "ALLOCATED"
 
 
 def updater_for(api: SlurmApi) -> JobUpdater | None:

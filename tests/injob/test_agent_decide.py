@@ -1,12 +1,17 @@
-"""The in-job agent's decision after its trainer step ended (pure), and how it builds the spare's step."""
+"""The in-job agent's decision after its trainer step ended (pure), how it builds the spare's step, and that it
+starts no trainer once the job has completed."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 from lamplighter.configs.schema import RestartConfig
+from lamplighter.injob.agent import Agent, mark_completed
 from lamplighter.injob.decide import AgentState, StepEnded, decide
-from lamplighter.injob.steps import StepCommand, activation_line
+from lamplighter.injob.steps import TASK_MARK, StepCommand, activation_line
+from lamplighter.trainer.contract import RunPaths
 
 CFG = RestartConfig(in_job=2, crash_loop_max=3, crash_loop_window_s=100, backoff_initial_s=0)
 
@@ -82,3 +87,30 @@ def test_commands_a_spare_cannot_run_start_cold_and_say_why() -> None:
         StepCommand.split(["python", "-m", "x"])
     with pytest.raises(ValueError, match="no trainer command"):
         StepCommand.split([*SRUN, *WRAP])
+
+
+def test_a_job_completed_while_the_agent_waited_starts_no_trainer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The `completed` marker is read again before the trainer starts: a group requeued just before its peer
+    reached the target, whose agent waited for the Lighthouse meanwhile, must not train from step 0 alone."""
+    paths = RunPaths(tmp_path)
+    agent = Agent(
+        run_dir=tmp_path,
+        group=1,
+        command=StepCommand.split(["srun", TASK_MARK, "python", "-m", "trainer"]),
+        restart=CFG,
+        preload=[],
+        spare_wanted=False,
+        fixed_lighthouse="http://127.0.0.1:1",
+        restarts=1,
+        env={},
+    )
+    started: list[str] = []
+
+    def peer_completes(timeout_s: float = 0.0) -> None:
+        mark_completed(paths.completed(), 0)
+
+    monkeypatch.setattr(agent, "wait_for_lighthouse", peer_completes)
+    monkeypatch.setattr(agent, "start_trainer", lambda how: started.append(how))
+    assert agent.run() == 0 and started == []

@@ -4,9 +4,12 @@ The job's command is the llama3 example's (torchrun, `-m torchtitan.train
 --module ... --config ...`); tests/torchtitan_standin on PYTHONPATH makes
 `torchtitan.train` the stand-in, which parses torchtitan's flags (built from
 its config classes: an unknown flag fails it) and trains with torchft's
-Manager. Two groups of two ranks each (torchrun); group 1 is requeued halfway.
-It comes back, heals from group 0 (bit-identical state) and continues its own
-data where its dataloader checkpoint left it: no sample is used twice.
+Manager. Two groups of two ranks each (torchrun); group 1 is requeued after a
+hundred steps. It comes back, heals from group 0 (bit-identical state) and
+continues its own data where its dataloader checkpoint left it: no sample is
+used twice. The groups train "until told": once group 1 has committed again,
+the test stops both a few steps on (the stand-in's STANDIN_STOP_FILE), so group 0
+is surely still there to heal from, however slowly the requeued job comes back.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ from lamplighter.slurm.requeue import requeue_now
 pytestmark = pytest.mark.integration
 
 STANDIN = Path(__file__).resolve().parents[1] / "torchtitan_standin"
-STEPS = 300
+STEPS = 100_000  # far: the test ends the run through the stand-in's stop file
+REQUEUE_AT = 100
 RANKS = 2
 
 
@@ -67,6 +71,7 @@ def log_tail(run_dir: Path, group: int) -> str:
 @pytest.mark.heavy(seconds=66)
 def test_torchtitan_job_through_rendered_scripts(lab: tuple[SlurmLab, int], tmp_path: Path) -> None:
     slurm_lab, port = lab
+    stop_file = tmp_path / "stop"
     cfg = lab_job_config(slurm_lab, tmp_path / "titan", name="titan", steps=STEPS, groups=2, port=port)
     cfg["trainer"] = {
         "kind": "torchtitan",
@@ -84,8 +89,7 @@ def test_torchtitan_job_through_rendered_scripts(lab: tuple[SlurmLab, int], tmp_
             "--module=torchft.llama3",
             "--config=llama3_torchft_debugmodel",
         ],
-        # 0.1 s a step: group 0 is still training when group 1 comes back and heals from it.
-        "env": {"PYTHONPATH": str(STANDIN), "STANDIN_STEP_SLEEP": "0.1"},
+        "env": {"PYTHONPATH": str(STANDIN), "STANDIN_STEP_SLEEP": "0.1", "STANDIN_STOP_FILE": str(stop_file)},
         "steps": STEPS,
     }
     cfg["groups"]["procs_per_node"] = 1  # one torchrun per node
@@ -108,8 +112,15 @@ def test_torchtitan_job_through_rendered_scripts(lab: tuple[SlurmLab, int], tmp_
         recs = [r for r in records(dump, replica, 0) if r["committed"]]
         return recs[-1]["step"] if recs else 0
 
-    wait_until(lambda: steps_done(1) >= STEPS // 3, 240, "group 1 to train a third of the steps")
+    wait_until(lambda: steps_done(1) >= REQUEUE_AT, 240, f"group 1 to train {REQUEUE_AT} steps")
     requeue_now(run.api, sub.groups[1])  # as the node daemon does after a fault
+
+    def back() -> bool:  # group 1's next attempt has committed, on every rank
+        return all(any(r["committed"] and r["attempt"] >= 1 for r in records(dump, 1, k)) for k in range(RANKS))
+
+    wait_until(back, 300, "group 1 to commit again after its requeue")
+    end = max(r["step"] for k in range(RANKS) for g in (0, 1) for r in records(dump, g, k)) + 20
+    stop_file.write_text(f"{end}\n")
     states = run.wait_end(300)
     # Every group completed; the release job cancels the Lighthouse job when they have.
     assert sub.lighthouse_job_id in states and set(states.values()) == {"COMPLETED"}, states
@@ -145,4 +156,5 @@ def test_torchtitan_job_through_rendered_scripts(lab: tuple[SlurmLab, int], tmp_
         positions = [r["position"] for r in g1]
         assert len(positions) == len(set(positions)), "a sample was replayed"
         assert after[0]["position"] == before[-1]["position"] + 1
-        assert max(r["step"] for r in records(dump, 0, rank)) >= STEPS
+        assert max(r["step"] for r in records(dump, 0, rank)) == end
+        assert max(r["step"] for r in g1) == end

@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -18,6 +19,7 @@ from lamplighter.trainer.torchtitan_boot.lamplighter_torchtitan.fixes import (
     parse_version,
     plan,
 )
+from lamplighter.trainer.torchtitan_boot.lamplighter_torchtitan.patch import _honour_stop_at, _Run, read_stop_at
 
 
 @pytest.mark.parametrize(
@@ -75,3 +77,27 @@ def test_the_launch_patches_the_trainer_module_whenever_it_is_imported(tmp_path:
         check=True,
     )
     assert out.stdout.split() == ["patch.<locals>.train_step", "['--x=1']"], out.stderr
+
+
+def test_the_jobs_stop_at_lowers_torchtitans_training_steps(tmp_path: Path) -> None:
+    """`<run_dir>/stop-at` ends a torchtitan job that trains "until told" (trainer/stop_at.py), as it does the
+    reference trainer's: training.steps drops to it, never below the step the trainer is at; a link is not
+    followed."""
+    run = _Run(False, None, False, False, None, None, None, stop_at=tmp_path / "stop-at")
+    trainer = SimpleNamespace(step=40, config=SimpleNamespace(training=SimpleNamespace(steps=100_000)))
+    _honour_stop_at(trainer, run)
+    assert trainer.config.training.steps == 100_000  # no file yet
+    (tmp_path / "elsewhere").write_text("10\n")
+    (tmp_path / "stop-at").symlink_to(tmp_path / "elsewhere")
+    assert read_stop_at(tmp_path / "stop-at") is None
+    (tmp_path / "stop-at").unlink()
+    (tmp_path / "stop-at").write_text("60\n")
+    _honour_stop_at(trainer, run)
+    assert trainer.config.training.steps == 100_000  # looked less than a second ago
+    run.stop_read = 0.0
+    _honour_stop_at(trainer, run)
+    assert trainer.config.training.steps == 60
+    (tmp_path / "stop-at").write_text("30\n")
+    run.stop_read = 0.0
+    _honour_stop_at(trainer, run)
+    assert trainer.config.training.steps == 40  # past it: stops now

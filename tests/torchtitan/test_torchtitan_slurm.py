@@ -1,8 +1,10 @@
 """The real torchtitan on the Slurm lab, through the scripts lamplighter renders: a short per-step job, in CI.
 
-Two groups of one torchrun each; group 1's job is requeued halfway (as a node daemon does after a fault). It
-starts again on its node with lamplighter's launch on its PYTHONPATH, heals from group 0 and commits with the
-same state hash; every job ends COMPLETED.
+Two groups of one torchrun each; group 1's job is requeued after a few commits (as a node daemon does after a
+fault). It starts again on its node with lamplighter's launch on its PYTHONPATH, heals from group 0 and commits
+with the same state hash; every job ends COMPLETED. The job trains "until told": once group 1 has committed
+again, the test writes the job's stop-at a few steps on (lamplighter's launch lowers torchtitan's
+training.steps to it), so group 0 is surely still training when group 1 is back, however slow the requeue.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from lamplighter.lab.slurm_lab import SlurmLab
 from lamplighter.lab.testcluster import pick_port_range, wait_until
 from lamplighter.lab.torchtitan_env import TitanEnv
 from lamplighter.slurm.requeue import requeue_now
-from lamplighter.trainer.contract import RunPaths
+from lamplighter.trainer.contract import RunPaths, attempt_number
 from lamplighter.trainer.steplog import StepRecord, read_steps
+from lamplighter.trainer.stop_at import write_stop_at
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy(seconds=180)]
 
@@ -31,8 +34,8 @@ def run_steps(run_dir: Path, group: int) -> list[StepRecord]:
     return [r for r in read_steps(RunPaths(run_dir).steps(group)) if r.committed]
 
 
-# Enough that group 0 is still training when group 1 is back from its requeue (about 30 s here).
-STEPS = 80
+STEPS = 100_000  # far: the test ends the run through the job's stop-at
+LEAD = 20  # steps past the highest when group 1 has committed again
 
 
 @pytest.fixture
@@ -61,12 +64,21 @@ def test_a_requeued_torchtitan_group_heals_on_slurm(
     run.wait_all_committing(timeout=300)
     wait_until(lambda: len(run.committed_steps(1)) >= 8, 240, "group 1 to commit 8 steps")
     requeue_now(run.api, sub.groups[1])
+    requeued = attempt_number(1, 0)  # Slurm's first restart, no in-job restart
+    wait_until(
+        lambda: any(r.attempt >= requeued for r in run_steps(Path(sub.run_dir), 1)),
+        300,
+        "group 1 to commit again after its requeue",
+    )
+    steps = [r for g in (0, 1) for r in run_steps(Path(sub.run_dir), g)]
+    end = max(r.trainer_step if r.trainer_step is not None else r.step for r in steps) + LEAD
+    write_stop_at(Path(sub.run_dir), end)
     states = run.wait_end(420)
     assert set(states.values()) == {"COMPLETED"}, states
     report = run.report()
-    assert report["reached_target"] and report["trainer_steps"] == STEPS, report["groups"]
+    assert report["reached_target"] and report["trainer_steps"] == end, report["groups"]
     assert report["steps_lost"] == 0 and report["weights_identical"] is True, report["weights_check"]
     attempts = {r.attempt for r in run_steps(Path(sub.run_dir), 1)}
-    assert attempts == {0, 1}, f"group 1 committed in attempts {attempts}: once before its requeue, once after"
+    assert attempts == {0, requeued}, f"group 1 committed in attempts {attempts}: once before its requeue, once after"
     log = "\n".join(p.read_text() for p in (Path(sub.run_dir) / "logs").glob("g1-*.out"))
     assert "lamplighter: applying fix for torchft#347 on torchtitan 0.3.0" in log

@@ -21,6 +21,10 @@ torchtitan's fault-tolerant trainer it honours:
   --dump_folder                          where that and its records go
   TORCHFT_LIGHTHOUSE, TORCHFT_*_SEC      read by torchft itself
 
+and, for tests only, STANDIN_STOP_FILE: a file that, once it holds a step number, lowers
+--training.steps to it (read every step), so that a test ends a run "until told" once what it
+came to see has happened, whatever the machine's pace.
+
 It trains a tiny model on its replica's own data stream (HSDP shape: gradients
 averaged inside the group over torchrun's process group, across groups by
 torchft) and appends one JSON line per step to
@@ -100,6 +104,15 @@ def batch(replica: int, rank: int, position: int, size: int = 16, dim: int = 32)
     return x, x.sum(dim=1, keepdim=True).tanh()
 
 
+def stop_step(path: str | None) -> float:
+    """The step STANDIN_STOP_FILE names, or infinity (no file yet, or not a number)."""
+    try:
+        text = Path(path).read_text().strip() if path else ""
+    except OSError:
+        return float("inf")
+    return int(text) if text.isdigit() else float("inf")
+
+
 def main(argv: list[str] | None = None) -> int:
     a = vars(parser().parse_args(argv))
     get = a.get
@@ -173,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     out = records / f"replica{replica}.rank{rank}.jsonl"
     pace = float(os.environ.get("STANDIN_STEP_SLEEP", "0"))  # tests: seconds per step on top of compute
     print(f"stand-in replica {replica} rank {rank}/{world}: target {steps} steps, data from {position}", flush=True)
-    while manager.current_step() < steps:
+    stop_file = os.environ.get("STANDIN_STOP_FILE")
+    while manager.current_step() < min(steps, stop_step(stop_file)):
         ftopt.zero_grad()
         x, y = batch(replica, rank, position)
         used = position

@@ -5,14 +5,17 @@ starts torchft's quorum): the state-dict snapshot when torchft#347's fix applies
 "exception" of lamplighter's contract (`<run_dir>/inject/<group>.exception`, as the reference trainer
 honours it). During it: torchft's commit answers are recorded (the LR schedulers step only on a commit when
 that fix applies). After it: lamplighter's heartbeat with torchtitan's own step count, and one step-log line
-when the state hash is on (step_log.py). Everything is decided at the first step, when the trainer's mode
-is known, and logged once.
+when the state hash is on (step_log.py), and the job's `<run_dir>/stop-at` (trainer/stop_at.py: the owner's
+small regular file holding a step, looked at once a second) lowers `training.steps` to that step, so a
+torchtitan job that trains "until told" stops where the reference trainer would. Everything is decided at
+the first step, when the trainer's mode is known, and logged once.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 import types
 from dataclasses import dataclass, field
@@ -23,6 +26,8 @@ from . import fixes
 from .step_log import StepLog, state_hash
 
 INJECTED_MESSAGE = "lamplighter chaos: injected exception"
+STOP_AT_MAX_BYTES = 64  # trainer/stop_at.py's: a step number and a newline
+STOP_AT_EVERY_S = 1.0
 
 
 @dataclass
@@ -52,6 +57,8 @@ class _Run:
     healed: list[bool] = field(default_factory=lambda: [False])
     commits: list[bool] = field(default_factory=list)  # torchft's should_commit answers in this train step
     inner_steps: int = 0
+    stop_at: Path | None = None
+    stop_read: float = 0.0  # time.monotonic() of the last look at stop_at
 
 
 def _first_step(trainer: Any, settings: Settings) -> _Run:
@@ -72,11 +79,15 @@ def _first_step(trainer: Any, settings: Settings) -> _Run:
     if log is not None:
         fixes.say(f"lamplighter: logging a state hash every step to {log.path}")
     run_dir, group = env.get("LAMPLIGHTER_RUN_DIR"), env.get("LAMPLIGHTER_REPLICA_ID")
-    inject = beat = None
+    inject = beat = stop_at = None
     if run_dir and group is not None:
         inject = Path(run_dir) / "inject" / f"{group}.exception"
         beat = Path(run_dir) / "heartbeat" / f"{group}.{env.get('RANK', '0')}.json"
-    run = _Run(per_step, snapshot, fresh, fixes.LR_ON_FAILED_COMMIT in decided.apply, log, inject, beat)
+    if run_dir:
+        stop_at = Path(run_dir) / "stop-at"
+    run = _Run(
+        per_step, snapshot, fresh, fixes.LR_ON_FAILED_COMMIT in decided.apply, log, inject, beat, stop_at=stop_at
+    )
     manager = trainer.ft_manager.manager
     _watch_heals(manager, run.healed)
     _watch_commits(manager, run.commits)
@@ -133,6 +144,39 @@ def _watch_heals(manager: Any, healed: list[bool]) -> None:
     manager._apply_pending_state_dict = applied
 
 
+def read_stop_at(path: Path) -> int | None:
+    """The step `<run_dir>/stop-at` names, read as trainer/stop_at.py does: only a small regular file of this
+    process's user holding a number (no link followed, a FIFO not opened for long); else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_size > STOP_AT_MAX_BYTES:
+            return None
+        text = os.read(fd, STOP_AT_MAX_BYTES + 1).decode("ascii", errors="replace").strip()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return int(text) if text.isdigit() else None
+
+
+def _honour_stop_at(trainer: Any, run: _Run) -> None:
+    """Lower torchtitan's `training.steps` to the job's stop-at step (never below the step it is at: a trainer
+    already past it stops now), looking at most once a second."""
+    now = time.monotonic()
+    if run.stop_at is None or now - run.stop_read < STOP_AT_EVERY_S:
+        return
+    run.stop_read = now
+    target = read_stop_at(run.stop_at)
+    training = trainer.config.training
+    if target is not None and target < training.steps:
+        training.steps = max(target, int(trainer.step))
+        fixes.say(f"lamplighter: stopping at step {training.steps} ({run.stop_at})")
+
+
 def _take_inject(path: Path | None) -> bool:
     if path is None:
         return False
@@ -179,6 +223,7 @@ def patch(module: types.ModuleType, settings: Settings) -> None:
         if committed or run.per_step:
             run.healed[0] = False
             run.inner_steps = 0
+        _honour_stop_at(self, run)
         return out
 
     cls.train_step = train_step
