@@ -42,13 +42,21 @@ def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return out
 
 
-def trainers() -> list[psutil.Process]:
+def trainers(run_dir: Path) -> list[psutil.Process]:
+    """The trainers of the job whose run directory is `run_dir`: the trainer process itself (its command
+    line is the job's command), never its setpriv or shell stage (`sh -c ... <the command>`, and the
+    shell's children before they exec mkdir or mv), nor a trainer of another test of this file running
+    side by side (make test: pytest-xdist) with the same MARK."""
+    want = trainer_command(run_dir)
     found = []
     for p in psutil.process_iter(["cmdline"]):
-        cmd = p.info["cmdline"] or []
-        if MARK in cmd and "setpriv" not in cmd[0]:
+        if (p.info["cmdline"] or []) == want:
             found.append(p)
     return found
+
+
+def trainer_command(run_dir: Path) -> list[str]:
+    return [sys.executable, "-c", "import time; time.sleep(600)", MARK, str(run_dir)]
 
 
 @pytest.fixture
@@ -90,7 +98,7 @@ def cluster(tmp_path: Path, gpusim_root: Path) -> Iterator[tuple[Path, dict[str,
             "bare_metal": {"cluster": "cli", "etcd": {"endpoints": etcd.endpoints, "insecure_lab": True}},
             "groups": {"count": 1},
             "lighthouse": {"host": "127.0.0.1", "port": 29511},
-            "trainer": {"command": [sys.executable, "-c", "import time; time.sleep(600)", MARK]},
+            "trainer": {"command": trainer_command(tmp_path / "run")},
         }
         (tmp_path / "job.yaml").write_text(yaml.safe_dump(job))
 
@@ -122,21 +130,21 @@ def test_submit_place_take_out_cancel_from_the_command_line(cluster: Any) -> Non
     assert again.returncode == 1 and "already on cluster cli" in again.stderr
     assert "note: restart.standby (1) applies to `lamplighter local` only" in again.stderr
     until(lambda: status(job)["groups"]["0"]["host"] == "h1", 20, "group 0 placed on h1")
-    [first] = until(trainers, 20, "the trainer runs")
+    [first] = until(lambda: trainers(tmp / "run"), 20, "the trainer runs")
     assert first.environ()["LAMPLIGHTER_ATTEMPT"] == "1"
 
     cli("hosts", "--config", str(tmp / "h1.yaml"), "out", "h1", "--reason", "fan replaced")
     g = until(lambda: (s := status(job)["groups"]["0"])["host"] == "s1" and s, 20, "group 0 moved to the spare")
     assert g["epoch"] == 2 and "taken out: fan replaced" in g["reason"]
     until(lambda: not first.is_running() or first.status() == psutil.STATUS_ZOMBIE, 20, "h1 kills its stale trainer")
-    [second] = until(trainers, 20, "the spare runs the group")
+    [second] = until(lambda: trainers(tmp / "run"), 20, "the spare runs the group")
     assert second.environ()["LAMPLIGHTER_ATTEMPT"] == "2"
     rows = {r["host"]: r for r in json.loads(cli("hosts", "--config", str(tmp / "h1.yaml"), "--json").stdout)}
     assert rows["h1"]["out"] == "fan replaced" and rows["s1"]["groups"] == ["cli-job/g0"]
 
     cli("cancel", str(job))
     assert status(job)["submitted"] is False
-    until(lambda: trainers() == [], 20, "every trainer of the cancelled job is gone")
+    until(lambda: trainers(tmp / "run") == [], 20, "every trainer of the cancelled job is gone")
     cli("hosts", "--config", str(tmp / "h1.yaml"), "resume", "h1")
     assert json.loads(cli("hosts", "--config", str(tmp / "h1.yaml"), "--json").stdout)[0]["out"] is None
 
@@ -144,7 +152,7 @@ def test_submit_place_take_out_cancel_from_the_command_line(cluster: Any) -> Non
 def test_a_gpu_fault_takes_the_host_out_and_its_group_moves(cluster: Any) -> None:
     job, _, tmp = cluster
     cli("submit", str(job))
-    [first] = until(trainers, 30, "the trainer runs on h1")
+    [first] = until(lambda: trainers(tmp / "run"), 30, "the trainer runs on h1")
 
     def h1_gpus() -> str | None:
         rows = json.loads(cli("hosts", "--config", str(tmp / "h1.yaml"), "--json").stdout)
@@ -161,12 +169,16 @@ def test_a_gpu_fault_takes_the_host_out_and_its_group_moves(cluster: Any) -> Non
 
 
 def test_a_killed_host_daemon_takes_its_trainer_with_it_and_the_group_moves(cluster: Any) -> None:
-    job, daemons, _ = cluster
+    job, daemons, tmp = cluster
     cli("submit", str(job))
-    [first] = until(trainers, 30, "the trainer runs")
+    [first] = until(lambda: trainers(tmp / "run"), 30, "the trainer runs")
     daemons["h1"].kill()  # SIGKILL: no cleanup of any kind
     daemons["h1"].wait()
     until(lambda: not first.is_running() or first.status() == psutil.STATUS_ZOMBIE, 10, "the trainer died with it")
     g = until(lambda: (s := status(job)["groups"]["0"])["host"] == "s1" and s, 20, "group 0 moved to the spare")
     assert "h1's lease expired" in g["reason"]
-    until(lambda: [p for p in trainers() if p.environ().get("LAMPLIGHTER_ATTEMPT") == "2"], 20, "the spare runs it")
+    until(
+        lambda: [p for p in trainers(tmp / "run") if p.environ().get("LAMPLIGHTER_ATTEMPT") == "2"],
+        20,
+        "the spare runs it",
+    )

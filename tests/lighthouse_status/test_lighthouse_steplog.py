@@ -69,3 +69,17 @@ def test_a_restarted_recorder_keeps_the_attempts_it_wrote(tmp_path: Path) -> Non
         )
         == 1
     )
+
+
+def test_both_groups_started_again_from_step_one_is_a_rollback_of_every_step(tmp_path: Path) -> None:
+    # What the multi-node e2e test recorded when the daemons, not told the job's end, took the groups'
+    # slow exit at their target for a hang and requeued both: no peer held the state, so both trained
+    # again from step 1. The recorder must write it as it happened; it is no late sight of a replaced process.
+    log = LighthouseStepLog(tmp_path / "steps.jsonl")
+    log.record(1.0, status(("0:a", 714, False), ("1:a", 714, False)))
+    log.record(2.0, status(("0:a", 715, False), ("1:a", 715, False)))
+    log.record(3.0, status(("0:b", 1, False)))
+    log.record(4.0, status(("0:b", 2, False), ("1:b", 2, False)))
+    by_group = read_lighthouse_steps(tmp_path / "steps.jsonl", [0, 1])
+    assert [(r.attempt, r.step) for r in by_group[1]] == [(0, 714), (0, 715), (1, 2)]
+    assert lost_steps(by_group) == set(range(1, 716))

@@ -38,6 +38,7 @@ from lamplighter.lab.testcluster import wait_until
 from lamplighter.slurm.hostlist import expand_hostlist
 from lamplighter.slurm.proc_find import find_by_env, in_trainer_steps, signal_procs
 from lamplighter.trainer.contract import ENV_JOB, ENV_REPLICA_ID, RunPaths
+from lamplighter.trainer.stop_at import write_stop_at
 
 pytestmark = pytest.mark.integration
 FT_TRAINER = Path(__file__).resolve().parent.parent / "foreign" / "ft_trainer.py"
@@ -187,8 +188,13 @@ def test_two_node_two_rank_groups_survive_kill_hang_gpu_and_node_crash(lab: Slur
     recovered_once(run, 1, before, at)
     assert first not in nodes_of(run, 1)
 
-    # Every fault recovered: both groups stop at the same step, a little ahead.
+    # Every fault recovered: both groups stop at the same step, a little ahead. The trainer reads its own
+    # target file; the daemons read the job's stop-at: told the same step, they give the groups' exit
+    # (torchrun and the cross-node process groups shutting down, slow on a loaded machine) the finishing
+    # time, not hang_timeout_s. Told nothing, they took a slow exit for a hang and requeued both groups,
+    # which, with no peer left to heal from, trained again from step 1: a real rollback of every step.
     end = max(last_step(run, 0), last_step(run, 1)) + 30
+    write_stop_at(Path(run.job.run_dir or ""), end)
     (Path(run.job.run_dir or "") / "own" / "target").write_text(str(end))
     states = run.wait_end(300)
     assert run.sub is not None
