@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from lamplighter.trainer.contract import json_records
+
 INJOB_DIR = "injob"
 
 
@@ -38,12 +40,4 @@ def read_events(path: Path) -> list[dict[str, Any]]:
         text = path.read_text(errors="replace")
     except OSError:
         return []
-    out = []
-    for line in text.splitlines():
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(rec, dict):
-            out.append(rec)
-    return out
+    return json_records(text)

@@ -50,7 +50,7 @@ from lamplighter.slurm.job_end import JobEnd
 from lamplighter.slurm.run import SlurmError
 from lamplighter.slurm.submission import Submission
 from lamplighter.supervisor.procfs import ProcStat
-from lamplighter.trainer.contract import RunPaths, attempt_number
+from lamplighter.trainer.contract import RunPaths, attempt_number, json_records
 from lamplighter.trainer.steplog import read_steps
 
 CHAOS_FILE = "chaos.jsonl"
@@ -163,15 +163,7 @@ def read_records(path: Path) -> list[dict[str, Any]]:
         text = path.read_text()
     except FileNotFoundError:
         return []
-    out = []
-    for line in text.splitlines():
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue  # a torn last line of a killed writer
-        if isinstance(rec, dict):
-            out.append(rec)
-    return out
+    return json_records(text)
 
 
 def target_of(ctx: ChaosContext, kind: str, group: int | None) -> ChaosTarget:

@@ -166,6 +166,19 @@ class RunPaths:
         return self.root / "completed"
 
 
+def json_records(text: str) -> list[dict[str, Any]]:
+    """The JSON objects of a JSON-lines text; a torn line (a writer killed mid-line) or a non-object is skipped."""
+    out = []
+    for line in text.splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict):
+            out.append(rec)
+    return out
+
+
 def write_json_atomic(path: Path, obj: Any, *, durable: bool = False, mode: int | None = None) -> None:
     """Write JSON so that a concurrent reader sees the old or the new file, never a torn one.
 
