@@ -84,7 +84,8 @@ class JobSettingsCache:
 
     def get(self, job_id: str, owner: int, path: str | None, now: float) -> JobSettings:
         have = self._by_job.get(job_id)
-        fresh = have is not None and have[0].owner == owner
+        # Read again for another owner or another file: a task first read before its exec named no file.
+        fresh = have is not None and (have[0].owner, have[0].source) == (owner, path)
         if have is not None and fresh and (have[0].error is None or now - have[1] < RETRY_S):
             return have[0]
         settings = self._read(path, owner)

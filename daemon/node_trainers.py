@@ -161,12 +161,15 @@ class TrainerScanner:
         self.proc_root = proc_root
         self.node = node
         self._btime = boot_time(proc_root)
-        self._known: dict[int, tuple[int, StepProcess | None]] = {}  # pid -> (start_time, record or none)
+        # pid -> (start time, comm, record or none). An exec keeps pid and start time but changes comm: a task
+        # read between slurmstepd's fork and its exec carries slurmstepd's environment and uid, so its record
+        # is read again once it has exec'd (a cached pre-exec record lost a job's config for good).
+        self._known: dict[int, tuple[int, str, StepProcess | None]] = {}
         self._scans = 0
 
     def scan(self) -> list[StepProcess]:
         out: list[StepProcess] = []
-        seen: dict[int, tuple[int, StepProcess | None]] = {}
+        seen: dict[int, tuple[int, str, StepProcess | None]] = {}
         # Reading every process's stat each cycle was most of the daemon's CPU. A pid already known to be
         # in no step is skipped between full rescans, so a process slurmstepd moves into a step after it
         # was seen is noticed at the next full rescan (at most FULL_RESCAN_EVERY cycles), or through a child.
@@ -174,25 +177,25 @@ class TrainerScanner:
         self._scans += 1
         for pid in pids(self.proc_root):
             cached = self._known.get(pid)
-            if not full and cached is not None and cached[1] is None:
+            if not full and cached is not None and cached[2] is None:
                 seen[pid] = cached
                 continue
             stat = read_stat(self.proc_root, pid)
             if stat is None:
                 continue
-            same = cached is not None and cached[0] == stat.start_time
-            rec = cached[1] if same and cached is not None and (cached[1] is not None or not full) else self._read(pid)
+            same = cached is not None and cached[:2] == (stat.start_time, stat.comm)
+            rec = cached[2] if same and cached is not None and (cached[2] is not None or not full) else self._read(pid)
             if rec is not None and rec.state != stat.state:
                 rec = replace(rec, state=stat.state)
-            seen[pid] = (stat.start_time, rec)
+            seen[pid] = (stat.start_time, stat.comm, rec)
             if rec is not None and stat.state != "Z":
                 out.append(rec)
         # A task's root seen before slurmstepd moved it is cached as none until the next full rescan; a child
         # in the step gives it away now, so the child is never mistaken for the root.
         for ppid in sorted({p.ppid for p in out}):
             cached = seen.get(ppid)
-            if cached is not None and cached[1] is None and (parent := self._read(ppid)) is not None:
-                seen[ppid] = (parent.start_time, parent)
+            if cached is not None and cached[2] is None and (parent := self._read(ppid)) is not None:
+                seen[ppid] = (parent.start_time, cached[1], parent)
                 if parent.state != "Z":
                     out.append(parent)
         self._known = seen

@@ -24,12 +24,21 @@ def step_cgroup(job: int = 42, step: str = "0", node: str = "n2", uid: int = 100
 NO_JOB = "7:pids:/\n6:freezer:/\n0::/\n"
 
 
-def proc(root: Path, pid: int, cgroup: str, start: int = 500, ppid: int = 1, uid: int = 1000) -> None:
+def proc(
+    root: Path,
+    pid: int,
+    cgroup: str,
+    start: int = 500,
+    ppid: int = 1,
+    uid: int = 1000,
+    comm: str = "python",
+    env: dict[str, str] = TASK_ENV,
+) -> None:
     d = root / str(pid)
     d.mkdir(parents=True, exist_ok=True)
-    fields = [str(pid), "(python)", "S", str(ppid)] + ["0"] * 17 + [str(start)] + ["0"] * 30
+    fields = [str(pid), f"({comm})", "S", str(ppid)] + ["0"] * 17 + [str(start)] + ["0"] * 30
     (d / "stat").write_text(" ".join(fields) + "\n")
-    (d / "environ").write_bytes(b"".join(f"{k}={v}".encode() + b"\0" for k, v in TASK_ENV.items()))
+    (d / "environ").write_bytes(b"".join(f"{k}={v}".encode() + b"\0" for k, v in env.items()))
     (d / "cgroup").write_text(cgroup)
     (d / "status").write_text(f"Uid:\t{uid}\t{uid}\t{uid}\t{uid}\n")
 
@@ -99,3 +108,17 @@ def test_a_child_gives_away_a_root_seen_before_its_move(tmp_path: Path) -> None:
     found = verified(root, scanner)  # not a full rescan: 50 is cached as in no job, but 51 names it
     assert [t.proc.pid for t in found] == [50, 51]
     assert [t.proc.pid for t in task_roots(found)] == [50]
+
+
+def test_a_task_read_before_its_exec_is_read_again_after_it(tmp_path: Path) -> None:
+    """slurmstepd moves its forked child into the step, then the child execs the task: read in between, it has
+    slurmstepd's name, uid and environment (no LAMPLIGHTER_CONFIG). Seen in CI: the cached pre-exec record
+    gave the victim's job the default settings for good."""
+    root = fake_proc(tmp_path)
+    proc(root, 60, step_cgroup(), comm="slurmstepd", uid=0, env={"SLURM_CONF": "/etc/slurm/slurm.conf"})
+    scanner = TrainerScanner(root, "n2")
+    [before] = verified(root, scanner)
+    assert (before.uid, before.config) == (0, None)
+    proc(root, 60, step_cgroup(), env={**TASK_ENV, "LAMPLIGHTER_CONFIG": "/runs/llama/job.json"})  # exec'd
+    [after] = verified(root, scanner)  # not a full rescan
+    assert (after.uid, after.config) == (1000, "/runs/llama/job.json")

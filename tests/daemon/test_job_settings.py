@@ -85,3 +85,12 @@ def test_read_once_per_job_errors_logged_once_and_retried_later(
     assert cache.get("7", ME + 1, str(path), 10 * RETRY_S).error is not None
     cache.keep([])
     assert cache.known() == {}
+
+
+def test_a_job_first_seen_with_no_config_is_read_when_its_task_names_one(tmp_path: Path) -> None:
+    """A task read before its exec names no config; once it names one, that file is read, not the cached error."""
+    path = write(tmp_path / "job.json", JobConfig(name="j", health={"hang_timeout_s": 45}).model_dump(mode="json"))
+    cache = JobSettingsCache()
+    assert cache.get("8", ME, None, 0.0).error is not None
+    named = cache.get("8", ME, path, 1.0)
+    assert (named.error, named.source, named.health.hang_timeout_s) == (None, path, 45)
