@@ -180,7 +180,7 @@ class ComputeLoop:
         )
         self.executor.observe = self.executor.observe or self.cfg.mode == "observe"
         self.node_checks = NodeChecks(
-            self.cfg, self.node, self.api, self.executor.state.policy, self.executor.state.set_policy, self.links
+            self.cfg, self.node, self.api, self.executor.state.policy_entry, self.executor.state.set_policy, self.links
         )
         if self.executor.job_log is None:
             self.executor.job_log = RunDirActions(self.run_dir_of, self.uid_of)
@@ -497,7 +497,7 @@ class ComputeLoop:
         if not gpu_fault:
             return Context(self.node, jobs, restart=restart)
         # Only when a drain is on the table: the cluster's view (one scontrol call).
-        history = list(drain_history(self.executor.state.events()))
+        history = self.executor.state.drain_history()
         drained_by_us = False
         total = 0
         try:
@@ -515,7 +515,7 @@ class ComputeLoop:
 
     def _last_drain_here(self) -> float | None:
         """When this daemon last drained this node (its journal), or None."""
-        return max((t for t, n in drain_history(self.executor.state.events()) if n == self.node), default=None)
+        return max((t for t, n in self.executor.state.drain_history() if n == self.node), default=None)
 
     def run_dir_of(self, job_id: str) -> str | None:
         """The run directory of a Slurm job seen on this node (its trainers' environment, else its job.json)."""
@@ -591,15 +591,3 @@ def gpu_event(g: GpuObservation, proc_root: Path = Path("/proc")) -> GpuEvent:
         tuple(p for p in pids if p > 0),
         tuple((p, uid) for p in pids if p > 0 and (uid := read_uid(proc_root, p)) is not None),
     )
-
-
-def drain_history(events: list[dict[str, Any]]) -> list[tuple[float, str]]:
-    """(time, node) of drains and mark-downs this daemon carried out, from its journaled events."""
-    intents = {e["action"]["id"]: e["action"] for e in events if e.get("type") == "intent"}
-    out = []
-    for e in events:
-        if e.get("type") == "done" and e.get("outcome") in ("ok", "confirmed"):
-            a = intents.get(e.get("id", ""))
-            if a is not None and a["kind"] in ("drain", "mark_down"):
-                out.append((float(a["time"]), str(a["target"])))
-    return out

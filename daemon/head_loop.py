@@ -32,7 +32,6 @@ from typing import Any
 
 from lamplighter.configs.loader import ConfigError
 from lamplighter.configs.schema import NodeConfig
-from lamplighter.daemon.compute_loop import drain_history
 from lamplighter.daemon.executor import Executor
 from lamplighter.daemon.failed_jobs import group_of, judge, read_attempt, run_dir_of
 from lamplighter.daemon.held_jobs import to_release
@@ -188,7 +187,7 @@ class HeadLoop:
             if group_of(j.name) is not None and (j.job_id, self._restarts_of(j.job_id)) not in self.moved:
                 for name in expand_hostlist(j.nodes):
                     groups_on.setdefault(name, []).append((j.job_id, j.name))
-        history = drain_history(self.executor.state.events())
+        history = self.executor.state.drain_history()
         actions = decide_nodes(now, self.silent_since, nodes, history, self.cfg, groups_on)
         self.cycles += 1
         if not actions:

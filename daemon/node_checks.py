@@ -45,7 +45,7 @@ class NodeChecks:
     cfg: NodeConfig
     node: str
     api: SlurmApi
-    get_state: Callable[[], dict[str, Any]]  # the daemon's persisted policy entries
+    get_state: Callable[[str], Any]  # one of the daemon's persisted policy entries
     set_state: Callable[[float, str, Any], None]
     links: LinkReader | None = None  # default: the configured links in /sys
     _link_check: LinkCheck | None = field(init=False, default=None)
@@ -78,7 +78,7 @@ class NodeChecks:
         ar = self.cfg.auto_resume
         if not ar.enabled or now < self._next_look:
             return []
-        state = ResumeState.from_json(self.get_state().get(STATE_KEY) or {})
+        state = ResumeState.from_json(self.get_state(STATE_KEY) or {})
         last_drain = drained_here_at()
         ours_since_resume = last_drain is not None and last_drain > (state.resumed_at or 0.0)
         if not (ours_since_resume or state.drained_at is not None or state.held):

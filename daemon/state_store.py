@@ -18,7 +18,9 @@ API for the main loop (time is always passed in; nothing here reads a clock):
     state.set_baseline(now, "gpu0", {"ecc_uncorrectable": 4}); state.baselines() -> dict
     state.record_event(now, "fault", {...}); state.events() -> recent events, newest last
     state.drains() -> [(time, node)] of done drains, for ratelimit.may_drain
+    state.drain_history() -> [(time, node)] of done drains and mark-downs among the recent events
     state.set_policy(now, "vm_faults", [...]); state.policy() -> the policy's persisted parts (by key)
+    state.policy_entry("auto_resume") -> one of them (the per-cycle readers copy only what they read)
     state.save()                                 # compaction; also automatic every compact_every records
     state.close()
 
@@ -231,6 +233,15 @@ class DaemonState:
         with self._mutex:
             return copy.deepcopy(self._data["policy"])
 
+    def policy_entry(self, key: str) -> Any:
+        with self._mutex:
+            return copy.deepcopy(self._data["policy"].get(key))
+
+    def drain_history(self) -> list[tuple[float, str]]:
+        # Read in place: copying every recent event each cycle was the idle daemon's cost of auto-resume.
+        with self._mutex:
+            return drain_history(self._data["events"])
+
     def drains(self) -> list[tuple[float, str]]:
         with self._mutex:
             return [(float(t), str(n)) for t, n in self._data["drains"]]
@@ -292,3 +303,15 @@ def _read_snapshot(path: Path, max_events: int) -> dict[str, Any]:
     base = _empty(max_events)
     base.update(data)
     return base
+
+
+def drain_history(events: list[dict[str, Any]]) -> list[tuple[float, str]]:
+    """(time, node) of drains and mark-downs this daemon carried out, from its journaled events."""
+    intents = {e["action"]["id"]: e["action"] for e in events if e.get("type") == "intent"}
+    out = []
+    for e in events:
+        if e.get("type") == "done" and e.get("outcome") in ("ok", "confirmed"):
+            a = intents.get(e.get("id", ""))
+            if a is not None and a["kind"] in ("drain", "mark_down"):
+                out.append((float(a["time"]), str(a["target"])))
+    return out

@@ -223,3 +223,19 @@ def test_state_dir_created_private(tmp_path: Path) -> None:
     DaemonState.load(d).close()
     assert (d.stat().st_mode & 0o777) & ~0o750 == 0
     shutil.rmtree(d)
+
+
+def test_drain_history_counts_done_drains_and_mark_downs_only(tmp_path: Path) -> None:
+    s = DaemonState.load(tmp_path)
+    for t, kind, node, outcome in [
+        (1.0, "drain", "n1", "ok"),
+        (2.0, "mark_down", "n2", "confirmed"),
+        (3.0, "drain", "n3", "failed"),
+        (4.0, "requeue", "77", "ok"),
+    ]:
+        s.record_done(t + 0.5, s.record_intent(t, kind, node, "why").id, outcome)
+    s.record_intent(5.0, "drain", "n4", "still pending")
+    assert s.drain_history() == [(1.0, "n1"), (2.0, "n2")]
+    s.set_policy(6.0, "auto_resume", {"held": True})
+    assert s.policy_entry("auto_resume") == {"held": True} and s.policy_entry("nothing") is None
+    s.close()
