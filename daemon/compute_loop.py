@@ -73,7 +73,7 @@ from lamplighter.daemon.node_trainers import (
 )
 from lamplighter.slurm.actions import SlurmApi
 from lamplighter.slurm.hostlist import expand_hostlist
-from lamplighter.slurm.parsers import JobInfo
+from lamplighter.slurm.parsers import JobInfo, NodeInfo
 from lamplighter.slurm.run import SlurmError
 from lamplighter.supervisor.checks.exit_watcher import ExitWatcher
 from lamplighter.supervisor.checks.links import LinkReader
@@ -85,6 +85,8 @@ from lamplighter.supervisor.run_dir_actions import RunDirActions
 from lamplighter.supervisor.trainer_proc import TrainerProc
 
 log = logging.getLogger(__name__)
+
+CLUSTER_VIEW_S = 15.0  # how long Slurm's node list serves the drain decisions of a fault that stays
 
 ENDED = (
     "COMPLETED",
@@ -173,6 +175,7 @@ class ComputeLoop:
         # job id -> the first node of its NodeList: the one daemon of a multi-node group that counts its job-level
         # events in the metrics (every node sees the group's exit; a job's fault is one fault).
         self._first_node: dict[str, str] = {}
+        self._cluster_view: tuple[float, list[NodeInfo]] | None = None
         self.fencing = StaleWatch()
         self.lighthouse_reads = LighthouseReads(
             lambda address, timeout: fetch_status(address, timeout=timeout),
@@ -238,6 +241,8 @@ class ComputeLoop:
         if not actions:
             return []
         self._killed |= {pid for a in actions if a.kind == "kill_local" for pid in a.pids}
+        if any(a.kind in ("drain", "resume") for a in actions):
+            self._cluster_view = None  # our own change: the next decision must see it
         return self.executor.execute(now, actions)
 
     # -- trainers --------------------------------------------------------------------
@@ -501,7 +506,7 @@ class ComputeLoop:
         drained_by_us = False
         total = 0
         try:
-            nodes = self.api.nodes()
+            nodes = self._cluster_nodes(now)
             total = len(nodes)
             for n in nodes:
                 ours = (n.reason or "").startswith(REASON_PREFIX) and (n.is_drained or n.is_down)
@@ -512,6 +517,15 @@ class ComputeLoop:
         except SlurmError as e:
             log.error("cannot list nodes for the drain limit: %s", e)
         return Context(self.node, jobs, drained_by_us, tuple(history), total, restart)
+
+    def _cluster_nodes(self, now: float) -> list[NodeInfo]:
+        """Slurm's node list, asked again after CLUSTER_VIEW_S or once this daemon drained or resumed a node.
+
+        A fault that stays (a dead GPU on a drained node, a drain the rate limit refused) is seen every cycle;
+        asking slurmctld for every node's state each time would load it for nothing."""
+        if self._cluster_view is None or now - self._cluster_view[0] >= CLUSTER_VIEW_S:
+            self._cluster_view = (now, self.api.nodes())
+        return self._cluster_view[1]
 
     def _last_drain_here(self) -> float | None:
         """When this daemon last drained this node (its journal), or None."""

@@ -170,6 +170,7 @@ class JobTrack:
 class NodePolicyState:
     jobs: Mapping[str, JobTrack] = field(default_factory=dict)
     vm_faults: tuple[tuple[float, str], ...] = ()  # (time, job id) of GPU VM faults on this node, within the window
+    refusals: Mapping[str, float] = field(default_factory=dict)  # a refused drain's why -> when it was last logged
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -292,7 +293,7 @@ def _drain(
                 "log",
                 ctx.node,
                 f"NOT DRAINING {ctx.node} despite {why}: {limit}",
-                {**observation, "rate_limit": limit},
+                {**observation, "rate_limit": limit, "refused_drain": why},
                 jobs=moved,
             )
         )
@@ -453,6 +454,7 @@ def decide(
 ) -> tuple[NodePolicyState, list[NodeAction]]:
     """The actions for these observations, and the state to pass next time."""
     jobs = dict(state.jobs)
+    refusals: dict[str, float] = {}
     out: list[NodeAction] = []
     gpu = [(o, gpu_response(o.status, o.kind, o.problems)) for o in observations if isinstance(o, GpuEvent)]
     drains: list[GpuEvent | NodeEvent] = [o for o, r in gpu if r == "drain"]
@@ -476,4 +478,25 @@ def decide(
             continue
         if not t.failures or now - t.failures[-1] > context.restart_for(job_id).crash_loop_window_s:
             del jobs[job_id]
-    return NodePolicyState(jobs, vm_faults), out
+    said = _once_per_refusal(now, state.refusals, out, refusals)
+    return NodePolicyState(jobs, vm_faults, refusals), said
+
+
+REFUSAL_REPEAT_S = 300.0  # a drain the rate limit keeps refusing for a fault that stays is logged this often
+
+
+def _once_per_refusal(
+    now: float, before: Mapping[str, float], out: list[NodeAction], refusals: dict[str, float]
+) -> list[NodeAction]:
+    """The actions without repeats of a refusal logged less than REFUSAL_REPEAT_S ago (a fault stays: it is
+    seen every cycle); `refusals` is filled with what is remembered next."""
+    refusals.update({w: t for w, t in before.items() if now - t < REFUSAL_REPEAT_S})
+    kept = []
+    for a in out:
+        why = a.observation.get("refused_drain") if a.kind == "log" else None
+        if isinstance(why, str):
+            if why in refusals:
+                continue
+            refusals[why] = now
+        kept.append(a)
+    return kept

@@ -11,6 +11,7 @@ import pytest
 from fake_node import NODE, FakeNode
 from netns_links import NetnsLinks, ip
 
+from lamplighter.daemon.compute_loop import CLUSTER_VIEW_S
 from lamplighter.supervisor.gpu.observation import GpuObservation
 
 
@@ -97,3 +98,17 @@ def test_a_real_link_taken_down_drains_naming_it_and_the_node_resumes_once_it_is
     finally:
         node.close()
         node.remove()
+
+
+def test_a_fault_that_stays_on_a_drained_node_does_not_ask_slurm_for_every_node_each_cycle(counted: FakeNode) -> None:
+
+    node = counted
+    asked = []
+    nodes = node.slurm.nodes
+    node.slurm.nodes = lambda: asked.append(1) or nodes()  # type: ignore[method-assign]
+    node.gpus.steady = gpus(7)
+    [(kind, _)] = acted(node, 3, step_s=0.5)
+    assert kind == "drain"
+    asked.clear()
+    assert acted(node, 120, step_s=0.5) == []  # 240 cycles that each see the missing GPU
+    assert 0 < len(asked) <= 120 / CLUSTER_VIEW_S + 1, len(asked)

@@ -277,3 +277,17 @@ def test_renewals_before_the_time_limit_do_not_count_against_the_budget() -> Non
     failed = TrainerEvent("exit", "17", 5, "exit 1", code=1, group="demo/g2", renewals=0)
     _, actions = decide(100.0, NodePolicyState(), [failed], CFG, ctx)
     assert kinds(actions) == ["kill_local", "give_up"] and "after 5 restarts" in actions[-1].reason
+
+
+def test_a_refused_drain_for_a_fault_that_stays_is_logged_once_per_repeat_interval() -> None:
+    from lamplighter.daemon.node_policy import REFUSAL_REPEAT_S
+
+    # 1 of 4 nodes drained elsewhere just now: the limit refuses; the dead GPU is read again every cycle.
+    ctx = Context("n1", {}, drain_history=((0.0, "n2"),), total_nodes=4)
+    st, said = NodePolicyState(), []
+    for i in range(20):
+        st, actions = decide(1.0 + i * 0.5, st, [ECC], CFG, ctx)
+        said += [a.reason for a in actions]
+    assert len(said) == 1 and "NOT DRAINING n1" in said[0]
+    _, actions = decide(1.0 + REFUSAL_REPEAT_S, st, [ECC], CFG, ctx)
+    assert kinds(actions) == ["log"]  # said again after the interval: the refusal still stands
