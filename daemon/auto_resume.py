@@ -6,8 +6,10 @@ at least `passes` times in a row, the first and the last at least `over_s`
 apart (a pass counts only `over_s / passes` after the last counted one, so a
 flapping link cannot collect its passes in one burst; a failure starts over). A node that lamplighter drains again within
 `relapse_hold_s` of an automatic resume is held for a person: the drain stays,
-and its reason says why. Resumes share the drains' rate limit (the caller
-checks it before acting on "resume").
+and its reason says why. Resumes are not counted against the drains' rate
+limit: a node's daemon sees only its own resumes (Slurm keeps no mark of a
+resume), so what keeps a wrong check from resuming many nodes at once is
+the passes spread over `over_s` and the relapse hold.
 
 `decide` is a pure function of (now, state, observation, config); the daemon
 keeps the state in its state dir, so a restarted daemon neither forgets a

@@ -12,8 +12,8 @@ exporter and checks the dashboard uses only these names):
 | lamplighter_fault_detection_latency_seconds | histogram | same: from the last sign of health (exit time, last heartbeat, last healthy GPU reading) |
 | lamplighter_actions_total{action,outcome,job_name} | counter | action log: every kill, drain, requeue, mark-down, give-up, refusal (`log`: a drain or mark-down the rate limit refused) |
 | lamplighter_group_requeues_total{job_name,group} | counter | executor, a requeue carried out |
-| lamplighter_group_recovery_seconds | histogram | recovery watch, on the node where a restarted group commits again |
-| lamplighter_group_heals_total{source} | counter | recovery watch: how that group got its state (peer, checkpoint) |
+| lamplighter_group_recovery_seconds{job_name} | histogram | recovery watch, on the node where a restarted group's rank 0 commits again |
+| lamplighter_group_heals_total{job_name,source} | counter | recovery watch: how that group got its state (peer, checkpoint) |
 | lamplighter_quorum_changes_total{job_name} | counter | job watch: the job's Lighthouse's own count of quorum changes since this daemon watched it |
 | lamplighter_lighthouse_unreachable_total{job_name} | counter | job watch: a job's Lighthouse stopped answering (restart, crash, network) |
 
@@ -108,13 +108,14 @@ class DaemonMetrics:
         self.recovery = Histogram(
             f"{PREFIX}_group_recovery_seconds",
             "A restarted group: from its last committed step before the failure to its first committed step after",
+            ["job_name"],
             buckets=(0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600),
             registry=r,
         )
         self.heals = Counter(
             f"{PREFIX}_group_heals",
             "Restarted groups by where their first state came from (peer, checkpoint, none)",
-            ["source"],
+            ["job_name", "source"],
             registry=r,
         )
         self._quorum_changes = Counter(

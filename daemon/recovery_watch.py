@@ -67,8 +67,8 @@ class RecoveryWatch:
             found = recovery_of(tail_records(steps, t.uid), t.attempt)
             if found is not None:
                 seconds, source = found
-                self.metrics.recovery.observe(max(seconds, 0.0))
-                self.metrics.heals.labels(source=source).inc()
+                self.metrics.recovery.labels(job_name=t.proc.job_name).observe(max(seconds, 0.0))
+                self.metrics.heals.labels(job_name=t.proc.job_name, source=source).inc()
                 self._done.add(key)
                 self._first_seen.pop(key, None)
             elif now - since > GIVE_UP_S:

@@ -53,8 +53,8 @@ def exercised() -> DaemonMetrics:
     m.restart("llama/g2")
     found = recovery_of([step(100.0, 0), step(101.0, 0), step(107.5, 100, "peer:0")], restarts=1)
     assert found == (6.5, "peer")
-    m.recovery.observe(found[0])
-    m.heals.labels(source=found[1]).inc()
+    m.recovery.labels(job_name="llama").observe(found[0])
+    m.heals.labels(job_name="llama", source=found[1]).inc()
     # A job's watch reads its Lighthouse: quorum 1, 1, 2, then it stops answering (twice), then answers.
     pages: list[LighthouseStatus | None] = [status(1), status(1), status(2), None, None, status(2)]
 
@@ -98,8 +98,8 @@ def test_every_metric_is_updated_where_its_event_happens_and_served_over_loopbac
         assert 'lamplighter_actions_total{action="give_up",job_name="",outcome="logged"} 0.0' in text
         assert 'lamplighter_group_requeues_total{group="2",job_name="llama"} 1.0' in text
         assert re.search(r'lamplighter_build_info\{python="[0-9.]+",version="[0-9][^"]*"\} 1.0', text)
-        assert "lamplighter_group_recovery_seconds_sum 6.5" in text
-        assert 'lamplighter_group_heals_total{source="peer"} 1.0' in text
+        assert 'lamplighter_group_recovery_seconds_sum{job_name="llama"} 6.5' in text
+        assert 'lamplighter_group_heals_total{job_name="llama",source="peer"} 1.0' in text
         # The job watch's own calls (no job yet), and the job-named ones: 3 -> 5 is two quorum changes.
         assert 'lamplighter_quorum_changes_total{job_name=""} 1.0' in text
         assert 'lamplighter_lighthouse_unreachable_total{job_name=""} 1.0' in text
@@ -189,10 +189,22 @@ def test_recovery_watch_measures_a_restarted_group_once_from_its_step_log(tmp_pa
     append_step(log, step(200.0, 0))
     append_step(log, step(200.5, 1))  # an in-job restart of Slurm's first run: still restart 0
     watch.observe(201.0, [trainer])  # Slurm's restart 1 has not committed yet
-    assert m.registry.get_sample_value("lamplighter_group_recovery_seconds_count") == 0.0
+    assert m.registry.get_sample_value("lamplighter_group_recovery_seconds_count", {"job_name": "lab"}) is None
     append_step(log, step(203.0, 100, "checkpoint:190"))
     watch.observe(204.0, [trainer])
     watch.observe(205.0, [trainer])  # once per (job, attempt)
-    assert m.registry.get_sample_value("lamplighter_group_recovery_seconds_sum") == 2.5
-    assert m.registry.get_sample_value("lamplighter_group_recovery_seconds_count") == 1.0
-    assert m.registry.get_sample_value("lamplighter_group_heals_total", {"source": "checkpoint"}) == 1.0
+    lab = {"job_name": "lab"}
+    assert m.registry.get_sample_value("lamplighter_group_recovery_seconds_sum", lab) == 2.5
+    assert m.registry.get_sample_value("lamplighter_group_recovery_seconds_count", lab) == 1.0
+    assert m.registry.get_sample_value("lamplighter_group_heals_total", {**lab, "source": "checkpoint"}) == 1.0
+
+
+def test_every_job_event_metric_carries_the_job_name() -> None:
+    """A job's people alert on their job: every counter and histogram of job events is labelled by it (GPU health,
+    the build and GPU-fault latencies are the node's own)."""
+    node_level = {"lamplighter_gpu_health", "lamplighter_build_info", "lamplighter_fault_detection_latency_seconds"}
+    m = DaemonMetrics()
+    unlabelled = [
+        c._name for c in m.registry._collector_to_names if c._name not in node_level and "job_name" not in c._labelnames
+    ]
+    assert unlabelled == []
