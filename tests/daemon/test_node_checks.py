@@ -101,7 +101,6 @@ def test_a_real_link_taken_down_drains_naming_it_and_the_node_resumes_once_it_is
 
 
 def test_a_fault_that_stays_on_a_drained_node_does_not_ask_slurm_for_every_node_each_cycle(counted: FakeNode) -> None:
-
     node = counted
     asked = []
     nodes = node.slurm.nodes

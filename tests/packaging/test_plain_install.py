@@ -94,23 +94,6 @@ def _copy_checkout(dst: Path) -> Path:
     return src
 
 
-def _copy_checkout(dst: Path) -> Path:
-    """The files a source install needs (not .venv, build/ or runs/)."""
-    src = dst / "lamplighter-src"
-    src.mkdir()
-    for name in ("setup.cfg", "pyproject.toml", "README.md"):
-        shutil.copy2(REPO / name, src / name)
-    # lamplighter/ holds links to the top-level folders: copy them as links, and the folders they name.
-    shutil.copytree(
-        REPO / "lamplighter", src / "lamplighter", symlinks=True, ignore=shutil.ignore_patterns("__pycache__")
-    )
-    for link in (src / "lamplighter").iterdir():
-        if link.is_symlink():
-            folder = REPO / link.name
-            shutil.copytree(folder, src / link.name, ignore=shutil.ignore_patterns("__pycache__"))
-    return src
-
-
 @pytest.fixture(scope="module")
 def dists(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     """`python -m build` of a copy of the checkout: the sdist, and the wheel built from it (as a release)."""
