@@ -35,9 +35,19 @@ TASK_WRAPPER = (
     'export RANK="$SLURM_PROCID" WORLD_SIZE="$SLURM_NTASKS" LOCAL_RANK="$SLURM_LOCALID" '
     'GROUP_RANK="$SLURM_NODEID"; exec "$@"'
 )
-# Group rank 0 hosts the group's TCPStore here; the job id keeps concurrent groups
-# on one host apart, and the range stays below Linux's ephemeral ports (32768+).
-MASTER_PORT_EXPR = "$((30000 + SLURM_JOB_ID % 2000))"
+# Group rank 0 hosts the group's TCPStore here, and every rank must know the port before rank 0 binds it:
+# from the job id, or the next one nothing on this node listens on (two jobs here whose ids differ by a
+# multiple of 2000 got the same one, and a torchrun that finds its port taken joins the other job's store as
+# a client and dies with it: seen when two test clusters shared a host). The range stays below Linux's
+# ephemeral ports (32768+). The script runs on the group's first node, where rank 0 runs.
+MASTER_PORT_LINES = (
+    'MASTER_PORT="$((30000 + SLURM_JOB_ID % 2000))"',
+    "for _ in {1..2000}; do",
+    '  (: <>"/dev/tcp/$MASTER_ADDR/$MASTER_PORT") 2>/dev/null || break  # nobody listens: ours',
+    '  MASTER_PORT="$((30000 + (MASTER_PORT - 29999) % 2000))"',
+    "done",
+    "export MASTER_PORT",
+)
 TASK_MARK = "lamplighter-task"
 
 
@@ -259,9 +269,8 @@ def render_group_script(
                 ]
                 if g.nodes * g.nproc_per_node == 1 and job.trainer.resolved_kind != "torchtitan"
                 else [
-                    "# Every rank must know the port before rank 0 binds it: derived from the job id, so two",
-                    "# jobs on one node clash only if their ids differ by a multiple of 2000.",
-                    f'export MASTER_PORT="{MASTER_PORT_EXPR}"',
+                    "# Every rank must know the port before rank 0 binds it: from the job id, or the next free one.",
+                    *MASTER_PORT_LINES,
                 ]
             ),
             "# torchrun as the trainer command (one per node) reads its c10d rendezvous endpoint from here.",

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from realparts import wait_for
 
 from lamplighter.configs.schema import JobConfig, slurm_time_seconds
-from lamplighter.slurm.render import RenderError, render_job, sbatch_value
+from lamplighter.slurm.render import MASTER_PORT_LINES, RenderError, render_job, sbatch_value
 from lamplighter.trainer import contract
 
 RECORDER = """\
@@ -209,7 +209,36 @@ def test_sbatch_header(harness: dict[str, Path]) -> None:
     first_cmd = next(i for i, line in enumerate(body) if line and not line.startswith("#"))
     assert max(i for i, line in enumerate(body) if line.startswith("#SBATCH")) < first_cmd
     # Eight ranks on two nodes must agree on the store's port before rank 0 binds it.
-    assert 'export MASTER_PORT="$((30000 + SLURM_JOB_ID % 2000))"' in body
+    assert all(line in body for line in MASTER_PORT_LINES)
+
+
+def test_the_store_port_skips_one_another_job_on_the_node_listens_on() -> None:
+    """Jobs 13580001 and 31060001 both map to 30001: the second to start on a node takes the next free port."""
+    import socket
+
+    pick = "\n".join(["set -euo pipefail", "MASTER_ADDR=127.0.0.1", *MASTER_PORT_LINES, 'echo "$MASTER_PORT"'])
+
+    def run(job: int) -> str:
+        out = subprocess.run(["bash", "-c", pick], env={"SLURM_JOB_ID": str(job)}, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip()
+
+    taken = socket.socket()
+    for port in range(31000, 31990):  # one another job's store holds, with a free one after it
+        try:
+            taken.bind(("127.0.0.1", port))
+            with socket.socket() as after:
+                after.bind(("127.0.0.1", port + 1))
+            break
+        except OSError:
+            taken.close()
+            taken = socket.socket()
+    taken.listen()
+    with taken:
+        job = 13580000 + port - 30000
+        assert run(job) == str(port + 1)
+        assert run(job + 1) == str(port + 1)  # its own port, free
+        assert run(job + 2000) == str(port + 1)  # the id that clashed before
 
 
 def test_values_sbatch_would_misread_are_refused(harness: dict[str, Path]) -> None:
