@@ -37,7 +37,7 @@ from lamplighter.lab.run_report import read_action_logs
 from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, leftover_job_processes
 from lamplighter.lab.testcluster import pick_port_range, wait_until
 from lamplighter.slurm.renew import RENEWAL_DIR
-from lamplighter.trainer.contract import RunPaths
+from lamplighter.trainer.contract import RunPaths, slurm_restarts_of
 from lamplighter.trainer.steplog import read_steps
 
 pytestmark = pytest.mark.integration
@@ -89,7 +89,9 @@ def renewal_timeline(run_dir: Path, groups: int) -> list[dict[str, Any]]:
             if e["event"] == "warned":
                 warned = e
             elif e["event"] == "requeued":
-                later = [r for r in steps if r.attempt > e["restarts"] and r.t > e["t"]]  # the runs after it
+                # The runs after it: a later Slurm restart (an attempt counts in-job restarts too), not the
+                # run being renewed, which may commit once more between the event and Slurm's requeue.
+                later = [r for r in steps if slurm_restarts_of(r.attempt) > e["restarts"] and r.t > e["t"]]
                 first = next((r for r in later if r.committed), None)
                 heal = next((r for r in later if r.healed_from), None)
                 attempt = later[0].attempt if later else None
