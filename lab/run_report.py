@@ -30,7 +30,7 @@ from typing import Any
 from lamplighter.slurm.chaos_slurm import CHAOS_FILE, read_records
 from lamplighter.slurm.submission import Submission
 from lamplighter.supervisor.action_history import job_refs
-from lamplighter.supervisor.chaos import UNTARGETED_KINDS
+from lamplighter.supervisor.chaos.chaos import UNTARGETED_KINDS
 from lamplighter.supervisor.fault_journal import FaultRecord
 from lamplighter.supervisor.lighthouse_steplog import read_lighthouse_steps
 from lamplighter.supervisor.report import build_report

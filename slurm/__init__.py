@@ -8,7 +8,9 @@ Public modules (the package re-exports nothing: import them):
     render, submission   sbatch scripts, and the record of a submission
     renew, release   torch-free helpers the rendered scripts run (the in-job agent is injob/agent.py)
     step_cgroup      which Slurm job and step a process is in, from /proc/PID/cgroup
-    chaos_slurm, chaos_runner, proc_find   faults on a real cluster; job_end: when a job is over, seen from outside
+    chaos_slurm, chaos_runner, chaos_healer, proc_find   faults on a real cluster, the Slurm half of chaos: paired with
+                  supervisor/chaos/ (the plans and the injector they run), which may not import slurm/
+    job_end       when a job is over, seen from outside
     job_cli, render_cli, why_cli, nodes_cli, healthcheck_cli   `lamplighter submit|status|cancel|chaos|render|why|nodes|healthcheck`
 
 Layer: above supervisor and injob (configs, gpusim -> trainer -> supervisor -> injob -> slurm -> daemon; lab -> bench).

@@ -1,6 +1,6 @@
 """`lamplighter chaos JOB --chaos SPEC`: a schedule (or MTBF draw) of faults.
 
-The modes are local mode's (supervisor/chaos_injector.py). exact (a
+The modes are local mode's (supervisor/chaos/chaos_injector.py). exact (a
 schedule's default): each fault fires at its time whatever state its target is
 in, while the recoveries of earlier faults are still being watched; a group
 whose job is not running, or has no trainer process yet, is missed and says
@@ -26,8 +26,8 @@ from lamplighter.slurm.chaos_healer import drain
 from lamplighter.slurm.chaos_slurm import ChaosContext, ChaosError, Recovery, append_record, inject
 from lamplighter.slurm.job_end import JobEnd
 from lamplighter.slurm.run import SlurmError
-from lamplighter.supervisor.chaos import plan
-from lamplighter.supervisor.chaos_injector import ChaosInjector, Shot, Targets
+from lamplighter.supervisor.chaos.chaos import plan
+from lamplighter.supervisor.chaos.chaos_injector import ChaosInjector, Shot, Targets
 from lamplighter.trainer.contract import RunPaths
 from lamplighter.trainer.steplog import read_steps
 

@@ -259,7 +259,7 @@ def run_chaos(args: argparse.Namespace, open_cluster: ClusterOpener | None = Non
     """`chaos`: one fault (--once) or a schedule (--chaos); only the lab's test cluster passes open_cluster."""
     from lamplighter.slurm.chaos_runner import run_schedule
     from lamplighter.slurm.chaos_slurm import ChaosContext, ChaosError, inject, observe_recovery
-    from lamplighter.supervisor.chaos import ChaosSpecError, parse_chaos
+    from lamplighter.supervisor.chaos.chaos import ChaosSpecError, parse_chaos
 
     try:
         s = _load_sub(args)

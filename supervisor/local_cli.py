@@ -70,7 +70,7 @@ def run_local(args: argparse.Namespace) -> int:
     from lamplighter.configs.loader import ConfigError, load_job
     from lamplighter.configs.schema import ChaosConfig
     from lamplighter.configs.validate_cli import report_invalid
-    from lamplighter.supervisor.chaos import ChaosSpecError, parse_chaos
+    from lamplighter.supervisor.chaos.chaos import ChaosSpecError, parse_chaos
     from lamplighter.supervisor.local_mode import LocalModeError, LocalOptions, LocalRun
     from lamplighter.supervisor.termination import Terminated, interrupt_on_termination
     from lamplighter.trainer.adapter import job_run_dir

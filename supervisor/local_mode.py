@@ -19,8 +19,8 @@ from typing import Any, TextIO
 
 from lamplighter.configs.schema import ChaosConfig, JobConfig
 from lamplighter.supervisor.baseline import Baseline
-from lamplighter.supervisor.chaos import LOCAL_KINDS, ChaosSpecError, chaos_plan_text, is_random, plan
-from lamplighter.supervisor.chaos_injector import ChaosInjector, Shot, Targets
+from lamplighter.supervisor.chaos.chaos import LOCAL_KINDS, ChaosSpecError, chaos_plan_text, is_random, plan
+from lamplighter.supervisor.chaos.chaos_injector import ChaosInjector, Shot, Targets
 from lamplighter.supervisor.checks.dstate import DStateCheck
 from lamplighter.supervisor.checks.exit_watcher import ExitWatcher
 from lamplighter.supervisor.checks.hang import HangCheck, progress_sources

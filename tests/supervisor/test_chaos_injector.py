@@ -7,8 +7,8 @@ import itertools
 import pytest
 
 from lamplighter.configs.schema import ChaosConfig
-from lamplighter.supervisor.chaos import PlannedFault, plan
-from lamplighter.supervisor.chaos_injector import ChaosInjector, Targets
+from lamplighter.supervisor.chaos.chaos import PlannedFault, plan
+from lamplighter.supervisor.chaos.chaos_injector import ChaosInjector, Targets
 
 
 def seen(healthy: list[int], lighthouse: bool = True, present: list[int] | None = None) -> Targets:

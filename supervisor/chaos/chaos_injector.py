@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from lamplighter.supervisor.chaos import UNTARGETED_KINDS, PlannedFault, pick_group
+from lamplighter.supervisor.chaos.chaos import UNTARGETED_KINDS, PlannedFault, pick_group
 
 
 @dataclass(frozen=True)
