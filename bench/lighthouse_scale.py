@@ -54,7 +54,7 @@ import psutil
 
 from bench.results_io import RESULTS, environment
 from lamplighter.configs.schema import LighthouseConfig, TorchftConfig
-from lamplighter.supervisor.lighthouse import Lighthouse
+from lamplighter.supervisor.lighthouse.lighthouse import Lighthouse
 from lamplighter.supervisor.process_tree import kill_tree
 
 REPLICA_MODULE = "lamplighter.lab.scale_replica"

@@ -61,7 +61,7 @@ from lamplighter.lab.run_end import stop_run
 from lamplighter.lab.source_stamp import source_stamp
 from lamplighter.lab.testcluster import ClusterError, wait_until
 from lamplighter.slurm.chaos_slurm import read_records
-from lamplighter.supervisor.lighthouse import Lighthouse
+from lamplighter.supervisor.lighthouse.lighthouse import Lighthouse
 from lamplighter.supervisor.ports import free_port
 from lamplighter.supervisor.run_dir_actions import ACTIONS_FILE
 from lamplighter.trainer.contract import RunPaths

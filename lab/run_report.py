@@ -32,7 +32,7 @@ from lamplighter.slurm.submission import Submission
 from lamplighter.supervisor.action_history import job_refs
 from lamplighter.supervisor.chaos.chaos import UNTARGETED_KINDS
 from lamplighter.supervisor.fault_journal import FaultRecord
-from lamplighter.supervisor.lighthouse_steplog import read_lighthouse_steps
+from lamplighter.supervisor.lighthouse.lighthouse_steplog import read_lighthouse_steps
 from lamplighter.supervisor.report import build_report
 from lamplighter.trainer.contract import RunPaths
 from lamplighter.trainer.steplog import StepRecord, read_steps

@@ -20,7 +20,7 @@ from pathlib import Path
 from lamplighter.configs import slurm_names
 from lamplighter.configs.schema import JobConfig
 from lamplighter.slurm.renew import RENEWAL_DIR, renewals_file
-from lamplighter.supervisor.lighthouse import lighthouse_argv
+from lamplighter.supervisor.lighthouse.lighthouse import lighthouse_argv
 from lamplighter.trainer import contract
 from lamplighter.trainer.adapter import job_run_dir, render_command, trainer_env
 
@@ -336,7 +336,10 @@ def render_lighthouse_script(job: JobConfig, paths: RenderPaths, python: str) ->
     # Bound to lighthouse.host only, never a wildcard: torchft's Lighthouse has no authentication, and its
     # dashboard kills replicas (deploy/SECURITY.md).
     argv = lighthouse_argv(
-        lh, lh.port, [python, "-m", "lamplighter.supervisor.lighthouse_main"], remember=run_paths.lighthouse_memory()
+        lh,
+        lh.port,
+        [python, "-m", "lamplighter.supervisor.lighthouse.lighthouse_main"],
+        remember=run_paths.lighthouse_memory(),
     )
     argv += ["--publish", str(contract.RunPaths(paths.run_dir).lighthouse()), "--advertise", lh.host]
     argv += ["--record-steps", str(contract.RunPaths(paths.run_dir).lighthouse_steps())]

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lamplighter.supervisor.lighthouse_steplog import parse_lighthouse_line
+from lamplighter.supervisor.lighthouse.lighthouse_steplog import parse_lighthouse_line
 from lamplighter.trainer.contract import RunPaths
 from lamplighter.trainer.steplog import StepRecord, parse_step
 

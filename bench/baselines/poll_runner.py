@@ -22,7 +22,7 @@ from lamplighter.configs.schema import JobConfig
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.slurm.render import render_job
 from lamplighter.slurm.run import SlurmError
-from lamplighter.supervisor.lighthouse import lighthouse_argv
+from lamplighter.supervisor.lighthouse.lighthouse import lighthouse_argv
 
 POLL_S = 10.0
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from lamplighter.configs.schema import LighthouseConfig
-from lamplighter.supervisor.lighthouse import Lighthouse
+from lamplighter.supervisor.lighthouse.lighthouse import Lighthouse
 from lamplighter.supervisor.process_tree import kill_tree
 
 

@@ -59,7 +59,11 @@ def test_helpers_run_the_interpreter_the_job_names(harness: dict[str, Path]) -> 
     scripts = render_job(job, harness["tmp"] / "out", python="/login/venv/bin/python")
     lighthouse, group = (p.read_text() for p in scripts[:2])
     quoted = shlex.quote(str(helper))
-    for module in ("lamplighter.supervisor.lighthouse_main", "lamplighter.slurm.release", "lamplighter.slurm.renew"):
+    for module in (
+        "lamplighter.supervisor.lighthouse.lighthouse_main",
+        "lamplighter.slurm.release",
+        "lamplighter.slurm.renew",
+    ):
         assert f"{quoted} -m {module}" in lighthouse, module
     assert f"{quoted} -m lamplighter.injob.agent" in group and f"{quoted} -m lamplighter.slurm.renew" in group
     assert "/login/venv/bin/python -m lamplighter" not in lighthouse + group  # the submitting one only for {python}
@@ -73,7 +77,7 @@ def test_helpers_run_the_interpreter_the_job_names(harness: dict[str, Path]) -> 
 def test_helpers_default_to_the_submitting_interpreter(tmp_path: Path) -> None:
     job = JobConfig(name="d", run_dir=str(tmp_path / "run"))
     text = render_job(job, tmp_path / "out")[0].read_text()
-    assert f"{shlex.quote(sys.executable)} -m lamplighter.supervisor.lighthouse_main" in text
+    assert f"{shlex.quote(sys.executable)} -m lamplighter.supervisor.lighthouse.lighthouse_main" in text
 
 
 @pytest.mark.parametrize("bad", ["", " ", "a\nb", "py\x00", " /usr/bin/python3"])

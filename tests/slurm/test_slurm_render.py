@@ -315,7 +315,7 @@ def test_lighthouse_script_runs_its_own_lighthouse_and_restarts_it(harness: dict
     assert len(starts) == 2 and starts[0] == starts[1]
     assert starts[0].split() == [
         "-m",
-        "lamplighter.supervisor.lighthouse_main",
+        "lamplighter.supervisor.lighthouse.lighthouse_main",
         "--bind",
         "127.0.0.1:0",  # the address the job names, not a wildcard
         "--min_replicas",

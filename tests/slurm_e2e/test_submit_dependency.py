@@ -77,7 +77,7 @@ def test_submit_returns_on_a_busy_queue_and_groups_start_after_the_lighthouse_jo
 NO_TORCHFT = """\
 #!/bin/bash
 # The Lighthouse's node's interpreter without torchft: lamplighter's Lighthouse runs, torchft is missing.
-if [[ "$2" == lamplighter.supervisor.lighthouse_main ]]; then
+if [[ "$2" == lamplighter.supervisor.lighthouse.lighthouse_main ]]; then
     export PYTHONPATH={site}
     exec /usr/bin/python3 -S "$@"
 fi

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lamplighter.configs.schema import JobConfig
-from lamplighter.supervisor.lighthouse import Lighthouse, LighthouseError
+from lamplighter.supervisor.lighthouse.lighthouse import Lighthouse, LighthouseError
 from lamplighter.supervisor.local_launch import group_launch
 from lamplighter.supervisor.ports import accepts_connections
 

@@ -14,7 +14,12 @@ import pytest
 from lamplighter.supervisor.checks.hang import HangCheck, group_attempts, progress_sources
 from lamplighter.supervisor.checks.lighthouse_progress import LighthouseProgress, group_of
 from lamplighter.supervisor.checks.progress import HeartbeatFiles
-from lamplighter.supervisor.lighthouse_status import LighthouseStatus, LighthouseStatusError, Member, parse_status
+from lamplighter.supervisor.lighthouse.lighthouse_status import (
+    LighthouseStatus,
+    LighthouseStatusError,
+    Member,
+    parse_status,
+)
 from lamplighter.supervisor.trainer_proc import StaticTable, TrainerProc
 from lamplighter.trainer.contract import RunPaths, write_json_atomic
 from lamplighter.trainer.heartbeat import beat, heartbeat_path

@@ -30,7 +30,7 @@ def lighthouse_binary() -> Path:
 
 
 def fast_command() -> list[str]:
-    return [sys.executable, "-m", "lamplighter.supervisor.lighthouse_main"]
+    return [sys.executable, "-m", "lamplighter.supervisor.lighthouse.lighthouse_main"]
 
 
 def bind_address(host: str, port: int) -> str:

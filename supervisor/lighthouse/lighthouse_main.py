@@ -1,4 +1,4 @@
-"""Run torchft's Lighthouse without importing torch: `python -m lamplighter.supervisor.lighthouse_main ARGS`.
+"""Run torchft's Lighthouse without importing torch: `python -m lamplighter.supervisor.lighthouse.lighthouse_main ARGS`.
 
 The `torchft_lighthouse` script imports the `torchft` package, whose
 __init__ imports torch: 1.5 s to start on an idle machine and 6 s measured on
@@ -100,9 +100,9 @@ def watch_status(
 
     Nothing is remembered before `remember_after` (time.time()): while it stands in for the replicas of
     its last life, its own heartbeats for them must not be taken for theirs."""
-    from lamplighter.supervisor.lighthouse_memory import Memory
-    from lamplighter.supervisor.lighthouse_status import LighthouseStatusError, fetch_status
-    from lamplighter.supervisor.lighthouse_steplog import LighthouseStepLog
+    from lamplighter.supervisor.lighthouse.lighthouse_memory import Memory
+    from lamplighter.supervisor.lighthouse.lighthouse_status import LighthouseStatusError, fetch_status
+    from lamplighter.supervisor.lighthouse.lighthouse_steplog import LighthouseStepLog
 
     log = LighthouseStepLog(steps) if steps is not None else None
     while True:
@@ -122,7 +122,7 @@ def watch_status(
 
 def stand_in_for_last_life(module: object, own: str, memory: Path, grace_ms: int) -> float:
     """Heartbeat for the replicas a recent memory names, for grace_ms; returns when remembering may resume."""
-    from lamplighter.supervisor.lighthouse_memory import Memory, start_stand_in, to_stand_in_for
+    from lamplighter.supervisor.lighthouse.lighthouse_memory import Memory, start_stand_in, to_stand_in_for
 
     replicas = to_stand_in_for(Memory.load(memory), time.time())
     if not replicas or grace_ms <= 0:
