@@ -14,7 +14,7 @@ host, t) and the host daemons' action lines in `<run_dir>/actions.jsonl`
                step after the new start
 
 The rest (first commit after, survivors' stall, steps lost, identical weights)
-is `lamplighter.supervisor.report.build_report`, unchanged.
+is `lamplighter.supervisor.report.report.build_report`, unchanged.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from lamplighter.slurm.chaos_slurm import read_records
-from lamplighter.supervisor.fault_journal import FaultRecord
-from lamplighter.supervisor.report import build_report, run_ok
+from lamplighter.supervisor.report.fault_journal import FaultRecord
+from lamplighter.supervisor.report.report import build_report, run_ok
 from lamplighter.supervisor.run_dir_actions import ACTIONS_FILE
 from lamplighter.trainer.contract import RunPaths
 from lamplighter.trainer.steplog import StepRecord, read_steps
@@ -146,7 +146,7 @@ def build_bare_report(
     report["ok"] = all(checks.values())
     out_dir.mkdir(parents=True, exist_ok=True)
     if any(by_group.values()):
-        from lamplighter.supervisor.timeline import plot_timeline
+        from lamplighter.supervisor.report.timeline import plot_timeline
 
         plot_timeline(by_group, report, out_dir / "timeline.png")
         report["timeline"] = str(out_dir / "timeline.png")

@@ -23,7 +23,7 @@ from lamplighter.lab.slurm_lab import LabSettings, SlurmLab
 from lamplighter.lab.source_stamp import source_stamp
 from lamplighter.lab.testcluster import pick_port_range, slurm_installed, wait_until
 from lamplighter.slurm.chaos_slurm import KINDS
-from lamplighter.supervisor.report import run_ok
+from lamplighter.supervisor.report.report import run_ok
 
 HANG_TIMEOUT_S = 8.0
 DEFAULT_KINDS = ("kill", "hang", "gpu", "node-crash", "lighthouse-kill", "supervisor-kill")

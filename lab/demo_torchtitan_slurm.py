@@ -30,7 +30,7 @@ from lamplighter.lab.slurm_lab import LabSettings, SlurmLab
 from lamplighter.lab.source_stamp import source_stamp
 from lamplighter.lab.testcluster import pick_port_range, slurm_installed
 from lamplighter.lab.torchtitan_env import DEFAULT_DIR, ensure
-from lamplighter.supervisor.report import run_ok
+from lamplighter.supervisor.report.report import run_ok
 
 DEFAULT_KINDS = ("kill", "hang", "gpu", "node-crash")
 

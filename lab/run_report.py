@@ -14,7 +14,7 @@ Per fault:
                agent (in_job, how: warm from the spare or cold), or the
                Lighthouse listening again, or the daemon back.
 The rest (first commit after, survivor stall, steps lost, identical weights,
-goodput) is `lamplighter.supervisor.report.build_report`, unchanged; the
+goodput) is `lamplighter.supervisor.report.report.build_report`, unchanged; the
 target it judges is the submission's trainer.steps, or the step the run
 directory's `stop-at` names when that is smaller (trainer/stop_at.py).
 """
@@ -31,9 +31,9 @@ from lamplighter.slurm.chaos_slurm import CHAOS_FILE, read_records
 from lamplighter.slurm.submission import Submission
 from lamplighter.supervisor.action_history import job_refs
 from lamplighter.supervisor.chaos.chaos import UNTARGETED_KINDS
-from lamplighter.supervisor.fault_journal import FaultRecord
 from lamplighter.supervisor.lighthouse.lighthouse_steplog import read_lighthouse_steps
-from lamplighter.supervisor.report import build_report
+from lamplighter.supervisor.report.fault_journal import FaultRecord
+from lamplighter.supervisor.report.report import build_report
 from lamplighter.trainer.contract import RunPaths
 from lamplighter.trainer.steplog import StepRecord, read_steps
 from lamplighter.trainer.stop_at import read_stop_at
@@ -174,7 +174,7 @@ def write_report(
         row.update(ex)
     out.mkdir(parents=True, exist_ok=True)
     if timeline and by_group:
-        from lamplighter.supervisor.timeline import plot_timeline
+        from lamplighter.supervisor.report.timeline import plot_timeline
 
         plot_timeline(by_group, report, out / TIMELINE_FILE)
         report["timeline"] = str(out / TIMELINE_FILE)

@@ -7,7 +7,7 @@ import sys
 from dataclasses import dataclass
 from typing import TextIO
 
-from lamplighter.supervisor.step_tail import GroupProgress
+from lamplighter.supervisor.report.step_tail import GroupProgress
 
 
 @dataclass(frozen=True)

@@ -105,7 +105,7 @@ def run_local(args: argparse.Namespace) -> int:
     except (ChaosSpecError, LocalModeError, ValidationError, ValueError, OSError) as e:
         print(f"lamplighter local: {e}", file=sys.stderr)
         return 2
-    from lamplighter.supervisor.report import run_ok
+    from lamplighter.supervisor.report.report import run_ok
 
     ok = run_ok(report)
     return 0 if ok else 1
@@ -114,8 +114,8 @@ def run_local(args: argparse.Namespace) -> int:
 def resolve_baseline(value: str | None, job: Any, run_dir: Path, *, live: bool) -> Any:
     """The Baseline --baseline asks for (None without one); `auto` runs the job without faults first."""
     from lamplighter.configs.schema import ChaosConfig
-    from lamplighter.supervisor.baseline import Baseline, BaselineError, from_report, parse_baseline, read_report
     from lamplighter.supervisor.local_mode import LocalOptions, LocalRun
+    from lamplighter.supervisor.report.baseline import Baseline, BaselineError, from_report, parse_baseline, read_report
     from lamplighter.supervisor.termination import Terminated
 
     if value is None:

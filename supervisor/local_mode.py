@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from lamplighter.configs.schema import ChaosConfig, JobConfig
-from lamplighter.supervisor.baseline import Baseline
 from lamplighter.supervisor.chaos.chaos import LOCAL_KINDS, ChaosSpecError, chaos_plan_text, is_random, plan
 from lamplighter.supervisor.chaos.chaos_injector import ChaosInjector, Shot, Targets
 from lamplighter.supervisor.checks.dstate import DStateCheck
@@ -27,7 +26,6 @@ from lamplighter.supervisor.checks.hang import HangCheck, progress_sources
 from lamplighter.supervisor.checks.lighthouse_progress import LighthouseProgress
 from lamplighter.supervisor.checks.memory import MemoryCheck, MemoryCheckError
 from lamplighter.supervisor.checks.progress_pace import pace_rule
-from lamplighter.supervisor.fault_journal import FaultJournal, FaultRecord
 from lamplighter.supervisor.lighthouse.lighthouse import Lighthouse
 from lamplighter.supervisor.lighthouse.lighthouse_status import LighthouseStatus, fetch_status
 from lamplighter.supervisor.lighthouse.lighthouse_steplog import LighthouseStepLog, read_lighthouse_steps
@@ -36,8 +34,10 @@ from lamplighter.supervisor.local_launch import group_launch
 from lamplighter.supervisor.observations import LighthouseDown, Observation, ProcessExited, StartFailed
 from lamplighter.supervisor.policy import Decision, PolicyState, decide
 from lamplighter.supervisor.process_tree import GroupProcesses, StartError
+from lamplighter.supervisor.report.baseline import Baseline
+from lamplighter.supervisor.report.fault_journal import FaultJournal, FaultRecord
+from lamplighter.supervisor.report.step_tail import StepTail
 from lamplighter.supervisor.standby import StandbyPool
-from lamplighter.supervisor.step_tail import StepTail
 from lamplighter.supervisor.trainer_proc import TrainerProc
 from lamplighter.trainer.contract import RunPaths, write_json_atomic
 from lamplighter.trainer.stop_at import final_target, read_stop_at
@@ -426,8 +426,8 @@ class LocalRun:
         )
 
     def _finish(self, interrupted: bool) -> dict[str, Any]:
-        from lamplighter.supervisor.report import build_report
-        from lamplighter.supervisor.summary import summary_text
+        from lamplighter.supervisor.report.report import build_report
+        from lamplighter.supervisor.report.summary import summary_text
         from lamplighter.trainer.steplog import read_steps
 
         groups = range(self.job.groups.count)
@@ -480,7 +480,7 @@ class LocalRun:
             report["reached_target_by"] = "every group exited 0 (the Lighthouse does not see a trainer's last step)"
         self.opts.report_dir.mkdir(parents=True, exist_ok=True)
         try:
-            from lamplighter.supervisor.timeline import plot_timeline
+            from lamplighter.supervisor.report.timeline import plot_timeline
 
             plot_timeline(by_group, report, self.opts.report_dir / "timeline.png")
             report["timeline"] = str(self.opts.report_dir / "timeline.png")

@@ -20,7 +20,7 @@ With `trainer.model.heal_pad_mb` (the benchmark's big-state arm) every
 checkpoint carries that much more state, written and read back in full, as
 the optimizer state of a large model would be.
 The log's `quorum_id` is the restart count, so a step committed again after a
-restart shows up as lost work in lamplighter.supervisor.report.lost_steps.
+restart shows up as lost work in lamplighter.supervisor.report.report.lost_steps.
 Like the reference trainer, it honours the benchmark's hang-collective
 (<run_dir>/inject/<rank>.hang-collective): the main thread blocks inside the
 step, and the peers' allreduce waits for it until the process group's timeout.

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from lamplighter.supervisor.lighthouse.lighthouse_status import LighthouseStatus, Member
 from lamplighter.supervisor.lighthouse.lighthouse_steplog import LighthouseStepLog, read_lighthouse_steps
-from lamplighter.supervisor.report import lost_steps
+from lamplighter.supervisor.report.report import lost_steps
 
 
 def status(*members: tuple[str, int, bool]) -> LighthouseStatus:

@@ -6,8 +6,8 @@ import io
 from pathlib import Path
 
 from lamplighter.supervisor.live_view import GroupRow, LiveView
-from lamplighter.supervisor.step_tail import GroupProgress
-from lamplighter.supervisor.summary import summary_text
+from lamplighter.supervisor.report.step_tail import GroupProgress
+from lamplighter.supervisor.report.summary import summary_text
 
 
 def test_plain_lines_are_rate_limited_and_events_always_print() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lamplighter.supervisor.fault_journal import FaultJournal, FaultRecord
-from lamplighter.supervisor.report import build_report, lost_steps
+from lamplighter.supervisor.report.fault_journal import FaultJournal, FaultRecord
+from lamplighter.supervisor.report.report import build_report, lost_steps
 from lamplighter.trainer.steplog import StepRecord
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lamplighter.supervisor.report import run_ok
+from lamplighter.supervisor.report.report import run_ok
 
 
 def _s(x: Any) -> str:

@@ -69,7 +69,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lamplighter.supervisor.fault_journal import FaultRecord
+from lamplighter.supervisor.report.fault_journal import FaultRecord
 from lamplighter.trainer.steplog import StepRecord
 from lamplighter.trainer.stop_at import final_target
 
