@@ -55,7 +55,7 @@ from lamplighter.bare.user_launch import append_as, base_env, start_ranks, train
 from lamplighter.configs.schema import JobConfig
 from lamplighter.supervisor.gpu.faults import gpu_response
 from lamplighter.supervisor.gpu.observation import GpuObservation
-from lamplighter.supervisor.local_launch import group_launch
+from lamplighter.supervisor.local.local_launch import group_launch
 from lamplighter.supervisor.process_tree import GroupProcesses, StartError
 from lamplighter.supervisor.run_dir_actions import ACTIONS_FILE, append_line
 from lamplighter.supervisor.trainer_proc import TrainerProc

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from lamplighter.lab.source_stamp import source_stamp
-from lamplighter.supervisor.local_cli import add_parser, run_local
+from lamplighter.supervisor.local.local_cli import add_parser, run_local
 from lamplighter.trainer.contract import RunPaths
 from lamplighter.trainer.quick_rendezvous import SETUP_FAILED
 from lamplighter.trainer.steplog import read_steps

@@ -16,7 +16,7 @@ COMMAND_MODULES = [
     "lamplighter.job_init",
     "lamplighter.configs.validate_cli",
     "lamplighter.slurm.render_cli",
-    "lamplighter.supervisor.local_cli",
+    "lamplighter.supervisor.local.local_cli",
     "lamplighter.daemon.supervise_cli",
     "lamplighter.slurm.job_cli",
     "lamplighter.slurm.why_cli",

@@ -9,7 +9,7 @@ import pytest
 
 from lamplighter.configs.schema import JobConfig
 from lamplighter.supervisor.lighthouse.lighthouse import Lighthouse, LighthouseError
-from lamplighter.supervisor.local_launch import group_launch
+from lamplighter.supervisor.local.local_launch import group_launch
 from lamplighter.supervisor.ports import accepts_connections
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from lamplighter.supervisor.live_view import GroupRow, LiveView
+from lamplighter.supervisor.local.live_view import GroupRow, LiveView
 from lamplighter.supervisor.report.step_tail import GroupProgress
 from lamplighter.supervisor.report.summary import summary_text
 

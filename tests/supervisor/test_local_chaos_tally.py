@@ -10,7 +10,7 @@ from pathlib import Path
 from lamplighter.configs.schema import ChaosConfig, JobConfig
 from lamplighter.supervisor.chaos.chaos import parse_chaos, plan
 from lamplighter.supervisor.chaos.chaos_injector import Targets
-from lamplighter.supervisor.local_mode import LocalOptions, LocalRun
+from lamplighter.supervisor.local.local_mode import LocalOptions, LocalRun
 
 ALL = Targets(healthy=[0, 1], present=[0, 1], lighthouse_healthy=True)
 

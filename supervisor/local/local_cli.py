@@ -71,8 +71,8 @@ def run_local(args: argparse.Namespace) -> int:
     from lamplighter.configs.schema import ChaosConfig
     from lamplighter.configs.validate_cli import report_invalid
     from lamplighter.supervisor.chaos.chaos import ChaosSpecError, parse_chaos
-    from lamplighter.supervisor.local_mode import LocalModeError, LocalOptions, LocalRun
-    from lamplighter.supervisor.termination import Terminated, interrupt_on_termination
+    from lamplighter.supervisor.local.local_mode import LocalModeError, LocalOptions, LocalRun
+    from lamplighter.supervisor.local.termination import Terminated, interrupt_on_termination
     from lamplighter.trainer.adapter import job_run_dir
 
     try:
@@ -114,9 +114,9 @@ def run_local(args: argparse.Namespace) -> int:
 def resolve_baseline(value: str | None, job: Any, run_dir: Path, *, live: bool) -> Any:
     """The Baseline --baseline asks for (None without one); `auto` runs the job without faults first."""
     from lamplighter.configs.schema import ChaosConfig
-    from lamplighter.supervisor.local_mode import LocalOptions, LocalRun
+    from lamplighter.supervisor.local.local_mode import LocalOptions, LocalRun
+    from lamplighter.supervisor.local.termination import Terminated
     from lamplighter.supervisor.report.baseline import Baseline, BaselineError, from_report, parse_baseline, read_report
-    from lamplighter.supervisor.termination import Terminated
 
     if value is None:
         return None

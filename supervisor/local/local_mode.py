@@ -29,8 +29,8 @@ from lamplighter.supervisor.checks.progress_pace import pace_rule
 from lamplighter.supervisor.lighthouse.lighthouse import Lighthouse
 from lamplighter.supervisor.lighthouse.lighthouse_status import LighthouseStatus, fetch_status
 from lamplighter.supervisor.lighthouse.lighthouse_steplog import LighthouseStepLog, read_lighthouse_steps
-from lamplighter.supervisor.live_view import GroupRow, LiveView
-from lamplighter.supervisor.local_launch import group_launch
+from lamplighter.supervisor.local.live_view import GroupRow, LiveView
+from lamplighter.supervisor.local.local_launch import group_launch
 from lamplighter.supervisor.observations import LighthouseDown, Observation, ProcessExited, StartFailed
 from lamplighter.supervisor.policy import Decision, PolicyState, decide
 from lamplighter.supervisor.process_tree import GroupProcesses, StartError
