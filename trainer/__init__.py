@@ -2,7 +2,8 @@
 
 Public modules (the package re-exports nothing: import them; only main, model,
 ft_setup, heal_transport and train_state need torch):
-    contract   environment variables, exit codes and run-directory paths both sides use
+    contract   environment variables, exit codes and run-directory paths both sides use; the one atomic
+               file writer (write_json_atomic, write_text_atomic)
     heartbeat  write_heartbeat: the progress signal any trainer may write (no torch)
     steplog    StepRecord and the per-step JSON-lines log
     progress   the job's progress, and what a starting group must do about it

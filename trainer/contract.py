@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,20 +180,35 @@ def json_records(text: str) -> list[dict[str, Any]]:
     return out
 
 
-def write_json_atomic(path: Path, obj: Any, *, durable: bool = False, mode: int | None = None) -> None:
+def write_json_atomic(
+    path: Path, obj: Any, *, durable: bool = False, mode: int | None = None, umask: bool = False
+) -> None:
     """Write JSON so that a concurrent reader sees the old or the new file, never a torn one.
 
     durable: also fsync the file and its directory, so the new file survives a power loss
     (the daemon's state); heartbeats, rewritten every step, do without.
     mode: the file's permissions (default mkstemp's 0600, readable by its owner only).
+    umask: create it as open() creates a file, 0666 less the umask (lighthouse.json, the lab's records).
+    """
+    text = json.dumps(obj, separators=(",", ":") if durable else None, default=str if durable else None)
+    write_text_atomic(path, text, durable=durable, mode=mode, umask=umask)
+
+
+def write_text_atomic(
+    path: Path, text: str, *, durable: bool = False, mode: int | None = None, umask: bool = False
+) -> None:
+    """The one atomic writer (write_json_atomic's): a temporary file beside `path`, renamed over it.
+
+    The temporary file is `.<name>.<random>.tmp`, created exclusively (never through a link
+    someone left at its name) and removed if the write fails. Keywords as write_json_atomic's.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = _create_beside(path, 0o666 if umask else None)
     try:
         if mode is not None:
             os.fchmod(fd, mode)
         with os.fdopen(fd, "w") as f:
-            json.dump(obj, f, separators=(",", ":") if durable else None, default=str if durable else None)
+            f.write(text)
             if durable:
                 f.flush()
                 os.fsync(f.fileno())
@@ -209,6 +225,21 @@ def write_json_atomic(path: Path, obj: Any, *, durable: bool = False, mode: int 
             os.fsync(dfd)
         finally:
             os.close(dfd)
+
+
+def _create_beside(path: Path, perms: int | None) -> tuple[int, str]:
+    """A new temporary file in path's folder, open for writing: mkstemp's (0600), or with `perms` less the umask."""
+    prefix, suffix = f".{path.name}.", ".tmp"
+    if perms is None:
+        return tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=suffix)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+    for _ in range(100):
+        tmp = str(path.parent / f"{prefix}{secrets.token_hex(4)}{suffix}")
+        try:
+            return os.open(tmp, flags, perms), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {path}")
 
 
 SMALL_FILE_BYTES = 4 * 1024  # lighthouse.json, a heartbeat, stop-at, completed: a few dozen bytes each
