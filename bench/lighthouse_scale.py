@@ -56,6 +56,7 @@ from bench.results_io import RESULTS, environment
 from lamplighter.configs.schema import LighthouseConfig, TorchftConfig
 from lamplighter.supervisor.lighthouse.lighthouse import Lighthouse
 from lamplighter.supervisor.process_tree import kill_tree
+from lamplighter.trainer.contract import write_text_atomic
 
 REPLICA_MODULE = "lamplighter.lab.scale_replica"
 KILL_LEAD_S = 0.1  # a group dies this long before the others ask for their next quorum
@@ -674,10 +675,7 @@ def main(argv: list[str] | None = None) -> int:
             for r in arm
         ],
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n")
-    os.replace(tmp, args.out)
+    write_text_atomic(args.out, json.dumps(result, indent=2) + "\n", umask=True)
     plot(rows, args.out.with_suffix(".png"))
     print(f"wrote {args.out} and {args.out.with_suffix('.png')}")
     return 0

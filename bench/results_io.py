@@ -12,6 +12,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from lamplighter.trainer.contract import write_text_atomic
+
 RESULTS = Path(__file__).resolve().parent / "results"
 # Set by `python -m bench` for the whole run: every file it writes, in any process, carries the same stamp.
 ENV_BENCH_RUN = "LAMPLIGHTER_BENCH_RUN"
@@ -68,9 +70,8 @@ def spread(values: list[float]) -> dict[str, float]:
 
 
 def write_result(name: str, data: dict[str, Any]) -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"name": name, "environment": environment(), **data}, indent=2) + "\n")
-    os.replace(tmp, path)
+    # Indented, with a final newline: these files are committed and read in diffs.
+    text = json.dumps({"name": name, "environment": environment(), **data}, indent=2) + "\n"
+    write_text_atomic(path, text, umask=True)
     return path

@@ -13,8 +13,6 @@ Used by the end-to-end test and by `python -m lamplighter.lab.demo`.
 
 from __future__ import annotations
 
-import json
-import os
 import signal
 import subprocess
 import sys
@@ -30,7 +28,7 @@ from lamplighter.configs.schema import HealthConfig, NodeHealthConfig, RestartCo
 from lamplighter.lab.testcluster import ProcRecord, TestCluster, wait_until
 from lamplighter.slurm.proc_find import ENV_SUPERVISOR_NODE, find_by_env
 from lamplighter.supervisor.procfs import PROC, read_stat
-from lamplighter.trainer.contract import ENV_JOB
+from lamplighter.trainer.contract import ENV_JOB, write_json_atomic
 
 RESTART_DELAY_S = 0.5  # systemd's RestartSec
 
@@ -83,9 +81,7 @@ class ServiceRunner:
         recs = {
             n: {"pid": s.record.pid, "start_ticks": s.record.start_ticks} for n, s in self.services.items() if s.record
         }
-        tmp = self.record_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(recs))
-        os.replace(tmp, self.record_file)
+        write_json_atomic(self.record_file, recs, umask=True)
 
     def run(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="lab-services", daemon=True)

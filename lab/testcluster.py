@@ -34,6 +34,7 @@ from lamplighter.lab.testcluster_conf import CGROUP_CONF, render_slurm_conf
 from lamplighter.slurm.parsers import NodeInfo, parse_scontrol_nodes
 from lamplighter.slurm.run import SlurmCli, SlurmError
 from lamplighter.supervisor.procfs import PROC, children, read_stat
+from lamplighter.trainer.contract import write_json_atomic
 
 T = TypeVar("T")
 
@@ -473,10 +474,7 @@ class TestCluster:
 
     def _save_records(self, recs: dict[str, ProcRecord]) -> None:
         path = self.root / "run" / PROCS_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({k: {"pid": r.pid, "start_ticks": r.start_ticks} for k, r in recs.items()}))
-        os.replace(tmp, path)
+        write_json_atomic(path, {k: {"pid": r.pid, "start_ticks": r.start_ticks} for k, r in recs.items()}, umask=True)
 
     def remove(self) -> None:
         """Delete the cluster folder (after down())."""

@@ -74,10 +74,10 @@ def publish(path: Path, server_address: str, advertise: str | None) -> None:
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         "started_at": time.time(),
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(record))
-    os.replace(tmp, path)
+    # Imported here, like this module's other lamplighter imports: nothing loads before the Lighthouse needs it.
+    from lamplighter.trainer.contract import write_json_atomic
+
+    write_json_atomic(path, record, umask=True)  # 0666 less the umask, as before: not mkstemp's 0600
 
 
 WILDCARDS = ("", "0.0.0.0", "[::]", "::")

@@ -127,6 +127,7 @@ def _write_beat(path: Path, step: int) -> None:
     obj = {"step": step, "time": time.time(), "pid": os.getpid()}
     if attempt.isdigit():
         obj["attempt"] = int(attempt)
+    # Not contract.write_json_atomic: this runs in the training environment, with no lamplighter to import.
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(obj))
