@@ -20,7 +20,7 @@ from lamplighter.supervisor.checks.hang import HangCheck, progress_sources
 from lamplighter.supervisor.checks.lighthouse_progress import LighthouseProgress
 from lamplighter.supervisor.checks.progress import Progress, ProgressSource
 from lamplighter.supervisor.checks.progress_pace import pace_rule
-from lamplighter.supervisor.lighthouse.lighthouse_status import LighthouseStatus, fetch_status
+from lamplighter.supervisor.lighthouse_status import LighthouseStatus, fetch_status
 from lamplighter.supervisor.observations import Hung
 from lamplighter.supervisor.trainer_proc import TrainerProc
 from lamplighter.trainer.stop_at import final_target, read_stop_at

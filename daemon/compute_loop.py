@@ -78,7 +78,7 @@ from lamplighter.slurm.run import SlurmError
 from lamplighter.supervisor.checks.exit_watcher import ExitWatcher
 from lamplighter.supervisor.checks.links import LinkReader
 from lamplighter.supervisor.gpu.observation import GpuObservation
-from lamplighter.supervisor.lighthouse.lighthouse_status import fetch_status
+from lamplighter.supervisor.lighthouse_status import fetch_status
 from lamplighter.supervisor.observations import Observation, ProcessExited
 from lamplighter.supervisor.procfs import ProcStat, read_uid, snapshot
 from lamplighter.supervisor.run_dir_actions import RunDirActions

@@ -37,7 +37,7 @@ from lamplighter.supervisor.checks.lighthouse_progress import LighthouseProgress
 from lamplighter.supervisor.checks.memory import MemoryCheck
 from lamplighter.supervisor.checks.progress import ProgressSource
 from lamplighter.supervisor.checks.progress_pace import ProgressPace, pace_rule
-from lamplighter.supervisor.lighthouse.lighthouse_status import LighthouseStatus, LighthouseStatusError
+from lamplighter.supervisor.lighthouse_status import LighthouseStatus, LighthouseStatusError
 from lamplighter.supervisor.observations import DState, MemoryHigh
 from lamplighter.supervisor.procfs import ProcStat
 from lamplighter.supervisor.trainer_proc import TrainerProc

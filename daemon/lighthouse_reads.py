@@ -31,7 +31,7 @@ from lamplighter.configs.slurm_names import lighthouse_job_name
 from lamplighter.slurm.actions import SlurmApi
 from lamplighter.slurm.hostlist import expand_hostlist
 from lamplighter.slurm.run import SlurmError
-from lamplighter.supervisor.lighthouse.lighthouse_status import LighthouseStatus, LighthouseStatusError
+from lamplighter.supervisor.lighthouse_status import LighthouseStatus, LighthouseStatusError
 
 log = logging.getLogger(__name__)
 

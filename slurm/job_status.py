@@ -28,7 +28,7 @@ from lamplighter.slurm.parsers import JobInfo, NodeInfo
 from lamplighter.slurm.run import SlurmError
 from lamplighter.slurm.submission import INCOMPLETE, Submission, slurm_forgot
 from lamplighter.supervisor.health_report import ENV_CLUSTER_STATUS_DIR, NodeReport, read_reports
-from lamplighter.supervisor.lighthouse.lighthouse_status import LighthouseStatus, LighthouseStatusError, fetch_status
+from lamplighter.supervisor.lighthouse_status import LighthouseStatus, LighthouseStatusError, fetch_status
 from lamplighter.trainer.contract import RunPaths
 from lamplighter.trainer.steplog import StepRecord, parse_step
 from lamplighter.trainer.stop_at import final_target, read_stop_at

@@ -46,7 +46,7 @@ from typing import Any
 from lamplighter.slurm.actions import SlurmActions, SlurmApi
 from lamplighter.slurm.run import SlurmCli, SlurmError
 from lamplighter.supervisor.checks.lighthouse_progress import group_of
-from lamplighter.supervisor.lighthouse.lighthouse_status import LighthouseStatus, LighthouseStatusError, fetch_status
+from lamplighter.supervisor.lighthouse_status import LighthouseStatus, LighthouseStatusError, fetch_status
 from lamplighter.trainer.contract import read_lighthouse_address
 
 RENEWAL_DIR = "renewal"

@@ -39,7 +39,7 @@ from lamplighter.slurm.lighthouse_log import lighthouse_log_problem
 from lamplighter.slurm.parsers import JobInfo
 from lamplighter.slurm.render import render_job, resolve_paths
 from lamplighter.slurm.run import SlurmError
-from lamplighter.supervisor.lighthouse.lighthouse_status import LighthouseStatusError, fetch_status
+from lamplighter.supervisor.lighthouse_status import LighthouseStatusError, fetch_status
 from lamplighter.trainer import contract
 
 SUBMISSION_FILE = "submission.json"

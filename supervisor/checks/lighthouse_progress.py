@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from lamplighter.supervisor.checks.progress import Progress
-from lamplighter.supervisor.lighthouse.lighthouse_status import LighthouseStatus, LighthouseStatusError
+from lamplighter.supervisor.lighthouse_status import LighthouseStatus, LighthouseStatusError
 
 _TRAILING_NUMBER = re.compile(r"(\d+)$")
 FORGET_AFTER_S = 3600.0  # a process not listed for this long is gone: forget it

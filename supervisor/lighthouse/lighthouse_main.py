@@ -101,8 +101,8 @@ def watch_status(
     Nothing is remembered before `remember_after` (time.time()): while it stands in for the replicas of
     its last life, its own heartbeats for them must not be taken for theirs."""
     from lamplighter.supervisor.lighthouse.lighthouse_memory import Memory
-    from lamplighter.supervisor.lighthouse.lighthouse_status import LighthouseStatusError, fetch_status
     from lamplighter.supervisor.lighthouse.lighthouse_steplog import LighthouseStepLog
+    from lamplighter.supervisor.lighthouse_status import LighthouseStatusError, fetch_status
 
     log = LighthouseStepLog(steps) if steps is not None else None
     while True:

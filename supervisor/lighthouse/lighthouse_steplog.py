@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from lamplighter.supervisor.checks.lighthouse_progress import group_of
-from lamplighter.supervisor.lighthouse.lighthouse_status import LighthouseStatus
+from lamplighter.supervisor.lighthouse_status import LighthouseStatus
 from lamplighter.trainer.steplog import StepRecord
 
 

@@ -27,8 +27,8 @@ from lamplighter.supervisor.checks.lighthouse_progress import LighthouseProgress
 from lamplighter.supervisor.checks.memory import MemoryCheck, MemoryCheckError
 from lamplighter.supervisor.checks.progress_pace import pace_rule
 from lamplighter.supervisor.lighthouse.lighthouse import Lighthouse
-from lamplighter.supervisor.lighthouse.lighthouse_status import LighthouseStatus, fetch_status
 from lamplighter.supervisor.lighthouse.lighthouse_steplog import LighthouseStepLog, read_lighthouse_steps
+from lamplighter.supervisor.lighthouse_status import LighthouseStatus, fetch_status
 from lamplighter.supervisor.local.live_view import GroupRow, LiveView
 from lamplighter.supervisor.local.local_launch import group_launch
 from lamplighter.supervisor.observations import LighthouseDown, Observation, ProcessExited, StartFailed

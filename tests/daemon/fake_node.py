@@ -29,7 +29,7 @@ from lamplighter.daemon.state_store import DaemonState
 from lamplighter.lab.fake_slurm import FakeSlurm
 from lamplighter.supervisor.checks.links import LinkReader
 from lamplighter.supervisor.gpu.observation import GpuObservation
-from lamplighter.supervisor.lighthouse.lighthouse_status import LighthouseStatus, LighthouseStatusError, Member
+from lamplighter.supervisor.lighthouse_status import LighthouseStatus, LighthouseStatusError, Member
 from lamplighter.supervisor.observations import Observation, ProcessExited
 from lamplighter.supervisor.trainer_proc import TrainerProc
 from lamplighter.trainer.contract import ENV_CONFIG, ENV_JOB, ENV_REPLICA_ID, ENV_RUN_DIR, RunPaths, write_json_atomic

@@ -23,7 +23,7 @@ from lamplighter.daemon.metrics import DaemonMetrics, start_metrics_server
 from lamplighter.daemon.node_policy import TrainerEvent
 from lamplighter.daemon.recovery_watch import recovery_of
 from lamplighter.supervisor.gpu.observation import GpuObservation
-from lamplighter.supervisor.lighthouse.lighthouse_status import LighthouseStatus, LighthouseStatusError
+from lamplighter.supervisor.lighthouse_status import LighthouseStatus, LighthouseStatusError
 from lamplighter.trainer.steplog import StepRecord
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "lamplighter.json"

@@ -9,7 +9,7 @@ from lamplighter.daemon.job_settings import JobSettings
 from lamplighter.daemon.job_watch import JobWatch
 from lamplighter.daemon.node_trainers import NodeTrainer
 from lamplighter.supervisor.discovery import TrainerProcess
-from lamplighter.supervisor.lighthouse.lighthouse_status import LighthouseStatus
+from lamplighter.supervisor.lighthouse_status import LighthouseStatus
 from lamplighter.trainer.contract import RunPaths
 from lamplighter.trainer.heartbeat import write_heartbeat
 from lamplighter.trainer.stop_at import write_stop_at

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lamplighter.supervisor.lighthouse.lighthouse_status import (
+from lamplighter.supervisor.lighthouse_status import (
     LighthouseStatusError,
     fetch_status,
     parse_duration,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lamplighter.supervisor.lighthouse.lighthouse_status import LighthouseStatus, Member
 from lamplighter.supervisor.lighthouse.lighthouse_steplog import LighthouseStepLog, read_lighthouse_steps
+from lamplighter.supervisor.lighthouse_status import LighthouseStatus, Member
 from lamplighter.supervisor.report.report import lost_steps
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from lamplighter.slurm.parsers import JobInfo
 from lamplighter.slurm.renew import Lease, LeaseDir, Timeline, decide, end_time_epoch, live_groups, renew_group
-from lamplighter.supervisor.lighthouse.lighthouse_status import (
+from lamplighter.supervisor.lighthouse_status import (
     Heartbeat,
     LighthouseStatus,
     LighthouseStatusError,

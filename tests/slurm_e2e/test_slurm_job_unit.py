@@ -24,7 +24,7 @@ from lamplighter.slurm.submission import (
     published_by,
     submit_job,
 )
-from lamplighter.supervisor.lighthouse.lighthouse_status import parse_status
+from lamplighter.supervisor.lighthouse_status import parse_status
 from lamplighter.trainer import contract
 from lamplighter.trainer.contract import RunPaths
 from lamplighter.trainer.steplog import StepRecord, append_step

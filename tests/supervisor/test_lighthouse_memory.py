@@ -21,7 +21,7 @@ from lamplighter.configs.schema import JobConfig
 from lamplighter.supervisor.lighthouse.lighthouse import Lighthouse, bind_address
 from lamplighter.supervisor.lighthouse.lighthouse_main import find_extension, own_url
 from lamplighter.supervisor.lighthouse.lighthouse_memory import Memory, stand_in, to_stand_in_for
-from lamplighter.supervisor.lighthouse.lighthouse_status import fetch_status
+from lamplighter.supervisor.lighthouse_status import fetch_status
 from lamplighter.supervisor.ports import accepts_connections
 
 

@@ -14,7 +14,7 @@ import pytest
 from lamplighter.supervisor.checks.hang import HangCheck, group_attempts, progress_sources
 from lamplighter.supervisor.checks.lighthouse_progress import LighthouseProgress, group_of
 from lamplighter.supervisor.checks.progress import HeartbeatFiles
-from lamplighter.supervisor.lighthouse.lighthouse_status import (
+from lamplighter.supervisor.lighthouse_status import (
     LighthouseStatus,
     LighthouseStatusError,
     Member,

@@ -12,7 +12,7 @@ from lamplighter.configs.schema import HealthConfig
 from lamplighter.supervisor.checks.hang import HangCheck
 from lamplighter.supervisor.checks.lighthouse_progress import LighthouseProgress
 from lamplighter.supervisor.checks.progress_pace import PaceRule, ProgressPace, hang_limit, pace_rule
-from lamplighter.supervisor.lighthouse.lighthouse_status import LighthouseStatus, Member
+from lamplighter.supervisor.lighthouse_status import LighthouseStatus, Member
 from lamplighter.supervisor.trainer_proc import StaticTable, TrainerProc
 
 SYNC_S = 12.0  # the DiLoCo sync interval: more than the hang timeout
