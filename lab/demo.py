@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from lamplighter.configs.schema import HealthConfig, RestartConfig
-from lamplighter.lab.e2e_run import drained_nodes, per_kind_lines, prepare_run
+from lamplighter.lab.e2e_run import bring_back, drained_nodes, per_kind_lines, prepare_run
 from lamplighter.lab.slurm_lab import LabSettings, SlurmLab
 from lamplighter.lab.source_stamp import source_stamp
 from lamplighter.lab.testcluster import pick_port_range, slurm_installed, wait_until
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
             if kind == "gpu":
                 gpu_node = node
             if kind == "node-crash":
-                lab.restart_node(node)
+                bring_back(run, lab, node)
         drained = drained_nodes(run)
         states = run.wait_end(900)
         report = run.report(

@@ -25,7 +25,7 @@ import yaml
 from lamplighter.configs.loader import load_job
 from lamplighter.configs.schema import HealthConfig, RestartConfig
 from lamplighter.lab.demo_torchtitan import CONFIGS, MODES, titan_trainer
-from lamplighter.lab.e2e_run import LabRun, drained_nodes, lab_job_config, per_kind_lines
+from lamplighter.lab.e2e_run import LabRun, bring_back, drained_nodes, lab_job_config, per_kind_lines
 from lamplighter.lab.slurm_lab import LabSettings, SlurmLab
 from lamplighter.lab.source_stamp import source_stamp
 from lamplighter.lab.testcluster import pick_port_range, slurm_installed
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             if kind == "gpu":
                 gpu_node = node
             if kind == "node-crash":
-                lab.restart_node(node)
+                bring_back(run, lab, node)
         drained = drained_nodes(run)
         states = run.wait_end(900)
         report = run.report(

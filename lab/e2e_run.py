@@ -158,6 +158,13 @@ def drained_nodes(run: LabRun) -> dict[str, str | None]:
         return {}
 
 
+def bring_back(run: LabRun, lab: SlurmLab, node: str, timeout: float = 120.0) -> None:
+    """Repair a crashed node, as its admin would, and wait until the head has resumed it (its slurmd answers
+    and Slurm sees it up): the node-crash drain is the head's, for silence, not a fault the node keeps."""
+    lab.restart_node(node)
+    wait_until(lambda: node not in drained_nodes(run), timeout, f"the head to resume {node} once its slurmd answers")
+
+
 def per_kind_lines(report: dict[str, Any]) -> list[str]:
     """One line per fault: kind, target, detection, running again (and where), first commit, stall."""
 
