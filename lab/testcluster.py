@@ -123,7 +123,9 @@ def reserve_first_job_id(rng: random.Random | None = None, freezer: Path = FREEZ
             os.close(os.open(RESERVED_IDS / str(block), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
         except FileExistsError:
             continue
-        return block * JOB_ID_BLOCK
+        # Clusters side by side share this host's network: offset each block's ids so that their groups' store
+        # ports (slurm/render.py: 30000 + job id % 2000) start 100 apart instead of all at 30001.
+        return block * JOB_ID_BLOCK + (block % 20) * 100
     raise ClusterError(f"found no free block of {JOB_ID_BLOCK} Slurm job ids (reservations in {RESERVED_IDS})")
 
 

@@ -36,15 +36,17 @@ TASK_WRAPPER = (
     'GROUP_RANK="$SLURM_NODEID"; exec "$@"'
 )
 # Group rank 0 hosts the group's TCPStore here, and every rank must know the port before rank 0 binds it:
-# from the job id, or the next one nothing on this node listens on (two jobs here whose ids differ by a
-# multiple of 2000 got the same one, and a torchrun that finds its port taken joins the other job's store as
-# a client and dies with it: seen when two test clusters shared a host). The range stays below Linux's
-# ephemeral ports (32768+). The script runs on the group's first node, where rank 0 runs.
+# from the job id, or else one nothing on this node listens on (two jobs here whose ids differ by a multiple
+# of 2000 got the same one, and a torchrun that finds its port taken joins the other job's store as a client
+# and dies with it: seen when two test clusters shared a host). The next try is 997 ports on, not the next
+# port: that is the next job id's, a sibling group that may not have bound it yet (seen in CI too). 997 is
+# prime to 2000, so every port is tried once. The range stays below Linux's ephemeral ports (32768+). The
+# script runs on the group's first node, where rank 0 runs.
 MASTER_PORT_LINES = (
     'MASTER_PORT="$((30000 + SLURM_JOB_ID % 2000))"',
     "for _ in {1..2000}; do",
     '  (: <>"/dev/tcp/$MASTER_ADDR/$MASTER_PORT") 2>/dev/null || break  # nobody listens: ours',
-    '  MASTER_PORT="$((30000 + (MASTER_PORT - 29999) % 2000))"',
+    '  MASTER_PORT="$((30000 + (MASTER_PORT - 30000 + 997) % 2000))"',
     "done",
     "export MASTER_PORT",
 )

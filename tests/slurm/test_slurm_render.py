@@ -213,22 +213,26 @@ def test_sbatch_header(harness: dict[str, Path]) -> None:
 
 
 def test_the_store_port_skips_one_another_job_on_the_node_listens_on() -> None:
-    """Jobs 13580001 and 31060001 both map to 30001: the second to start on a node takes the next free port."""
+    """Jobs 13580001 and 31060001 both map to 30001: the second to start on a node takes a port nothing listens on,
+    997 ports on, never the next one (the next job id's: a sibling group that may not have bound it yet)."""
     import socket
 
     pick = "\n".join(["set -euo pipefail", "MASTER_ADDR=127.0.0.1", *MASTER_PORT_LINES, 'echo "$MASTER_PORT"'])
 
-    def run(job: int) -> str:
+    def run(job: int) -> int:
         out = subprocess.run(["bash", "-c", pick], env={"SLURM_JOB_ID": str(job)}, capture_output=True, text=True)
         assert out.returncode == 0, out.stderr
-        return out.stdout.strip()
+        return int(out.stdout.strip())
+
+    def skip(port: int) -> int:
+        return 30000 + (port - 30000 + 997) % 2000
 
     taken = socket.socket()
-    for port in range(31000, 31990):  # one another job's store holds, with a free one after it
+    for port in range(31000, 31990):  # one another job's store holds, with a free one 997 on (wrapping)
         try:
             taken.bind(("127.0.0.1", port))
             with socket.socket() as after:
-                after.bind(("127.0.0.1", port + 1))
+                after.bind(("127.0.0.1", skip(port)))
             break
         except OSError:
             taken.close()
@@ -236,9 +240,9 @@ def test_the_store_port_skips_one_another_job_on_the_node_listens_on() -> None:
     taken.listen()
     with taken:
         job = 13580000 + port - 30000
-        assert run(job) == str(port + 1)
-        assert run(job + 1) == str(port + 1)  # its own port, free
-        assert run(job + 2000) == str(port + 1)  # the id that clashed before
+        assert run(job) == skip(port) != port + 1
+        assert run(job + 1) == port + 1  # its own port, free
+        assert run(job + 2000) == skip(port)  # the id that clashed before
 
 
 def test_values_sbatch_would_misread_are_refused(harness: dict[str, Path]) -> None:

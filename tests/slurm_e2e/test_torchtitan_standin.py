@@ -94,9 +94,9 @@ def test_torchtitan_job_through_rendered_scripts(lab: tuple[SlurmLab, int], tmp_
     }
     cfg["groups"]["procs_per_node"] = 1  # one torchrun per node
     cfg["lighthouse"]["min_replicas"] = 1
-    # A quorum of one may form without the live group when its steps outlast the join timeout (3 workers on 2
-    # cores: over 1 s), and the requeued group then trains from step 0 alone (CI, and bench/README's Lighthouse
-    # scale: quorums split below the step time). The join timeout must exceed the longest step.
+    # Steps here outlast the default 1 s join timeout under load (3 workers on 2 cores), and quorums then split
+    # (bench/README's Lighthouse scale). (The requeued group that CI once saw train from step 0 alone had no
+    # live peer: group 0 had died with another test's job whose store port it shared; slurm/render.py.)
     cfg["lighthouse"]["join_timeout_ms"] = 5000
     cfg["torchft"] = {"timeout_s": 10, "quorum_timeout_s": 10, "connect_timeout_s": 20, "pg_timeout_s": 5}
     cfg["slurm"]["cpus_per_task"] = 2
