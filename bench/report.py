@@ -312,6 +312,14 @@ def stall_lines(results: Path) -> list[str]:
         cells = [rng(per.get(str(g), {}).get("stall_max_s")) for g in sizes]
         rejoin = " / ".join(rng(per.get(str(g), {}).get("rejoin_stall_max_s")) for g in sizes)
         out.append(f"| {kind} | " + " | ".join(cells) + f" | {fit} | {rejoin} |")
+    for size in doc.get("sizes", []):
+        if not size.get("faults"):  # a size that yielded no stall is said, not dropped from the table silently
+            missed = size.get("chaos_missed") or []
+            out += [
+                "",
+                f"{size['groups']} groups: no stall measured; {len(missed)} planned fault(s) found no process "
+                f"(first: {missed[0]['why'] if missed else '-'}): see bench/results/stall_groups.json.",
+            ]
     kill = table.get("kill", {})
     parts = ("failed_step_s", "quorum_s", "pg_s", "step_s")
     if kill:
