@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-from realparts import require_slurm
 
 from lamplighter.lab.run_report import write_report
 from lamplighter.lab.slurm_lab import leftover_job_processes
@@ -21,17 +19,6 @@ from lamplighter.trainer.contract import RunPaths
 from lamplighter.trainer.steplog import read_steps
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[TestCluster]:
-    require_slurm()
-    c = TestCluster(tmp_path / "cluster", nodes=3)
-    c.up()
-    try:
-        yield c
-    finally:
-        c.down()
 
 
 def write_config(tmp: Path, name: str, steps: int, conf: Path) -> Path:

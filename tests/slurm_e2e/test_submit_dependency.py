@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import shlex
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from realparts import require_slurm
 from test_slurm_lifecycle import cli, write_config
 
 from lamplighter.lab.slurm_lab import leftover_job_processes
@@ -23,17 +21,6 @@ from lamplighter.trainer.contract import RunPaths
 from lamplighter.trainer.steplog import read_steps
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[TestCluster]:
-    require_slurm()
-    c = TestCluster(tmp_path / "cluster", nodes=3)
-    c.up()
-    try:
-        yield c
-    finally:
-        c.down()
 
 
 def squeue(cluster: TestCluster, job_id: int) -> tuple[str, str]:

@@ -1,0 +1,23 @@
+"""Fixtures the Slurm end-to-end tests share."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from realparts import require_slurm
+
+from lamplighter.lab.testcluster import TestCluster
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[TestCluster]:
+    """A fresh 3-node test cluster of the test's own (lifecycle and submit tests change its jobs and nodes)."""
+    require_slurm()
+    c = TestCluster(tmp_path / "cluster", nodes=3)
+    c.up()
+    try:
+        yield c
+    finally:
+        c.down()
