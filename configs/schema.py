@@ -1085,7 +1085,8 @@ class AutoResumeConfig(Strict):
     enabled: bool = Field(
         True,
         description="Resume a node this daemon drained once its checks (GPUs, GPU count, links) have passed; "
-        "never a node an admin or Slurm drained.",
+        "never a node an admin or Slurm drained. Rate-limited like drains (max_drain_fraction per "
+        "drain_window_s, counted apart), through the mark each resume leaves in the node's Comment.",
     )
     passes: int = Field(3, ge=1, le=100, description="Checks that must pass in a row, at least over_s/passes apart...")
     over_s: float = Field(600.0, ge=1, le=7 * 86_400, description="...the first and the last at least this far apart.")

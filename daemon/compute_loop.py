@@ -183,7 +183,13 @@ class ComputeLoop:
         )
         self.executor.observe = self.executor.observe or self.cfg.mode == "observe"
         self.node_checks = NodeChecks(
-            self.cfg, self.node, self.api, self.executor.state.policy_entry, self.executor.state.set_policy, self.links
+            self.cfg,
+            self.node,
+            self.api,
+            self.executor.state.policy_entry,
+            self.executor.state.set_policy,
+            self.links,
+            self._cluster_nodes,
         )
         if self.executor.job_log is None:
             self.executor.job_log = RunDirActions(self.run_dir_of, self.uid_of)

@@ -85,6 +85,8 @@ class Executor:
                 "start_at": a.start_at,
                 "attempt": a.attempt,
             }
+        elif a.kind == "resume" and a.observation.get("mark"):
+            before = {"comment": a.observation["mark"]}  # the node Comment the resume leaves (auto_resume.py)
         restart_group = a.group if a.kind == "requeue" else None
         return self.state.record_intent(now, a.kind, a.target, a.reason, a.observation, before, restart_group)
 
@@ -158,7 +160,7 @@ class Executor:
             self.api.mark_down(target, reason)
             return {}
         if kind == "resume":
-            self.api.resume(target)
+            self.api.resume(target, before.get("comment"))
             return {}
         if kind == "requeue":
             start_at, attempt = before.get("start_at"), before.get("attempt")

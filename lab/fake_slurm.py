@@ -61,6 +61,7 @@ class _Node:
     responding: bool = True
     reason: str | None = None
     silent_since: float | None = None
+    comment: str | None = None
 
 
 class FakeSlurm:
@@ -159,14 +160,20 @@ class FakeSlurm:
         n = self._node(node)
         n.drain, n.reason = True, check_reason(reason)
 
-    def resume(self, node: str) -> None:
+    def resume(self, node: str, comment: str | None = None) -> None:
         self._controller()
         n = self._node(node)
         n.drain = False
+        if comment is not None:
+            n.comment = check_reason(comment)
         if n.base == "DOWN" and n.responding:
             n.base = "IDLE"
         n.reason = None
         self._schedule()
+
+    def set_comment(self, node: str, comment: str | None) -> None:
+        """The world outside: an admin's `scontrol update nodename=NODE comment=...`."""
+        self._node(node).comment = comment
 
     def mark_down(self, node: str, reason: str) -> None:
         self._controller()
@@ -229,7 +236,8 @@ class FakeSlurm:
             base = "ALLOCATED" if any(name in j.on for j in self._jobs.values() if j.state == "RUNNING") else "IDLE"
         flags = frozenset(f for f, on in (("DRAIN", n.drain), ("NOT_RESPONDING", not n.responding)) if on)
         state = "+".join([base, *sorted(flags)])
-        return NodeInfo(name, state, base, flags, False, n.reason, "root" if n.reason else None, None)
+        fields = {"Comment": n.comment} if n.comment else {}  # real scontrol prints no Comment line when unset
+        return NodeInfo(name, state, base, flags, False, n.reason, "root" if n.reason else None, None, fields)
 
     def nodes(self) -> list[NodeInfo]:
         self._controller()

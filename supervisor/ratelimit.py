@@ -1,6 +1,8 @@
-"""The drain rate limit: a flapping sensor must not empty the cluster.
+"""The rate limits on drains and on automatic resumes: a flapping sensor must not empty the cluster, nor a
+wrong check put many broken nodes back at once.
 
-Pure: time, the history of drains and the limits are all parameters.
+Pure: time, the history and the limits are all parameters. Resumes share the drains' numbers
+(node.yaml max_drain_fraction, drain_window_s), counted apart.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ def may_drain(
     max_fraction: float,
     window_s: float,
     node: str | None = None,
+    verb: str = "drain",
 ) -> tuple[bool, str]:
     """May one more node be drained now? Returns (allowed, reason).
 
@@ -27,18 +30,31 @@ def may_drain(
     none; re-draining a node already counted in the window is always allowed,
     as it drains nothing new.
     """
+    done = "drained" if verb == "drain" else "resumed"
     if total_nodes <= 0:
-        return False, f"cluster size unknown ({total_nodes} nodes): refusing to drain"
+        return False, f"cluster size unknown ({total_nodes} nodes): refusing to {verb}"
     if not 0 < max_fraction <= 1:
-        return False, f"max_drain_fraction {max_fraction} is outside (0, 1]: refusing to drain"
+        return False, f"max_drain_fraction {max_fraction} is outside (0, 1]: refusing to {verb}"
     start = now - window_s
     recent = {name for t, name in drained_history if t > start}
     limit = math.floor(max_fraction * total_nodes + 1e-9)
-    scope = f"{len(recent)} of {total_nodes} nodes drained in the last {window_s:g} s, limit {limit} ({max_fraction:g})"
+    scope = f"{len(recent)} of {total_nodes} nodes {done} in the last {window_s:g} s, limit {limit} ({max_fraction:g})"
     if node is not None and node in recent:
-        return True, f"{node} already drained in this window; {scope}"
+        return True, f"{node} already {done} in this window; {scope}"
     if limit == 0:
         return False, f"max_drain_fraction {max_fraction:g} of {total_nodes} nodes is less than one node; {scope}"
     if len(recent) >= limit:
-        return False, f"drain limit reached: {scope}"
+        return False, f"{verb} limit reached: {scope}"
     return True, f"within limit: {scope}"
+
+
+def may_resume(
+    now: float,
+    resumed_history: Iterable[tuple[float, str]],
+    total_nodes: int,
+    max_fraction: float,
+    window_s: float,
+    node: str | None = None,
+) -> tuple[bool, str]:
+    """May one more node be resumed automatically now? The drain limit's rule over (time, node) of resumes."""
+    return may_drain(now, resumed_history, total_nodes, max_fraction, window_s, node, verb="resume")

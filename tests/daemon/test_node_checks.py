@@ -8,10 +8,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fake_node import NODE, FakeNode
+from fake_node import BTIME, NODE, Clock, FakeNode
 from netns_links import NetnsLinks, ip
 
+from lamplighter.daemon.auto_resume import marked_at
 from lamplighter.daemon.compute_loop import CLUSTER_VIEW_S
+from lamplighter.lab.fake_slurm import FakeSlurm
 from lamplighter.supervisor.gpu.observation import GpuObservation
 
 
@@ -111,3 +113,52 @@ def test_a_fault_that_stays_on_a_drained_node_does_not_ask_slurm_for_every_node_
     asked.clear()
     assert acted(node, 120, step_s=0.5) == []  # 240 cycles that each see the missing GPU
     assert 0 < len(asked) <= 120 / CLUSTER_VIEW_S + 1, len(asked)
+
+
+def test_resumes_are_rate_limited_across_the_cluster_by_the_marks_the_daemons_leave(tmp_path: Path) -> None:
+    cfg = {"max_drain_fraction": 0.5, "drain_window_s": 3600.0, "gpu_count": 8,
+           "auto_resume": {"passes": 2, "over_s": 20.0, "relapse_hold_s": 60.0}}  # fmt: skip
+    clock = Clock(BTIME + 10.0)
+    slurm = FakeSlurm(["n1", "n2", "n3", "n4"], clock=clock)  # 2 of 4 nodes per hour
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = FakeNode(tmp_path / "a", slurm=slurm, clock=clock, **cfg)
+    second = FakeNode(tmp_path / "b", name="n2", slurm=first.slurm, clock=first.clock, **cfg)
+    try:
+        for n in (first, second):
+            n.gpus.steady = gpus(8)
+        # Another daemon resumed n3 a minute ago: its mark is in n3's Comment.
+        first.slurm.drain("n3", "lamplighter: GPU 1 lost")
+        first.slurm.resume("n3", f"lamplighter: resumed at {int(first.clock.t - 60)} (earlier)")
+        first.gpus.steady = second.gpus.steady = gpus(7)
+        drains = [(o["action"], o["target"]) for o in first.run(3, each=second.loop.cycle)]
+        second_drains = [o for o in map(json.loads, second.lines) if o["action"] == "drain"]
+        assert drains == [("drain", "n1")] and len(second_drains) == 1
+        first.gpus.steady = second.gpus.steady = gpus(8)
+        start = len(first.lines), len(second.lines)
+        first.run(120, each=second.loop.cycle)
+        said = [json.loads(x) for x in first.lines[start[0] :]] + [json.loads(x) for x in second.lines[start[1] :]]
+        resumed = [o["target"] for o in said if o["action"] == "resume"]
+        refused = [o for o in said if o["action"] == "report" and "resume refused" in o["reason"]]
+        assert len(resumed) == 1, said  # n3's mark and the first resume fill the limit of 2
+        assert len(refused) == 1 and "resume limit reached: 2 of 4 nodes resumed" in refused[0]["reason"], said
+        late = "n2" if resumed == ["n1"] else "n1"
+        assert first.slurm.node(late).is_drained
+        assert marked_at(first.slurm.node(resumed[0]).fields.get("Comment")) is not None
+        # An hour after n3's mark, the other node comes back too.
+        first.run(3600, step_s=10.0, each=second.loop.cycle)
+        assert not first.slurm.node(late).is_drained
+    finally:
+        for n in (first, second):
+            n.close()
+            n.remove()
+
+
+def test_an_automatic_resume_keeps_an_admins_node_comment(counted: FakeNode) -> None:
+    node = counted
+    node.slurm.set_comment(NODE, "rack 7: PSU swapped (alice)")
+    node.gpus.steady = gpus(7)
+    assert [k for k, _ in acted(node, 3)] == ["drain"]
+    node.gpus.steady = gpus(8)
+    assert [k for k, _ in acted(node, 120)] == ["resume"]
+    assert node.slurm.node(NODE).fields.get("Comment") == "rack 7: PSU swapped (alice)"

@@ -62,7 +62,15 @@ def test_requeue_drain_mark_down_cancel(world: tuple[SlurmApi, Callable[[str], N
     assert third not in (None, first, second)
 
     api.resume(first)
-    assert not api.node(first).is_drained
+    assert not api.node(first).is_drained and "Comment" not in api.node(first).fields
+    # An automatic resume leaves its mark in the node's Comment, exactly as given (spaces and all).
+    api.drain(first, "fvr: bad gpu again")
+    mark = "lamplighter: resumed at 1764230000 (2025-11-27T07:53:20Z)"
+    api.resume(first, mark)
+    assert not api.node(first).is_drained and api.node(first).fields.get("Comment") == mark
+    assert {n.name: n.fields.get("Comment") for n in api.nodes()}[first] == mark
+    with pytest.raises(ValueError, match="one line"):
+        api.resume(first, "lamplighter: resumed at 1\nState=DOWN")
     api.cancel(jid)
     poll_job(api, jid, lambda j: j.state == "CANCELLED", WAIT, "CANCELLED")
     with pytest.raises(SlurmError, match="Invalid job id"):

@@ -102,6 +102,13 @@ def test_draining_node_reason_with_spaces_user_and_time() -> None:
     assert parse_scontrol_node(rec("scontrol_o_show_node_draining.txt")).fields["OS"].startswith("Linux ")
 
 
+def test_node_comments_with_spaces_are_kept_whole() -> None:
+    nodes = {n.name: n for n in parse_scontrol_nodes(rec("scontrol_show_nodes_comment.txt"))}
+    assert nodes["n1"].fields["Comment"] == "lamplighter: resumed 1764230000"
+    assert nodes["n2"].fields["Comment"] == "lamplighter: resumed at 1764230000 (checks passed 3 times over 10 min)"
+    assert "Comment" not in nodes["n3"].fields  # Slurm prints no Comment line for a node without one
+
+
 def test_drained_idle_node() -> None:
     n = parse_scontrol_node(rec("scontrol_show_node_drained.txt"))
     assert (n.base, n.is_drained, n.available) == ("IDLE", True, False)
