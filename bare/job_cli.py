@@ -27,7 +27,7 @@ from lamplighter.bare.placement import Assignment
 from lamplighter.configs.bare_metal import BareMetalJobConfig, EtcdConfig
 from lamplighter.configs.loader import ConfigError, load_job, load_node
 from lamplighter.configs.schema import JobConfig, ignored_off_local
-from lamplighter.configs.validate_cli import add_override_args
+from lamplighter.configs.validate_cli import add_override_args, report_invalid
 
 EXIT_FAILED, EXIT_INVALID = 1, 2
 
@@ -241,8 +241,7 @@ def run_hosts(args: argparse.Namespace) -> int:
     try:
         node = load_node(args.config, args.overrides, os.environ)
     except ConfigError as e:
-        print("\n".join(str(p) for p in e.problems), file=sys.stderr)
-        return EXIT_INVALID
+        return report_invalid(e)
     bm = node.bare_metal
     if bm is None:
         print(

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import io
+import json
 import os
 import sys
+from collections.abc import Callable
+from typing import TextIO
 
 # Each module defines add_parser(subparsers); kept as names so `lamplighter --help` imports no torch.
 # submit/status/cancel of a job whose config says `placement: bare-metal` go to etcd instead of Slurm.
@@ -81,7 +86,15 @@ def main(argv: list[str] | None = None) -> int:
     if argv == ["--version"]:  # before the parser: it imports every command's module
         return print_version()
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()) as said:
+            args = parser.parse_args(argv)
+    except SystemExit as e:
+        if e.code in (0, None):
+            raise
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        command = argv[0] if argv and argv[0] in sub.choices else None
+        return usage_error(said.getvalue(), argv, command)
     if args.version:
         return print_version()
     if not getattr(args, "func", None):
@@ -90,6 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     func = args.func
     if args.command in ROUTED:
         func = importlib.import_module(BARE_ROUTER).route(args) or func
+    if getattr(args, "json", False):
+        return run_for_json(func, args)
+    return run(func, args)
+
+
+def run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     try:
         return int(func(args))
     except KeyboardInterrupt:
@@ -112,3 +131,65 @@ def one_line(e: BaseException) -> str:
     if isinstance(e, OSError):
         return f"{text}: check that path (and its permissions); LAMPLIGHTER_DEBUG=1 shows where it was opened"
     return f"{type(e).__name__}: {text} (a bug: LAMPLIGHTER_DEBUG=1 shows the traceback for a report)"
+
+
+def usage_error(said: str, argv: list[str], command: str | None = None) -> int:
+    """argparse's complaint in one line that says where the usage is (and, with --json, as a JSON document).
+
+    argparse prints the usage, then `prog: error: message`; the message is what was wrong."""
+    lines = [line for line in said.splitlines() if line.strip()]
+    last = lines[-1] if lines else "lamplighter: error: bad arguments"
+    prog, _, message = last.partition(": error: ")
+    prog = prog if message else "lamplighter"
+    if prog == "lamplighter" and command:  # an argument the top parser was left with belongs to the command
+        prog = f"lamplighter {command}"
+    message = message or last
+    print(f"{prog}: error: {message} (see {prog} --help)", file=sys.stderr)
+    if "--json" in argv:
+        print(json.dumps({"error": message, "command": prog, "exit_code": 2}))
+    return 2
+
+
+class _Tee(io.TextIOBase):
+    """Passes writes through to a stream; keeps what stderr said, or notes that stdout said anything."""
+
+    def __init__(self, to: TextIO, keep: bool) -> None:
+        self.to, self.keep, self.text, self.wrote = to, keep, io.StringIO(), False
+
+    def write(self, s: str) -> int:
+        self.wrote = self.wrote or bool(s)
+        if self.keep:
+            self.text.write(s)
+        return self.to.write(s)
+
+    def flush(self) -> None:
+        self.to.flush()
+
+    def fileno(self) -> int:
+        return self.to.fileno()
+
+    def isatty(self) -> bool:
+        return self.to.isatty()
+
+
+def run_for_json(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """A --json command always prints a JSON document: on a failure with nothing on stdout, the error as one.
+
+    The human line still goes to stderr; a program reading stdout gets {"error", "errors", "command",
+    "exit_code"} instead of nothing."""
+    out, err = _Tee(sys.stdout, keep=False), _Tee(sys.stderr, keep=True)
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = run(func, args)
+    if rc != 0 and not out.wrote:
+        lines = [line.strip() for line in err.text.getvalue().splitlines() if line.strip()]
+        errors = [line.partition(": error: ")[2] or line.removeprefix("error: ") for line in lines]
+        said = [e for line, e in zip(lines, errors, strict=True) if ": error: " in line or line.startswith("error: ")]
+        message = said[0] if said else None
+        doc = {
+            "error": message or (errors[-1] if errors else f"exited {rc}"),
+            "errors": errors,
+            "command": f"lamplighter {args.command}",
+            "exit_code": rc,
+        }
+        print(json.dumps(doc))
+    return rc

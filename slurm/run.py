@@ -29,7 +29,8 @@ class SlurmError(RuntimeError):
             what = f"exited {returncode}"
         msg = f"slurm command {' '.join(self.argv)!r} {what}"
         if self.stderr:
-            msg += f": {self.stderr}"
+            # One line, as every CLI error is: Slurm's tools often say one thing over several lines.
+            msg += ": " + "; ".join(line.strip() for line in self.stderr.splitlines() if line.strip())
         super().__init__(msg)
 
 
