@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from lamplighter.daemon.unix_server import UnixServer
+from lamplighter.supervisor.bounded_read import TooLarge, read_bounded
 
 log = logging.getLogger(__name__)
 
@@ -78,20 +79,13 @@ class StatusServer(UnixServer):
 
 def read_status(path: Path, timeout: float = 5.0) -> dict[str, Any]:
     """The daemon's status document from its socket."""
-    chunks: list[bytes] = []
-    size = 0
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as s:
         s.settimeout(timeout)
         try:
             s.connect(str(path))
-            while True:
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                size += len(chunk)
-                if size > MAX_STATUS_BYTES:
-                    raise StatusError(f"status socket {path}: answer larger than {MAX_STATUS_BYTES} bytes")
-                chunks.append(chunk)
+            answer = read_bounded(s.recv, MAX_STATUS_BYTES)
+        except TooLarge as e:
+            raise StatusError(f"status socket {path}: answer larger than {MAX_STATUS_BYTES} bytes") from e
         except FileNotFoundError as e:
             raise StatusError(f"status socket {path}: not there (is the daemon running?)") from e
         except PermissionError as e:
@@ -99,7 +93,7 @@ def read_status(path: Path, timeout: float = 5.0) -> dict[str, Any]:
         except OSError as e:
             raise StatusError(f"status socket {path}: {e}") from e
     try:
-        doc = json.loads(b"".join(chunks))
+        doc = json.loads(answer)
     except ValueError as e:
         raise StatusError(f"status socket {path}: answer is not JSON: {e}") from e
     if not isinstance(doc, dict):

@@ -24,6 +24,8 @@ import urllib.parse
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
+from lamplighter.supervisor.bounded_read import TooLarge, read_bounded
+
 MAX_STATUS_BYTES = 1 << 20  # torchft's page is a few KiB for dozens of replicas
 
 
@@ -201,7 +203,6 @@ def http_get(scheme: str, host: str, port: int, path: str, timeout: float, max_b
             raise LighthouseStatusError(f"cannot read {url}: no whole answer within {timeout:g} s")
         return remaining
 
-    raw = bytearray()
     try:
         sock = socket.create_connection((host, port), timeout=left())
     except OSError as e:
@@ -212,21 +213,21 @@ def http_get(scheme: str, host: str, port: int, path: str, timeout: float, max_b
         name = f"[{host}]" if ":" in host else host
         sock.settimeout(left())
         sock.sendall(f"GET {path} HTTP/1.0\r\nHost: {name}:{port}\r\nConnection: close\r\n\r\n".encode())
-        while True:
-            sock.settimeout(left())
-            chunk = sock.recv(1 << 16)
-            if not chunk:
-                break
-            raw += chunk
-            if len(raw) > max_bytes + (1 << 16):  # the body's limit, and room for the headers
-                raise LighthouseStatusError(f"cannot read {url}: more than {max_bytes} bytes")
+
+        def recv(n: int) -> bytes:
+            sock.settimeout(left())  # every read within the one deadline, however the server trickles
+            return sock.recv(n)
+
+        raw = read_bounded(recv, max_bytes + (1 << 16))  # the body's limit, and room for the headers
+    except TooLarge:
+        raise LighthouseStatusError(f"cannot read {url}: more than {max_bytes} bytes") from None
     except TimeoutError:
         raise LighthouseStatusError(f"cannot read {url}: no whole answer within {timeout:g} s") from None
     except OSError as e:
         raise LighthouseStatusError(f"cannot read {url}: {e}") from e
     finally:
         sock.close()
-    return response_body(bytes(raw), max_bytes, url)
+    return response_body(raw, max_bytes, url)
 
 
 def response_body(raw: bytes, max_bytes: int, url: str) -> bytes:

@@ -17,8 +17,8 @@ every task of the spare step; the line holds only the variables that changed,
 `merge_env`, and the output stays the task's). A standby never changes user:
 it already runs as the trainer will, in the job's own cgroup on Slurm.
 
-Only the standard library and the preloaded modules are imported here, and
-nothing runs at import: modules that read the environment when imported see
+Only the standard library, lamplighter's bounded reader (standard library
+only itself) and the preloaded modules are imported here, and nothing runs at import: modules that read the environment when imported see
 the standby's (as a cold start would, less what the line changes, which the
 trainer reads at run time).
 """
@@ -37,6 +37,8 @@ import sys
 import traceback
 from dataclasses import dataclass
 from typing import Any, NoReturn
+
+from lamplighter.supervisor.bounded_read import read_bounded
 
 READY = "lamplighter-standby: ready"  # printed once the preload is done (stdout is the standby's own log then)
 MAX_LINE = 1 << 24
@@ -135,19 +137,14 @@ def run_target(argv: list[str], cwd: str) -> int:
 
 
 def read_line(fd: int = 0, max_bytes: int = MAX_LINE) -> bytes:
-    """Bytes up to a newline, the end of input, or past max_bytes: a socket (local mode) or a pipe (srun)."""
-    buf = b""
+    """Bytes up to a newline or the end of input, from a socket (local mode) or a pipe (srun); TooLarge past
+    max_bytes."""
     sock = socket.socket(fileno=os.dup(fd)) if stat.S_ISSOCK(os.fstat(fd).st_mode) else None
     try:
-        while not buf.endswith(b"\n") and len(buf) <= max_bytes:
-            data = sock.recv(1 << 16) if sock is not None else os.read(fd, 1 << 16)
-            if not data:
-                break
-            buf += data
+        return read_bounded(sock.recv if sock is not None else lambda n: os.read(fd, n), max_bytes, until=b"\n")
     finally:
         if sock is not None:
             sock.close()
-    return buf
 
 
 def wait_for_activation(fd: int = 0) -> Activation | None:

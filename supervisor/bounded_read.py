@@ -1,0 +1,35 @@
+"""Reading what a peer sends, bounded: an answer or a line over a socket or a pipe, never without a limit.
+
+One reader for the status socket's answer (daemon/status_socket.py), the Lighthouse's page
+(lighthouse_status.py) and a standby's activation line (standby_main.py): the caller gives `recv` (which
+sets any deadline of its own) and the limit; a peer that sends more is an error, never a larger buffer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+CHUNK = 1 << 16
+
+
+class TooLarge(ValueError):
+    """The peer sent more than the limit."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"more than {limit} bytes")
+        self.limit = limit
+
+
+def read_bounded(recv: Callable[[int], bytes], limit: int, until: bytes | None = None) -> bytes:
+    """Chunks from `recv` up to the end of input, or up to a chunk that ends with `until` (a line: b"\\n");
+    TooLarge once more than `limit` bytes came."""
+    buf = bytearray()
+    while True:
+        data = recv(CHUNK)
+        if not data:
+            return bytes(buf)
+        buf += data
+        if len(buf) > limit:
+            raise TooLarge(limit)
+        if until is not None and buf.endswith(until):
+            return bytes(buf)
