@@ -30,7 +30,7 @@ import psutil
 from bench.results_io import RESULTS, environment
 from lamplighter.configs.slurm_names import group_job_name
 from lamplighter.lab.sdiag import parse_sdiag
-from lamplighter.lab.slurm_lab import LabSettings, SlurmLab
+from lamplighter.lab.slurm_lab import LabSettings, running_lab
 from lamplighter.lab.testcluster import wait_until
 from lamplighter.trainer.contract import ENV_JOB, ENV_REPLICA_ID
 
@@ -99,62 +99,61 @@ def fit(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 def measure(folder: Path, nodes: int, settle_s: float, window_s: float) -> dict[str, Any]:
     shutil.rmtree(folder, ignore_errors=True)
-    lab = SlurmLab(folder, LabSettings(compute_nodes=nodes, gpus_per_node=1))
-    lab.up()
-    try:
-        lab.wait_daemons_alive(120)
-        cli = lab.cluster.cli(timeout=30)
-        (folder / "jobs").mkdir(exist_ok=True)
-        for i, node in enumerate(lab.compute):
-            cli.run(
-                "sbatch",
-                f"--job-name={group_job_name(JOB, i)}",
-                f"--nodelist={node}",
-                "--nodes=1",
-                "--ntasks=1",
-                f"--output={folder / 'jobs' / f'g{i}.out'}",
-                f"--export=ALL,{ENV_JOB}={JOB},{ENV_REPLICA_ID}={i}",
-                "--wrap=srun sleep 100000",
-            )
-
-        def all_running() -> bool:
-            states = cli.run("squeue", "--noheader", "-o", "%T").split()
-            return len(states) == nodes and all(s == "RUNNING" for s in states)
-
-        wait_until(all_running, 120, f"{nodes} group jobs to run")
-        time.sleep(settle_s)
-        daemons = {n: lab.services.pid(f"supervise-{n}") for n in lab.cluster.node_names}
-        pids = {n: p for n, p in daemons.items() if p is not None}
-        cpu0 = {n: cpu_s(p) for n, p in pids.items()}
-        cli.run("sdiag", "-r")
-        time.sleep(window_s)
-        sd = parse_sdiag(cli.run("sdiag"))
-        cpu1 = {n: cpu_s(p) for n, p in pids.items()}
-        rss = {n: psutil.Process(p).memory_info().rss / 1e6 for n, p in pids.items()}
-        states = cli.run("squeue", "--noheader", "-o", "%T").split()
-        rates = sd.per_second()
-        compute_cpu = [(cpu1[n] - cpu0[n]) / window_s for n in lab.compute if n in pids]
-        return {
-            "nodes": nodes,
-            "window_s": sd.seconds,
-            "slurmctld_rpc_per_s": sum(rates.values()),
-            "slurmctld_rpc_per_node_s": sum(rates.values()) / nodes,
-            "lamplighter_rpc_per_s": lamplighter_rate(rates),
-            "by_type_per_s": dict(sorted(rates.items(), key=lambda kv: -kv[1])),
-            "daemon_restarts": {n: len(s.starts) - 1 for n, s in lab.services.services.items() if len(s.starts) > 1},
-            "head_daemon_cpu_cores": (cpu1[lab.head] - cpu0[lab.head]) / window_s if lab.head in pids else None,
-            "compute_daemon_cpu_cores_median": sorted(compute_cpu)[len(compute_cpu) // 2] if compute_cpu else None,
-            "compute_daemon_rss_mb_max": max(rss[n] for n in lab.compute if n in rss),
-            "jobs_running_at_end": states.count("RUNNING"),
-            "actions_logged": sum(len(p.read_text().splitlines()) for p in lab.action_logs()),
-        }
-    finally:
+    with running_lab(folder, LabSettings(compute_nodes=nodes, gpus_per_node=1), alive_timeout=120) as lab:
         try:
-            for job_id in lab.cluster.cli().run("squeue", "--noheader", "-o", "%i").split():
-                lab.cluster.cli().run("scancel", job_id)
-        except Exception as e:  # the cluster is taken down below either way
-            print(f"slurm_rpc_scale: cancelling the jobs: {e}", flush=True)
-        lab.down()
+            cli = lab.cluster.cli(timeout=30)
+            (folder / "jobs").mkdir(exist_ok=True)
+            for i, node in enumerate(lab.compute):
+                cli.run(
+                    "sbatch",
+                    f"--job-name={group_job_name(JOB, i)}",
+                    f"--nodelist={node}",
+                    "--nodes=1",
+                    "--ntasks=1",
+                    f"--output={folder / 'jobs' / f'g{i}.out'}",
+                    f"--export=ALL,{ENV_JOB}={JOB},{ENV_REPLICA_ID}={i}",
+                    "--wrap=srun sleep 100000",
+                )
+
+            def all_running() -> bool:
+                states = cli.run("squeue", "--noheader", "-o", "%T").split()
+                return len(states) == nodes and all(s == "RUNNING" for s in states)
+
+            wait_until(all_running, 120, f"{nodes} group jobs to run")
+            time.sleep(settle_s)
+            daemons = {n: lab.services.pid(f"supervise-{n}") for n in lab.cluster.node_names}
+            pids = {n: p for n, p in daemons.items() if p is not None}
+            cpu0 = {n: cpu_s(p) for n, p in pids.items()}
+            cli.run("sdiag", "-r")
+            time.sleep(window_s)
+            sd = parse_sdiag(cli.run("sdiag"))
+            cpu1 = {n: cpu_s(p) for n, p in pids.items()}
+            rss = {n: psutil.Process(p).memory_info().rss / 1e6 for n, p in pids.items()}
+            states = cli.run("squeue", "--noheader", "-o", "%T").split()
+            rates = sd.per_second()
+            compute_cpu = [(cpu1[n] - cpu0[n]) / window_s for n in lab.compute if n in pids]
+            return {
+                "nodes": nodes,
+                "window_s": sd.seconds,
+                "slurmctld_rpc_per_s": sum(rates.values()),
+                "slurmctld_rpc_per_node_s": sum(rates.values()) / nodes,
+                "lamplighter_rpc_per_s": lamplighter_rate(rates),
+                "by_type_per_s": dict(sorted(rates.items(), key=lambda kv: -kv[1])),
+                "daemon_restarts": {
+                    n: len(s.starts) - 1 for n, s in lab.services.services.items() if len(s.starts) > 1
+                },
+                "head_daemon_cpu_cores": (cpu1[lab.head] - cpu0[lab.head]) / window_s if lab.head in pids else None,
+                "compute_daemon_cpu_cores_median": sorted(compute_cpu)[len(compute_cpu) // 2] if compute_cpu else None,
+                "compute_daemon_rss_mb_max": max(rss[n] for n in lab.compute if n in rss),
+                "jobs_running_at_end": states.count("RUNNING"),
+                "actions_logged": sum(len(p.read_text().splitlines()) for p in lab.action_logs()),
+            }
+        finally:
+            try:
+                for job_id in lab.cluster.cli().run("squeue", "--noheader", "-o", "%i").split():
+                    lab.cluster.cli().run("scancel", job_id)
+            except Exception as e:  # the cluster is taken down after either way
+                print(f"slurm_rpc_scale: cancelling the jobs: {e}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,7 +37,7 @@ from bench.results_io import environment, spread, uncommitted_changes, write_res
 from lamplighter.configs.loader import load_job
 from lamplighter.configs.schema import ChaosConfig, ChaosEvent, HealthConfig, RestartConfig
 from lamplighter.lab.e2e_run import LabRun, lab_job_config
-from lamplighter.lab.slurm_lab import LabSettings, SlurmLab
+from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, running_lab
 from lamplighter.lab.testcluster import pick_port_range, slurm_installed
 from lamplighter.slurm.chaos_runner import run_schedule
 from lamplighter.slurm.submission import cancel_job
@@ -163,18 +163,15 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     t0 = time.monotonic()
-    lab = SlurmLab(
+    runs: list[dict[str, Any]] = []
+    with running_lab(
         root / "lab",
         LabSettings(
             compute_nodes=4,
             health=HealthConfig(hang_timeout_s=8.0, startup_timeout_s=45.0, poll_interval_s=0.5),
             restart=RestartConfig(budget_per_group=100, crash_loop_max=100),
         ),
-    )
-    runs: list[dict[str, Any]] = []
-    lab.up(start_daemons=True)
-    try:
-        lab.wait_daemons_alive()
+    ) as lab:
         for rep in range(args.reps):
             order = arms[rep % len(arms) :] + arms[: rep % len(arms)]
             for arm in order:
@@ -182,8 +179,6 @@ def main(argv: list[str] | None = None) -> int:
                 runs.append(run_arm(lab, root, arm, rep, args))
                 r = runs[-1]
                 log(f"  {arm}: kill -> first commit {[f['kill_to_commit_s'] for f in r['faults']]}")
-    finally:
-        lab.down()
     summary = summarize(runs)
     doc = {
         "source": source,

@@ -19,9 +19,9 @@ from pathlib import Path
 
 from lamplighter.configs.schema import HealthConfig, RestartConfig
 from lamplighter.lab.e2e_run import bring_back, drained_nodes, per_kind_lines, prepare_run
-from lamplighter.lab.slurm_lab import LabSettings, SlurmLab
+from lamplighter.lab.slurm_lab import LabSettings, running_lab
 from lamplighter.lab.source_stamp import source_stamp
-from lamplighter.lab.testcluster import pick_port_range, slurm_installed, wait_until
+from lamplighter.lab.testcluster import slurm_installed, wait_until
 from lamplighter.slurm.chaos_slurm import KINDS
 from lamplighter.supervisor.report.report import run_ok
 
@@ -53,22 +53,17 @@ def main(argv: list[str] | None = None) -> int:
     root = args.dir.resolve()
     source = source_stamp()  # at the start: the code that ran, whatever happens to the tree meanwhile
     shutil.rmtree(root, ignore_errors=True)
-    port = pick_port_range(1)
-    lab = SlurmLab(
+    print(f"starting the lab under {root} (cluster, gpusim, daemons) ...", flush=True)
+    with running_lab(
         root / "lab",
         LabSettings(
             compute_nodes=6,
             health=HealthConfig(hang_timeout_s=HANG_TIMEOUT_S, poll_interval_s=0.5),
             restart=RestartConfig(budget_per_group=10, crash_loop_max=10),
         ),
-    )
-    print(f"starting the lab under {root} (cluster, gpusim, daemons, Lighthouse on :{port}) ...", flush=True)
-    lab.up(start_daemons=not args.no_daemons)
-    try:
-        if not args.no_daemons and not lab.daemons_started:
-            print("demo-slurm: the node daemon (lamplighter supervise) is not installed yet", file=sys.stderr)
-            return 2
-        run = prepare_run(lab, root, name="demo", steps=args.steps, groups=args.groups, port=port)
+        daemons=not args.no_daemons,
+    ) as lab:
+        run = prepare_run(lab, root, name="demo", steps=args.steps, groups=args.groups, port=lab.job_port)
         sub = run.submit()
         print(f"submitted: groups {sub.groups}; waiting for every group to commit ...", flush=True)
         run.wait_all_committing()
@@ -106,8 +101,6 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"report: {Path(sub.run_dir) / 'report.json'}   timeline: {report.get('timeline')}")
         return 0 if ok else 1
-    finally:
-        lab.down()
 
 
 if __name__ == "__main__":

@@ -26,9 +26,9 @@ from lamplighter.configs.loader import load_job
 from lamplighter.configs.schema import HealthConfig, RestartConfig
 from lamplighter.lab.demo_torchtitan import CONFIGS, MODES, titan_trainer
 from lamplighter.lab.e2e_run import LabRun, bring_back, drained_nodes, lab_job_config, per_kind_lines
-from lamplighter.lab.slurm_lab import LabSettings, SlurmLab
+from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, running_lab
 from lamplighter.lab.source_stamp import source_stamp
-from lamplighter.lab.testcluster import pick_port_range, slurm_installed
+from lamplighter.lab.testcluster import slurm_installed
 from lamplighter.lab.torchtitan_env import DEFAULT_DIR, ensure
 from lamplighter.supervisor.report.report import run_ok
 
@@ -96,13 +96,16 @@ def main(argv: list[str] | None = None) -> int:
     ensure(args.env)
     root = args.dir.resolve()
     shutil.rmtree(root, ignore_errors=True)
-    port = pick_port_range(1)
-    lab = SlurmLab(root / "lab", lab_settings(6, args.mode))
     print(f"starting the lab under {root} ...", flush=True)
-    lab.up(start_daemons=True)
-    try:
+    with running_lab(root / "lab", lab_settings(6, args.mode)) as lab:
         cfg = titan_lab_job(
-            lab, root / "titan", mode=args.mode, env_dir=args.env, steps=args.steps, groups=args.groups, port=port
+            lab,
+            root / "titan",
+            mode=args.mode,
+            env_dir=args.env,
+            steps=args.steps,
+            groups=args.groups,
+            port=lab.job_port,
         )
         path = root / "titan.yaml"
         path.write_text(yaml.safe_dump(cfg, sort_keys=False))
@@ -142,8 +145,6 @@ def main(argv: list[str] | None = None) -> int:
             f"weights identical {report['weights_identical']} ({report['weights_check']}), drained {drained or 'none'}"
         )
         return 0 if not wrong else 1
-    finally:
-        lab.down()
 
 
 if __name__ == "__main__":

@@ -23,9 +23,9 @@ import yaml
 from lamplighter.configs.loader import load_job
 from lamplighter.configs.schema import ChaosConfig, ChaosEvent, HealthConfig, RestartConfig
 from lamplighter.lab.e2e_run import LabRun, lab_job_config
-from lamplighter.lab.slurm_lab import LabSettings, SlurmLab
+from lamplighter.lab.slurm_lab import LabSettings, running_lab
 from lamplighter.lab.source_stamp import source_stamp
-from lamplighter.lab.testcluster import pick_port_range, slurm_installed
+from lamplighter.lab.testcluster import slurm_installed
 from lamplighter.slurm.chaos_runner import run_schedule
 
 SCHEDULE = [
@@ -55,18 +55,15 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     source = source_stamp()  # at the start: the code that ran, whatever happens to the tree meanwhile
-    lab = SlurmLab(
+    with running_lab(
         root / "lab",
         LabSettings(
             compute_nodes=6,
             health=HealthConfig(hang_timeout_s=8.0, startup_timeout_s=45.0, poll_interval_s=0.5),
             restart=RestartConfig(budget_per_group=100, crash_loop_max=100),
         ),
-    )
-    lab.up(start_daemons=True)
-    try:
-        lab.wait_daemons_alive()
-        cfg = lab_job_config(lab, root / "run", name="simul", steps=args.steps, groups=3, port=pick_port_range(1))
+    ) as lab:
+        cfg = lab_job_config(lab, root / "run", name="simul", steps=args.steps, groups=3, port=lab.job_port)
         cfg["trainer"]["checkpoint"] = {"enabled": True, "interval_s": 10}
         path = root / "job.yaml"
         path.write_text(yaml.safe_dump(cfg, sort_keys=False))
@@ -94,8 +91,6 @@ def main(argv: list[str] | None = None) -> int:
             )
         print(f"lost {out['steps_lost']}, weights identical {out['weights_identical']}, {out['slurm_end_states']}")
         return 0 if out["steps_lost"] == 0 and out["weights_identical"] else 1
-    finally:
-        lab.down()
 
 
 if __name__ == "__main__":

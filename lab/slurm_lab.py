@@ -8,7 +8,8 @@ LAMPLIGHTER_SUPERVISOR_NODE so chaos can find a daemon without matching names)
 and starts it again when it exits. Every PID it starts is recorded under the
 lab folder; only those are ever signalled.
 
-Used by the end-to-end test and by `python -m lamplighter.lab.demo`.
+Tests and lab scripts get one through `running_lab(root, settings)`: up for a
+block, down after it whatever happened.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +28,7 @@ from typing import Any
 import yaml
 
 from lamplighter.configs.schema import HealthConfig, NodeHealthConfig, RestartConfig
-from lamplighter.lab.testcluster import ProcRecord, TestCluster, wait_until
+from lamplighter.lab.testcluster import ProcRecord, TestCluster, pick_port_range, wait_until
 from lamplighter.slurm.proc_find import ENV_SUPERVISOR_NODE, find_by_env
 from lamplighter.supervisor.procfs import PROC, read_stat
 from lamplighter.trainer.contract import ENV_JOB, write_json_atomic
@@ -143,6 +146,8 @@ class SlurmLab:
         self.services = ServiceRunner(self.root / "run" / "services.json")
         self.gpusim_lib: Path | None = None
         self.daemons_started = False
+        # The base of a port range of its own for its job's Lighthouse (lab_job_config's port): free when picked.
+        self.job_port = pick_port_range(1)
 
     @property
     def head(self) -> str:
@@ -246,6 +251,22 @@ class SlurmLab:
             timeout,
             "every node daemon to run",
         )
+
+
+@contextmanager
+def running_lab(
+    root: Path, settings: LabSettings, daemons: bool = True, alive_timeout: float = 30.0
+) -> Iterator[SlurmLab]:
+    """The lab up for the block (with every node daemon running, when `daemons`), down after it whatever
+    happened: the one way a test, a demo or a bench gets a lab."""
+    lab = SlurmLab(root, settings)
+    lab.up(start_daemons=daemons)
+    try:
+        if daemons:
+            lab.wait_daemons_alive(alive_timeout)
+        yield lab
+    finally:
+        lab.down()
 
 
 def leftover_job_processes(job: str) -> list[int]:

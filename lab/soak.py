@@ -58,9 +58,9 @@ from lamplighter.configs.schema import ChaosConfig, HealthConfig, RestartConfig
 from lamplighter.lab.e2e_run import LabRun, lab_job_config
 from lamplighter.lab.run_end import stop_run
 from lamplighter.lab.run_report import read_action_logs
-from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, leftover_job_processes
+from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, leftover_job_processes, running_lab
 from lamplighter.lab.source_stamp import source_stamp
-from lamplighter.lab.testcluster import pick_port_range, slurm_installed
+from lamplighter.lab.testcluster import slurm_installed
 from lamplighter.slurm.chaos_runner import run_schedule
 from lamplighter.slurm.chaos_slurm import CHAOS_FILE, GPU_FAULTS, KINDS, read_records
 from lamplighter.slurm.parsers import NodeInfo
@@ -332,8 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     root = args.dir.resolve()
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
-    port = pick_port_range(1)
-    lab = SlurmLab(
+    log(f"starting the lab under {root} ...")
+    with running_lab(
         root / "lab",
         LabSettings(
             compute_nodes=6,
@@ -342,11 +342,8 @@ def main(argv: list[str] | None = None) -> int:
             health=HealthConfig(hang_timeout_s=8.0, startup_timeout_s=45.0, poll_interval_s=0.5),
             restart=RestartConfig(budget_per_group=1000, crash_loop_max=1000),
         ),
-    )
-    log(f"starting the lab under {root} ...")
-    lab.up(start_daemons=True)
-    try:
-        lab.wait_daemons_alive()
+    ) as lab:
+        port = lab.job_port
         cfg = lab_job_config(lab, root / "soak", name="soak", steps=FAR_STEPS, groups=3, port=port)
         cfg["slurm"]["time"] = TIME_LIMIT
         # The fallback checkpoint: when overlapping faults leave no live peer, the job goes back to it.
@@ -435,8 +432,6 @@ def main(argv: list[str] | None = None) -> int:
         if report.get("timeline"):
             shutil.copy(report["timeline"], root / "timeline.png")
         return verdict(soak, args.faults, log)
-    finally:
-        lab.down()
 
 
 def verdict(soak: dict[str, Any], want: int, log: Callable[[str], None]) -> int:

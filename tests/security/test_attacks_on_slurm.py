@@ -27,7 +27,7 @@ from realparts import require_slurm, wait_for
 
 from lamplighter.configs.schema import HealthConfig, JobConfig
 from lamplighter.daemon.status_socket import StatusError, read_status
-from lamplighter.lab.slurm_lab import LabSettings, SlurmLab
+from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, running_lab
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.slurm.render import render_job
 from lamplighter.slurm.step_cgroup import parse_cgroup
@@ -44,15 +44,12 @@ def lab() -> Iterator[SlurmLab]:
     require_slurm()
     root = Path(tempfile.mkdtemp(prefix="ll-security-"))
     root.chmod(0o755)  # the tenant's sbatch reads the cluster's slurm.conf and reaches its munge socket
-    lab = SlurmLab(root, LabSettings(compute_nodes=2, health=HealthConfig(poll_interval_s=0.5)))
-    lab.up(start_daemons=True)
     try:
-        lab.wait_daemons_alive()
-        for node in lab.cluster.node_names:
-            wait_for(lambda n=node: status(lab, n).get("cycles"), 60, f"daemon of {node} cycling")
-        yield lab
+        with running_lab(root, LabSettings(compute_nodes=2, health=HealthConfig(poll_interval_s=0.5))) as lab:
+            for node in lab.cluster.node_names:
+                wait_for(lambda n=node: status(lab, n).get("cycles"), 60, f"daemon of {node} cycling")
+            yield lab
     finally:
-        lab.down()
         shutil.rmtree(root, ignore_errors=True)
 
 

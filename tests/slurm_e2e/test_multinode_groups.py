@@ -33,7 +33,7 @@ from lamplighter.configs.schema import HealthConfig, RestartConfig
 from lamplighter.gpusim.inject import inject as gpu_inject
 from lamplighter.gpusim.state import StateDir
 from lamplighter.lab.e2e_run import LabRun, lab_job_config
-from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, leftover_job_processes
+from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, leftover_job_processes, running_lab
 from lamplighter.lab.testcluster import wait_until
 from lamplighter.slurm.hostlist import expand_hostlist
 from lamplighter.slurm.proc_find import find_by_env, in_trainer_steps, signal_procs
@@ -48,7 +48,7 @@ STEPS = 100_000  # the test ends the run through the trainer's target file once 
 @pytest.fixture
 def lab(tmp_path: Path) -> Iterator[SlurmLab]:
     require_slurm()
-    lab = SlurmLab(
+    with running_lab(
         tmp_path / "lab",
         LabSettings(
             compute_nodes=6,
@@ -58,12 +58,8 @@ def lab(tmp_path: Path) -> Iterator[SlurmLab]:
             ),
             restart=RestartConfig(budget_per_group=10, crash_loop_max=10),
         ),
-    )
-    lab.up()
-    try:
+    ) as lab:
         yield lab
-    finally:
-        lab.down()
 
 
 def foreign_job(lab: SlurmLab, work: Path, name: str) -> LabRun:

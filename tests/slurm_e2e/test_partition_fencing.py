@@ -26,8 +26,8 @@ from realparts import FAR_STEPS, STEP_SLEEP_S, require_slurm
 from lamplighter.configs.schema import HealthConfig, RestartConfig
 from lamplighter.lab.e2e_run import prepare_run
 from lamplighter.lab.run_report import read_action_logs
-from lamplighter.lab.slurm_lab import LabSettings, SlurmLab
-from lamplighter.lab.testcluster import pick_port_range, wait_until
+from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, running_lab
+from lamplighter.lab.testcluster import wait_until
 from lamplighter.slurm.hostlist import expand_hostlist
 from lamplighter.slurm.proc_find import trainer_procs
 from lamplighter.trainer.contract import RunPaths
@@ -37,10 +37,9 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def lab(tmp_path: Path) -> Iterator[tuple[SlurmLab, int]]:
+def lab(tmp_path: Path) -> Iterator[SlurmLab]:
     require_slurm()
-    port = pick_port_range(1)
-    lab = SlurmLab(
+    with running_lab(
         tmp_path / "lab",
         LabSettings(
             compute_nodes=3,
@@ -48,13 +47,8 @@ def lab(tmp_path: Path) -> Iterator[tuple[SlurmLab, int]]:
             health=HealthConfig(hang_timeout_s=15.0, poll_interval_s=0.5),
             restart=RestartConfig(budget_per_group=10, crash_loop_max=10),
         ),
-    )
-    lab.up(start_daemons=True)
-    try:
-        lab.wait_daemons_alive()
-        yield lab, port
-    finally:
-        lab.down()
+    ) as lab:
+        yield lab
 
 
 def alive(procs: list[tuple[int, float]]) -> list[int]:
@@ -69,8 +63,8 @@ def alive(procs: list[tuple[int, float]]) -> list[int]:
 
 
 @pytest.mark.heavy(seconds=48)
-def test_a_node_cut_off_from_slurm_has_its_old_trainers_fenced(lab: tuple[SlurmLab, int], tmp_path: Path) -> None:
-    slurm_lab, port = lab
+def test_a_node_cut_off_from_slurm_has_its_old_trainers_fenced(lab: SlurmLab, tmp_path: Path) -> None:
+    slurm_lab, port = lab, lab.job_port
     run = prepare_run(
         slurm_lab, tmp_path, name="split", steps=FAR_STEPS, groups=2, port=port, step_sleep_s=STEP_SLEEP_S
     )

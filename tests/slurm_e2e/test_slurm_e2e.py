@@ -20,13 +20,13 @@ from realparts import FAR_STEPS, STEP_SLEEP_S, require_slurm
 
 from lamplighter.configs.schema import HealthConfig, RestartConfig
 from lamplighter.lab.e2e_run import LabRun, drained_nodes, per_kind_lines, prepare_run
-from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, leftover_job_processes
-from lamplighter.lab.testcluster import pick_port_range, wait_until
+from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, leftover_job_processes, running_lab
+from lamplighter.lab.testcluster import wait_until
 
 pytestmark = pytest.mark.integration
 
 
-def settings(port: int) -> LabSettings:
+def settings() -> LabSettings:
     return LabSettings(
         compute_nodes=6,
         gpus_per_node=2,
@@ -41,30 +41,16 @@ def lab_root(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def start_lab(root: Path, daemons: bool) -> tuple[SlurmLab, int]:
-    port = pick_port_range(1)
-    lab = SlurmLab(root / "lab", settings(port))
-    lab.up(start_daemons=daemons)
-    return lab, port
+@pytest.fixture
+def lab_without_daemons(lab_root: Path) -> Iterator[SlurmLab]:
+    with running_lab(lab_root / "lab", settings(), daemons=False) as lab:
+        yield lab
 
 
 @pytest.fixture
-def lab_without_daemons(lab_root: Path) -> Iterator[tuple[SlurmLab, int]]:
-    lab, port = start_lab(lab_root, daemons=False)
-    try:
-        yield lab, port
-    finally:
-        lab.down()
-
-
-@pytest.fixture
-def lab_with_daemons(lab_root: Path) -> Iterator[tuple[SlurmLab, int]]:
-    lab, port = start_lab(lab_root, daemons=True)
-    try:
-        lab.wait_daemons_alive()
-        yield lab, port
-    finally:
-        lab.down()
+def lab_with_daemons(lab_root: Path) -> Iterator[SlurmLab]:
+    with running_lab(lab_root / "lab", settings()) as lab:
+        yield lab
 
 
 def check_clean_end(run: LabRun, report: dict[str, object], states: dict[int, str]) -> None:
@@ -88,10 +74,8 @@ def check_healed(run: LabRun, group: int) -> None:
 
 
 @pytest.mark.heavy(seconds=52)
-def test_slurm_node_crash_and_lighthouse_kill_without_daemons(
-    lab_without_daemons: tuple[SlurmLab, int], tmp_path: Path
-) -> None:
-    lab, port = lab_without_daemons
+def test_slurm_node_crash_and_lighthouse_kill_without_daemons(lab_without_daemons: SlurmLab, tmp_path: Path) -> None:
+    lab, port = lab_without_daemons, lab_without_daemons.job_port
     run = prepare_run(lab, tmp_path, name="base", steps=FAR_STEPS, groups=2, port=port, step_sleep_s=STEP_SLEEP_S)
     run.submit()
     run.wait_all_committing()
@@ -111,8 +95,8 @@ def test_slurm_node_crash_and_lighthouse_kill_without_daemons(
 
 
 @pytest.mark.heavy(seconds=70)
-def test_slurm_e2e_every_fault_kind(lab_with_daemons: tuple[SlurmLab, int], tmp_path: Path) -> None:
-    lab, port = lab_with_daemons
+def test_slurm_e2e_every_fault_kind(lab_with_daemons: SlurmLab, tmp_path: Path) -> None:
+    lab, port = lab_with_daemons, lab_with_daemons.job_port
     run = prepare_run(lab, tmp_path, name="e2e", steps=FAR_STEPS, groups=3, port=port, step_sleep_s=STEP_SLEEP_S)
     run.submit()
     run.wait_all_committing()

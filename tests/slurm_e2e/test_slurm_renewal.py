@@ -34,8 +34,8 @@ from lamplighter.configs.loader import load_job
 from lamplighter.configs.schema import HealthConfig, RestartConfig
 from lamplighter.lab.e2e_run import LabRun, lab_job_config
 from lamplighter.lab.run_report import read_action_logs
-from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, leftover_job_processes
-from lamplighter.lab.testcluster import pick_port_range, wait_until
+from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, leftover_job_processes, running_lab
+from lamplighter.lab.testcluster import wait_until
 from lamplighter.slurm.renew import RENEWAL_DIR
 from lamplighter.trainer.contract import RunPaths, slurm_restarts_of
 from lamplighter.trainer.steplog import read_steps
@@ -47,10 +47,9 @@ RENEWALS = 2  # each group renews this often (and trains again after each) befor
 
 
 @pytest.fixture
-def lab(tmp_path: Path) -> Iterator[tuple[SlurmLab, int]]:
+def lab(tmp_path: Path) -> Iterator[SlurmLab]:
     require_slurm()
-    port = pick_port_range(1)
-    lab = SlurmLab(
+    with running_lab(
         tmp_path / "lab",
         LabSettings(
             compute_nodes=4,
@@ -60,13 +59,8 @@ def lab(tmp_path: Path) -> Iterator[tuple[SlurmLab, int]]:
             # it is large so that failures the renewal churn causes are recovered too.
             restart=RestartConfig(budget_per_group=1000, crash_loop_max=10),
         ),
-    )
-    lab.up(start_daemons=True)
-    try:
-        lab.wait_daemons_alive()
-        yield lab, port
-    finally:
-        lab.down()
+    ) as lab:
+        yield lab
 
 
 def live_in(row: dict[str, Any]) -> set[int]:
@@ -146,8 +140,8 @@ def print_timeline(rows: list[dict[str, Any]], t0: float, wall: float, report: d
 
 
 @pytest.mark.heavy(seconds=130)
-def test_job_outlives_a_one_minute_time_limit(lab: tuple[SlurmLab, int], tmp_path: Path) -> None:
-    slurm_lab, port = lab
+def test_job_outlives_a_one_minute_time_limit(lab: SlurmLab, tmp_path: Path) -> None:
+    slurm_lab, port = lab, lab.job_port
     cfg = lab_job_config(
         slurm_lab,
         tmp_path / "renew",

@@ -27,8 +27,8 @@ from realparts import require_slurm
 from lamplighter.configs.loader import load_job
 from lamplighter.configs.schema import HealthConfig, RestartConfig
 from lamplighter.lab.e2e_run import LabRun, lab_job_config
-from lamplighter.lab.slurm_lab import LabSettings, SlurmLab
-from lamplighter.lab.testcluster import pick_port_range, wait_until
+from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, running_lab
+from lamplighter.lab.testcluster import wait_until
 from lamplighter.slurm.requeue import requeue_now
 
 pytestmark = pytest.mark.integration
@@ -40,22 +40,18 @@ RANKS = 2
 
 
 @pytest.fixture
-def lab(tmp_path: Path) -> Iterator[tuple[SlurmLab, int]]:
+def lab(tmp_path: Path) -> Iterator[SlurmLab]:
     require_slurm()
-    port = pick_port_range(1)
-    lab = SlurmLab(
+    with running_lab(
         tmp_path / "lab",
         LabSettings(
             compute_nodes=3,
             health=HealthConfig(hang_timeout_s=30.0, poll_interval_s=0.5, probe_deadline_s=2.0),
             restart=RestartConfig(budget_per_group=3),
         ),
-    )
-    lab.up(start_daemons=False)
-    try:
-        yield lab, port
-    finally:
-        lab.down()
+        daemons=False,
+    ) as lab:
+        yield lab
 
 
 def records(dump: Path, replica: int, rank: int) -> list[dict[str, Any]]:
@@ -69,8 +65,8 @@ def log_tail(run_dir: Path, group: int) -> str:
 
 
 @pytest.mark.heavy(seconds=66)
-def test_torchtitan_job_through_rendered_scripts(lab: tuple[SlurmLab, int], tmp_path: Path) -> None:
-    slurm_lab, port = lab
+def test_torchtitan_job_through_rendered_scripts(lab: SlurmLab, tmp_path: Path) -> None:
+    slurm_lab, port = lab, lab.job_port
     stop_file = tmp_path / "stop"
     cfg = lab_job_config(slurm_lab, tmp_path / "titan", name="titan", steps=STEPS, groups=2, port=port)
     cfg["trainer"] = {

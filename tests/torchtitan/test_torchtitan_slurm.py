@@ -19,8 +19,8 @@ from realparts import require_slurm
 from lamplighter.configs.loader import load_job
 from lamplighter.lab.demo_torchtitan_slurm import lab_settings, titan_lab_job
 from lamplighter.lab.e2e_run import LabRun
-from lamplighter.lab.slurm_lab import SlurmLab
-from lamplighter.lab.testcluster import pick_port_range, wait_until
+from lamplighter.lab.slurm_lab import SlurmLab, running_lab
+from lamplighter.lab.testcluster import wait_until
 from lamplighter.lab.torchtitan_env import TitanEnv
 from lamplighter.slurm.requeue import requeue_now
 from lamplighter.trainer.contract import RunPaths, attempt_number
@@ -39,21 +39,14 @@ LEAD = 20  # steps past the highest when group 1 has committed again
 
 
 @pytest.fixture
-def lab(tmp_path: Path) -> Iterator[tuple[SlurmLab, int]]:
+def lab(tmp_path: Path) -> Iterator[SlurmLab]:
     require_slurm()
-    port = pick_port_range(1)
-    lab = SlurmLab(tmp_path / "lab", lab_settings(2))
-    lab.up(start_daemons=False)
-    try:
-        yield lab, port
-    finally:
-        lab.down()
+    with running_lab(tmp_path / "lab", lab_settings(2), daemons=False) as lab:
+        yield lab
 
 
-def test_a_requeued_torchtitan_group_heals_on_slurm(
-    titan_env: TitanEnv, lab: tuple[SlurmLab, int], tmp_path: Path
-) -> None:
-    slurm_lab, port = lab
+def test_a_requeued_torchtitan_group_heals_on_slurm(titan_env: TitanEnv, lab: SlurmLab, tmp_path: Path) -> None:
+    slurm_lab, port = lab, lab.job_port
     cfg = titan_lab_job(
         slurm_lab, tmp_path / "titan", mode="per-step", env_dir=titan_env.root, steps=STEPS, groups=2, port=port
     )
