@@ -51,6 +51,9 @@ class SinceStart:
     def excused_until(self, now: float) -> float:
         return self._source.excused_until(now)
 
+    def job_progress(self) -> tuple[set[int], float | None]:
+        return self._source.job_progress()  # the peers' progress, whenever they started
+
     def last_progress(self, group: int, attempt: int, started_at: float) -> Progress | None:
         p = self._source.last_progress(group, attempt, started_at)
         return p if p is not None and p.t >= started_at else None

@@ -20,6 +20,15 @@ is never called hung while one source sees it advance.
 
 Silence the sources could not see (the Lighthouse unreadable, or restarting:
 `excused_since`) does not count.
+
+- Every group of the job silent at once (two or more that made progress, none
+  within the limit; the Lighthouse sees the groups on other nodes too): a cause
+  they share (a quorum change that waits for a restarted peer, the Lighthouse,
+  a starved machine), not one group's hang. `startup_timeout_s` applies to
+  each: with no checkpoint, killing every group would lose the weights, and the
+  restarted groups would find no live peer to heal from. A hung group holds its
+  peers only up to torchft's timeouts (validated below hang_timeout_s), so a
+  real hang beside live peers is still seen after `hang_timeout_s`.
 """
 
 from __future__ import annotations
@@ -113,6 +122,13 @@ class HangCheck:
         attempts = group_attempts(self._table)
         found = [(g, self.progress(g)) for g in attempts]
         starts = [g.started_at for g in attempts]
+        advanced = {g.group for g, p in found if p is not None}
+        latest = [p.t for _, p in found if p is not None]
+        for s in self._sources:
+            groups, t = s.job_progress()
+            advanced |= groups
+            latest += [] if t is None else [t]
+        job_last = max(latest, default=None)  # any group of the job
         for g, p in found:
             if p is not None:
                 self.pace.saw(g.group, g.attempt, p.t, excused_until=excuse, starts=starts)
@@ -127,6 +143,12 @@ class HangCheck:
             if finishing:
                 limit = max(limit, self._hang, self._startup)
                 why = f"startup_timeout_s, finishing {limit:g}"
+            elif p is not None and len(advanced) >= 2 and job_last is not None and now - max(job_last, excuse) > limit:
+                limit = max(limit, self._startup)
+                why = (
+                    f"startup_timeout_s {limit:g}: every group of the job silent at once "
+                    f"({len(advanced)} groups), a cause they share"
+                )
             silent = now - max(last, excuse)
             if silent > limit:
                 out.append(

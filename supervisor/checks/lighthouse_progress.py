@@ -92,6 +92,10 @@ class LighthouseProgress:
     def excused_until(self, now: float) -> float:
         return now if self._blind else self._blind_until
 
+    def job_progress(self) -> tuple[set[int], float | None]:
+        changed = [r for r in self._replicas.values() if r.t_changed is not None]
+        return {r.group for r in changed}, max((r.t_changed for r in changed if r.t_changed is not None), default=None)
+
     def last_progress(self, group: int, attempt: int, started_at: float) -> Progress | None:
         mine = [
             (r.t_changed, r)

@@ -40,6 +40,10 @@ class ProgressSource(Protocol):
         """Silence before this time does not count (the source could not see): 0 when it always could."""
         ...
 
+    def job_progress(self) -> tuple[set[int], float | None]:
+        """Every group of the job this source saw advance (not only this node's), and when any last did."""
+        ...
+
 
 @dataclass(frozen=True)
 class Beat:
@@ -89,6 +93,9 @@ class HeartbeatFiles:
 
     def excused_until(self, now: float) -> float:
         return 0.0
+
+    def job_progress(self) -> tuple[set[int], float | None]:
+        return set(), None  # read per group when asked; the groups the hang check holds stand for the job
 
     def beats(self, group: int) -> dict[int, Beat]:
         out: dict[int, Beat] = {}

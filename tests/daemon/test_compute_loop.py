@@ -72,7 +72,13 @@ def test_a_trainer_without_heartbeats_committing_steps_is_never_hung_and_is_once
     # Read at the address its Lighthouse published, each read bounded well below the 1 s poll interval.
     assert {r for r in node.lighthouse.reads} == {("http://head01:29777", 0.25)}
 
-    results = node.run(30)  # steps stop
+    def peer_only() -> None:  # this node's group stops; its peer on another node goes on
+        node.lighthouse.steps = {
+            **node.lighthouse.steps,
+            "torchtitan_ft_0:a": node.lighthouse.steps["torchtitan_ft_0:a"] + 1,
+        }
+
+    results = node.run(30, each=peer_only)
     assert kinds(results) == ["kill_local", "requeue"]
     line = next(x for x in node.lines if '"action":"requeue"' in x or '"action": "requeue"' in x)
     assert "hang_timeout_s 20" in line and "lighthouse" in line

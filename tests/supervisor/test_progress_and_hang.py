@@ -229,3 +229,39 @@ def test_a_group_at_its_last_step_is_finishing_not_hung() -> None:
     assert check.observe(30.0) == []
     hung = check.observe(62.5)
     assert [(h.group, h.finishing) for h in hung] == [(0, True)] and "finishing" in hung[0].reason
+
+
+def test_every_group_silent_at_once_is_a_shared_cause_and_waits_for_the_startup_timeout() -> None:
+    pages = Pages()
+    lp = LighthouseProgress(pages)
+    check = HangCheck(table((0, 0, 0.0), (1, 0, 0.0)), [lp], hang_timeout_s=5.0, startup_timeout_s=60.0)
+    pages.next = status(member("0:a", 0), member("1:b", 0))
+    check.observe(0.0)
+    pages.next = status(member("0:a", 1), member("1:b", 1))
+    check.observe(1.0)  # both advanced at 1.0, then neither (a quorum waiting for a restarted peer)
+    assert check.observe(30.0) == []  # not two hangs: killing both would lose the weights
+    hung = check.observe(61.5)
+    assert sorted(h.group for h in hung) == [0, 1] and "every group of the job silent at once" in hung[0].reason
+    # One group advancing again: the other's silence is its own, and the hang timeout applies.
+    pages.next = status(member("0:a", 2), member("1:b", 1))
+    assert [h.group for h in check.observe(62.0)] == [1]  # silent 61 s while its peer advances
+
+
+def test_a_node_that_holds_one_group_sees_its_peers_on_the_lighthouse() -> None:
+    pages = Pages()
+    lp = LighthouseProgress(pages)
+    check = HangCheck(table((0, 0, 0.0)), [lp], hang_timeout_s=5.0, startup_timeout_s=60.0)  # group 1: elsewhere
+    pages.next = status(member("0:a", 0), member("1:b", 0))
+    check.observe(0.0)
+    pages.next = status(member("0:a", 1), member("1:b", 1))
+    check.observe(1.0)
+    pages.next = status(member("0:a", 1), member("1:b", 2))
+    check.observe(4.0)  # the peer on another node goes on: this group's silence is its own
+    assert [h.group for h in check.observe(6.5)] == [0]
+    # Alone on its Lighthouse (a one-group job), a group's silence is its own too.
+    solo = HangCheck(table((0, 0, 0.0)), [LighthouseProgress(pages)], hang_timeout_s=5.0, startup_timeout_s=60.0)
+    pages.next = status(member("0:c", 0))
+    solo.observe(0.0)
+    pages.next = status(member("0:c", 1))
+    solo.observe(1.0)
+    assert [h.group for h in solo.observe(6.5)] == [0]
