@@ -1152,6 +1152,15 @@ class NodeConfig(Strict):
         description="Head role: a node whose slurmd is silent this long is drained and its lamplighter groups "
         "moved; it is marked down only if Slurm too reports it not responding.",
     )
+    slurm_poll_s: float = Field(
+        5.0,
+        ge=0,
+        le=300,
+        description="Head role: how often the head reads Slurm's queue and nodes (at once while a node is silent "
+        "or a failed group job awaits its grace) and publishes the job table to cluster_status_dir, from which "
+        "every node daemon checks its trainers' jobs instead of asking slurmctld itself (it asks only about what "
+        "the table lacks or shows changed, or when the table is over max(15 s, 3 x this) old); 0: every cycle.",
+    )
     mode: Literal["act", "observe"] = Field(
         "act",
         description="act: carry the actions out; observe: decide and log every action it would take "

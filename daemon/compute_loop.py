@@ -49,6 +49,7 @@ from lamplighter.daemon.executor import Executor
 from lamplighter.daemon.fencing import StaleWatch
 from lamplighter.daemon.job_identity import Verdict, verify
 from lamplighter.daemon.job_settings import JobSettings, JobSettingsCache, read_job_settings
+from lamplighter.daemon.job_table import JobTable, table_max_age_s
 from lamplighter.daemon.job_watch import Fetch, JobWatch, trainer_proc
 from lamplighter.daemon.lighthouse_reads import LighthouseReads, lighthouse_place
 from lamplighter.daemon.metrics import DaemonMetrics
@@ -149,6 +150,7 @@ class ComputeLoop:
     fetch_lighthouse: Fetch | None = None  # tests: read here, in the cycle; default: LighthouseReads (off the cycle)
     read_settings: Callable[[str | None, int], JobSettings] = read_job_settings
     links: LinkReader | None = None  # tests: a sys tree of their own; default: node.yaml's network links in /sys
+    job_table: JobTable | None = None  # the head's published jobs; default: cluster_status_dir's, when set
     policy: NodePolicyState = field(default_factory=NodePolicyState)
     trainers: dict[tuple[int, int], NodeTrainer] = field(default_factory=dict)  # every verified process here
     cycles: int = 0
@@ -177,6 +179,9 @@ class ComputeLoop:
         self._first_node: dict[str, str] = {}
         self._cluster_view: tuple[float, list[NodeInfo]] | None = None
         self.fencing = StaleWatch()
+        if self.job_table is None and self.cfg.cluster_status_dir:
+            self.job_table = JobTable(Path(self.cfg.cluster_status_dir), table_max_age_s(self.cfg.slurm_poll_s))
+        self.slurm_asked = 0  # batched job queries this daemon sent slurmctld (the table spares most)
         self.lighthouse_reads = LighthouseReads(
             lambda address, timeout: fetch_status(address, timeout=timeout),
             lambda job, uid: lighthouse_place(self.api, self.cfg.job_prefix, job, uid),
@@ -259,7 +264,8 @@ class ComputeLoop:
         ask = {p.cgroup.job_id for p in fresh}
         if slow:
             ask |= {int(t.job_id) for t in self.trainers.values()}
-        infos = self._ask_slurm(ask)
+        judged = [p for p in found if (p.key not in self.trainers or slow) and p.key not in self._refused]
+        infos = self._ask(ask, judged)
         current: dict[tuple[int, int], NodeTrainer] = {}
         stale: dict[str, tuple[list[StepProcess], Verdict]] = {}
         for p in found:
@@ -312,6 +318,32 @@ class ComputeLoop:
         self._all_roots = roots
         self._group_by_job(self._trainer_roots(roots, now), now)
 
+    def _ask(self, job_ids: set[int], judged: list[StepProcess]) -> dict[int, JobInfo] | None:
+        """What Slurm says of these jobs: from the head's table where it holds them and they vouch for the
+        processes judged here, else from Slurm itself. The table only ever confirms: a job it shows
+        otherwise (stale, ended, unknown: maybe only older than the change) is asked again, so nothing is
+        fenced or refused on a table's word."""
+        got = self.job_table.lookup(job_ids) if self.job_table is not None and job_ids else None
+        if got is None:
+            return self._ask_slurm(job_ids)
+        infos, lacking = got
+        for j, info in infos.items():
+            self._names.setdefault(str(j), info.name)
+        doubtful = {
+            p.cgroup.job_id
+            for p in judged
+            if p.cgroup.job_id in infos
+            and verify(p, infos[p.cgroup.job_id], self._names.get(p.job_id), self.node, self.cfg.job_prefix).kind
+            != "ours"
+        }
+        ask = lacking | doubtful
+        if not ask:
+            return infos
+        direct = self._ask_slurm(ask)
+        if direct is None:
+            return None
+        return {**{j: i for j, i in infos.items() if j not in ask}, **direct}
+
     def _ask_slurm(self, job_ids: set[int]) -> dict[int, JobInfo] | None:
         """One batched query for these jobs (and each new job's name, once); None when Slurm does not answer."""
         if not job_ids:
@@ -323,6 +355,7 @@ class ComputeLoop:
                 except (SlurmError, ValueError) as e:
                     log.warning("Slurm job %s: cannot read its name: %s", j, e)
         try:
+            self.slurm_asked += 1
             return self.api.jobs_by_id(job_ids)
         except SlurmError as e:
             log.warning("cannot ask Slurm about jobs %s: %s", sorted(job_ids), e)

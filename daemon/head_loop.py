@@ -20,6 +20,13 @@ registered and up (as ReturnToService=2 would a DOWN node): an outage of the
 head's own link costs the cluster no capacity beyond its length. The head
 runs no Lighthouse: each job brings its own, as a Slurm job of its own
 (slurm/render.py).
+
+The head reads Slurm (the queue, the nodes, the queued group jobs' records:
+one batched query each) every `slurm_poll_s`, and every cycle while a node is
+silent or a failed group job awaits its grace; the probes run every cycle on
+what it last read. Each read is published as the job table
+(daemon/job_table.py) the node daemons check their trainers against, so that
+slurmctld's load from lamplighter does not grow with the node count.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from lamplighter.configs.schema import NodeConfig
 from lamplighter.daemon.executor import Executor
 from lamplighter.daemon.failed_jobs import group_of, judge, read_attempt, run_dir_of
 from lamplighter.daemon.held_jobs import to_release
+from lamplighter.daemon.job_table import publish, table_doc
 from lamplighter.daemon.metrics import DaemonMetrics
 from lamplighter.daemon.node_policy import REASON_PREFIX, NodeAction
 from lamplighter.slurm.actions import FAILED_STATES, SlurmApi
@@ -141,6 +149,9 @@ class HeadLoop:
     not_before: dict[tuple[int, int], float] = field(default_factory=dict)  # failed (job id, attempt) -> judge at
     metrics: DaemonMetrics | None = None
     _restarts: dict[int, int] = field(default_factory=dict)
+    probe: Callable[[str, int, float], bool] = accepts_connections  # a node's slurmd answers (tests: a stand-in)
+    _view: tuple[list[QueueEntry], dict[str, NodeInfo]] | None = None  # Slurm's queue and nodes, last read
+    _read_at: float | None = None
 
     def __post_init__(self) -> None:
         self.executor.observe = self.executor.observe or self.cfg.mode == "observe"
@@ -150,20 +161,12 @@ class HeadLoop:
 
     def cycle(self) -> list[dict[str, Any]]:
         now = self.clock()
-        try:
-            queue = self.api.jobs(self.cfg.job_prefix)
-            jobs = [j for j in queue if j.state == "RUNNING"]
-            nodes = {n.name: n for n in self.api.nodes()}
-        except SlurmError as e:
-            log.error("head: cannot read the queue or nodes: %s", e)
+        if self._slurm_due(now) and not self._read_slurm(now):
             return []
-        if self.silent_since:  # a move may be due: each group job's restart count, in one query
-            try:
-                self._restarts = {j: i.restarts for j, i in self.api.jobs_by_id([j.job_id for j in jobs]).items()}
-            except SlurmError as e:
-                log.warning("head: cannot read the running jobs' restart counts: %s", e)
-        self._release_held(now, queue)
-        self._requeue_failed(now)
+        if self._view is None:
+            return []
+        queue, nodes = self._view
+        jobs = [j for j in queue if j.state == "RUNNING"]
         watched = {name for j in jobs for name in expand_hostlist(j.nodes)}
         # Nodes it drained for silence are probed on: resumed once they answer (decide_nodes).
         watched |= {n for n, i in nodes.items() if i.is_drained and (i.reason or "").startswith(silence_reason(n))}
@@ -177,7 +180,7 @@ class HeadLoop:
                 continue
             host = info.fields.get("NodeAddr") or name
             port = int(info.fields.get("Port") or 6818)
-            if accepts_connections(host, port, probe_timeout):
+            if self.probe(host, port, probe_timeout):
                 self.silent_since.pop(name, None)
             else:
                 self.silent_since.setdefault(name, now)
@@ -201,6 +204,37 @@ class HeadLoop:
             if a.kind == "requeue" and a.target.isdigit():
                 self.moved.add((int(a.target), self._restarts_of(int(a.target))))
         return results
+
+    def _slurm_due(self, now: float) -> bool:
+        """Slurm is read every slurm_poll_s, and every cycle while it is needed now: a node is silent (a move
+        may be due), or a failed group job awaits the end of its grace."""
+        if self._read_at is None or now - self._read_at >= self.cfg.slurm_poll_s or self.silent_since:
+            return True
+        return any(t != float("inf") and now < t + FAILED_GRACE_S for t in self.not_before.values())
+
+    def _read_slurm(self, now: float) -> bool:
+        """The queue, the nodes and every queued group job's record (restarts, start): one batched query
+        each, published as the job table the node daemons check their trainers against (job_table.py)."""
+        try:
+            queue = self.api.jobs(self.cfg.job_prefix)
+            nodes = {n.name: n for n in self.api.nodes()}
+        except SlurmError as e:
+            log.error("head: cannot read the queue or nodes: %s", e)
+            return False
+        self._view, self._read_at = (queue, nodes), now
+        try:
+            infos = self.api.jobs_by_id([j.job_id for j in queue])
+            self._restarts = {j: i.restarts for j, i in infos.items()}
+            if self.cfg.cluster_status_dir:
+                names = {j.job_id: j.name for j in queue}
+                publish(Path(self.cfg.cluster_status_dir), table_doc(now, self.cfg.node_name or "head", infos, names))
+        except SlurmError as e:
+            log.warning("head: cannot read the queued jobs' records: %s", e)
+        except OSError as e:
+            log.warning("head: cannot publish the job table to %s: %s", self.cfg.cluster_status_dir, e)
+        self._release_held(now, queue)
+        self._requeue_failed(now)
+        return True
 
     def _restarts_of(self, job_id: int) -> int:
         """The job's restart count as the last look at it said (moved jobs are remembered per restart)."""

@@ -1,0 +1,143 @@
+"""The head's job table: published once for every node daemon, which then asks slurmctld only about what
+it lacks or shows changed; a table never fences or refuses on its own word."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from fake_node import PID0, FakeNode
+
+from lamplighter.configs.schema import JobConfig, NodeConfig
+from lamplighter.daemon.actionlog import ActionLog
+from lamplighter.daemon.executor import Executor
+from lamplighter.daemon.head_loop import HeadLoop
+from lamplighter.daemon.job_table import TABLE_FILE, JobTable, publish, record, table_doc
+from lamplighter.daemon.state_store import DaemonState
+from lamplighter.lab.fake_slurm import FakeSlurm
+from lamplighter.slurm.parsers import job_from_fields, parse_squeue_jobs
+from lamplighter.supervisor.health_report import read_reports
+
+
+class Now:
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def written(slurm: FakeSlurm, now: float, head: str = "n1") -> dict[str, object]:
+    jobs = slurm.jobs()
+    return table_doc(now, head, slurm.jobs_by_id([j.job_id for j in jobs]), {j.job_id: j.name for j in jobs})
+
+
+def test_a_fresh_table_answers_what_it_holds_and_says_what_it_lacks(tmp_path: Path) -> None:
+    slurm = FakeSlurm(["n1", "n2"])
+    script = tmp_path / "g0.sbatch"
+    script.write_text("#!/bin/bash\n#SBATCH --job-name=ll-llama-g0\n")
+    job = slurm.submit(script)
+    publish(tmp_path, written(slurm, 1000.0))
+    table = JobTable(tmp_path, max_age_s=15.0, owner=os.getuid(), clock=Now(1010.0))
+    got = table.lookup([job, 999])
+    assert got is not None
+    found, lacking = got
+    assert found[job].name == "ll-llama-g0" and found[job].running and found[job].node_list == slurm.job(job).node_list
+    assert lacking == {999}
+    assert read_reports(tmp_path, 1010.0) == {}  # no node report reader takes the table for a node
+
+
+@pytest.mark.parametrize(
+    ("age", "owner_shift", "text"),
+    [(16.0, 0, None), (-20.0, 0, None), (1.0, 1, None), (1.0, 0, "{not json"), (1.0, 0, '{"written_at": 1}')],
+)
+def test_no_table_is_taken_that_is_old_from_the_future_someone_elses_or_broken(
+    tmp_path: Path, age: float, owner_shift: int, text: str | None
+) -> None:
+    doc = table_doc(1000.0, "n1", {}, {})
+    if text is None:
+        publish(tmp_path, doc)
+    else:
+        (tmp_path / TABLE_FILE).write_text(text)
+    table = JobTable(tmp_path, max_age_s=15.0, owner=os.getuid() + owner_shift, clock=Now(1000.0 + age))
+    assert table.lookup([1]) is None
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[FakeNode]:
+    (tmp_path / "status").mkdir()
+    n = FakeNode(tmp_path, cluster_status_dir=str(tmp_path / "status"))
+    n.loop.job_table.owner = os.getuid()  # type: ignore[union-attr]
+    n.loop.job_table.clock = n.clock  # type: ignore[union-attr]
+    try:
+        yield n
+    finally:
+        n.close()
+        n.remove()
+
+
+def test_a_node_daemon_checks_its_trainers_against_the_table_and_asks_slurm_only_on_a_change(node: FakeNode) -> None:
+    run_dir, config = node.job_dir(JobConfig(name="llama", health={"progress": "off"}))
+    job = node.submit("llama", 1)
+    status = Path(node.node_cfg["cluster_status_dir"])
+    publish(status, written(node.slurm, node.clock.t))
+    node.task(PID0 + 100, job, "llama", 1, run_dir=run_dir, config=config)
+    assert node.run(30, each=lambda: publish(status, written(node.slurm, node.clock.t))) == []
+    assert node.loop.trainers and node.loop.slurm_asked == 0  # 30 cycles, 6 slow ones: slurmctld never asked
+    # Slurm moves the job on (a requeue) and the table shows it: the daemon asks Slurm before it believes it.
+    node.slurm.requeue(job)
+    publish(status, written(node.slurm, node.clock.t))
+    asked = node.loop.slurm_asked
+    results = node.run(10)
+    assert node.loop.slurm_asked > asked
+    assert [r["action"] for r in results] == ["kill_local"]  # fenced as before: its run is over
+    assert "is PENDING while this process runs" in json.loads(node.lines[-1])["reason"]
+
+
+def test_a_table_that_still_shows_the_old_run_is_asked_again_before_a_new_trainer_is_refused(node: FakeNode) -> None:
+    run_dir, config = node.job_dir(JobConfig(name="llama", health={"progress": "off"}))
+    job = node.submit("llama", 1)
+    status = Path(node.node_cfg["cluster_status_dir"])
+    node.slurm.requeue(job)  # the table is written while the job waits to start again
+    publish(status, written(node.slurm, node.clock.t))
+    node.slurm.start_now(job)
+    node.task(PID0 + 100, job, "llama", 1, run_dir=run_dir, config=config)  # its new run's task, here
+    assert node.run(3) == []
+    assert node.loop.trainers and node.loop.slurm_asked > 0  # adopted on Slurm's own answer
+
+
+def test_the_head_reads_slurm_once_per_poll_and_publishes_the_table(tmp_path: Path) -> None:
+    clock = Now(1000.0)
+    slurm = FakeSlurm(["n1", "n2"], clock=clock)
+    script = tmp_path / "g0.sbatch"
+    script.write_text("#!/bin/bash\n#SBATCH --job-name=ll-llama-g0\n")
+    job = slurm.submit(script)
+    calls: list[str] = []
+    for name in ("jobs", "nodes", "jobs_by_id", "failed_jobs"):
+        real = getattr(slurm, name)
+        setattr(slurm, name, lambda *a, _r=real, _n=name, **k: calls.append(_n) or _r(*a, **k))
+    cfg = NodeConfig.model_validate(
+        {"role": "head", "state_dir": str(tmp_path / "state"), "cluster_status_dir": str(tmp_path), "slurm_poll_s": 5}
+    )
+    executor = Executor(DaemonState.load(tmp_path / "head"), slurm, None, ActionLog("head", lambda line: None))
+    head = HeadLoop(cfg, slurm, executor, clock, tmp_path / "logs")
+    head.probe = lambda host, port, timeout: True  # every slurmd answers: no node is silent
+    for _ in range(10):
+        head.cycle()
+        clock.t += 1.0
+    assert calls.count("jobs") == 2 and calls.count("jobs_by_id") == 2  # at 1000 and 1005: not every second
+    table = JobTable(tmp_path, max_age_s=15.0, owner=os.getuid(), clock=clock).lookup([job])
+    assert table is not None and table[0][job].name == "ll-llama-g0"
+
+
+def test_a_record_reads_back_as_the_job_squeue_gave() -> None:
+    text = (Path(__file__).parents[1] / "slurm" / "recorded" / "squeue_jobs_by_id.txt").read_text()
+    ids = [int(line.split("\x1f")[0]) for line in text.splitlines() if line.strip()]
+    for j, info in parse_squeue_jobs(text, ids).items():
+        back = job_from_fields(record(info, f"ll-x-g{j}"))
+        assert back == replace(info, name=f"ll-x-g{j}") and back.user_id == info.user_id
+        assert back.start_epoch == info.start_epoch
