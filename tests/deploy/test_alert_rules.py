@@ -146,3 +146,23 @@ def test_the_dashboard_counts_each_job_event_once_however_many_daemons_watch_it(
         {"expr": f"round({lost})", "eval_time": "35m", "exp_samples": [{"labels": '{job_name="llama"}', "value": 1}]},
     ]
     run_promtool(tmp_path, [{"interval": "1m", "input_series": series, "promql_expr_test": tests}])
+
+
+def test_the_dashboard_has_a_row_per_job_and_per_node_chosen_by_their_variables() -> None:
+    dash = json.loads(DASHBOARD.read_text())
+    variables = {v["name"]: v for v in dash["templating"]["list"]}
+    assert "job_name" in variables and "node" in variables
+    assert "job_name" in variables["job_name"]["query"]["query"] and "instance" in variables["node"]["query"]["query"]
+    rows = [p["title"] for p in dash["panels"] if p["type"] == "row"]
+    assert "Jobs ($job_name)" in rows and "Nodes ($node)" in rows
+    # Every panel below the job row filters by the chosen job, every panel below the node row by the node.
+    current = None
+    for p in dash["panels"]:
+        if p["type"] == "row":
+            current = p["title"]
+            continue
+        exprs = " ".join(t.get("expr", "") for t in p.get("targets", []))
+        if current == "Jobs ($job_name)":
+            assert "$job_name" in exprs, p["title"]
+        if current == "Nodes ($node)":
+            assert "$node" in exprs, p["title"]
