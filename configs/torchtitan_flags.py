@@ -143,23 +143,28 @@ def flag_value(command: list[str], path: str) -> str | None:
     return value
 
 
-def comm_timeout_problems(command: list[str], *, quorum_s: int, timeout_s: int, connect_s: int, pg_s: int) -> list[str]:
-    """One sentence per torchtitan comm timeout that a torchft wait would outlast.
+def comm_needs(*, quorum_s: int, timeout_s: int, connect_s: int, pg_s: int) -> dict[str, tuple[int, str]]:
+    """torchtitan comm timeout -> (the longest torchft wait a rank can spend in it, that wait in words).
 
     A group's ranks each heal their own shard, or wait on the cross-group process group, and do so at their
     own pace: the ranks done first wait for the last in their next intra-group collective, up to torchft's
     heal timeout or its process-group timeout. The first step also connects and waits for the first quorum.
     A torchtitan timeout below that makes the group's own watchdog kill it in the middle of a recovery.
     """
-    needs = {
+    return {
         "comm.train_timeout_seconds": (max(timeout_s, pg_s), "the larger of torchft.timeout_s and pg_timeout_s"),
         "comm.init_timeout_seconds": (
             connect_s + quorum_s + timeout_s,
             "torchft.connect_timeout_s + quorum_timeout_s + timeout_s",
         ),
     }
+
+
+def comm_timeout_problems(command: list[str], *, quorum_s: int, timeout_s: int, connect_s: int, pg_s: int) -> list[str]:
+    """One sentence per torchtitan comm timeout typed in `command` that a torchft wait would outlast (the
+    ones a --config module sets are read by validate: configs/torchtitan_module.py)."""
     out = []
-    for path, (need, why) in needs.items():
+    for path, (need, why) in comm_needs(quorum_s=quorum_s, timeout_s=timeout_s, connect_s=connect_s, pg_s=pg_s).items():
         given = flag_value(command, path)
         if given is None:
             continue  # set by the --config module, or torchtitan's default: not visible here (see docs/torchtitan.md)

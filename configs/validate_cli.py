@@ -17,6 +17,7 @@ import yaml
 from lamplighter.configs.helper_python import check_helper_python
 from lamplighter.configs.loader import ENV_OVERRIDES, MORE_CHECKS, ConfigError, load_job, load_node
 from lamplighter.configs.schema import JobConfig, NodeConfig, node_job_problems
+from lamplighter.configs.torchtitan_module import check_module_comm
 
 EXIT_INVALID = 2
 JOB_EXAMPLE = "lighthouse.port=29511"
@@ -129,6 +130,20 @@ def run(args: argparse.Namespace) -> int:
             n = len(problems)
             print(f"{args.file} with {args.node}: incompatible ({n} problem{'s' * (n != 1)})", file=sys.stderr)
             return EXIT_INVALID
+    titan = check_module_comm(job, Path(args.file)) if job is not None else None
+    if titan is not None and titan.problems:
+        if args.json:
+            errors = [
+                {"file": str(args.file), "line": None, "key": "trainer.command", "message": p} for p in titan.problems
+            ]
+            print(json.dumps({"valid": False, "complete": True, "errors": errors}, indent=2))
+            return EXIT_INVALID
+        for problem in titan.problems:
+            print(f"error: {args.file}: trainer.command: {problem}", file=sys.stderr)
+        print(
+            f"{args.file}: invalid ({len(titan.problems)} problem{'s' * (len(titan.problems) != 1)})", file=sys.stderr
+        )
+        return EXIT_INVALID
     if args.json:
         doc: dict[str, object] = {}
         if job is not None:
@@ -143,6 +158,10 @@ def run(args: argparse.Namespace) -> int:
         print(helpers.line())
         for warning in helpers.warnings:
             print(f"warning: {args.file}: {warning}", file=sys.stderr)
+        if titan is not None:
+            print(titan.line)
+            for warning in titan.warnings:
+                print(f"warning: {args.file}: {warning}", file=sys.stderr)
     if node is not None:
         print(f"{args.node}: valid node config (role {node.role})")
     if job is not None and node is not None:
