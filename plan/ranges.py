@@ -19,14 +19,15 @@ from lamplighter.plan import goodput_model as gm
 SCENARIOS = ("low", "central", "high")  # goodput: every assumption pessimistic / central / optimistic
 
 # The survivors' stall on this project's own machine, the optimistic end (no NCCL, no cross-node fabric and
-# no step of seconds to throw away). The base is bench/results/survivor_stall.json (a kill at 3 groups of one
-# process, local mode, loopback: 0.51 s median). The growth per group, the hang's and the rejoin's stall are
-# placeholders until `make bench-stall` (bench/results/stall_groups.json, 3, 6 and 12 groups, a linear fit)
-# is committed and these are set from its fit.
-MEASURED_STALL_BASE_S = 0.5
-MEASURED_STALL_PER_GROUP_S = 0.02  # assumed
-MEASURED_HANG_STALL_S = 4.3  # assumed: a hang-collective at 3 groups, the process group's timeout, then the quorum
-MEASURED_REJOIN_STALL_S = 0.1  # assumed
+# no step of seconds to throw away), from `make bench-stall` (bench/results/stall_groups.json at f05a235: local
+# mode, 3, 6 and 12 groups of one process, loopback, 3 faults of each kind per size). A kill: 0.58, 0.62 and
+# 0.61 s (median of the worst survivor), fitted 0.63 - 0.006 s per group: no growth measured, so none assumed
+# here. A hang-collective: 4.26, 4.27, 4.35 s (the process group's 3 s timeout, then the quorum). The rejoin's
+# second quorum change: 0.04-0.17 s median (one in three took 9.7-13.3 s at 3 and 12 groups: a join timeout).
+MEASURED_STALL_BASE_S = 0.63
+MEASURED_STALL_PER_GROUP_S = 0.0
+MEASURED_HANG_STALL_S = 4.35
+MEASURED_REJOIN_STALL_S = 0.17
 # Meta's FT-HSDP (arXiv 2602.00277, 2026): torchft's authors at O(100k) GPUs, about 3 minutes of stall
 # per failure (down from 10 with synchronous training), 80% effective training time.
 FT_HSDP_STALL_S = 180.0
