@@ -189,6 +189,12 @@ def _install_and_use(tmp_path: Path, wheel: Path) -> None:
     r = cli("render", str(REPO / "configs" / "slurm-lab.yaml"), "--out", str(home / "sbatch"))
     assert r.returncode == 0, r.stderr
     assert (home / "sbatch" / "group-0.sbatch").read_text().startswith("#!/bin/bash")
+    # The job init wrote, rendered: only --out is written (its run_dir, /shared/runs/llama, is not made).
+    before = sorted(p.name for p in home.iterdir())
+    r = cli("render", str(home / "job.yaml"), "--out", str(home / "llama-sbatch"))
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in home.iterdir()) == sorted([*before, "llama-sbatch"])
+    assert (home / "llama-sbatch" / "lighthouse.sbatch").exists() and not Path("/shared/runs/llama").exists()
     d = cli("deploy-files", "--out", str(home / "deploy"))
     assert d.returncode == 0, d.stderr
     assert (home / "deploy" / "systemd" / "lamplighter-node.service").read_text().startswith("# lamplighter")

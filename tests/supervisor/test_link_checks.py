@@ -63,6 +63,18 @@ def test_a_down_or_missing_link_is_a_fault_naming_it(tmp_path: Path) -> None:
     assert check.observe(1.0) == []
 
 
+def test_an_rdma_port_that_keeps_going_down_is_flapping_though_active_when_read(tmp_path: Path) -> None:
+    netdev(tmp_path, "ens1", "up", "1", 0)
+    rdma_port(tmp_path, "mlx5_0", 1, "4: ACTIVE", "5: LinkUp", 2)
+    check = LinkCheck(SysfsLinks(("ens1",), ("mlx5_0",), tmp_path), CFG)
+    assert check.observe(0.0) == []
+    rdma_port(tmp_path, "mlx5_0", 1, "4: ACTIVE", "5: LinkUp", 5)  # three drops between two reads, up again
+    assert check.observe(10.0) == []
+    rdma_port(tmp_path, "mlx5_0", 1, "4: ACTIVE", "5: LinkUp", 7)  # five in 20 s: over flap_max_changes 4
+    [f] = check.observe(20.0)
+    assert (f.link, f.kind) == ("mlx5_0:1", "link-flapping") and "5 link changes in 20 s" in f.reason
+
+
 def reading(name: str, up: bool, changes: int) -> LinkReading:
     return LinkReading(name, "net", True, up, "up" if up else "down", changes, f"/sys/class/net/{name}")
 
