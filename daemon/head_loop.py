@@ -50,7 +50,7 @@ from lamplighter.slurm.hostlist import expand_hostlist
 from lamplighter.slurm.parsers import NodeInfo, QueueEntry
 from lamplighter.slurm.requeue import requeue_elsewhere, start_elsewhere
 from lamplighter.slurm.run import SlurmError
-from lamplighter.supervisor.ports import accepts_connections
+from lamplighter.supervisor.ports import answering
 from lamplighter.supervisor.ratelimit import may_drain
 
 log = logging.getLogger(__name__)
@@ -149,7 +149,8 @@ class HeadLoop:
     not_before: dict[tuple[int, int], float] = field(default_factory=dict)  # failed (job id, attempt) -> judge at
     metrics: DaemonMetrics | None = None
     _restarts: dict[int, int] = field(default_factory=dict)
-    probe: Callable[[str, int, float], bool] = accepts_connections  # a node's slurmd answers (tests: a stand-in)
+    # Which nodes' slurmd (address, port) answer within the timeout (tests: a stand-in).
+    probe: Callable[[list[tuple[str, int]], float], set[tuple[str, int]]] = answering
     _view: tuple[list[QueueEntry], dict[str, NodeInfo]] | None = None  # Slurm's queue and nodes, last read
     _read_at: float | None = None
 
@@ -174,13 +175,14 @@ class HeadLoop:
         for name in list(self.silent_since):
             if name not in watched:
                 del self.silent_since[name]
-        for name in sorted(watched):
-            info = nodes.get(name)
-            if info is None:
-                continue
-            host = info.fields.get("NodeAddr") or name
-            port = int(info.fields.get("Port") or 6818)
-            if self.probe(host, port, probe_timeout):
+        where = {
+            name: (info.fields.get("NodeAddr") or name, int(info.fields.get("Port") or 6818))
+            for name in sorted(watched)
+            if (info := nodes.get(name)) is not None
+        }
+        heard = self.probe(list(where.values()), probe_timeout)  # all at once: one timeout, however many are silent
+        for name, addr in where.items():
+            if addr in heard:
                 self.silent_since.pop(name, None)
             else:
                 self.silent_since.setdefault(name, now)

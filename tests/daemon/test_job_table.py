@@ -125,7 +125,7 @@ def test_the_head_reads_slurm_once_per_poll_and_publishes_the_table(tmp_path: Pa
     )
     executor = Executor(DaemonState.load(tmp_path / "head"), slurm, None, ActionLog("head", lambda line: None))
     head = HeadLoop(cfg, slurm, executor, clock, tmp_path / "logs")
-    head.probe = lambda host, port, timeout: True  # every slurmd answers: no node is silent
+    head.probe = lambda addrs, timeout: set(addrs)  # every slurmd answers: no node is silent
     for _ in range(10):
         head.cycle()
         clock.t += 1.0
