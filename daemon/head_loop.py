@@ -3,7 +3,8 @@
 Slurm marks a dead node DOWN only after SlurmdTimeout (300 s by default):
 until then the group's job stays RUNNING on a node that is gone. The head
 daemon probes the slurmd of every node that runs a lamplighter job (TCP
-connect to NodeAddr:Port from `scontrol show nodes`). A node that refuses or
+connect to NodeAddr:Port from `scontrol show nodes`), all at once, so that a
+cycle waits one probe timeout however many nodes are silent. A node that refuses or
 ignores the connection for `node_silence_s` is a node-wide matter, and its
 probe alone (a busy accept queue, a blip on the head's own link) is no
 node-wide evidence:
