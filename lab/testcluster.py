@@ -66,6 +66,25 @@ def is_alive(rec: ProcRecord) -> bool:
     return st is not None and st.start_time == rec.start_ticks and st.state not in ("Z", "X")
 
 
+def namespace_members(pid: int) -> list[ProcRecord]:
+    """Every process in the PID namespace `pid` made for its children (`unshare --pid --fork`: slurmd and
+    all below it), as records is_alive can judge."""
+    try:
+        ns = os.readlink(f"/proc/{pid}/ns/pid_for_children")
+    except OSError:
+        return []
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                st = read_stat(PROC, int(d.name))
+                if st is not None and os.readlink(d / "ns" / "pid") == ns:
+                    out.append(ProcRecord(f"ns-{d.name}", int(d.name), st.start_time))
+            except OSError:
+                continue
+    return out
+
+
 def wait_until(cond: Callable[[], T | None], timeout: float, what: str, interval: float = 0.05) -> T:
     """Poll `cond` until it gives a true value, and return that value; raise ClusterError naming `what` after
     `timeout` seconds."""
@@ -234,12 +253,22 @@ class TestCluster:
         shutil.rmtree(self.sockets, ignore_errors=True)
 
     def crash_node(self, name: str) -> None:
-        """SIGKILL the node's namespace: slurmd, step daemons and job processes die at once."""
+        """SIGKILL the node's namespace: slurmd, step daemons and job processes die at once.
+
+        Returns once every process of the namespace is gone, not only `unshare` (its child slurmd dies of
+        --kill-child after it, and the namespace's other processes after slurmd): a message slurmd sent in its last moment is then no longer on its way when the caller
+        marks the node down (with ReturnToService=2, a registration after that returns a DOWN node)."""
         rec = self._record(f"node-{name}")
+        members = namespace_members(rec.pid) if is_alive(rec) else []
         if is_alive(rec):
             os.kill(rec.pid, signal.SIGKILL)
         self._reap(rec)
         wait_until(lambda: not is_alive(rec), 10.0, f"node {name} (pid {rec.pid}) to die")
+        wait_until(
+            lambda: not any(is_alive(m) for m in members),
+            10.0,
+            f"every process of node {name}'s namespace to die",
+        )
 
     def silence_node(self, name: str, silent: bool = True) -> int:
         """Stop (SIGSTOP) or continue the node's slurmd alone: its step daemons and jobs live on, cut off
