@@ -129,6 +129,9 @@ class ExitSource(Protocol):
     def close(self) -> None: ...
 
 
+UNKNOWN_JOB_S = 60.0  # a job id Slurm said it does not know is asked about again after this long
+
+
 def lighthouse_timeout_s(poll_interval_s: float) -> float:
     """A Lighthouse read's bound: well below a poll interval, so a dead one never stalls the cycle."""
     return min(1.0, poll_interval_s / 4)
@@ -182,6 +185,7 @@ class ComputeLoop:
         if self.job_table is None and self.cfg.cluster_status_dir:
             self.job_table = JobTable(Path(self.cfg.cluster_status_dir), table_max_age_s(self.cfg.slurm_poll_s))
         self.slurm_asked = 0  # batched job queries this daemon sent slurmctld (the table spares most)
+        self._unknown: dict[int, float] = {}  # job id Slurm does not know -> not asked again before this time
         self.lighthouse_reads = LighthouseReads(
             lambda address, timeout: fetch_status(address, timeout=timeout),
             lambda job, uid: lighthouse_place(self.api, self.cfg.job_prefix, job, uid),
@@ -339,21 +343,37 @@ class ComputeLoop:
         ask = lacking | doubtful
         if not ask:
             return infos
+        confirmed = {j: i for j, i in infos.items() if j not in ask}
         direct = self._ask_slurm(ask)
-        if direct is None:
-            return None
-        return {**{j: i for j, i in infos.items() if j not in ask}, **direct}
+        # Slurm not answering about the rest (or knowing none of it) holds up none of what the table confirmed.
+        return confirmed if direct is None else {**confirmed, **direct}
 
     def _ask_slurm(self, job_ids: set[int]) -> dict[int, JobInfo] | None:
-        """One batched query for these jobs (and each new job's name, once); None when Slurm does not answer."""
+        """One batched query for these jobs (and each new job's name, once); None when Slurm does not answer.
+
+        A job Slurm says it does not know (its processes are another cluster's, or it was purged) is not
+        asked about again for UNKNOWN_JOB_S: its processes stay unadopted and untouched meanwhile, and the
+        query for the others is not failed by it."""
+        now = self.clock()
+        self._unknown = {j: t for j, t in self._unknown.items() if t > now}
+        job_ids = {j for j in job_ids if j not in self._unknown}
         if not job_ids:
             return {}
         for j in sorted(job_ids):
             if str(j) not in self._names:
                 try:
                     self._names[str(j)] = self.api.job(j).name
-                except (SlurmError, ValueError) as e:
+                except SlurmError as e:
+                    if "invalid job id" in e.stderr.lower():
+                        self._unknown[j] = now + UNKNOWN_JOB_S
+                        log.warning("Slurm job %s: Slurm does not know it; not asked again for %g s", j, UNKNOWN_JOB_S)
+                    else:
+                        log.warning("Slurm job %s: cannot read its name: %s", j, e)
+                except ValueError as e:
                     log.warning("Slurm job %s: cannot read its name: %s", j, e)
+        job_ids = {j for j in job_ids if j not in self._unknown}
+        if not job_ids:
+            return {}
         try:
             self.slurm_asked += 1
             return self.api.jobs_by_id(job_ids)

@@ -200,9 +200,14 @@ class FakeSlurm:
         )
 
     def jobs_by_id(self, job_ids: Iterable[int]) -> dict[int, JobInfo]:
-        """As squeue -O: no name; StartTime printed in UTC (the fake's clock is the epoch)."""
+        """As squeue -O: no name; StartTime printed in UTC (the fake's clock is the epoch). As real squeue
+        (22.05): the jobs it knows; an error only when it knows none of them."""
         self._controller()
         self._advance()
+        asked = sorted(set(job_ids))
+        if asked and not any(j in self._jobs for j in asked):
+            argv = ["squeue", "--noheader", "--states=all", f"--jobs={','.join(map(str, asked))}"]
+            raise SlurmError(argv, 1, "slurm_load_jobs error: Invalid job id specified")
         out = {}
         for jid in sorted(set(job_ids)):
             j = self._jobs.get(check_job_id(jid))

@@ -141,3 +141,20 @@ def test_a_record_reads_back_as_the_job_squeue_gave() -> None:
         back = job_from_fields(record(info, f"ll-x-g{j}"))
         assert back == replace(info, name=f"ll-x-g{j}") and back.user_id == info.user_id
         assert back.start_epoch == info.start_epoch
+
+
+def test_a_job_slurm_does_not_know_holds_up_no_other_and_is_not_asked_every_cycle(node: FakeNode) -> None:
+    """Seen in CI: another test cluster's job on this machine (same node names) was in every cycle's query;
+    a query of only jobs Slurm does not know fails, and a fresh spare step of ours was never adopted."""
+    run_dir, config = node.job_dir(JobConfig(name="llama", health={"progress": "off"}))
+    job = node.submit("llama", 1)
+    status = Path(node.node_cfg["cluster_status_dir"])
+    publish(status, written(node.slurm, node.clock.t))
+    asked: list[object] = []
+    real = node.slurm.job
+    node.slurm.job = lambda j: asked.append(j) or real(j)  # type: ignore[method-assign]
+    node.task(PID0 + 300, 987654, "other", 0)  # a process of a job this Slurm never had
+    node.task(PID0 + 100, job, "llama", 1, run_dir=run_dir, config=config)
+    assert node.run(20, each=lambda: publish(status, written(node.slurm, node.clock.t))) == []
+    assert [t.job_id for t in node.loop.trainers.values()] == [str(job)]
+    assert asked.count(987654) == 1  # 40 cycles: asked once, not again within UNKNOWN_JOB_S

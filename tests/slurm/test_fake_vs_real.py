@@ -71,6 +71,10 @@ def test_requeue_drain_mark_down_cancel(world: tuple[SlurmApi, Callable[[str], N
     assert {n.name: n.fields.get("Comment") for n in api.nodes()}[first] == mark
     with pytest.raises(ValueError, match="one line"):
         api.resume(first, "lamplighter: resumed at 1\nState=DOWN")
+    # A batch with a job Slurm does not know answers for the others; a batch of only such jobs is an error.
+    assert set(api.jobs_by_id([jid, 987654])) == {jid}
+    with pytest.raises(SlurmError, match="Invalid job id"):
+        api.jobs_by_id([987654])
     api.cancel(jid)
     poll_job(api, jid, lambda j: j.state == "CANCELLED", WAIT, "CANCELLED")
     with pytest.raises(SlurmError, match="Invalid job id"):
