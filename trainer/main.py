@@ -229,11 +229,31 @@ def train_to_target(run: Run, gate: StartGate) -> int:
     return contract.EXIT_DONE
 
 
+# Quorum requests that time out in a row before the trainer gives up and exits (retryable). A timeout changes
+# nothing in this process, and its state may be the job's newest: seen in `make bench`, the last live group's
+# quorum timed out while its restarted peers were still starting, it exited, and the job lost 19 committed
+# steps to its fallback checkpoint; the quorum formed half a second later. The supervisor's hang check bounds
+# the wait (no progress for startup_timeout_s / hang_timeout_s).
+QUORUM_RETRIES = 10
+
+
 def take_quorum(run: Run) -> None:
     """torchft takes the quorum in zero_grad, and heals this group from a peer there if it is behind."""
     run.state.healed_from = None
     t_quorum = run.clock()
-    run.opt.zero_grad()
+    for tries in range(1, QUORUM_RETRIES + 2):
+        try:
+            run.opt.zero_grad()
+            break
+        except TimeoutError as e:
+            if tries > QUORUM_RETRIES:
+                raise
+            run.log(
+                f"the quorum timed out ({str(e).split(',')[0]}): asking again ({tries}/{QUORUM_RETRIES}), "
+                f"keeping this process's state at step {run.manager.current_step()}"
+            )
+            # torchft's start_quorum first re-raises the last quorum's error (torchft 2026.10.26: _quorum_future).
+            run.manager._quorum_future = None
     if run.state.healed_from is not None:
         run.log(
             f"healed from {run.state.healed_from} to step {run.manager.current_step()} in {run.clock() - t_quorum:.3f} s"

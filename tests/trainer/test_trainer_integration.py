@@ -220,3 +220,19 @@ def test_injected_exception_exits_retryable(make_trainers: MakeTrainers, tmp_pat
     assert not inject.exists()
     log = t.log_text(0)
     assert "Traceback" in log and INJECTED_MESSAGE in log
+
+
+@pytest.mark.parametrize("lighthouse", [2], indirect=True)  # no quorum until both groups are up
+def test_a_quorum_that_times_out_is_asked_again_and_the_process_keeps_its_state(make_trainers: MakeTrainers) -> None:
+    """Found in `make bench`: the last live group's quorum timed out while its peers were starting, it exited,
+    and the job fell back to its checkpoint. Here group 0 waits alone for a quorum of two (2 s timeout), asks
+    again when it times out, and trains with group 1 once it is up, in the same process."""
+    t = make_trainers(tiny_job(steps=20, min_replicas=2))
+    first = t.start(0)
+    wait_for(lambda: "the quorum timed out" in t.log_text(0), EXIT_DEADLINE_S, "group 0's first quorum to time out")
+    assert first.poll() is None
+    second = t.start(1)
+    assert first.wait(EXIT_DEADLINE_S) == contract.EXIT_DONE and second.wait(EXIT_DEADLINE_S) == contract.EXIT_DONE
+    a = committed(t, 0)
+    assert [r.step for r in a] == list(range(1, 21)) and {r.attempt for r in a} == {0}
+    assert "asking again (1/" in t.log_text(0)
