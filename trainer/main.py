@@ -237,6 +237,13 @@ def train_to_target(run: Run, gate: StartGate) -> int:
 QUORUM_RETRIES = 10
 
 
+def lighthouse_moved(run: Run) -> bool:
+    """The job's Lighthouse now publishes another address than this process asks (on Slurm, its job was
+    requeued to another node): asking again here would only wait."""
+    address, _ = contract.lighthouse_address(run.paths.root)
+    return address is not None and address != run.ident.lighthouse
+
+
 def take_quorum(run: Run) -> None:
     """torchft takes the quorum in zero_grad, and heals this group from a peer there if it is behind."""
     run.state.healed_from = None
@@ -246,8 +253,8 @@ def take_quorum(run: Run) -> None:
             run.opt.zero_grad()
             break
         except TimeoutError as e:
-            if tries > QUORUM_RETRIES:
-                raise
+            if tries > QUORUM_RETRIES or lighthouse_moved(run):
+                raise  # a restart reads the Lighthouse's new address
             run.log(
                 f"the quorum timed out ({str(e).split(',')[0]}): asking again ({tries}/{QUORUM_RETRIES}), "
                 f"keeping this process's state at step {run.manager.current_step()}"
