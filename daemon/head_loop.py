@@ -22,8 +22,8 @@ head's own link costs the cluster no capacity beyond its length. The head
 runs no Lighthouse: each job brings its own, as a Slurm job of its own
 (slurm/render.py).
 
-The head reads Slurm (the queue, the nodes, the queued group jobs' records:
-one batched query each) every `slurm_poll_s`, and every cycle while a node is
+The head reads Slurm (every lamplighter job slurmctld remembers, with its
+record, in one squeue; and the nodes: two calls) every `slurm_poll_s`, and every cycle while a node is
 silent or a failed group job awaits its grace; the probes run every cycle on
 what it last read. Each read is published as the job table
 (daemon/job_table.py) the node daemons check their trainers against, so that
@@ -46,9 +46,9 @@ from lamplighter.daemon.held_jobs import to_release
 from lamplighter.daemon.job_table import publish, table_doc
 from lamplighter.daemon.metrics import DaemonMetrics
 from lamplighter.daemon.node_policy import REASON_PREFIX, NodeAction
-from lamplighter.slurm.actions import FAILED_STATES, SlurmApi
+from lamplighter.slurm.actions import ENDED_STATES, FAILED_STATES, SlurmApi
 from lamplighter.slurm.hostlist import expand_hostlist
-from lamplighter.slurm.parsers import NodeInfo, QueueEntry
+from lamplighter.slurm.parsers import JobInfo, NodeInfo, QueueEntry, queue_entry
 from lamplighter.slurm.requeue import requeue_elsewhere, start_elsewhere
 from lamplighter.slurm.run import SlurmError
 from lamplighter.supervisor.ports import answering
@@ -216,27 +216,26 @@ class HeadLoop:
         return any(t != float("inf") and now < t + FAILED_GRACE_S for t in self.not_before.values())
 
     def _read_slurm(self, now: float) -> bool:
-        """The queue, the nodes and every queued group job's record (restarts, start): one batched query
-        each, published as the job table the node daemons check their trainers against (job_table.py)."""
+        """Two reads of slurmctld: every lamplighter job it remembers (the queue, the failed jobs and their
+        records, in one squeue) and the nodes. The jobs are published as the table the node daemons check
+        their trainers against (job_table.py)."""
         try:
-            queue = self.api.jobs(self.cfg.job_prefix)
+            records = self.api.all_jobs(self.cfg.job_prefix)
             nodes = {n.name: n for n in self.api.nodes()}
         except SlurmError as e:
             log.error("head: cannot read the queue or nodes: %s", e)
             return False
+        queue = [queue_entry(r) for r in records if r.state not in ENDED_STATES]
         self._view, self._read_at = (queue, nodes), now
-        try:
-            infos = self.api.jobs_by_id([j.job_id for j in queue])
-            self._restarts = {j: i.restarts for j, i in infos.items()}
-            if self.cfg.cluster_status_dir:
-                names = {j.job_id: j.name for j in queue}
-                publish(Path(self.cfg.cluster_status_dir), table_doc(now, self.cfg.node_name or "head", infos, names))
-        except SlurmError as e:
-            log.warning("head: cannot read the queued jobs' records: %s", e)
-        except OSError as e:
-            log.warning("head: cannot publish the job table to %s: %s", self.cfg.cluster_status_dir, e)
+        self._restarts = {r.job_id: r.restarts for r in records}
+        if self.cfg.cluster_status_dir:
+            infos = {r.job_id: r for r in records}
+            try:
+                publish(Path(self.cfg.cluster_status_dir), table_doc(now, self.cfg.node_name or "head", infos))
+            except OSError as e:
+                log.warning("head: cannot publish the job table to %s: %s", self.cfg.cluster_status_dir, e)
         self._release_held(now, queue)
-        self._requeue_failed(now)
+        self._requeue_failed(now, [r for r in records if r.state in FAILED_STATES])
         return True
 
     def _restarts_of(self, job_id: int) -> int:
@@ -252,28 +251,25 @@ class HeadLoop:
             except SlurmError as e:
                 log.warning("head: could not release job %s held after a failed launch: %s", job_id, e)
 
-    def _requeue_failed(self, now: float) -> None:
-        """Group jobs FAILED with nobody to requeue them (daemon/failed_jobs.py): each failed attempt judged once."""
-        try:
-            failed = self.api.failed_jobs(self.cfg.job_prefix)
-        except SlurmError as e:
-            log.warning("head: cannot list the failed jobs: %s", e)
-            return
+    def _requeue_failed(self, now: float, failed: list[JobInfo]) -> None:
+        """Group jobs FAILED with nobody to requeue them (daemon/failed_jobs.py): each failed attempt judged
+        once. Its full record (run directory, exit code) is read only when its grace is over."""
         for entry in failed:
             group = group_of(entry.name)
             if group is None:
                 continue  # the job's Lighthouse: its own script restarts it
-            try:
-                info = self.api.job(entry.job_id)
-            except SlurmError as e:
-                log.warning("head: cannot read failed job %s: %s", entry.job_id, e)
-                continue
-            key = (info.job_id, info.restarts)
-            if info.state not in FAILED_STATES:
-                continue
+            key = (entry.job_id, entry.restarts)
             self.not_before.setdefault(key, now + FAILED_GRACE_S)
             if self.not_before[key] > now:
                 continue
+            try:
+                info = self.api.job(entry.job_id)
+            except SlurmError as e:
+                log.warning("head: cannot read failed job %s (again in %g s): %s", entry.job_id, RETRY_S, e)
+                self.not_before[key] = now + RETRY_S
+                continue
+            if (info.job_id, info.restarts) != key or info.state not in FAILED_STATES:
+                continue  # requeued or purged since the queue was read: the next read sees it as it is
             self.not_before[key] = float("inf")
             run_dir = run_dir_of(info)
             if run_dir is None:

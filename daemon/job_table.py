@@ -39,9 +39,9 @@ def table_max_age_s(slurm_poll_s: float) -> float:
     return max(15.0, 3 * slurm_poll_s)
 
 
-def table_doc(now: float, head: str, infos: Mapping[int, JobInfo], names: Mapping[int, str]) -> dict[str, Any]:
+def table_doc(now: float, head: str, infos: Mapping[int, JobInfo]) -> dict[str, Any]:
     """What the head writes: when it asked Slurm, and each job's fields as squeue gave them, with its name."""
-    jobs = {str(j): record(info, names.get(j, info.name)) for j, info in sorted(infos.items())}
+    jobs = {str(j): record(info, info.name) for j, info in sorted(infos.items())}
     return {"table": "lamplighter slurm jobs", "written_at": now, "head": head, "jobs": jobs}
 
 

@@ -208,26 +208,31 @@ class FakeSlurm:
         if asked and not any(j in self._jobs for j in asked):
             argv = ["squeue", "--noheader", "--states=all", f"--jobs={','.join(map(str, asked))}"]
             raise SlurmError(argv, 1, "slurm_load_jobs error: Invalid job id specified")
-        out = {}
-        for jid in sorted(set(job_ids)):
-            j = self._jobs.get(check_job_id(jid))
-            if j is None:
-                continue
-            stamp = None if j.started is None else time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(j.started))
-            out[jid] = JobInfo(
-                job_id=j.job_id,
-                name="",
-                state=j.state,
-                reason=None,
-                restarts=j.restarts,
-                batch_host=j.on[0] if j.on else None,
-                node_list=",".join(j.on) or None,
-                start_time=stamp,
-                requeue=j.requeue,
-                exit_code=None,
-                fields={"UserId": str(j.user_id)},
-            )
-        return out
+        return {jid: self._squeue_record(j, full=False) for jid in asked if (j := self._jobs.get(check_job_id(jid)))}
+
+    def all_jobs(self, name_prefix: str) -> list[JobInfo]:
+        """As squeue --states=all -O: every job it remembers, with its name, reason and owner's name."""
+        self._controller()
+        self._advance()
+        return [self._squeue_record(j, full=True) for j in self._jobs.values() if j.name.startswith(name_prefix)]
+
+    def _squeue_record(self, j: _Job, full: bool) -> JobInfo:
+        """jobs_by_id's fields (JOB_FIELDS), or all_jobs' (ALL_JOB_FIELDS: also the name, reason and owner)."""
+        stamp = None if j.started is None else time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(j.started))
+        reason = "NonZeroExitCode" if j.state in FAILED_STATES else j.reason
+        return JobInfo(
+            job_id=j.job_id,
+            name=j.name if full else "",
+            state=j.state,
+            reason=reason if full else None,
+            restarts=j.restarts,
+            batch_host=j.on[0] if j.on else None,
+            node_list=",".join(j.on) or None,
+            start_time=stamp,
+            requeue=j.requeue,
+            exit_code=None,
+            fields={"UserId": str(j.user_id), **({"UserName": "root"} if full else {})},
+        )
 
     def node(self, name: str) -> NodeInfo:
         self._controller()

@@ -8,7 +8,9 @@ Every value reaches scontrol as its own argv element: no shell anywhere.
 
 from __future__ import annotations
 
+import logging
 import re
+import secrets
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -20,6 +22,8 @@ from lamplighter.slurm.parsers import (
     JobInfo,
     NodeInfo,
     QueueEntry,
+    all_jobs_format,
+    parse_all_jobs,
     parse_sbatch_parsable,
     parse_scontrol_job,
     parse_scontrol_node,
@@ -29,10 +33,15 @@ from lamplighter.slurm.parsers import (
 )
 from lamplighter.slurm.run import SlurmCli, SlurmError
 
+log = logging.getLogger(__name__)
 _NODE_NAME = re.compile(r"[A-Za-z0-9_.\-\[\],]{1,128}")
 MAX_REASON = 1000
 # How a batch job that ended badly shows in squeue --states (FAILED: the script's status was not 0).
 FAILED_STATES = ("FAILED", "OUT_OF_MEMORY")
+# A job that ended (squeue shows it only when asked with --states, for MinJobAge); any other state is queued.
+ENDED_STATES = frozenset(
+    {"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT"}
+)
 
 
 def check_node_name(name: str) -> str:
@@ -75,6 +84,7 @@ class SlurmApi(Protocol):
     def nodes(self) -> list[NodeInfo]: ...
     def jobs(self, name_prefix: str | None = None) -> list[QueueEntry]: ...
     def failed_jobs(self, name_prefix: str | None = None) -> list[QueueEntry]: ...
+    def all_jobs(self, name_prefix: str) -> list[JobInfo]: ...
 
 
 def poll_job(
@@ -189,6 +199,17 @@ class SlurmActions:
         states = ",".join(FAILED_STATES)
         entries = parse_squeue(self.cli.run("squeue", "--noheader", f"--states={states}", "-o", SQUEUE_FORMAT))
         return [e for e in entries if name_prefix is None or e.name.startswith(name_prefix)]
+
+    def all_jobs(self, name_prefix: str) -> list[JobInfo]:
+        """Every job Slurm remembers (queued, running, or ended within MinJobAge) whose name starts with the
+        prefix, in one squeue: the head's read of the queue, the failed jobs and their records at once.
+        A record squeue printed that cannot be read is left out and logged, never taken for another job."""
+        mark = "\x1e" + secrets.token_hex(8)
+        out = self.cli.run("squeue", "--noheader", "--states=all", "-O", all_jobs_format(mark), env={"TZ": "UTC"})
+        jobs, bad = parse_all_jobs(out, mark)
+        for rec in bad:
+            log.warning("squeue printed a job record that cannot be read, left out: %r", rec[:200])
+        return [j for j in jobs if j.name.startswith(name_prefix)]
 
     def _update_node(self, node: str, *settings: str) -> None:
         self.cli.run("scontrol", "update", f"nodename={check_node_name(node)}", *settings)

@@ -102,7 +102,7 @@ def _int_or_none(v: str | None) -> int | None:
 
 
 def _none_if_null(v: str | None) -> str | None:
-    return None if v in (None, "", "(null)", "None", "Unknown", "N/A") else v
+    return None if v in (None, "", "(null)", "None", "Unknown", "N/A", "n/a") else v
 
 
 @dataclass(frozen=True)
@@ -181,6 +181,43 @@ JOB_FIELDS = (
     ("BatchHost", "BatchHost"),
 )
 JOBS_FORMAT = ",".join(f"{name}:0{SQUEUE_SEP}" for name, _ in JOB_FIELDS)
+
+
+# The head's one read of the queue (`SlurmActions.all_jobs`): JOB_FIELDS and the three a queue line needs. The
+# name, which its owner writes and which may hold a line break or SQUEUE_SEP, comes last and is ended by a
+# mark drawn at random for each query: no name written before the query holds it, so no name can end a
+# record early or forge another job's.
+ALL_JOB_FIELDS = (*JOB_FIELDS, ("Reason", "Reason"), ("UserName", "UserName"), ("Name", "JobName"))
+
+
+def all_jobs_format(mark: str) -> str:
+    """`squeue -O` fields, each ended by SQUEUE_SEP, the last (the name) by `mark` (no digit first: squeue
+    would read it as the field's width)."""
+    if not mark or mark[0].isdigit() or "," in mark or SQUEUE_SEP in mark:
+        raise ValueError(f"{mark!r} cannot end a squeue -O field")
+    *head, (name, _) = ALL_JOB_FIELDS
+    return ",".join([*(f"{f}:0{SQUEUE_SEP}" for f, _ in head), f"{name}:0{mark}"])
+
+
+def parse_all_jobs(text: str, mark: str) -> tuple[list[JobInfo], list[str]]:
+    """`squeue --noheader --states=all -O all_jobs_format(mark)` -> (the jobs, the records it could not read).
+    A record it cannot read costs only itself: its job is left out and its text returned."""
+    records = text.split(mark + "\n")
+    if records[-1].strip():
+        raise ParseError("squeue -O output (not ended by its mark)", text)
+    jobs: list[JobInfo] = []
+    bad: list[str] = []
+    seen: set[int] = set()
+    for rec in records[:-1]:
+        parts = rec.split(SQUEUE_SEP, len(ALL_JOB_FIELDS) - 1)  # the name, last, may hold the separator
+        f = {key: v if key == "JobName" else v.strip() for (_, key), v in zip(ALL_JOB_FIELDS, parts, strict=False)}
+        if len(parts) != len(ALL_JOB_FIELDS) or not f["JobId"].isdigit() or int(f["JobId"]) in seen:
+            bad.append(rec)
+            continue
+        info = job_from_fields(f)
+        seen.add(info.job_id)
+        jobs.append(info)
+    return jobs, bad
 
 
 def parse_squeue_jobs(text: str, asked: Iterable[int]) -> dict[int, JobInfo]:
@@ -287,7 +324,7 @@ def parse_scontrol_node(text: str) -> NodeInfo:
 
 @dataclass(frozen=True)
 class QueueEntry:
-    """One line of `squeue --noheader -o SQUEUE_FORMAT`."""
+    """One line of `squeue --noheader -o SQUEUE_FORMAT` (or a job of `parse_all_jobs`: `queue_entry`)."""
 
     job_id: int
     name: str
@@ -295,6 +332,10 @@ class QueueEntry:
     reason: str | None
     nodes: str | None
     user: str
+
+
+def queue_entry(info: JobInfo) -> QueueEntry:
+    return QueueEntry(info.job_id, info.name, info.state, info.reason, info.node_list, info.fields.get("UserName", ""))
 
 
 def parse_squeue(text: str) -> list[QueueEntry]:

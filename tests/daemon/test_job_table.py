@@ -32,8 +32,7 @@ class Now:
 
 
 def written(slurm: FakeSlurm, now: float, head: str = "n1") -> dict[str, object]:
-    jobs = slurm.jobs()
-    return table_doc(now, head, slurm.jobs_by_id([j.job_id for j in jobs]), {j.job_id: j.name for j in jobs})
+    return table_doc(now, head, {j.job_id: j for j in slurm.all_jobs("")})
 
 
 def test_a_fresh_table_answers_what_it_holds_and_says_what_it_lacks(tmp_path: Path) -> None:
@@ -58,7 +57,7 @@ def test_a_fresh_table_answers_what_it_holds_and_says_what_it_lacks(tmp_path: Pa
 def test_no_table_is_taken_that_is_old_from_the_future_someone_elses_or_broken(
     tmp_path: Path, age: float, owner_shift: int, text: str | None
 ) -> None:
-    doc = table_doc(1000.0, "n1", {}, {})
+    doc = table_doc(1000.0, "n1", {})
     if text is None:
         publish(tmp_path, doc)
     else:
@@ -110,14 +109,14 @@ def test_a_table_that_still_shows_the_old_run_is_asked_again_before_a_new_traine
     assert node.loop.trainers and node.loop.slurm_asked > 0  # adopted on Slurm's own answer
 
 
-def test_the_head_reads_slurm_once_per_poll_and_publishes_the_table(tmp_path: Path) -> None:
+def test_the_head_reads_slurm_with_two_calls_per_poll_and_publishes_the_table(tmp_path: Path) -> None:
     clock = Now(1000.0)
     slurm = FakeSlurm(["n1", "n2"], clock=clock)
     script = tmp_path / "g0.sbatch"
     script.write_text("#!/bin/bash\n#SBATCH --job-name=ll-llama-g0\n")
     job = slurm.submit(script)
     calls: list[str] = []
-    for name in ("jobs", "nodes", "jobs_by_id", "failed_jobs"):
+    for name in ("all_jobs", "nodes", "jobs", "jobs_by_id", "failed_jobs", "job", "node"):
         real = getattr(slurm, name)
         setattr(slurm, name, lambda *a, _r=real, _n=name, **k: calls.append(_n) or _r(*a, **k))
     cfg = NodeConfig.model_validate(
@@ -129,7 +128,7 @@ def test_the_head_reads_slurm_once_per_poll_and_publishes_the_table(tmp_path: Pa
     for _ in range(10):
         head.cycle()
         clock.t += 1.0
-    assert calls.count("jobs") == 2 and calls.count("jobs_by_id") == 2  # at 1000 and 1005: not every second
+    assert calls == ["all_jobs", "nodes"] * 2  # two calls at 1000 and at 1005: not every second, nothing else
     table = JobTable(tmp_path, max_age_s=15.0, owner=os.getuid(), clock=clock).lookup([job])
     assert table is not None and table[0][job].name == "ll-llama-g0"
 

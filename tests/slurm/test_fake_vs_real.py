@@ -34,6 +34,8 @@ def test_requeue_drain_mark_down_cancel(world: tuple[SlurmApi, Callable[[str], N
     job = poll_job(api, jid, running(0), WAIT, "RUNNING")
     assert job.name == "ll-fvr-g0" and job.requeue
     assert [(e.job_id, e.state) for e in api.jobs(name_prefix="ll-fvr-")] == [(jid, "RUNNING")]
+    mine = lambda: [(i.name, i.state, i.restarts) for i in api.all_jobs("ll-fvr-") if i.job_id == jid]  # noqa: E731
+    assert mine() == [("ll-fvr-g0", "RUNNING", 0)]
 
     # Requeued, the job waits for BeginTime until start_now.
     api.requeue(jid)
@@ -77,6 +79,7 @@ def test_requeue_drain_mark_down_cancel(world: tuple[SlurmApi, Callable[[str], N
         api.jobs_by_id([987654])
     api.cancel(jid)
     poll_job(api, jid, lambda j: j.state == "CANCELLED", WAIT, "CANCELLED")
+    assert mine() == [("ll-fvr-g0", "CANCELLED", 3)]  # an ended job too, for MinJobAge
     with pytest.raises(SlurmError, match="Invalid job id"):
         api.job(987654)
     with pytest.raises(SlurmError, match="not found"):

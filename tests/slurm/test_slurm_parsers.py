@@ -9,6 +9,8 @@ import pytest
 from lamplighter.slurm.parsers import (
     SQUEUE_SEP,
     ParseError,
+    all_jobs_format,
+    parse_all_jobs,
     parse_record,
     parse_sbatch_parsable,
     parse_scontrol_job,
@@ -172,6 +174,45 @@ def test_squeue() -> None:
     assert parse_squeue(odd)[0].name == "name with | and spaces"
     with pytest.raises(ParseError, match="squeue"):
         parse_squeue("5|x|RUNNING\n")
+
+
+MARK = "\x1eq1a2b3\x1e"  # the mark squeue_all_marked.txt was recorded with
+
+
+def test_all_jobs_on_recorded_output_keeps_a_name_with_a_line_break_and_the_separator() -> None:
+    jobs, bad = parse_all_jobs(rec("squeue_all_marked.txt"), MARK)
+    assert bad == []
+    assert [(j.job_id, j.name, j.state, j.reason, j.node_list, j.batch_host, j.fields["UserName"]) for j in jobs] == [
+        (18161601, "ll-plain", "FAILED", "NonZeroExitCode", "n1", "n1", "root"),
+        (18161602, "ll-held", "PENDING", "JobHeldUser", None, None, "root"),
+        (18161600, "ll-a\nb\x1fc", "RUNNING", None, "n1", "n1", "root"),
+    ]
+    assert jobs[2].start_epoch is not None and jobs[1].start_epoch is None and jobs[0].user_id == 0
+
+
+def test_a_name_cannot_forge_another_jobs_record_and_a_bad_record_costs_only_itself() -> None:
+    def line(job: str, state: str, name: str, mark: str = MARK) -> str:
+        return SQUEUE_SEP.join([job, state, "1001", "n1", "N/A", "0", "n1", "None", "eve", name]) + mark + "\n"
+
+    # The owner of job 7 wrote, before the query, what a record of job 9 would look like (with a guessed mark).
+    forged = "x\n" + line("9", "FAILED", "ll-llama-g0", "\x1eguess").rstrip("\n")
+    text = line("7", "RUNNING", forged) + line("8", "RUNNING", "ll-llama-g1") + "junk" + MARK + "\n"
+    jobs, bad = parse_all_jobs(text, MARK)
+    assert [(j.job_id, j.name) for j in jobs] == [(7, forged), (8, "ll-llama-g1")]
+    assert bad == ["junk"]
+    # A job printed twice is not taken the second time; output cut short is an error.
+    jobs, bad = parse_all_jobs(line("8", "RUNNING", "a") + line("8", "FAILED", "b"), MARK)
+    assert [(j.job_id, j.state) for j in jobs] == [(8, "RUNNING")] and len(bad) == 1
+    with pytest.raises(ParseError, match="not ended by its mark"):
+        parse_all_jobs(line("8", "RUNNING", "a") + "9" + SQUEUE_SEP + "RUNNING", MARK)
+    assert parse_all_jobs("", MARK) == ([], [])
+
+
+def test_all_jobs_format_refuses_a_mark_squeue_would_misread() -> None:
+    assert all_jobs_format(MARK).endswith("Name:0" + MARK) and all_jobs_format(MARK).count(SQUEUE_SEP) == 9
+    for mark in ("", "7abc", "a,b", "a" + SQUEUE_SEP):
+        with pytest.raises(ValueError, match="cannot end"):
+            all_jobs_format(mark)
 
 
 def test_malformed_records_raise_with_text() -> None:
