@@ -37,6 +37,8 @@ import requests
 from etcd3gw.client import Etcd3Client
 from etcd3gw.exceptions import ConnectionFailedError, ConnectionTimeoutError, Etcd3Exception
 
+from lamplighter.bare.prefix_watch import PrefixWatch
+
 
 class EtcdError(RuntimeError):
     def __init__(self, what: str, problems: Sequence[str]) -> None:
@@ -161,6 +163,7 @@ class Store:
     tls: Tls | None = None
     auth: Credentials | None = None  # etcd auth on: every request as this user
     requests_made: int = 0
+    seen_revision: int = 0  # the newest store revision any answer carried (a lease renewal's too)
     _clients: list[Etcd3Client] = field(default_factory=list, repr=False)
     _first: int = 0  # the member that answered last: asked first next time
     _deadline: tuple[float, Callable[[], float]] | None = field(default=None, repr=False)
@@ -252,12 +255,27 @@ class Store:
             except Etcd3Exception as e:
                 raise EtcdError(what, [f"{self.endpoints[k]} refused it: {e.detail_text or e}"]) from None
             self._first = k
+            header = out.get("header") or (out.get("result") or {}).get("header") or {}
+            self.seen_revision = max(self.seen_revision, int(header.get("revision") or 0))
             return out
         raise EtcdError(what, problems)
 
     def close(self) -> None:
         for c in self._clients:
             c.session.close()
+
+    def watch(self, prefix: str, after_revision: int) -> PrefixWatch:
+        """A watch on every key under `prefix` changed after `after_revision`, on the member that answered
+        last, over a session of its own (the stream's thread never shares one with the calls)."""
+        client = self._clients[self._first]
+        session = requests.Session()
+        session.trust_env = False
+        session.verify, session.cert = client.session.verify, client.session.cert
+        if "Authorization" in client.session.headers:
+            session.headers["Authorization"] = client.session.headers["Authorization"]
+        self.requests_made += 1
+        create = {"key": _b64(prefix), "range_end": _b64(prefix_end(prefix)), "start_revision": str(after_revision + 1)}
+        return PrefixWatch(session, client.get_url("/watch"), create, self.timeout_s)
 
     # -- keys ------------------------------------------------------------------
 

@@ -1,8 +1,11 @@
 """One host daemon of a bare-metal cluster: its lease, the placer role when it wins it, and its trainers.
 
-Each cycle: renew the lease (host_lease), campaign for the placer role and,
-as placer, place every job's groups (placer); read this cluster's assignments
-and run host_agent.decide on them, then carry its actions out. Trainers are
+Each cycle: renew the lease when due (host_lease: every (ttl - margin) / 2),
+read this cluster's assignments when they may have changed (a watch on the
+prefix says so: prefix_watch), keep or campaign for the placer role and, as
+placer, place every job's groups on what changed (placer); run
+host_agent.decide on them, then carry its actions out. A quiet cluster costs
+etcd one lease renewal per host per renewal interval, and no reads. Trainers are
 started with the same process handling as local mode (process_tree: a
 session per rank, the whole tree killed), under `setpriv --pdeathsig KILL`,
 so a daemon that dies takes its trainers with it instead of leaving them
@@ -44,13 +47,14 @@ from pydantic import ValidationError
 
 from lamplighter.bare import etcd_roles
 from lamplighter.bare.accounts import Account, Refused, trainer_account
-from lamplighter.bare.etcd_store import EtcdError, Store, delete
+from lamplighter.bare.etcd_store import Entry, EtcdError, Store, delete
 from lamplighter.bare.hang_watch import JobHangWatch, lighthouse_address
 from lamplighter.bare.host_agent import GroupHistory, GroupRef, HostAction, Trainer, decide
-from lamplighter.bare.host_lease import HostLease
+from lamplighter.bare.host_lease import HostLease, renew_every, renewal_due
 from lamplighter.bare.keys import Keys
 from lamplighter.bare.placement import Assignment
 from lamplighter.bare.placer import HostEntry, Placer
+from lamplighter.bare.prefix_watch import PrefixWatch
 from lamplighter.bare.user_launch import append_as, base_env, start_ranks, trainer_argv
 from lamplighter.configs.schema import JobConfig
 from lamplighter.supervisor.gpu.faults import gpu_response
@@ -127,6 +131,11 @@ class HostDaemon:
     _refusals_seen: dict[str, str] = field(default_factory=dict)  # job -> this host's refusal in etcd
     _journal_failed: set[Path] = field(default_factory=set)
     _started_under: dict[GroupRef, int] = field(default_factory=dict)  # a running trainer's spec revision
+    _seen: tuple[int, list[Entry]] | None = None  # the last read of the cluster prefix: (revision, entries)
+    _watch: PrefixWatch | None = None  # says when to read again
+    _watch_opened_at: float | None = None  # a watch that keeps failing is opened again at the lease's interval
+    _placer_kept_at: float | None = None  # when the placer's lease was last renewed (the role kept)
+    _placed_at: int | None = None  # the read revision the last placement round ran on
 
     def __post_init__(self) -> None:
         self.lease = HostLease(self.store, self.keys, self.me, self.ttl_s, {"host": self.me})
@@ -137,12 +146,13 @@ class HostDaemon:
         # which can add up past the fence margin, and the fence is decided from the clock after the calls,
         # never from a reading taken before one that blocked.
         deadline, renew_first = self.lease.renewal_deadline(self.clock(), self.margin_s)
-        if renew_first:
+        if renew_first and self.lease.renewal_due(self.clock(), self.margin_s):
             with self.store.until(deadline, self.clock):
                 self.lease.renew(self.clock())
         if not self.lease.fence_due(self.clock(), self.margin_s)[0]:
             with self.store.until(self.lease.fence_at(self.margin_s), self.clock):
-                self._read()
+                if self._read_due():
+                    self._read()
                 self._check_gpus()
                 self._place()
                 self._check_confined()
@@ -168,6 +178,14 @@ class HostDaemon:
             self.lease.renew(self.clock())
         return d.actions
 
+    def _read_due(self) -> bool:
+        """Read the prefix only when it may have changed since the last read: the watch saw it change (or is
+        down), or an answer showed a newer revision of the store (a stalled watch; this host's own writes)."""
+        w = self._watch
+        if self._seen is None or w is None or not w.alive:
+            return True
+        return max(w.newest, self.store.seen_revision) > self._seen[0]
+
     def _place(self) -> None:
         if self.placer_seen not in (None, self.me) and not self.placer.leading:
             # Another daemon holds the role: a campaign would cost 3 requests a cycle for nothing. Its key
@@ -175,15 +193,32 @@ class HostDaemon:
             return
         try:
             was = self.placer.leading
-            if self.placer.campaign() == self.me:
+            now = self.clock()
+            leader: str | None = None
+            if was and self.placer_seen == self.me:
+                # Its lease holds the key: renewed at the lease's interval, and nothing asked between.
+                due = renewal_due(now, self._placer_kept_at, self.ttl_s, self.margin_s)
+                if not due or self.placer.keep():
+                    leader = self.me
+                    self._placer_kept_at = now if due else self._placer_kept_at
+            if leader is None:
+                leader = self.placer.campaign()
+                self._placer_kept_at = now if leader == self.me else None
+            if leader == self.me:
                 if not was:
                     self._journal("placer", None, None, None, "won the placer role")
+                if was and self._seen is not None and self._placed_at == self._seen[0]:
+                    return  # nothing changed since the last round: it would place the same
+                self._placed_at = self._seen[0] if self._seen is not None else None
+                refused = len(self.placer.refused)
                 # Every job is placed, also one this host refuses: another host may have its user's account.
                 for name, sub in self.submitted.items():
                     if sub.job is None:
                         continue
-                    for m in self.placer.step(name, sub.key, sub.job.groups.count, self.hosts):
+                    for m in self.placer.step(name, sub.key, sub.job.groups.count, self.hosts, self._seen):
                         self._journal("move", name, m.group, m.new.epoch, m.new.reason, to=m.new.host)
+                if len(self.placer.refused) > refused:
+                    self._seen = self._placed_at = None  # placed on an old read: read again and place anew
                 for name in self._forget:
                     if self.placer.forget(name):
                         log.warning(
@@ -240,10 +275,19 @@ class HostDaemon:
 
     def _read(self) -> None:
         try:
-            _, entries = self.store.prefix(self.keys.root)
+            rev, entries = self.store.prefix(self.keys.root)
         except EtcdError as e:
             log.warning("%s: cannot read the assignments (keeping the last ones): %s", self.me, e)
+            self._seen = None  # read again next cycle, whatever the watch says
             return
+        self._seen, now = (rev, entries), self.clock()
+        w, every = self._watch, renew_every(self.ttl_s, self.margin_s)
+        # A watch that lasted is opened again at once (on etcd 3.4 one client closing its watch can end the
+        # others' on that member: each host then pays one read, not a read a cycle); one that keeps failing,
+        # once per renewal interval.
+        if w is None or (not w.alive and ((w.lived_s or 0) >= every or now - (self._watch_opened_at or 0) >= every)):
+            self._watch_opened_at = now
+            self._watch = self.store.watch(self.keys.root, rev)  # events after this read
         placer = next((x for x in entries if x.key == self.keys.placer), None)
         self.placer_seen = placer.value if placer else None
         out = next((x for x in entries if x.key == self.keys.out(self.me)), None)
@@ -482,6 +526,8 @@ class HostDaemon:
         for _, gp in self.running.values():
             gp.kill()
         self.running.clear()
+        if self._watch is not None:
+            self._watch.close()
         if self.gpus is not None:
             self.gpus.close()
         try:

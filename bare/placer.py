@@ -16,7 +16,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from lamplighter.bare.etcd_store import Store, absent, created_at, delete_prefix, mod_revision_is, put, value_is
+from lamplighter.bare.etcd_store import Entry, Store, absent, created_at, delete_prefix, mod_revision_is, put, value_is
 from lamplighter.bare.keys import Keys
 from lamplighter.bare.placement import Assignment, HostView, Move, place
 
@@ -67,6 +67,15 @@ class Placer:
             log.warning("%s: no longer the placer (now %s)", self.me, now.value if now else "nobody")
         return now.value if now else None
 
+    def keep(self) -> bool:
+        """Renew the placer's lease (its key lives as long): whether it still holds the role. One request,
+        where a campaign makes three."""
+        if not self.lease or self.store.keepalive(self.lease) <= 0:
+            if self.leading:
+                log.warning("%s: no longer the placer (its lease expired)", self.me)
+            self.leading = False
+        return self.leading
+
     def forget(self, job: str) -> bool:
         """Delete what the cluster keeps about a job no spec names any more (cancelled), if we are the placer:
         whether it did. A job of that name submitted meanwhile is placed afresh."""
@@ -83,8 +92,11 @@ class Placer:
             self.store.revoke(self.lease)
         self.lease, self.leading = 0, False
 
-    def read(self, job: str, spec_key: str, hosts: Sequence[HostEntry]) -> ClusterView:
-        rev, entries = self.store.prefix(self.keys.root)
+    def read(
+        self, job: str, spec_key: str, hosts: Sequence[HostEntry], seen: tuple[int, list[Entry]] | None = None
+    ) -> ClusterView:
+        """The job's view, from `seen` (a read of the whole prefix the caller made) or a read of its own."""
+        rev, entries = seen if seen is not None else self.store.prefix(self.keys.root)
         by_key = {e.key: e for e in entries}
         views = []
         for h in hosts:
@@ -109,13 +121,21 @@ class Placer:
         spec = by_key.get(spec_key)
         return ClusterView(rev, views, assigned, revisions, failed, spec.create_revision if spec else 0)
 
-    def step(self, job: str, spec_key: str, groups: int, hosts: Sequence[HostEntry]) -> list[Move]:
+    def step(
+        self,
+        job: str,
+        spec_key: str,
+        groups: int,
+        hosts: Sequence[HostEntry],
+        seen: tuple[int, list[Entry]] | None = None,
+    ) -> list[Move]:
         """One placement round, if we are the placer: the moves written (refused ones are kept in `refused`).
 
-        spec_key: the job's spec (keys.spec(user, job)); a move holds only while that very spec is there."""
+        spec_key: the job's spec (keys.spec(user, job)); a move holds only while that very spec is there.
+        seen: the caller's read of the prefix; a move placed on an old one is refused by its transaction."""
         if not self.leading:
             return []
-        view = self.read(job, spec_key, hosts)
+        view = self.read(job, spec_key, hosts, seen)
         if not view.spec_created:
             return []  # cancelled (or never submitted): nothing to place
         done = []

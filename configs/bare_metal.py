@@ -115,7 +115,12 @@ class BareMetalNodeConfig(BareMetalJobConfig):
     hosts: list[str] = Field(min_length=1, description="The hosts groups are placed on, in order.")
     spares: list[str] = Field(default_factory=list, description="Hosts used only when a host fails (in order).")
     lease_ttl_s: int = Field(
-        4, ge=2, le=60, description="A host whose lease is not renewed this long is dead: its groups move."
+        8,
+        ge=2,
+        le=60,
+        description="A host whose lease is not renewed this long is dead: its groups move. Each host renews it "
+        "every (lease_ttl_s - fence_margin_s) / 2 (3 s at the defaults: 0.33 etcd requests a second); a "
+        "shorter lease sees a dead host sooner for more requests.",
     )
     trainer_users: dict[str, str] = Field(
         default_factory=dict,

@@ -16,6 +16,7 @@ import pytest
 
 from lamplighter.bare.etcd_store import Entry, Store
 from lamplighter.bare.host_daemon import HostDaemon
+from lamplighter.bare.host_lease import renew_every
 from lamplighter.bare.keys import Keys
 from lamplighter.bare.placement import Assignment
 from lamplighter.bare.placer import HostEntry
@@ -23,6 +24,7 @@ from lamplighter.configs.schema import JobConfig
 from lamplighter.lab.bare_report import fencing
 from lamplighter.lab.etcd_cluster import EtcdCluster
 from lamplighter.lab.tcp_link import TcpLink
+from lamplighter.lab.testcluster import wait_until
 from lamplighter.slurm.chaos_slurm import read_records
 
 pytestmark = pytest.mark.integration
@@ -59,7 +61,17 @@ class SilentFromItsNextRead(Store):
 
 
 class Hosts:
-    def __init__(self, etcd: EtcdCluster, tmp: Path, cluster: str, names: list[HostEntry], *, members: int = 1) -> None:
+    def __init__(
+        self,
+        etcd: EtcdCluster,
+        tmp: Path,
+        cluster: str,
+        names: list[HostEntry],
+        *,
+        members: int = 1,
+        ttl_s: int = 2,
+        margin_s: float = 0.7,
+    ) -> None:
         """`members`: how many etcd members each host is given, all behind its one link (one real member)."""
         self.keys = Keys(cluster)
         self.links = {h.name: TcpLink(("127.0.0.1", etcd.members[0].client_port)) for h in names}
@@ -71,8 +83,8 @@ class Hosts:
                 names,
                 tmp / h.name,
                 time.monotonic,
-                ttl_s=2,
-                margin_s=0.7,
+                ttl_s=ttl_s,
+                margin_s=margin_s,
                 # The trainers here are this interpreter's, which only root reaches (tests/security runs them as
                 # another user); etcd without auth, as insecure_lab would.
                 trainer_users={USER: "root"},
@@ -280,11 +292,7 @@ def test_the_placer_dies_and_another_host_takes_the_role_within_its_lease(etcd: 
         hosts.submit(job(tmp_path, "el", 1, SLEEPER))
         hosts.cycle_until(lambda: hosts.runs("h1", "el", 0), 20, "group 0 runs on h1")
         assert [d.me for d in hosts.daemons.values() if d.placer.leading] == ["h1"]
-        # A host that is not the placer reads once and renews its lease once per cycle: 2 etcd requests.
         h2 = hosts.daemons["h2"]
-        before = h2.store.requests_made
-        h2.cycle()
-        assert h2.store.requests_made - before == 2
         # h1 dies (power loss: its daemon stops cycling, its trainer goes with it): its keys outlive it
         # only for their lease, which etcd ends.
         dead = hosts.daemons.pop("h1")
@@ -301,6 +309,57 @@ def test_the_placer_dies_and_another_host_takes_the_role_within_its_lease(etcd: 
         # the next one when it expired after both living daemons had read it: never left vacant longer.
         assert len(vacant_rounds) <= 1, vacant_rounds
         hosts.cycle_until(lambda: hosts.runs("h2", "el", 0, epoch=2), 15, "group 0 moved to h2 by the new placer")
+    finally:
+        hosts.close()
+
+
+def test_a_quiet_host_asks_etcd_nothing_between_renewals_and_reads_when_its_watch_sees_a_change(
+    etcd: EtcdCluster, tmp_path: Path
+) -> None:
+    # Leases long enough that a host this test does not cycle keeps its own meanwhile (etcd counts real time).
+    hosts = Hosts(etcd, tmp_path, "quiet", [HostEntry("h1"), HostEntry("h2")], ttl_s=60, margin_s=2)
+    try:
+        hosts.submit(job(tmp_path, "q", 2, SLEEPER))
+        hosts.cycle_until(lambda: hosts.runs("h1", "q", 0) and hosts.runs("h2", "q", 1), 20, "both groups run")
+        h2 = next(d for d in hosts.daemons.values() if not d.placer.leading)
+        lead = next(d for d in hosts.daemons.values() if d.placer.leading)
+        at = h2.lease.renewed_at
+        assert at is not None and h2._watch is not None and h2._watch.alive
+
+        def made(clock: float) -> int:
+            h2.clock, before = (lambda: clock), h2.store.requests_made
+            h2.cycle()
+            return h2.store.requests_made - before
+
+        lead.cycle()  # the placer's own writes read back: quiet from here on
+        made(at)  # reads what changed since its last read (the placer's writes, its own)
+        seen = h2._seen
+        every = renew_every(h2.ttl_s, h2.margin_s)
+        assert made(at + every / 2) == 0  # no renewal due, nothing changed: not one request
+        assert made(at + every) == 1 and h2.lease.renewed_at == at + every  # the renewal, and no read
+        assert h2._seen is seen
+        # Something under the cluster's prefix changes: the watch says so, and the next cycle reads.
+        hosts.admin.put(hosts.keys.root + "note", "x")
+        wait_until(lambda: h2._watch is not None and h2._watch.newest > seen[0], 10, "the watch to see the write")
+        assert made(at + every) == 1 and h2._seen is not seen and h2._seen is not None
+        assert any(e.key == hosts.keys.root + "note" for e in h2._seen[1])
+        # The placer between its renewals: nothing either (it made 3 requests a cycle to keep its role, and one
+        # read per job besides the host's own).
+        kept = lead._placer_kept_at
+        assert kept is not None and lead.lease.renewed_at is not None
+        lead.clock = lambda: max(kept, lead.lease.renewed_at or 0) + 0.01
+        lead.cycle()  # reads what h2 and the note changed
+        before = lead.store.requests_made
+        lead.cycle()
+        assert lead.store.requests_made == before
+        # The watch ends (a member went): the next cycle reads, and opens another from that read (at once
+        # here: its last renewal interval is over).
+        h2._watch.close()
+        wait_until(lambda: h2._watch is not None and not h2._watch.alive, 10, "the watch to end")
+        seen = h2._seen
+        assert made(at + 2 * every) == 3  # the renewal (due again), a read, a new watch
+        assert h2._seen is not seen and h2._watch.alive
+        assert made(at + 2 * every) == 0
     finally:
         hosts.close()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lamplighter.bare.host_lease import fence_due, renewal_deadline
+from lamplighter.bare.host_lease import fence_due, renew_every, renewal_deadline, renewal_due
 from lamplighter.bare.keys import Keys, check_name
 from lamplighter.bare.placement import Assignment, HostView, place
 
@@ -82,3 +82,11 @@ def test_a_renewal_ends_by_the_fence_deadline_and_past_the_expiry_waits_for_the_
     # Late (a stalled daemon): etcd may still hold the lease, and granting it proves the groups are still here.
     assert renewal_deadline(12.6, 10.0, 3, 0.5) == (13.0, True)
     assert renewal_deadline(13.0, 10.0, 3, 0.5) == (None, False)
+
+
+def test_a_lease_is_renewed_at_half_the_time_before_the_fence_not_every_cycle() -> None:
+    assert renew_every(8, 2) == 3.0 and renew_every(4, 2) == 1.0
+    assert renewal_due(100.0, None, 8, 2)  # never renewed
+    assert not renewal_due(102.9, 100.0, 8, 2) and renewal_due(103.0, 100.0, 8, 2)
+    # A renewal that fails keeps it due every cycle, with as long again left before the fence.
+    assert renewal_due(104.0, 100.0, 8, 2) and not fence_due(104.0, 100.0, 8, 2)[0]
