@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
 import time
 from typing import Any
@@ -37,7 +38,7 @@ class PrefixWatch:
         self.lived_s: float | None = None  # how long the stream lasted, once it ended
         self._opened = time.monotonic()
         self._stop = threading.Event()
-        self._resp: requests.Response | None = None
+        self._sock: socket.socket | None = None
         self.alive = True
         self.ended: str | None = None  # why the stream ended
         self._thread = threading.Thread(
@@ -50,7 +51,9 @@ class PrefixWatch:
         try:
             # No read timeout: a quiet cluster sends nothing for as long as it stays quiet.
             with session.post(url, json={"create_request": create}, stream=True, timeout=(timeout_s, None)) as resp:
-                self._resp = resp
+                # The stream's socket, to be shut down by close(): closing the response from another
+                # thread waits on the lock its reader holds, for as long as the cluster stays quiet.
+                self._sock = getattr(getattr(resp.raw, "connection", None), "sock", None)
                 resp.raise_for_status()
                 for line in resp.iter_lines():
                     if self._stop.is_set():
@@ -66,7 +69,7 @@ class PrefixWatch:
                         break
                     for event in result.get("events") or ():
                         self.newest = max(self.newest, int((event.get("kv") or {}).get("mod_revision") or 0))
-        except (requests.RequestException, ValueError) as e:
+        except Exception as e:  # a stream closed under its reader raises whatever urllib3 was in
             why = f"{type(e).__name__}: {e}"
         finally:
             self.lived_s = time.monotonic() - self._opened
@@ -77,9 +80,9 @@ class PrefixWatch:
 
     def close(self) -> None:
         self._stop.set()
-        resp = self._resp
-        if resp is not None:
+        sock = self._sock
+        if sock is not None:
             try:
-                resp.close()  # wakes the thread out of its read
-            except Exception:
-                pass
+                sock.shutdown(socket.SHUT_RDWR)  # the reader wakes to an end of stream, and its thread ends
+            except OSError:
+                pass  # already closed

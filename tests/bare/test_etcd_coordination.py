@@ -158,3 +158,21 @@ def test_a_call_past_its_deadline_asks_no_member(store: Store, request: pytest.F
     with store.until(10.0, lambda: 10.5):
         pass
     assert store.get(key) is not None  # the deadline ends with its block
+
+
+def test_a_watch_sees_writes_after_its_revision_and_closes_while_the_cluster_is_quiet(store: Store) -> None:
+    """Found by the etcd scale bench: closing the response under its reading thread waited on the reader's
+    lock for as long as nothing changed, so a host daemon on a quiet cluster never finished stopping."""
+    rev = store.put("/w/before", "1")
+    watch = store.watch("/w/", rev)
+    other = store.watch("/x/", rev)
+    store.put("/x/elsewhere", "1")
+    until(lambda: other.newest > rev, 10, "the other watch to see its write")
+    assert watch.newest == 0  # a write outside the prefix is not its business
+    at = store.put("/w/after", "2")
+    until(lambda: watch.newest == at, 10, "the watch to see the write")
+    assert store.seen_revision >= at  # every answer's revision is kept (a lease renewal's too)
+    watch.close()
+    watch._thread.join(timeout=10)
+    assert not watch._thread.is_alive() and not watch.alive
+    other.close()
