@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 
 TITAN_ENV := build/torchtitan-env
 
-.PHONY: install test test-fast lint typecheck promtool dist titan-env demo demo-torchtitan demo-slurm demo-bare demo-results bench-slurm scale-lighthouse scale-slurm-rpc soak bench bench-costs bench-big bench-heal bench-stall cluster-up cluster-down gpusim readme clean
+.PHONY: install test test-fast lint typecheck promtool dist titan-env demo demo-torchtitan demo-slurm demo-bare demo-results bench-slurm scale scale-lighthouse scale-slurm-rpc scale-etcd scale-report soak bench bench-costs bench-big bench-heal bench-stall cluster-up cluster-down gpusim readme clean
 
 install: $(STAMP)
 
@@ -99,10 +99,22 @@ bench-slurm: $(STAMP)
 scale-lighthouse: $(STAMP)
 	$(BIN)/python -m bench.lighthouse_scale
 
-# slurmctld RPCs per second by type (sdiag) with a node daemon and a group-shaped job per node, at 4 and 16 nodes
-# (about 2 minutes; #31, a first slice: no network namespaces, no trainers yet): bench/results/slurm_rpc_scale.json.
+# slurmctld RPCs per second by type (sdiag) with a node daemon and a group-shaped job per node, at 4, 16 and 64
+# nodes (about 4 minutes; no network namespaces, no trainers yet): bench/results/slurm_rpc_scale.json.
 scale-slurm-rpc: $(STAMP) gpusim
-	$(BIN)/python -m bench.slurm_rpc_scale
+	$(BIN)/python -m bench.slurm_rpc_scale --nodes 4,16,64
+
+# etcd requests per bare-metal host at 4, 16 and 64 hosts, steady and while a dead host's group moves (about
+# 3 minutes): bench/results/etcd_scale.json.
+scale-etcd: $(STAMP)
+	$(BIN)/python -m bench.etcd_scale --hosts 4,16,64
+
+# All of #31's measures against the node count, and the Lighthouse's against the group count (about 16 minutes):
+# build/scale/report.json and report.png. The result files go to bench/results; scale-report alone redraws.
+scale: scale-slurm-rpc scale-etcd scale-lighthouse scale-report
+
+scale-report: $(STAMP)
+	$(BIN)/python -m bench.scale_report
 
 # Overlapping faults of every kind on the Slurm lab until 100 have struck, the job training until they are
 # done (its wall time is in the report): build/soak/report.json.

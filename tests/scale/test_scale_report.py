@@ -1,0 +1,57 @@
+"""make scale's report: the records #31 asks for, built from the benches' result files, nothing guessed."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+from types import ModuleType
+
+
+def report_module() -> ModuleType:
+    return importlib.import_module("bench.scale_report")
+
+
+def write(folder: Path, name: str, doc: dict[str, object]) -> None:
+    (folder / f"{name}.json").write_text(json.dumps({"environment": {"commit": "abc1234"}, **doc}))
+
+
+def test_the_report_carries_every_size_and_leaves_what_was_not_measured_null(tmp_path: Path) -> None:
+    sr = report_module()
+    rpc = [
+        {"nodes": n, "lamplighter_rpc_per_s": v, "slurmctld_rpc_per_s": v + 0.3, "head_daemon_cpu_cores": 0.002}
+        for n, v in ((4, 0.8), (16, 0.8))
+    ]
+    write(tmp_path, "slurm_rpc_scale", {"nodes": rpc})
+    etcd = [
+        {
+            "hosts": n,
+            "etcd_req_per_host_s": v,
+            "etcd_req_per_host_s_during_move": 0.6,
+            "host_death_to_group_on_spare_s": 8,
+        }
+        for n, v in ((4, 0.5), (16, 0.4), (64, 0.35))
+    ]
+    write(tmp_path, "etcd_scale", {"hosts": etcd})
+    kill = {"kill": {"survivor_stall_s": {"median": 0.4}}}
+    write(tmp_path, "lighthouse_scale", {"rows": [{"groups": 16, "formation_s": 0.6, "rounds": [kill, kill]}]})
+    report = sr.build(tmp_path)
+    assert [(r["nodes"], r["slurmctld_rpc_per_s"], r["etcd_req_per_host_s"]) for r in report["nodes"]] == [
+        (4, 0.8, 0.5),
+        (16, 0.8, 0.4),
+        (64, None, 0.35),  # no Slurm run at 64: null, not filled in
+    ]
+    assert all(r["head_cycle_s"] is None and r["detect_to_action_s"] is None for r in report["nodes"])
+    assert set(report["not_measured"]) == {"head_cycle_s", "detect_to_action_s"}
+    assert report["lighthouse"] == [
+        {"groups": 16, "quorum_s": 0.6, "survivor_stall_kill_s": 0.4, "kill_rounds": 2, "lighthouse_cpu_cores": None}
+    ]
+    rpc_line = report["fits"]["slurmctld_rpc_per_s"]
+    assert rpc_line["per_unit"] == 0 and rpc_line["projected"]["10000"] == 0.8
+    assert report["fits"]["survivor_stall_kill_s"] is None  # one group count: no line
+    assert report["sources"]["etcd_scale"] == "abc1234"
+
+
+def test_no_result_files_make_an_empty_report_not_an_error(tmp_path: Path) -> None:
+    report = report_module().build(tmp_path)
+    assert report["nodes"] == [] and report["lighthouse"] == [] and report["fits"]["etcd_req_per_host_s"] is None
