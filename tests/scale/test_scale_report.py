@@ -21,7 +21,7 @@ def test_the_report_carries_every_size_and_leaves_what_was_not_measured_null(tmp
     rpc = [
         {"nodes": n, "lamplighter_rpc_per_s": v, "slurmctld_rpc_per_s": v + 0.3, "head_daemon_cpu_cores": 0.002}
         for n, v in ((4, 0.8), (16, 0.8))
-    ]
+    ] + [{"nodes": 32, "lamplighter_rpc_per_s": 4.4, "slurmctld_rpc_per_s": 9.0, "jobs_running_at_end": 20}]
     write(tmp_path, "slurm_rpc_scale", {"nodes": rpc})
     etcd = [
         {
@@ -39,6 +39,7 @@ def test_the_report_carries_every_size_and_leaves_what_was_not_measured_null(tmp
     assert [(r["nodes"], r["slurmctld_rpc_per_s"], r["etcd_req_per_host_s"]) for r in report["nodes"]] == [
         (4, 0.8, 0.5),
         (16, 0.8, 0.4),
+        (32, 4.4, None),  # measured, but starved: out of the line below
         (64, None, 0.35),  # no Slurm run at 64: null, not filled in
     ]
     assert all(r["head_cycle_s"] is None and r["detect_to_action_s"] is None for r in report["nodes"])
@@ -47,7 +48,8 @@ def test_the_report_carries_every_size_and_leaves_what_was_not_measured_null(tmp
         {"groups": 16, "quorum_s": 0.6, "survivor_stall_kill_s": 0.4, "kill_rounds": 2, "lighthouse_cpu_cores": None}
     ]
     rpc_line = report["fits"]["slurmctld_rpc_per_s"]
-    assert rpc_line["per_unit"] == 0 and rpc_line["projected"]["10000"] == 0.8
+    assert rpc_line["per_unit"] == 0 and rpc_line["projected"]["10000"] == 0.8 and rpc_line["over"] == [4.0, 16.0]
+    assert report["fits"]["etcd_req_per_host_s"]["projected"]["10000"] == 0.0  # falling: floored at 0
     assert report["fits"]["survivor_stall_kill_s"] is None  # one group count: no line
     assert report["sources"]["etcd_scale"] == "abc1234"
 
