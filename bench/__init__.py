@@ -3,5 +3,5 @@
 Entry: `python -m bench` (bench/__main__.py); results in bench/results/.
 
 Layer: the top (configs, gpusim -> trainer -> supervisor -> injob -> slurm -> daemon; lab -> bench).
-May import: configs, gpusim, trainer, supervisor, injob, slurm, daemon, lab, plan
+May import: configs, gpusim, trainer, supervisor, injob, slurm, daemon, bare, lab, plan
 """

@@ -17,9 +17,10 @@ class LastStatus:
         self._read = read
         self._value = read()  # before the first cycle: nothing runs concurrently yet
 
-    def publish(self) -> dict[str, Any]:
-        """Called by the cycling thread between cycles; the swap of one reference is atomic."""
-        self._value = self._read()
+    def publish(self, **extra: Any) -> dict[str, Any]:
+        """Called by the cycling thread between cycles; the swap of one reference is atomic. `extra`: what the
+        cycle measured of itself (its duration)."""
+        self._value = {**self._read(), **extra}
         return self._value
 
     def get(self) -> dict[str, Any]:

@@ -330,8 +330,11 @@ def cycle(
     publisher: HealthPublisher | None,
 ) -> None:
     """One cycle: observe and act, publish its status, note recoveries, publish the node's health report."""
+    started = time.monotonic()
     loop.cycle()
-    status = last.publish()
+    # How long the loop's own work took (probes, Slurm reads, actions): what grows if anything grows with
+    # the cluster; `lamplighter status` shows it, the scale bench samples the head's.
+    status = last.publish(cycle_s=round(time.monotonic() - started, 4))
     if recovery is not None and isinstance(loop, ComputeLoop):
         recovery.observe(time.time(), loop.trainers.values())
     if publisher is not None:
