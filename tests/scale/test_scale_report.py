@@ -19,7 +19,13 @@ def write(folder: Path, name: str, doc: dict[str, object]) -> None:
 def test_the_report_carries_every_size_and_leaves_what_was_not_measured_null(tmp_path: Path) -> None:
     sr = report_module()
     rpc = [
-        {"nodes": n, "lamplighter_rpc_per_s": v, "slurmctld_rpc_per_s": v + 0.3, "head_daemon_cpu_cores": 0.002}
+        {
+            "nodes": n,
+            "lamplighter_rpc_per_s": v,
+            "slurmctld_rpc_per_s": v + 0.3,
+            "head_cycle_s": {"median": 0.01, "min": 0.005, "max": 0.03, "n": 20},
+            "detect_to_action_s": {"gpu_fault": 1.2, "node_crash": 3.5},
+        }
         for n, v in ((4, 0.8), (16, 0.8))
     ] + [{"nodes": 32, "lamplighter_rpc_per_s": 4.4, "slurmctld_rpc_per_s": 9.0, "jobs_running_at_end": 20}]
     write(tmp_path, "slurm_rpc_scale", {"nodes": rpc})
@@ -42,8 +48,10 @@ def test_the_report_carries_every_size_and_leaves_what_was_not_measured_null(tmp
         (32, 4.4, None),  # measured, but starved: out of the line below
         (64, None, 0.35),  # no Slurm run at 64: null, not filled in
     ]
-    assert all(r["head_cycle_s"] is None and r["detect_to_action_s"] is None for r in report["nodes"])
-    assert set(report["not_measured"]) == {"head_cycle_s", "detect_to_action_s"}
+    assert all(r["head_cycle_s"] is None and r["detect_to_action_s"] is None for r in report["nodes"][2:])
+    assert report["nodes"][0]["head_cycle_s"] == 0.01 and report["nodes"][0]["head_cycle_s_max"] == 0.03
+    assert report["nodes"][0]["detect_to_action_s"] == {"gpu_fault": 1.2, "node_crash": 3.5}
+    assert set(report["not_measured"]) == {"detect_to_action_s.kill"}
     assert report["lighthouse"] == [
         {"groups": 16, "quorum_s": 0.6, "survivor_stall_kill_s": 0.4, "kill_rounds": 2, "lighthouse_cpu_cores": None}
     ]
