@@ -124,7 +124,10 @@ class LamplighterSlurm:
                 cancel_job(self.sub, SlurmActions(self.lab.cluster.cli(timeout=15)))
             except SlurmError:
                 pass
-        self.detections = read_detections(self.lab.action_logs(), self.sub, since=self.since)
+        self.detections = sorted(
+            read_detections(self.lab.action_logs(), self.sub, since=self.since)
+            + injob_detections(self.run_dir, self.replicas, since=self.since)
+        )
 
     def settle(self) -> None:
         """Its trainers' restarts inside their allocations, warm (from the spare) and cold (injob journals)."""
@@ -156,6 +159,17 @@ def read_detections(logs: list[Path], sub: Submission | None, since: float = 0.0
                 group = next((g for jid, g in groups.items() if jid in target), None)
             out.append((float(rec["ts"]), group))
     return sorted(out)
+
+
+def injob_detections(run_dir: Path, replicas: int, since: float = 0.0) -> list[tuple[float, int | None]]:
+    """(time, group) of every trainer step end the in-job agent saw: a restart inside the allocation, which no
+    daemon logs (without these a kill read as detected at the next daemon action, once 65 s later)."""
+    return [
+        (float(e["t"]), g)
+        for g in range(replicas)
+        for e in read_events(journal_path(run_dir, g))
+        if e.get("event") == "ended" and float(e.get("t", 0.0)) >= since
+    ]
 
 
 def group_index(label: object) -> int | None:

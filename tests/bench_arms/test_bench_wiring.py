@@ -74,6 +74,19 @@ def test_detections_name_the_replica_of_a_daemon_action(tmp_path: Path, bench: M
     assert read_detections([log], None, since=1795644910.0) == [(1795644915.8772326, 0)]
 
 
+def test_a_restart_inside_the_allocation_is_a_detection_at_the_agents_notice(tmp_path: Path, bench: ModuleType) -> None:
+    """Found in make bench: a kill that the in-job agent restarted read as detected 65 s later, at the next
+    daemon action, because only the daemons' action logs were read."""
+    from bench.lamplighter_slurm import injob_detections
+    from lamplighter.injob.journal import append_event, journal_path
+
+    append_event(journal_path(tmp_path, 1), "started", 90.0, how="cold", attempt=1)
+    append_event(journal_path(tmp_path, 1), "ended", 100.5, status=-9)
+    append_event(journal_path(tmp_path, 1), "started", 101.0, how="warm", attempt=2)
+    append_event(journal_path(tmp_path, 0), "ended", 50.0, status=0)  # before this run
+    assert injob_detections(tmp_path, 3, since=60.0) == [(100.5, 1)]
+
+
 def test_make_bench_names_its_parts_and_refuses_an_unknown_one(
     bench: ModuleType, capsys: pytest.CaptureFixture[str]
 ) -> None:
