@@ -46,8 +46,11 @@ def fit_line(xs: list[float], ys: list[float]) -> dict[str, Any] | None:
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     b = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
     a = my - b * mx
-    # A falling line is floored at 0 beyond the sizes measured: no load is negative.
-    return {"fixed": a, "per_unit": b, "over": xs, "projected": {str(n): max(0.0, a + b * n) for n in (1_000, 10_000)}}
+    # A measure that falls with the count is projected at its largest size's value, not down the line: a
+    # per-host rate that falls as one placer's share spreads cannot fall below its own renewals.
+    last = ys[max(range(len(xs)), key=lambda i: xs[i])]
+    projected = {str(n): (a + b * n if b > 0 else last) for n in (1_000, 10_000)}
+    return {"fixed": a, "per_unit": b, "over": xs, "falling": b <= 0, "projected": projected}
 
 
 def nodes_records(rpc: dict[str, Any] | None, etcd: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -137,9 +140,15 @@ def plot(report: dict[str, Any], png: Path) -> None:
     ]
     for ax, (rows, x, y, title, goal) in zip(axes, panels, strict=True):
         have = [r for r in rows if r.get(y) is not None]
-        ax.plot([r[x] for r in have], [r[y] for r in have], "o-")
+        # A size the Slurm lab could not keep whole (CPU-starved) is drawn apart: it measures the machine.
+        starved = [r for r in have if y.startswith("slurmctld") and r.get("slurm_lab_starved")]
+        kept = [r for r in have if r not in starved]
+        ax.plot([r[x] for r in kept], [r[y] for r in kept], "o-")
+        if starved:
+            ax.plot([r[x] for r in starved], [r[y] for r in starved], "x", color="red", label="lab CPU-starved")
         if goal is not None:
             ax.axhline(goal, color="grey", ls="--", lw=1, label=f"goal {goal:g}")
+        if goal is not None or starved:
             ax.legend(loc="upper left", fontsize=8)
         ax.set_xscale("log", base=2)
         ax.set_xlabel(x)

@@ -57,7 +57,8 @@ def test_the_report_carries_every_size_and_leaves_what_was_not_measured_null(tmp
     ]
     rpc_line = report["fits"]["slurmctld_rpc_per_s"]
     assert rpc_line["per_unit"] == 0 and rpc_line["projected"]["10000"] == 0.8 and rpc_line["over"] == [4.0, 16.0]
-    assert report["fits"]["etcd_req_per_host_s"]["projected"]["10000"] == 0.0  # falling: floored at 0
+    etcd_line = report["fits"]["etcd_req_per_host_s"]
+    assert etcd_line["falling"] and etcd_line["projected"]["10000"] == 0.35  # its largest size's, not below
     assert report["fits"]["survivor_stall_kill_s"] is None  # one group count: no line
     assert report["sources"]["etcd_scale"] == "abc1234"
 
