@@ -178,13 +178,7 @@ class Store:
                 raise ValueError(f"etcd endpoint {url!r}: expected http(s)://host:port")
             if u.scheme == "https" and self.tls is None:
                 raise ValueError(f"etcd endpoint {url!r} is https: give the client certificate (tls)")
-            # trust_env off: REQUESTS_CA_BUNDLE would replace the cluster's CA (requests lets the environment
-            # override a session's verify), and an HTTP(S)_PROXY must never sit between a host and etcd.
-            session = requests.Session()
-            session.trust_env = False
-            if self.tls is not None:
-                session.verify = self.tls.ca
-                session.cert = (self.tls.cert, self.tls.key)
+            session = self._session()
             self._clients.append(
                 Etcd3Client(
                     host=u.hostname,
@@ -195,6 +189,17 @@ class Store:
                     session=session,
                 )
             )
+
+    def _session(self) -> requests.Session:
+        """A session to the members: trust_env off, since REQUESTS_CA_BUNDLE would replace the cluster's CA
+        (requests lets the environment override a session's verify) and an HTTP(S)_PROXY must never sit
+        between a host and etcd; the client certificate when the cluster asks for one."""
+        session = requests.Session()
+        session.trust_env = False
+        if self.tls is not None:
+            session.verify = self.tls.ca
+            session.cert = (self.tls.cert, self.tls.key)
+        return session
 
     @contextmanager
     def until(self, deadline: float | None, clock: Callable[[], float]) -> Iterator[None]:
@@ -268,9 +273,7 @@ class Store:
         """A watch on every key under `prefix` changed after `after_revision`, on the member that answered
         last, over a session of its own (the stream's thread never shares one with the calls)."""
         client = self._clients[self._first]
-        session = requests.Session()
-        session.trust_env = False
-        session.verify, session.cert = client.session.verify, client.session.cert
+        session = self._session()
         if "Authorization" in client.session.headers:
             session.headers["Authorization"] = client.session.headers["Authorization"]
         self.requests_made += 1

@@ -200,7 +200,8 @@ class HostDaemon:
                 due = renewal_due(now, self._placer_kept_at, self.ttl_s, self.margin_s)
                 if not due or self.placer.keep():
                     leader = self.me
-                    self._placer_kept_at = now if due else self._placer_kept_at
+                    if due:
+                        self._placer_kept_at = now
             if leader is None:
                 leader = self.placer.campaign()
                 self._placer_kept_at = now if leader == self.me else None

@@ -29,12 +29,12 @@ from typing import Any
 
 from bench.results_io import RESULTS, environment
 from lamplighter.bare.etcd_store import Store
-from lamplighter.bare.host_daemon import HostDaemon
 from lamplighter.bare.keys import Keys
 from lamplighter.bare.placer import HostEntry
 from lamplighter.configs.bare_metal import BareMetalNodeConfig
 from lamplighter.configs.schema import JobConfig
 from lamplighter.lab.etcd_cluster import EtcdCluster
+from lamplighter.lab.host_daemons import lab_host_daemon
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(3600)"]
 USER = "bench"  # the etcd user the job is submitted as (etcd auth off: the lab's insecure mode)
@@ -51,18 +51,15 @@ class Cluster:
         self.keys = Keys("scale")
         self.hosts = [HostEntry(f"h{i}") for i in range(n - 1)] + [HostEntry("s0", spare=True)]
         self.daemons = {
-            h.name: HostDaemon(
+            h.name: lab_host_daemon(
                 Store(etcd.endpoints, timeout_s=2.0),
                 self.keys,
                 h.name,
                 self.hosts,
                 folder / h.name,
-                time.monotonic,
+                etcd_user=USER,
                 ttl_s=ttl_s,
                 margin_s=margin_s,
-                trainer_users={USER: "root"},
-                root_trainers=True,
-                confined=True,
             )
             for h in self.hosts
         }

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.results_io import RESULTS, environment
+from bench.slurm_rpc_scale import fit_line as least_squares
 
 NOT_MEASURED = {
     "detect_to_action_s.kill": "the scale lab's groups run no trainer: a trainer's exit is measured by the soak and "
@@ -43,9 +44,7 @@ def fit_line(xs: list[float], ys: list[float]) -> dict[str, Any] | None:
     """Least squares y = a + b x, projected; None with fewer than two distinct xs."""
     if len(set(xs)) < 2:
         return None
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
-    a = my - b * mx
+    a, b = least_squares(xs, ys)
     # A measure that falls with the count is projected at its largest size's value, not down the line: a
     # per-host rate that falls as one placer's share spreads cannot fall below its own renewals.
     last = ys[max(range(len(xs)), key=lambda i: xs[i])]

@@ -39,6 +39,7 @@ from lamplighter.gpusim.state import StateDir
 from lamplighter.lab.sdiag import parse_sdiag
 from lamplighter.lab.slurm_lab import LabSettings, running_lab
 from lamplighter.lab.testcluster import wait_until
+from lamplighter.slurm.chaos_slurm import read_records
 from lamplighter.trainer.contract import ENV_JOB, ENV_REPLICA_ID
 
 JOB = "scale"
@@ -124,11 +125,7 @@ def first_action(lab: Any, since: float, node: str, kinds: tuple[str, ...], time
     end = time.monotonic() + timeout_s
     while time.monotonic() < end:
         for path in lab.action_logs():
-            for line in path.read_text().splitlines():
-                try:
-                    rec = json.loads(line)
-                except ValueError:
-                    continue
+            for rec in read_records(path):
                 if rec.get("ts", 0) >= since and rec.get("action") in kinds and rec.get("target") == node:
                     return float(rec["ts"]) - since
         time.sleep(0.2)  # polling the logs the daemons append to

@@ -263,15 +263,6 @@ class FakeSlurm:
             and (name_prefix is None or j.name.startswith(name_prefix))
         ]
 
-    def failed_jobs(self, name_prefix: str | None = None) -> list[QueueEntry]:
-        self._controller()
-        self._advance()
-        return [
-            QueueEntry(j.job_id, j.name, j.state, "NonZeroExitCode", None, "root")
-            for j in self._jobs.values()
-            if j.state in FAILED_STATES and (name_prefix is None or j.name.startswith(name_prefix))
-        ]
-
     # -- the world outside Slurm --------------------------------------------
 
     def stop_controller(self, for_calls: int | None = None) -> None:

@@ -83,7 +83,6 @@ class SlurmApi(Protocol):
     def node(self, name: str) -> NodeInfo: ...
     def nodes(self) -> list[NodeInfo]: ...
     def jobs(self, name_prefix: str | None = None) -> list[QueueEntry]: ...
-    def failed_jobs(self, name_prefix: str | None = None) -> list[QueueEntry]: ...
     def all_jobs(self, name_prefix: str) -> list[JobInfo]: ...
 
 
@@ -193,12 +192,6 @@ class SlurmActions:
         if name_prefix is None:
             return entries
         return [e for e in entries if e.name.startswith(name_prefix)]
-
-    def failed_jobs(self, name_prefix: str | None = None) -> list[QueueEntry]:
-        """Jobs that ended FAILED or OUT_OF_MEMORY and that Slurm still remembers (for MinJobAge)."""
-        states = ",".join(FAILED_STATES)
-        entries = parse_squeue(self.cli.run("squeue", "--noheader", f"--states={states}", "-o", SQUEUE_FORMAT))
-        return [e for e in entries if name_prefix is None or e.name.startswith(name_prefix)]
 
     def all_jobs(self, name_prefix: str) -> list[JobInfo]:
         """Every job Slurm remembers (queued, running, or ended within MinJobAge) whose name starts with the

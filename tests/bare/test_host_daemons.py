@@ -15,7 +15,6 @@ import psutil
 import pytest
 
 from lamplighter.bare.etcd_store import Entry, Store
-from lamplighter.bare.host_daemon import HostDaemon
 from lamplighter.bare.host_lease import renew_every
 from lamplighter.bare.keys import Keys
 from lamplighter.bare.placement import Assignment
@@ -23,6 +22,7 @@ from lamplighter.bare.placer import HostEntry
 from lamplighter.configs.schema import JobConfig
 from lamplighter.lab.bare_report import fencing
 from lamplighter.lab.etcd_cluster import EtcdCluster
+from lamplighter.lab.host_daemons import lab_host_daemon
 from lamplighter.lab.tcp_link import TcpLink
 from lamplighter.lab.testcluster import wait_until
 from lamplighter.slurm.chaos_slurm import read_records
@@ -76,20 +76,15 @@ class Hosts:
         self.keys = Keys(cluster)
         self.links = {h.name: TcpLink(("127.0.0.1", etcd.members[0].client_port)) for h in names}
         self.daemons = {
-            h.name: HostDaemon(
+            h.name: lab_host_daemon(
                 SilentFromItsNextRead([self.links[h.name].url] * members, timeout_s=0.5),
                 self.keys,
                 h.name,
                 names,
                 tmp / h.name,
-                time.monotonic,
+                etcd_user=USER,
                 ttl_s=ttl_s,
                 margin_s=margin_s,
-                # The trainers here are this interpreter's, which only root reaches (tests/security runs them as
-                # another user); etcd without auth, as insecure_lab would.
-                trainer_users={USER: "root"},
-                root_trainers=True,
-                confined=True,
             )
             for h in names
         }

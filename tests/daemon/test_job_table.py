@@ -116,7 +116,7 @@ def test_the_head_reads_slurm_with_two_calls_per_poll_and_publishes_the_table(tm
     script.write_text("#!/bin/bash\n#SBATCH --job-name=ll-llama-g0\n")
     job = slurm.submit(script)
     calls: list[str] = []
-    for name in ("all_jobs", "nodes", "jobs", "jobs_by_id", "failed_jobs", "job", "node"):
+    for name in ("all_jobs", "nodes", "jobs", "jobs_by_id", "job", "node"):
         real = getattr(slurm, name)
         setattr(slurm, name, lambda *a, _r=real, _n=name, **k: calls.append(_n) or _r(*a, **k))
     cfg = NodeConfig.model_validate(
