@@ -94,13 +94,14 @@ demo-results: $(STAMP) gpusim
 bench-slurm: $(STAMP)
 	$(BIN)/python -m bench.slurm_timings
 
-# torchft's Lighthouse with 16..512 torch-free replica groups (lab/scale_replica.py), one killed and brought back
+# torchft's Lighthouse with 16..512 torch-free replica groups (lab/scale_replica.py), one killed or hung and brought back
 # at a time, and steps longer than the join timeout (about 8 minutes; #31): bench/results/lighthouse_scale.json, .png.
 scale-lighthouse: $(STAMP)
 	$(BIN)/python -m bench.lighthouse_scale
 
-# slurmctld RPCs per second by type (sdiag) with a node daemon and a group-shaped job per node, at 4, 16 and 64
-# nodes (about 4 minutes; no network namespaces, no trainers yet): bench/results/slurm_rpc_scale.json.
+# slurmctld RPCs per second by type and by sender (sdiag) with a node daemon and a group-shaped job per node, at 4, 16 and 64
+# nodes, each node in a network namespace of its own, the jobs submitted by a throwaway user (about 5 minutes; no
+# trainers yet): bench/results/slurm_rpc_scale.json.
 scale-slurm-rpc: $(STAMP) gpusim
 	$(BIN)/python -m bench.slurm_rpc_scale --nodes 4,16,64
 

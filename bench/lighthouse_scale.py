@@ -1,5 +1,5 @@
 """torchft's Lighthouse at scale (#31): 16 to 512 replica groups heartbeating and taking a quorum every step,
-one group killed at a time; `make scale-lighthouse`.
+one group killed, or hung, at a time; `make scale-lighthouse`.
 
 One real Lighthouse (lamplighter's lighthouse_main with the config's defaults: heartbeat timeout 500 ms,
 quorum tick 20 ms, join timeout 1 s) and N torch-free replica groups (lab/scale_replica.py: torchft's
@@ -17,6 +17,9 @@ Per N:
               and each survivor's stall (its longest gap between commits around the kill, less its usual
               step period); then the group is started again (a new member, as a requeued group is) and
               the time until every group holds a quorum of N again, and the survivors' stall then
+  hang        the same with SIGSTOP (a hung process: it neither heartbeats nor answers, and its sockets stay
+              open), then SIGKILL once the survivors hold a quorum without it (as lamplighter ends a hung
+              group before it starts it again), and the group started again
 
 The replicas step every 0.5 s: below the join timeout. The second part (--arm) runs 16 and 64 groups with
 2-s steps, longer than the join timeout, at the config's join timeout (1 s) and at 3 s: with the config's,
@@ -31,7 +34,8 @@ for a quorum (pg_timeout_s), process-group setup after a quorum change, the heal
 Writes bench/results/lighthouse_scale.json (or --out) and a PNG beside it; the run's files (event logs,
 Lighthouse log) are in --dir.
 
-    python -m bench.lighthouse_scale [--groups 16,64,128,256,512] [--kills 3] [--arm 16,64] [--dir build/lighthouse-scale]
+    python -m bench.lighthouse_scale [--groups 16,64,128,256,512] [--kills 3] [--hangs 2] [--arm 16,64]
+        [--dir build/lighthouse-scale]
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ import itertools
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -59,7 +64,8 @@ from lamplighter.supervisor.process_tree import kill_tree
 from lamplighter.trainer.contract import write_text_atomic
 
 REPLICA_MODULE = "lamplighter.lab.scale_replica"
-KILL_LEAD_S = 0.1  # a group dies this long before the others ask for their next quorum
+KILL_LEAD_S = 0.1  # a group dies (or hangs) this long before the others ask for their next quorum
+FAULTS = {"kill": signal.SIGKILL, "hang": signal.SIGSTOP}
 
 
 @dataclass(frozen=True)
@@ -292,16 +298,16 @@ class Run:
         return p
 
     def kill(self, group: int) -> None:
-        """SIGKILL the process of `group` (it runs alone): the fault measured."""
+        """SIGKILL the process of `group` (it runs alone; a stopped one too) and reap it."""
         p = self.procs.pop(group)
         p.kill()
         p.wait()
 
-    def kill_before_next_quorum(self, group: int, watch: int, q_median: float, lead_s: float) -> float:
-        """SIGKILL `group` `lead_s` before the groups ask for their next quorum (they step in lockstep: the quorum
-        is a barrier), as a group dies mid-step; returns when (time.time()). `watch`: a group whose steps tell
-        the phase. A kill at a random phase would mostly fall in the replicas' sleep and be absorbed there (no
-        collective fails here), which measures the phase, not the Lighthouse."""
+    def fault_before_next_quorum(self, kind: str, group: int, watch: int, q_median: float, lead_s: float) -> float:
+        """Kill or hang `group` `lead_s` before the groups ask for their next quorum (they step in lockstep: the
+        quorum is a barrier), as a group fails mid-step; returns when (time.time()). `watch`: a group whose steps
+        tell the phase. A fault at a random phase would mostly fall in the replicas' sleep and be absorbed there
+        (no collective fails here), which measures the phase, not the Lighthouse."""
         self.events.poll()
         seen = len(self.events.steps[watch])
         self.wait("stepping", lambda: len(self.events.steps[watch]) > seen, 30)
@@ -309,7 +315,10 @@ class Run:
         target = last.t2 + q_median + self.step_s - lead_s
         time.sleep(max(0.0, target - time.time()))
         t = time.time()
-        self.kill(group)
+        if kind == "kill":
+            self.kill(group)
+        else:
+            self.procs[group].send_signal(FAULTS[kind])  # stopped, not gone: stop() and kill() still end it
         return t
 
     def wait(self, what: str, ready: Callable[[], bool], timeout_s: float) -> None:
@@ -318,7 +327,7 @@ class Run:
             self.events.poll()
             if ready():
                 return
-            dead = [g for g, p in self.procs.items() if p.poll() is not None]
+            dead = [g for g, p in self.procs.items() if p.poll() is not None]  # a stopped process has not exited
             if dead:
                 raise RuntimeError(f"{self.n} groups: replica processes of groups {dead} exited while {what}")
             if time.monotonic() > deadline:
@@ -352,16 +361,18 @@ def measure_size(
     join_timeout_ms: int | None = None,
     formation_timeout_s: float | None = None,
     heartbeat_ms: int | None = None,
+    hangs: int = 0,
 ) -> dict[str, Any]:
     shutil.rmtree(folder, ignore_errors=True)  # this tool's own output: never read an earlier run's events
     folder.mkdir(parents=True)
     heartbeat = heartbeat_ms or TorchftConfig().heartbeat_interval_ms
-    run = Run(folder, n, kills, per_process, step_s, heartbeat, join_timeout_ms)
+    run = Run(folder, n, kills + hangs, per_process, step_s, heartbeat, join_timeout_ms)
     load_before = os.getloadavg()
     row: dict[str, Any] = {
         "groups": n,
         "processes": len(run.layout),
         "kills": kills,
+        "hangs": hangs,
         "step_s": step_s,
         "join_timeout_ms": run.cfg.join_timeout_ms,
     }
@@ -394,7 +405,7 @@ def measure_size(
             time.sleep(1.0)
         w1, cpu1, log1 = time.time(), cpu_s(lh_pid), os.path.getsize(run.folder / "lighthouse.log")
         rep1 = sum(cpu_s(pid) for pid in replica_pids)
-        solo = run.procs[0].pid if kills else None
+        solo = run.procs[0].pid if kills + hangs else None
         packed = [run.procs[gs[0]].pid for gs in run.layout if len(gs) > 1]
         packed_mem = [memory_mb(pid) for pid in packed]
         packed_groups = sum(len(gs) for gs in run.layout if len(gs) > 1)
@@ -428,10 +439,13 @@ def measure_size(
         }
 
         rounds = []
-        for victim in range(kills):
+        # Each victim runs alone in its process; the first `kills` are killed, the next `hangs` hung.
+        for victim, kind in enumerate(["kill"] * kills + ["hang"] * hangs):
             survivors = [g for g in range(n) if g != victim]
-            t_kill = run.kill_before_next_quorum(victim, survivors[0], q_median, KILL_LEAD_S)
-            run.wait(f"a quorum without group {victim}", run.all_hold(survivors, t_kill, n - 1), 30)
+            t_fault = run.fault_before_next_quorum(kind, victim, survivors[0], q_median, KILL_LEAD_S)
+            run.wait(f"a quorum without group {victim} ({kind})", run.all_hold(survivors, t_fault, n - 1), 30)
+            if kind == "hang":
+                run.kill(victim)  # as lamplighter ends a hung group once it sees the hang, before its restart
             time.sleep(2 + 2 * step_s)
             t_back = time.time()
             run.spawn([victim])
@@ -439,7 +453,12 @@ def measure_size(
                 run.wait(f"a quorum with group {victim} back", run.all_hold(range(n), t_back, n), 30 + 0.05 * n)
             except NotReached:  # the groups step on in quorums of part of them: say so, and stop hurting them
                 rounds.append(
-                    {"victim": victim, "rejoined": False, "after": churn(run.events.steps, t_back, time.time())}
+                    {
+                        "victim": victim,
+                        "fault": kind,
+                        "rejoined": False,
+                        "after": churn(run.events.steps, t_back, time.time()),
+                    }
                 )
                 break
             time.sleep(2 + 2 * step_s)
@@ -449,8 +468,9 @@ def measure_size(
             rounds.append(
                 {
                     "victim": victim,
+                    "fault": kind,
                     "rejoined": True,
-                    "kill": change_measures(run.events.steps, survivors, t_kill, n - 1, period),
+                    kind: change_measures(run.events.steps, survivors, t_fault, n - 1, period),
                     "rejoin": change_measures(run.events.steps, survivors, t_back, n, period),
                     "rejoin_to_first_commit_s": None if first_commit is None else first_commit - t_back,
                     "rejoin_healed": any(s.heal for s in back if s.t0 >= t_back),
@@ -459,7 +479,7 @@ def measure_size(
         row["rounds"] = rounds
         t_end = time.time()
         row["quorum_changes"] = len(quorum_ids_between(run.events.steps, w0, t_end)) - 1
-        row["quorum_changes_expected"] = 2 * kills  # one when a group dies, one when it is back
+        row["quorum_changes_expected"] = 2 * len(rounds)  # one when a group fails, one when it is back
         row["errors"] = sum(1 for e in run.events.others if "err" in e)
     finally:
         run.stop()
@@ -469,10 +489,12 @@ def measure_size(
 
 def headline(row: dict[str, Any]) -> dict[str, Any]:
     """The per-size numbers #31's report asks for: quorum_s (a step's quorum call, median at steady state)
-    and survivor_stall_kill_s (median over rounds of the survivors' median stall)."""
+    and survivor_stall_kill_s and _hang_s (median over rounds of the survivors' median stall)."""
 
     def med(key: str, part: str) -> float | None:
-        vals = [r[part][key]["median"] for r in row["rounds"] if r["rejoined"] and r[part][key] is not None]
+        vals = [
+            r[part][key]["median"] for r in row["rounds"] if r["rejoined"] and part in r and r[part][key] is not None
+        ]
         return statistics.median(vals) if vals else None
 
     if not row.get("formed", True):
@@ -482,6 +504,8 @@ def headline(row: dict[str, Any]) -> dict[str, Any]:
             "quorum_s": None,
             "survivor_stall_kill_s": None,
             "quorum_after_kill_s": None,
+            "survivor_stall_hang_s": None,
+            "quorum_after_hang_s": None,
             "quorum_after_rejoin_s": None,
             "lighthouse_cpu_cores": None,
             "lighthouse_rss_mb": None,
@@ -494,6 +518,8 @@ def headline(row: dict[str, Any]) -> dict[str, Any]:
         "quorum_s": q["median"] if q else None,
         "survivor_stall_kill_s": med("survivor_stall_s", "kill"),
         "quorum_after_kill_s": med("quorum_after_s", "kill"),
+        "survivor_stall_hang_s": med("survivor_stall_s", "hang"),
+        "quorum_after_hang_s": med("quorum_after_s", "hang"),
         "quorum_after_rejoin_s": med("quorum_after_s", "rejoin"),
         "lighthouse_cpu_cores": row["steady"]["lighthouse_cpu_cores"],
         "lighthouse_rss_mb": row["steady"]["lighthouse_rss_mb"],
@@ -520,6 +546,7 @@ def describe(row: dict[str, Any]) -> str:
     return (
         f"{n:4d} groups: formation {row['formation_s']:.1f} s, quorum call {ms('quorum_s')}, "
         f"kill -> quorum {ms('quorum_after_kill_s')}, stall {ms('survivor_stall_kill_s')}, "
+        f"hang -> quorum {ms('quorum_after_hang_s')}, stall {ms('survivor_stall_hang_s')}, "
         f"Lighthouse {h['lighthouse_cpu_cores']:.2f} cores {h['lighthouse_rss_mb']:.0f} MB"
     )
 
@@ -539,12 +566,13 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
     a.plot(ns, ms("quorum_after_kill_s"), marker="o", label="kill -> every survivor in the next quorum")
     a.plot(ns, ms("survivor_stall_kill_s"), marker="s", label="survivors' stall (kill)")
+    a.plot(ns, ms("survivor_stall_hang_s"), marker="D", label="survivors' stall (hang)")
     a.plot(ns, ms("quorum_after_rejoin_s"), marker="^", label="restart -> every group in the quorum of N")
     a.plot(ns, ms("quorum_s"), marker="x", label="a step's quorum call, steady (median)")
     a.set_xscale("log", base=2)
     a.set_xlabel("replica groups")
     a.set_ylabel("ms (median over rounds)")
-    a.set_title("torchft Lighthouse: one group killed")
+    a.set_title("torchft Lighthouse: one group killed or hung")
     a.legend(fontsize=7)
     nan = float("nan")
     b.plot(
@@ -584,6 +612,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--groups", default="16,64,128,256,512", help="comma-separated group counts")
     ap.add_argument("--kills", type=int, default=3, help="kill-and-restart rounds per group count")
+    ap.add_argument(
+        "--hangs", type=int, default=2, help="hang-kill-and-restart rounds per group count (after the kills)"
+    )
     ap.add_argument("--per-process", type=int, default=8, help="groups sharing one replica process")
     ap.add_argument(
         "--step-s", type=float, default=0.5, help="each replica's step (a sleep), below the join timeout (see --arm)"
@@ -620,6 +651,7 @@ def main(argv: list[str] | None = None) -> int:
             args.join_timeout_ms,
             args.formation_timeout_s,
             args.heartbeat_ms,
+            args.hangs,
         )
         rows.append(row)
         print(f"{describe(row)} ({time.monotonic() - t:.0f} s)", flush=True)
@@ -655,9 +687,10 @@ def main(argv: list[str] | None = None) -> int:
                 "quorum_timeout_s": ft.quorum_timeout_s,
                 "step_s": args.step_s,
                 "groups_per_process": args.per_process,
-                "killed_groups": "alone in their process",
+                "killed_groups": "alone in their process (hung ones too)",
             },
             "kills_per_size": args.kills,
+            "hangs_per_size": args.hangs,
         },
         "lighthouse": [headline(r) for r in rows],
         "rows": rows,

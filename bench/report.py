@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench import demo_tables
+from bench import demo_tables, scale_report
 from bench.results_io import GENERATED_NOTE, RESULTS
 
 BEGIN, END = "<!-- bench-report -->", "<!-- /bench-report -->"
@@ -451,6 +451,7 @@ def blocks(results: Path = RESULTS) -> list[tuple[str, str, str]]:
     from bench import slurm_timings  # it brings the lab's cluster with it: only when asked
 
     out.append((slurm_timings.BEGIN, slurm_timings.END, slurm_timings.render_block(results)))
+    out.append((scale_report.BEGIN, scale_report.END, scale_report.render_block(results)))
     return out
 
 

@@ -3,14 +3,16 @@
 It reads the result files the scale benches wrote (bench/results, or --results)
 and writes `build/scale/report.json` with:
 
-- `nodes`: per node count, `nodes`, `slurmctld_rpc_per_s` (lamplighter's, sdiag),
+- `nodes`: per node count, `nodes`, `slurmctld_rpc_per_s` (lamplighter's, from
+  sdiag's per-user section: root's less Slurm's own daemons'),
   `etcd_req_per_host_s` (each bare-metal host at steady state, at that host
   count), `head_cycle_s` (the head daemon's cycle, median of the window's
   samples), `detect_to_action_s` (a GPU fault and a node crash to the drain or
   mark-down: {gpu_fault, node_crash}), and what each came from; what is not
   measured is said in `not_measured`;
 - `lighthouse`: per replica-group count, `groups`, `quorum_s` (the first quorum's
-  formation), `survivor_stall_kill_s` (median over the kill rounds);
+  formation), `survivor_stall_kill_s` and `survivor_stall_hang_s` (median over
+  the kill and the hang rounds), `quorum_after_rejoin_s` (the second quorum change);
 - `fits`: each measure as a line in the count, projected to 1,000 and 10,000.
 
 and a plot beside it. A measure missing from the inputs is null, never guessed.
@@ -62,10 +64,18 @@ def nodes_records(rpc: dict[str, Any] | None, etcd: dict[str, Any] | None) -> li
             {
                 "nodes": n,
                 "slurmctld_rpc_per_s": None if r is None else round(r["lamplighter_rpc_per_s"], 3),
-                # The lab could not keep every job running (CPU-starved): its jobs' own requeues and srun
-                # calls are in the count, and the fit leaves the size out.
+                # Counted from sdiag's per-user section (root's, the jobs' owner apart), or, in a run from
+                # before, by message type, with the jobs' own calls in it.
+                "slurmctld_rpc_by_user": None if r is None else r.get("rpc_from") == "sdiag by user",
+                # The lab could not keep every job running (CPU-starved): the head's cycle and the times to
+                # act measure this machine there. Counted by type, its jobs' requeues and srun calls are in
+                # the count too, and the fit leaves the size out.
                 "slurm_lab_starved": None if r is None else r.get("jobs_running_at_end", n) < n,
                 "slurmctld_rpc_per_s_all": None if r is None else round(r["slurmctld_rpc_per_s"], 3),
+                # The jobs' own calls (their srun; Slurm's requeues of them), from their owner's sdiag count.
+                "slurmctld_rpc_per_s_jobs": None
+                if r is None or "rpc_per_s_by_sender" not in r
+                else round(r["rpc_per_s_by_sender"]["jobs_user"], 3),
                 "etcd_req_per_host_s": None if e is None else e["etcd_req_per_host_s"],
                 "etcd_req_per_host_s_during_move": None if e is None else e["etcd_req_per_host_s_during_move"],
                 "host_death_to_group_on_spare_s": None if e is None else e["host_death_to_group_on_spare_s"],
@@ -81,15 +91,25 @@ def nodes_records(rpc: dict[str, Any] | None, etcd: dict[str, Any] | None) -> li
 
 
 def lighthouse_records(lh: dict[str, Any] | None) -> list[dict[str, Any]]:
+    def med(rounds: list[dict[str, Any]], part: str, key: str) -> tuple[float | None, int]:
+        vals = [r[part][key]["median"] for r in rounds if r.get(part) and r[part].get(key)]
+        return (statistics.median(vals) if vals else None), len(vals)
+
     out = []
     for row in (lh or {}).get("rows", []):
-        stalls = [r["kill"]["survivor_stall_s"]["median"] for r in row.get("rounds", []) if r.get("kill")]
+        rounds = row.get("rounds", [])
+        kill, kills = med(rounds, "kill", "survivor_stall_s")
+        hang, hangs = med(rounds, "hang", "survivor_stall_s")
         out.append(
             {
                 "groups": row["groups"],
                 "quorum_s": row.get("formation_s"),
-                "survivor_stall_kill_s": statistics.median(stalls) if stalls else None,
-                "kill_rounds": len(stalls),
+                "survivor_stall_kill_s": kill,
+                "kill_rounds": kills,
+                "survivor_stall_hang_s": hang,
+                "hang_rounds": hangs,
+                # The second quorum change: from the failed group's restart to every group in one quorum again.
+                "quorum_after_rejoin_s": med(rounds, "rejoin", "quorum_after_s")[0],
                 "lighthouse_cpu_cores": (row.get("steady") or {}).get("lighthouse_cpu_cores"),
             }
         )
@@ -116,13 +136,95 @@ def build(folder: Path) -> dict[str, Any]:
         "lighthouse": light,
         "fits": {
             "slurmctld_rpc_per_s": line(
-                [r for r in nodes if not r["slurm_lab_starved"]], "nodes", "slurmctld_rpc_per_s"
+                [r for r in nodes if r["slurmctld_rpc_by_user"] or not r["slurm_lab_starved"]],
+                "nodes",
+                "slurmctld_rpc_per_s",
             ),
             "etcd_req_per_host_s": line(nodes, "nodes", "etcd_req_per_host_s"),
             "survivor_stall_kill_s": line(light, "groups", "survivor_stall_kill_s"),
+            "survivor_stall_hang_s": line(light, "groups", "survivor_stall_hang_s"),
         },
         "not_measured": NOT_MEASURED,
     }
+
+
+BEGIN, END = "<!-- scale-report -->", "<!-- /scale-report -->"
+KEPT = RESULTS / "scale.json"
+
+
+def _num(v: float | None, fmt: str, unit: str = "") -> str:
+    return "-" if v is None else f"{v:{fmt}}{unit}"
+
+
+def render_block(results: Path = RESULTS) -> str:
+    """The README's scale tables, from the kept report (bench/results/scale.json), markers included."""
+    path = results / KEPT.name
+    if not path.exists():
+        return f"{BEGIN}\n(no {path.name}: run `make scale` and copy build/scale/report.json there)\n{END}"
+    rep = json.loads(path.read_text())
+    commits = sorted({c for c in rep["sources"].values() if c})
+    when = rep.get("environment", {}).get("when", "?")
+    out = [
+        BEGIN,
+        "<!-- generated by `python -m bench.report` from bench/results/scale.json: do not edit -->",
+        f"From `bench/results/scale.json` (`make scale` at {', '.join(commits) or '?'}, reported {when}), on this "
+        "2-core machine:",
+        "",
+        "| nodes (hosts) | slurmctld RPCs a second from all of lamplighter (goal <= 1) | from the jobs themselves "
+        "| etcd requests a second per bare-metal host (goal <= 0.5) | head's cycle, median [max] "
+        "| GPU fault to drain | node crash to drain or mark-down |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rep["nodes"]:
+        starved = " (lab CPU-starved: not every job kept running)" if r.get("slurm_lab_starved") else ""
+        cycle = (
+            "-"
+            if r.get("head_cycle_s") is None
+            else f"{r['head_cycle_s'] * 1000:.1f} [{r['head_cycle_s_max'] * 1000:.0f}] ms"
+        )
+        d2a = r.get("detect_to_action_s") or {}
+        out.append(
+            f"| {r['nodes']} | {_num(r['slurmctld_rpc_per_s'], '.2f')}{starved} "
+            f"| {_num(r.get('slurmctld_rpc_per_s_jobs'), '.2f')} | {_num(r['etcd_req_per_host_s'], '.2f')} | {cycle} "
+            f"| {_num(d2a.get('gpu_fault'), '.2f', ' s')} | {_num(d2a.get('node_crash'), '.2f', ' s')} |"
+        )
+    fits = rep["fits"]
+    out += [
+        "",
+        "Projected (a least-squares line in the count; a falling measure is held at its largest size's value):",
+        "",
+    ]
+    for key, label in (
+        ("slurmctld_rpc_per_s", "slurmctld RPCs a second from lamplighter"),
+        ("etcd_req_per_host_s", "etcd requests a second per host"),
+        ("survivor_stall_kill_s", "survivors' stall on a kill, s"),
+        ("survivor_stall_hang_s", "survivors' stall on a hang, s"),
+    ):
+        f = fits.get(key)
+        if f is not None:
+            over = ", ".join(f"{x:g}" for x in f["over"])
+            out.append(
+                f"- {label}: {f['fixed']:.3f} + {f['per_unit']:.5f} per unit over {over}; "
+                f"{f['projected']['1000']:.2f} at 1,000 and {f['projected']['10000']:.2f} at 10,000."
+            )
+    out += [
+        "",
+        "torchft's Lighthouse with N torch-free replica groups (one quorum a step, 0.5-s steps), one group killed or "
+        "hung (SIGSTOP) at a time and started again:",
+        "",
+        "| groups | first quorum | survivors' stall, kill | survivors' stall, hang | restart to one quorum of all "
+        "| Lighthouse CPU |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rep["lighthouse"]:
+        out.append(
+            f"| {r['groups']} | {_num(r['quorum_s'], '.2f', ' s')} | {_num(r['survivor_stall_kill_s'], '.2f', ' s')} "
+            f"| {_num(r.get('survivor_stall_hang_s'), '.2f', ' s')} | {_num(r.get('quorum_after_rejoin_s'), '.2f', ' s')} "
+            f"| {_num(r['lighthouse_cpu_cores'], '.2f', ' cores')} |"
+        )
+    if rep.get("not_measured"):
+        out += ["", "Not measured: " + "; ".join(f"`{k}`: {v}" for k, v in rep["not_measured"].items()) + "."]
+    return "\n".join(out + [END])
 
 
 def plot(report: dict[str, Any], png: Path) -> None:
@@ -139,8 +241,13 @@ def plot(report: dict[str, Any], png: Path) -> None:
     ]
     for ax, (rows, x, y, title, goal) in zip(axes, panels, strict=True):
         have = [r for r in rows if r.get(y) is not None]
-        # A size the Slurm lab could not keep whole (CPU-starved) is drawn apart: it measures the machine.
-        starved = [r for r in have if y.startswith("slurmctld") and r.get("slurm_lab_starved")]
+        # A size the Slurm lab could not keep whole (CPU-starved), counted by message type, is drawn apart: its
+        # count holds the jobs' own calls.
+        starved = [
+            r
+            for r in have
+            if y.startswith("slurmctld") and r.get("slurm_lab_starved") and not r.get("slurmctld_rpc_by_user")
+        ]
         kept = [r for r in have if r not in starved]
         ax.plot([r[x] for r in kept], [r[y] for r in kept], "o-")
         if starved:
@@ -173,7 +280,10 @@ def main(argv: list[str] | None = None) -> int:
             f"etcd {r['etcd_req_per_host_s']} requests/s per host"
         )
     for r in report["lighthouse"]:
-        print(f"{r['groups']:4d} groups: quorum {r['quorum_s']:.2f} s, survivors' stall {r['survivor_stall_kill_s']} s")
+        print(
+            f"{r['groups']:4d} groups: quorum {r['quorum_s']:.2f} s, survivors' stall {r['survivor_stall_kill_s']} s "
+            f"(kill), {r['survivor_stall_hang_s']} s (hang)"
+        )
     print(f"wrote {args.out} and {args.out.with_suffix('.png')}")
     return 0
 

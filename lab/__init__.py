@@ -2,6 +2,7 @@
 
 Public modules (the package re-exports nothing: import them):
     testcluster, testcluster_conf   a real Slurm cluster on this machine
+    testcluster_net the cluster's optional node network: each node in a network namespace with its own address
     fake_slurm      FakeSlurm: an in-memory SlurmApi for fast tests
     slurm_lab       SlurmLab: the cluster, simulated GPUs and node daemons, as systemd would run them
     e2e_run, demo, run_report   `make demo-slurm` and the end-to-end harness, and their report

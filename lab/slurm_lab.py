@@ -133,6 +133,9 @@ class LabSettings:
     health: HealthConfig = field(default_factory=HealthConfig)
     restart: RestartConfig = field(default_factory=RestartConfig)
     mode: str = "act"  # the daemons' node.yaml mode: act, or observe (decide and log, take no action)
+    # Each node (its slurmd, jobs and lamplighter daemon) in a network namespace of its own, with its own address
+    # (TestCluster's netns): Slurm's traffic crosses links instead of loopback. Needs root and iproute2.
+    netns: bool = False
 
 
 class SlurmLab:
@@ -141,7 +144,9 @@ class SlurmLab:
     def __init__(self, root: Path, settings: LabSettings | None = None) -> None:
         self.root = Path(root).resolve()
         self.settings = settings or LabSettings()
-        self.cluster = TestCluster(self.root / "cluster", nodes=1 + self.settings.compute_nodes)
+        self.cluster = TestCluster(
+            self.root / "cluster", nodes=1 + self.settings.compute_nodes, netns=self.settings.netns
+        )
         (self.root / "run").mkdir(parents=True, exist_ok=True)
         self.services = ServiceRunner(self.root / "run" / "services.json")
         self.gpusim_lib: Path | None = None
@@ -234,7 +239,9 @@ class SlurmLab:
             d.mkdir(parents=True, exist_ok=True)
             conf = d / "node.yaml"
             conf.write_text(yaml.safe_dump(self.node_config(node), sort_keys=False))
-            self.services.add(Service(f"supervise-{node}", daemon_argv(conf), self.node_env(node), d / "daemon.log"))
+            # In the node's network (with netns): it reaches slurmctld the way the node's slurmd does.
+            argv = self.cluster.node_argv(node, daemon_argv(conf))
+            self.services.add(Service(f"supervise-{node}", argv, self.node_env(node), d / "daemon.log"))
         self.daemons_started = True
 
     def down(self) -> None:

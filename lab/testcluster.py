@@ -6,6 +6,10 @@ Each slurmd is PID 1 of its own PID+mount namespace: SIGKILL of its `unshare`
 parent then takes the node's step daemons and job processes with it, like a
 real node failure.
 
+With `netns=True` each node is also in a network namespace of its own, with its own address on a bridge
+that holds slurmctld's (testcluster_net): Slurm's traffic between controller, nodes and srun then crosses
+real links instead of loopback.
+
 Only processes this object started are ever signalled: they are recorded in
 `<root>/run/procs.json` with their start time, so `down()` from a fresh process
 (e.g. `python -m lamplighter.lab cluster down`) checks that a PID is still ours before it
@@ -31,6 +35,14 @@ from pathlib import Path
 from typing import TypeVar
 
 from lamplighter.lab.testcluster_conf import CGROUP_CONF, render_slurm_conf
+from lamplighter.lab.testcluster_net import (
+    MAX_NODES,
+    ClusterNet,
+    NetworkError,
+    make_network,
+    recorded_network,
+    remove_network,
+)
 from lamplighter.slurm.parsers import NodeInfo, parse_scontrol_nodes
 from lamplighter.slurm.run import SlurmCli, SlurmError
 from lamplighter.supervisor.procfs import PROC, children, read_stat
@@ -169,10 +181,17 @@ class TestCluster:
     __test__ = False  # not a pytest test class despite the name
 
     def __init__(
-        self, root: Path, nodes: int = 3, base_port: int | None = None, conf: dict[str, str] | None = None
+        self,
+        root: Path,
+        nodes: int = 3,
+        base_port: int | None = None,
+        conf: dict[str, str] | None = None,
+        netns: bool = False,
     ) -> None:
         if nodes < 1:
             raise ValueError(f"a cluster needs at least one node, got {nodes}")
+        if netns and nodes > MAX_NODES:
+            raise ValueError(f"a node network (one /24) holds at most {MAX_NODES} nodes, got {nodes}")
         self.root = Path(root).resolve()
         # Unix sockets (munged's, the step daemons' in the spool) take at most 107 bytes of path: a short folder
         # for them, named after the root so that down() from a fresh process finds it.
@@ -180,6 +199,8 @@ class TestCluster:
         self.nodes = nodes
         self.base_port = base_port
         self.conf_overrides = dict(conf or {})
+        # Each node in a network namespace of its own (testcluster_net); a fresh process learns it from the records.
+        self.netns = netns
         self.first_job_id: int | None = None
         self._popen: dict[str, subprocess.Popen[bytes]] = {}
 
@@ -203,6 +224,30 @@ class TestCluster:
     def export_line(self) -> str:
         return f"export SLURM_CONF={self.conf_path}"
 
+    @property
+    def network(self) -> ClusterNet | None:
+        """The nodes' network namespaces and addresses: this object's, or those recorded under root (a fresh
+        process, e.g. `python -m lamplighter.lab cluster restart-node`); None when the nodes share the host's."""
+        if self.netns and self.base_port is not None:
+            return ClusterNet(self.base_port, self.nodes)
+        return recorded_network(self.root / "run")
+
+    def node_address(self, name: str) -> str:
+        """The node's NodeAddr: its own address with network namespaces, else localhost."""
+        net = self.network
+        return net.address(name) if net else "localhost"
+
+    def node_netns(self, name: str) -> str | None:
+        """The name of the node's network namespace (`ip netns`), or None when it shares the host's network."""
+        net = self.network
+        return net.netns(name) if net else None
+
+    def node_argv(self, name: str, argv: list[str]) -> list[str]:
+        """argv run in the node's network (its namespace, if it has one): for what runs "on" the node, such as
+        its lamplighter daemon, which must reach slurmctld as the node's slurmd does. Same PID as argv's."""
+        net = self.network
+        return net.in_netns(name, argv) if net else argv
+
     # -- lifecycle ---------------------------------------------------------
 
     def up(self, timeout: float = 30.0) -> None:
@@ -225,8 +270,11 @@ class TestCluster:
         # munged refuses a socket folder others can write to.
         os.chmod(self.sockets / "munge", 0o711)
         self._save_records({})
+        self._remove_network()  # a crashed run's leftovers (only what it recorded)
         try:
             self._write_conf()
+            if self.netns:
+                self._make_network()
             self._start_munged()
             self._start("slurmctld", ["slurmctld", "-D", "-f", str(self.conf_path)])
             wait_until(self._ctld_answers, timeout, f"slurmctld under {self.root} to answer")
@@ -251,6 +299,8 @@ class TestCluster:
             release_job_ids(first)
             self.first_job_id = None
         shutil.rmtree(self.sockets, ignore_errors=True)
+        # Last: a namespace outlives its name while any of the node's processes is still in it.
+        self._remove_network()
 
     def crash_node(self, name: str) -> None:
         """SIGKILL the node's namespace: slurmd, step daemons and job processes die at once.
@@ -364,7 +414,8 @@ class TestCluster:
 
     def _write_conf(self) -> None:
         if self.base_port is None:
-            self.base_port = pick_port_range(self.nodes + 1)
+            # With namespaces the host holds slurmctld's port only; the nodes' one port is in their own networks.
+            self.base_port = pick_port_range(2 if self.netns else self.nodes + 1)
         if self.first_job_id is None:
             self.first_job_id = reserve_first_job_id()
         self.conf_path.write_text(
@@ -375,6 +426,7 @@ class TestCluster:
                 self.conf_overrides,
                 first_job_id=self.first_job_id,
                 sockets=self.sockets,
+                network=self.network if self.netns else None,
             )
         )
         (self.root / "cgroup.conf").write_text(CGROUP_CONF)
@@ -412,23 +464,40 @@ class TestCluster:
         sock = self.sockets / "munge" / "sock"
         wait_until(sock.exists, 10.0, f"munged socket {sock}")
 
+    def _make_network(self) -> None:
+        assert self.base_port is not None
+        try:
+            make_network(self.root / "run", ClusterNet(self.base_port, self.nodes))
+        except NetworkError as e:
+            raise ClusterError(f"node network of the cluster under {self.root}: {e}") from e
+
+    def _remove_network(self) -> None:
+        try:
+            remove_network(self.root / "run")
+        except NetworkError as e:
+            raise ClusterError(f"node network of the cluster under {self.root}: {e}") from e
+
     def _start_node(self, name: str) -> None:
+        # In the node's network namespace, if it has one (nsenter execs: the recorded PID is unshare's).
         self._start(
             f"node-{name}",
-            [
-                "unshare",
-                "--pid",
-                "--fork",
-                "--mount",
-                "--mount-proc",
-                "--kill-child",
-                "slurmd",
-                "-D",
-                "-N",
+            self.node_argv(
                 name,
-                "-f",
-                str(self.conf_path),
-            ],
+                [
+                    "unshare",
+                    "--pid",
+                    "--fork",
+                    "--mount",
+                    "--mount-proc",
+                    "--kill-child",
+                    "slurmd",
+                    "-D",
+                    "-N",
+                    name,
+                    "-f",
+                    str(self.conf_path),
+                ],
+            ),
         )
 
     def _ctld_answers(self) -> bool:
@@ -550,9 +619,11 @@ def reset_nodes(cluster: TestCluster, timeout: float = 30.0) -> None:
 
 
 @contextmanager
-def running_cluster(root: Path, nodes: int = 3, conf: dict[str, str] | None = None) -> Iterator[TestCluster]:
+def running_cluster(
+    root: Path, nodes: int = 3, conf: dict[str, str] | None = None, netns: bool = False
+) -> Iterator[TestCluster]:
     """A started cluster that is stopped (by PID) on exit; the body of the repo-wide pytest fixture."""
-    cluster = TestCluster(root, nodes, conf=conf)
+    cluster = TestCluster(root, nodes, conf=conf, netns=netns)
     cluster.up()
     try:
         yield cluster

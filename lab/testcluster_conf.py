@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from lamplighter.lab.testcluster_net import ClusterNet
+
 
 def render_slurm_conf(
     root: Path,
@@ -14,16 +16,20 @@ def render_slurm_conf(
     *,
     first_job_id: int = 1,
     sockets: Path | None = None,
+    network: ClusterNet | None = None,
 ) -> str:
     """slurm.conf for `nodes` slurmd on localhost; slurmctld on base_port, nodes on the ports after it.
 
     sockets: a short folder for munged's socket and the spool (a Unix socket's path takes at most 107 bytes);
     default: under root.
 
+    network: each node in a network namespace of its own (testcluster_net): slurmctld on the bridge's
+    address, every node at its own NodeAddr and all on the one port after slurmctld's.
+
     overrides: `Key=Value` settings that replace the line of the same key, or are added before the nodes
     (a test's HealthCheckProgram, Prolog, SchedulerParameters).
     """
-    text = _conf(root, nodes, base_port, first_job_id, sockets or root)
+    text = _conf(root, nodes, base_port, first_job_id, sockets or root, *_placement(nodes, base_port, network))
     extra = dict(overrides or {})
     lines = []
     for line in text.splitlines():
@@ -37,14 +43,24 @@ def render_slurm_conf(
     return "\n".join(lines) + "\n"
 
 
-def _conf(root: Path, nodes: int, base_port: int, first_job_id: int, sockets: Path) -> str:
+def _placement(nodes: int, base_port: int, net: ClusterNet | None) -> tuple[str, str]:
+    """SlurmctldHost, and where the nodes are (NodeName's address and port settings)."""
+    if net is None:
+        return "localhost", f"NodeHostname=localhost Port=[{base_port + 1}-{base_port + nodes}]"
+    # `localhost` passes slurmctld's check that it runs on SlurmctldHost; the address in brackets is where
+    # every client and slurmd, on the host or in a node's namespace, reaches it (the bridge's).
+    # One address per node (hostlist order = NodeName order) and one port for all: each slurmd listens in its
+    # own namespace.
+    return f"localhost({net.gateway})", f"NodeHostname=localhost NodeAddr={net.node_addr_range()} Port={base_port + 1}"
+
+
+def _conf(root: Path, nodes: int, base_port: int, first_job_id: int, sockets: Path, ctld: str, where: str) -> str:
     r = root
-    last = base_port + nodes
     return f"""\
 # Test cluster under {r} (written by lamplighter.lab.testcluster; do not edit).
 # Clusters on one machine stay apart by folder and ports, not by name.
 ClusterName=lltest
-SlurmctldHost=localhost
+SlurmctldHost={ctld}
 SlurmctldPort={base_port}
 # Everything runs as root in the sandbox; there is no slurm user.
 SlurmUser=root
@@ -88,7 +104,7 @@ FirstJobId={first_job_id}
 MinJobAge=600
 # Schedule every second and start batch jobs without delay.
 SchedulerParameters=sched_interval=1,bf_interval=1,batch_sched_delay=0
-NodeName=n[1-{nodes}] NodeHostname=localhost Port=[{base_port + 1}-{last}] CPUs=2 RealMemory=1000
+NodeName=n[1-{nodes}] {where} CPUs=2 RealMemory=1000
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """
 

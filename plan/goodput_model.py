@@ -358,14 +358,20 @@ def replay(
 
     Each fault (time, group, kind) takes its group out for out_s[kind] and stalls every other group for
     stall_s[kind]; a group trains when no window covers it (the composition rule of the closed forms above,
-    applied to recorded or simulated fault times instead of a rate).
+    applied to recorded or simulated fault times instead of a rate). A fault that strikes a group already
+    out replaces what was there: its earlier window ends at that fault, and the new one starts (a kill that
+    hits a hung process the strategy never repairs ends the hang: the kill's restart brings the group back).
     """
     if end <= start or groups <= 0:
         raise ValueError(f"replay needs a positive span and groups, not [{start}, {end}] and {groups}")
-    lost = sum(
-        covered([(t, t + (out_s[kind] if who == g else stall_s[kind])) for t, who, kind in faults], start, end)
-        for g in range(groups)
-    )
+    lost = 0.0
+    for g in range(groups):
+        own = sorted((t, kind) for t, who, kind in faults if who == g)
+        spans = [(t, t + stall_s[kind]) for t, who, kind in faults if who != g]
+        for i, (t, kind) in enumerate(own):
+            until = own[i + 1][0] if i + 1 < len(own) else math.inf
+            spans.append((t, min(t + out_s[kind], until)))
+        lost += covered(spans, start, end)
     return 1.0 - lost / (groups * (end - start))
 
 

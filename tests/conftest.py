@@ -5,12 +5,14 @@ short one."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -18,6 +20,15 @@ from netns_links import make_netns
 
 from lamplighter.gpusim.build import ensure_built, sim_env
 from lamplighter.gpusim.state import StateDir
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def bench(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """The benchmark package: it sits at the repository's top and is not installed."""
+    monkeypatch.syspath_prepend(str(REPO))
+    return importlib.import_module("bench")
 
 
 @pytest.fixture

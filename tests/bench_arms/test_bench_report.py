@@ -13,8 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def report(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    monkeypatch.syspath_prepend(str(REPO))  # the benchmark package sits at the top and is not installed
+def report(bench: ModuleType) -> ModuleType:
     return importlib.import_module("bench.report")
 
 
@@ -155,3 +154,14 @@ def test_make_demo_results_names_the_demos_it_knows(report: ModuleType, capsys: 
     with pytest.raises(SystemExit) as e:
         demos.main(["--only", "local,nope"])
     assert e.value.code == 2 and "unknown ['nope'] (known: local, slurm, bare)" in capsys.readouterr().err
+
+
+def test_the_readmes_scale_tables_are_the_kept_scale_report(bench: ModuleType) -> None:
+    scale_report = importlib.import_module("bench.scale_report")
+    block = importlib.import_module("bench.report").embedded(
+        (REPO / "README.md").read_text(), scale_report.BEGIN, scale_report.END
+    )
+    assert block is not None, f"README.md has no {scale_report.BEGIN} block"
+    assert block == scale_report.render_block(), (
+        "README's scale tables are stale: `python -m bench.report --write README.md`"
+    )

@@ -17,13 +17,6 @@ from lamplighter.slurm.render import render_job
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def bench(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    """The benchmark package, which lives at the repository's top and is not installed."""
-    monkeypatch.syspath_prepend(str(REPO))
-    return importlib.import_module("bench")
-
-
 # Two lines of a node daemon's actions.jsonl, recorded from a `python -m bench` run on the Slurm lab
 # (observation trimmed to the fields read here).
 RECORDED_ACTIONS = [

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -41,13 +42,10 @@ def run_trainer(config: Path, steps: int) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.integration
-def test_checkpoints_carry_the_extra_state_and_a_restart_reads_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_checkpoints_carry_the_extra_state_and_a_restart_reads_it(tmp_path: Path, bench: ModuleType) -> None:
     pytest.importorskip("torch")
     import torch
 
-    monkeypatch.syspath_prepend(str(REPO))
     from bench.jobspec import Workload, job_config
 
     run_dir = tmp_path / "run"

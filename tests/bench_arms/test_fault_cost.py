@@ -3,7 +3,6 @@ and the next fault waits until the job is whole again."""
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from types import ModuleType
 
@@ -12,12 +11,6 @@ import pytest
 from lamplighter.trainer.steplog import StepRecord
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def bench(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    monkeypatch.syspath_prepend(str(REPO))
-    return importlib.import_module("bench")
 
 
 def rec(group: int, t: float, step: int, participants: int = 3, attempt: int = 0) -> StepRecord:

@@ -3,7 +3,6 @@ the target's state (struck or absorbed), and goodput.json saying so run by run. 
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -11,12 +10,6 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def bench(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    monkeypatch.syspath_prepend(str(REPO))  # the benchmark package sits at the top and is not installed
-    return importlib.import_module("bench")
 
 
 def test_a_schedule_is_the_seeds_alone_and_never_hits_every_group_within_the_guard(bench: ModuleType) -> None:

@@ -3,7 +3,6 @@ its commits and torchft's timed recovery steps, and the fit the plan takes. Pure
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from types import ModuleType
 
@@ -12,12 +11,6 @@ import pytest
 from lamplighter.trainer.steplog import StepRecord
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def bench(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    monkeypatch.syspath_prepend(str(REPO))
-    return importlib.import_module("bench")
 
 
 def commit(t: float, step: int, participants: int) -> StepRecord:

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -14,10 +15,9 @@ REPO = Path(__file__).resolve().parents[2]
 TRANSPORTS = ["http", "http-torchft", "http-c4", "pg", "pg-inplace", "pg-inplace-model", "tcp"]
 
 
-def test_digest_sees_one_flipped_bit(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_digest_sees_one_flipped_bit(bench: ModuleType) -> None:
     """The verification is only worth something if the hash changes with the data."""
     pytest.importorskip("torch")
-    monkeypatch.syspath_prepend(str(REPO))
     from bench import heal_peers
 
     state = heal_peers.build_state(300_000, 50_000, seed=3)

@@ -228,3 +228,15 @@ def test_bad_inputs_are_named(cluster: gm.Cluster, costs: gm.Costs, needle: str)
 def test_state_bytes_follow_the_stated_assumption() -> None:
     assert gm.BYTES_PER_PARAM == 2 + 4 + 4 + 4  # bf16 weights, fp32 master, Adam m and v
     assert gm.Workload(params=8e9).state_bytes == pytest.approx(112e9)
+
+
+def test_a_fault_on_a_group_already_out_replaces_its_window() -> None:
+    # Group 0 hangs at 1 s and is never repaired (out to the end) until a kill strikes the hung process at
+    # 5 s: the kill's restart brings it back at 7 s. Lost: group 0 1-7 (6 s); group 1 stalled 1-2 and 5-5.5.
+    faults = [(1.0, 0, "hang"), (5.0, 0, "kill")]
+    got = gm.replay(2, faults, 0.0, 10.0, {"kill": 2.0, "hang": math.inf}, {"kill": 0.5, "hang": 1.0})
+    assert got == pytest.approx(1 - 7.5 / 20)
+    # A kill then a hang: the hang that strikes the restarting group holds it to the end.
+    faults = [(1.0, 0, "kill"), (2.0, 0, "hang")]
+    got = gm.replay(2, faults, 0.0, 10.0, {"kill": 4.0, "hang": math.inf}, {"kill": 0.5, "hang": 1.0})
+    assert got == pytest.approx(1 - (9.0 + 1.5) / 20)

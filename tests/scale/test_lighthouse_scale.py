@@ -15,8 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def ls(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    monkeypatch.syspath_prepend(str(REPO))  # the benchmark package sits at the top and is not installed
+def ls(bench: ModuleType) -> ModuleType:
     return importlib.import_module("bench.lighthouse_scale")
 
 
@@ -95,3 +94,17 @@ def test_churn_counts_changes_sizes_commits_and_heals(ls: ModuleType) -> None:
     assert c["quorum_sizes"]["max"] == 2 and c["groups_holding_a_quorum"] == 3
     assert c["commits_per_group_s"] == pytest.approx(4 / 3 / 10)
     assert c["heals_per_s"] == pytest.approx(0.2)
+
+
+@pytest.mark.integration
+def test_a_hung_group_is_left_out_by_the_survivors_then_ended_and_taken_back(ls: ModuleType, tmp_path: Path) -> None:
+    """A real Lighthouse and 4 torch-free groups: one killed, then one stopped (SIGSTOP), each left out of the
+    survivors' next quorum and back in a quorum of all 4 once started again."""
+    row = ls.measure_size(tmp_path / "run", 4, kills=1, per_process=2, step_s=0.5, window_s=2.0, hangs=1)
+    assert row["formed"] and [r["fault"] for r in row["rounds"]] == ["kill", "hang"]
+    assert all(r["rejoined"] and r["rejoin_healed"] for r in row["rounds"])
+    hang = row["rounds"][1]["hang"]
+    assert hang["groups_without_that_quorum"] == [] and hang["survivor_stall_s"]["n"] == 3
+    assert row["quorum_changes"] == row["quorum_changes_expected"] == 4 and row["errors"] == 0
+    head = ls.headline(row)
+    assert head["survivor_stall_hang_s"] is not None and head["quorum_after_hang_s"] is not None

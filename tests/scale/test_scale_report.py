@@ -7,8 +7,11 @@ import json
 from pathlib import Path
 from types import ModuleType
 
+import pytest
 
-def report_module() -> ModuleType:
+
+@pytest.fixture
+def sr(bench: ModuleType) -> ModuleType:
     return importlib.import_module("bench.scale_report")
 
 
@@ -16,8 +19,7 @@ def write(folder: Path, name: str, doc: dict[str, object]) -> None:
     (folder / f"{name}.json").write_text(json.dumps({"environment": {"commit": "abc1234"}, **doc}))
 
 
-def test_the_report_carries_every_size_and_leaves_what_was_not_measured_null(tmp_path: Path) -> None:
-    sr = report_module()
+def test_the_report_carries_every_size_and_leaves_what_was_not_measured_null(tmp_path: Path, sr: ModuleType) -> None:
     rpc = [
         {
             "nodes": n,
@@ -28,6 +30,7 @@ def test_the_report_carries_every_size_and_leaves_what_was_not_measured_null(tmp
         }
         for n, v in ((4, 0.8), (16, 0.8))
     ] + [{"nodes": 32, "lamplighter_rpc_per_s": 4.4, "slurmctld_rpc_per_s": 9.0, "jobs_running_at_end": 20}]
+    rpc[1]["rpc_from"] = "sdiag by user"
     write(tmp_path, "slurm_rpc_scale", {"nodes": rpc})
     etcd = [
         {
@@ -39,8 +42,11 @@ def test_the_report_carries_every_size_and_leaves_what_was_not_measured_null(tmp
         for n, v in ((4, 0.5), (16, 0.4), (64, 0.35))
     ]
     write(tmp_path, "etcd_scale", {"hosts": etcd})
-    kill = {"kill": {"survivor_stall_s": {"median": 0.4}}}
-    write(tmp_path, "lighthouse_scale", {"rows": [{"groups": 16, "formation_s": 0.6, "rounds": [kill, kill]}]})
+    back = {"quorum_after_s": {"median": 0.5}}
+    kill = {"kill": {"survivor_stall_s": {"median": 0.4}}, "rejoin": back}
+    hang = {"hang": {"survivor_stall_s": {"median": 0.45}}, "rejoin": back}
+    rounds = [kill, kill, hang]
+    write(tmp_path, "lighthouse_scale", {"rows": [{"groups": 16, "formation_s": 0.6, "rounds": rounds}]})
     report = sr.build(tmp_path)
     assert [(r["nodes"], r["slurmctld_rpc_per_s"], r["etcd_req_per_host_s"]) for r in report["nodes"]] == [
         (4, 0.8, 0.5),
@@ -53,7 +59,16 @@ def test_the_report_carries_every_size_and_leaves_what_was_not_measured_null(tmp
     assert report["nodes"][0]["detect_to_action_s"] == {"gpu_fault": 1.2, "node_crash": 3.5}
     assert set(report["not_measured"]) == {"detect_to_action_s.kill"}
     assert report["lighthouse"] == [
-        {"groups": 16, "quorum_s": 0.6, "survivor_stall_kill_s": 0.4, "kill_rounds": 2, "lighthouse_cpu_cores": None}
+        {
+            "groups": 16,
+            "quorum_s": 0.6,
+            "survivor_stall_kill_s": 0.4,
+            "kill_rounds": 2,
+            "survivor_stall_hang_s": 0.45,
+            "hang_rounds": 1,
+            "quorum_after_rejoin_s": 0.5,
+            "lighthouse_cpu_cores": None,
+        }
     ]
     rpc_line = report["fits"]["slurmctld_rpc_per_s"]
     assert rpc_line["per_unit"] == 0 and rpc_line["projected"]["10000"] == 0.8 and rpc_line["over"] == [4.0, 16.0]
@@ -61,8 +76,14 @@ def test_the_report_carries_every_size_and_leaves_what_was_not_measured_null(tmp
     assert etcd_line["falling"] and etcd_line["projected"]["10000"] == 0.35  # its largest size's, not below
     assert report["fits"]["survivor_stall_kill_s"] is None  # one group count: no line
     assert report["sources"]["etcd_scale"] == "abc1234"
+    # Counted from sdiag's per-user section, a starved size's count is root's alone: it is in the line.
+    rpc[2]["rpc_from"] = "sdiag by user"
+    write(tmp_path, "slurm_rpc_scale", {"nodes": rpc})
+    again = sr.build(tmp_path)
+    assert again["nodes"][2]["slurm_lab_starved"] and again["nodes"][2]["slurmctld_rpc_by_user"]
+    assert again["fits"]["slurmctld_rpc_per_s"]["over"] == [4.0, 16.0, 32.0]
 
 
-def test_no_result_files_make_an_empty_report_not_an_error(tmp_path: Path) -> None:
-    report = report_module().build(tmp_path)
+def test_no_result_files_make_an_empty_report_not_an_error(tmp_path: Path, sr: ModuleType) -> None:
+    report = sr.build(tmp_path)
     assert report["nodes"] == [] and report["lighthouse"] == [] and report["fits"]["etcd_req_per_host_s"] is None
