@@ -10,7 +10,8 @@ time its kind took that strategy to train again (`back_s`), and stalls every oth
 survivors' stall (`stall_s`); a group trains when no window covers it, overlapping windows count once.
 Checkpoint-restart: every fault takes the whole job out for its `back_s`, plus half a checkpoint interval
 of work redone. A kind that a strategy never recovered from within the per-fault run's cap (the poll
-runner's hangs) holds its group to the end of the run. The dense goodput runs are where faults overlap and
+runner's hangs) holds its group until a later fault strikes it (a kill of the hung process: the
+strategy restarts what exited) or to the end of the run. The dense goodput runs are where faults overlap and
 strike recovering groups: this checks that the per-fault costs compose into goodput there (the tolerance
 is 10%), which is what `lamplighter plan` does at a real cluster's rate.
 """
