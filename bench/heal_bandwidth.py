@@ -78,7 +78,7 @@ def describe(name: str) -> str:
     if name == "http":
         return (
             "the reference trainer's heal (transport http, the default): torchft's HTTPTransport server, received "
-            "by lamplighter's weights-only loader"
+            "by lamplighter's weights-only loader into the receiver's own tensors"
         )
     if name == "http-torchft":
         return "torchft HTTPTransport(num_chunks=0) on both sides: the Manager's default"

@@ -8,7 +8,7 @@ live peer calls ``disallow_checkpoint()`` before it would mutate its state again
 
 Transports (names of the --transports option):
   http        the reference trainer's: torchft's HTTPTransport server, received by lamplighter's weights-only
-              loader (lamplighter/trainer/heal_transport.py)
+              loader straight into the healing peer's own tensors (lamplighter/trainer/heal_stream.py)
   http-torchft  torchft's HTTPTransport on both sides, num_chunks=0 (the Manager's default)
   http-cN     torchft's HTTPTransport(num_chunks=N): N parallel HTTP GETs, one per slice of the tensors
   pg          torchft PGTransport over a torchft ProcessGroupGloo (lamplighter's checkpoint_transport: pg)
@@ -189,18 +189,18 @@ def _instrument_http(stats: dict[str, float]) -> None:
         return out
 
     ht._streaming_save, ht._streaming_load = timed_save, timed_load
-    # lamplighter's weights-only loader (transport http) takes torch's loader from its module at each call.
-    import torch.distributed._serialization as ts
+    # lamplighter's weights-only loader (transport http) takes load_into from its module at each call.
+    from lamplighter.trainer import heal_transport as lt
 
-    torch_load: Any = ts._streaming_load
+    into = lt.load_into
 
-    def timed_torch_load(f: Any, weights_only: bool = True) -> object:
+    def timed_into(f: Any, dest: object | None, what: str) -> object:
         t0 = time.perf_counter()
-        out = torch_load(_TimedIO(f, stats), weights_only=weights_only)
+        out = into(_TimedIO(f, stats), dest, what)
         stats["total_s"] = stats.get("total_s", 0.0) + time.perf_counter() - t0
         return out
 
-    setattr(ts, "_streaming_load", timed_torch_load)  # noqa: B010 (torch's signature is narrower than the wrapper's)
+    setattr(lt, "load_into", timed_into)  # noqa: B010 (a module's function replaced for the measurement)
 
 
 def _transport_kind(name: str) -> tuple[str, int]:
@@ -369,17 +369,19 @@ def _receiver(conn: Connection, transport: str, nbytes: int, chunk_bytes: int, t
     stats: dict[str, float] = {}
     tp: Any = None
     pg = None
+    own: dict[str, Any] | None = None
     if kind == "http" and chunks == 0 and transport != "http-torchft":
         from lamplighter.trainer.heal_transport import weights_only_http_transport
 
         _instrument_http(stats)
-        tp = weights_only_http_transport(timeout)  # the reference trainer's receiving side
+        # The reference trainer's receiving side, into the state a restarted trainer has built.
+        own = build_state(nbytes, chunk_bytes, seed=0, fill="zeros")
+        tp = weights_only_http_transport(timeout, receive_into=lambda: own)
     elif kind == "http":
         from torchft.checkpointing.http_transport import HTTPTransport
 
         _instrument_http(stats)
         tp = HTTPTransport(timeout=timeout, num_chunks=chunks)
-    own: dict[str, Any] | None = None
     if kind == "tcp":
         own = build_state(nbytes, chunk_bytes, seed=0, fill="zeros")  # resident, as a trainer's own state is
     elif kind.startswith("pg"):

@@ -166,9 +166,9 @@ class TrainerConfig(Strict):
         "http",
         description=(
             "How a healing group receives weights from a peer (reference trainer). http: torchft's HTTP transport, "
-            "loading with weights_only=True, so a heal never unpickles code. pg: torchft's process-group transport "
-            "(faster for large states), which unpickles the sender's metadata: only where the job's network is "
-            "fenced off (deploy/SECURITY.md)."
+            "loading with weights_only=True (a heal never unpickles code) straight into the trainer's own tensors. "
+            "pg: torchft's process-group transport (over RCCL/NCCL on GPU nodes), which unpickles the sender's "
+            "metadata: only where the job's network is fenced off (deploy/SECURITY.md)."
         ),
     )
     model: ModelConfig = Field(default_factory=ModelConfig, description="The reference trainer's model and data.")

@@ -94,8 +94,9 @@ def build_manager(
         pg = ProcessGroupGloo(timeout=pg_timeout)
     else:
         pg = quick_rendezvous_gloo(rendezvous_bound(ft.rendezvous_timeout_ms, pg_timeout), pg_timeout, log)
-    # torchft's HTTP transport, loading with weights_only=True: a heal never unpickles code (heal_transport.py).
-    transport: Any = weights_only_http_transport(timeout)
+    # torchft's HTTP transport, loading with weights_only=True (a heal never unpickles code) into the trainer's own
+    # tensors (heal_transport.py).
+    transport: Any = weights_only_http_transport(timeout, receive_into=state.receive_into)
     if job.trainer.checkpoint_transport == "pg":
         from torchft.checkpointing.pg_transport import PGTransport
 

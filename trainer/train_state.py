@@ -64,7 +64,7 @@ class TrainState:
                     st["max_exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
 
     def receive_into(self) -> dict[str, Any]:
-        """Where a heal over the PG transport may write each tensor in place, laid out as torchft's Manager
+        """Where a heal (either transport) may write each tensor in place, laid out as torchft's Manager
         sends it ({"user": {"default": ...}}): no allocation per tensor, and all receives are posted at once
         (bench/results/heal_bandwidth.json). With the optimizer state materialized, every tensor a peer sends
         lands in place, even before the first step. A heal that fails part-way leaves these written but is

@@ -105,3 +105,69 @@ def test_a_real_trainers_state_heals_through_it_bit_identical() -> None:
     assert received["optim"]["param_groups"] == optim.state_dict()["param_groups"]
     for name, t in model.state_dict().items():
         assert torch.equal(received["model"][name], t), name
+
+
+def trained_state(seed: int, cursor: int) -> TrainState:
+    torch.manual_seed(seed)
+    cfg = ModelConfig(dim=32, layers=1, heads=2, seq_len=8, batch_size=2)
+    model = build_model(cfg)
+    optim = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    lm_loss(model, torch.randint(0, cfg.vocab_size, (2, 9))).backward()
+    optim.step()
+    return TrainState(model=model, optim=optim, replica_id=seed, cursor=cursor)
+
+
+def test_a_heal_lands_in_the_trainers_own_tensors_and_loads_without_a_copy() -> None:
+    """The healing trainer's weights and AdamW moments receive the peer's bytes where they are: the tensors it
+    gets back share its memory, and its load_state_dict leaves it equal to the peer."""
+    peer, healing = trained_state(1, 42), trained_state(2, 0)
+    sent = {"user": {"default": peer.state_dict()}, "torchft": {"step": 3}}
+    own = {name: t.data_ptr() for name, t in healing.model.state_dict().items()}
+    moments = [s["exp_avg"].data_ptr() for s in healing.optim.state.values()]
+    sender = weights_only_http_transport(TIMEOUT)
+    receiver = weights_only_http_transport(TIMEOUT, receive_into=healing.receive_into)
+    try:
+        sender.send_checkpoint([1], 3, sent, TIMEOUT)
+        got = receiver.recv_checkpoint(0, sender.metadata(), 3, TIMEOUT)
+    finally:
+        sender.shutdown()
+        receiver.shutdown()
+    received = got["user"]["default"]
+    assert {n: t.data_ptr() for n, t in received["model"].items()} == own
+    assert [s["exp_avg"].data_ptr() for s in received["optim"]["state"].values()] == moments
+    healing.load_state_dict(received)
+    assert healing.hash() == peer.hash() and healing.cursor == 42
+    assert [s["exp_avg"].data_ptr() for s in healing.optim.state.values()] == moments
+
+
+def test_what_does_not_match_the_trainers_tensors_gets_memory_of_its_own() -> None:
+    import io
+
+    from lamplighter.trainer.heal_stream import load_into
+
+    base = torch.arange(10.0)
+    sent = {"w": torch.randn(4, 3), "b": torch.randn(3), "views": [base[:5], base[5:]], "n": 7}
+    mine = {"w": torch.zeros(4, 3), "b": torch.zeros(4), "views": [torch.zeros(5), torch.zeros(5)]}
+    stream = io.BytesIO()
+    _streaming_save(sent, stream)
+    stream.seek(0)
+    got = load_into(stream, mine, "test")
+    assert got["w"].data_ptr() == mine["w"].data_ptr() and torch.equal(mine["w"], sent["w"])
+    assert got["b"].data_ptr() != mine["b"].data_ptr() and torch.equal(got["b"], sent["b"])  # another shape
+    # Two views of one storage stay one storage, and the trainer's separate tensors are left alone.
+    assert got["views"][0].untyped_storage().data_ptr() == got["views"][1].untyped_storage().data_ptr()
+    assert torch.equal(torch.cat(got["views"]), base) and not mine["views"][0].any() and got["n"] == 7
+
+
+@pytest.mark.parametrize("cut", ["header", "storage"])
+def test_a_stream_cut_short_or_reshaped_is_refused_with_what_was_wrong(cut: str) -> None:
+    import io
+
+    from lamplighter.trainer.heal_stream import HealStreamError, load_into
+
+    stream = io.BytesIO()
+    _streaming_save({"w": torch.randn(1000)}, stream)
+    body = stream.getvalue()
+    short = body[:20] if cut == "header" else body[:-100]
+    with pytest.raises(HealStreamError, match="test"):
+        load_into(io.BytesIO(short), {"w": torch.zeros(1000)}, "test")
