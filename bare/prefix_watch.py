@@ -23,36 +23,17 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Iterable, Iterator
 from typing import Any
 
 import requests
+
+from lamplighter.supervisor.bounded_read import bounded_lines
 
 log = logging.getLogger(__name__)
 
 # One line of the stream is one watch response. Its events carry values users wrote (etcd bounds each at
 # --max-request-bytes, 1.5 MiB by default); the daemon reading it is root, so a line is bounded too.
 MAX_LINE = 8 << 20
-
-
-class LineTooLong(ValueError):
-    """A stream's line outgrew its bound; says how far it got."""
-
-
-def bounded_lines(chunks: Iterable[bytes], max_bytes: int = MAX_LINE) -> Iterator[bytes]:
-    """The lines of a byte stream (without their newline), refusing any longer than `max_bytes`."""
-    buf = bytearray()
-    for chunk in chunks:
-        buf += chunk
-        while (i := buf.find(b"\n")) >= 0:
-            if i > max_bytes:
-                break
-            yield bytes(buf[:i])
-            del buf[: i + 1]
-        if len(buf) > max_bytes:
-            raise LineTooLong(f"a line of more than {max_bytes} bytes ({len(buf)} read)")
-    if buf:
-        yield bytes(buf)
 
 
 class PrefixWatch:
@@ -81,7 +62,7 @@ class PrefixWatch:
                 self._sock = getattr(getattr(resp.raw, "connection", None), "sock", None)
                 resp.raise_for_status()
                 # As it arrives (chunk_size None): a fixed size would wait for that many bytes of a quiet stream.
-                for line in bounded_lines(resp.iter_content(chunk_size=None)):
+                for line in bounded_lines(resp.iter_content(chunk_size=None), MAX_LINE):
                     if self._stop.is_set():
                         return
                     if not line.strip():

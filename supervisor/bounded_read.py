@@ -3,11 +3,12 @@
 One reader for the status socket's answer (daemon/status_socket.py), the Lighthouse's page
 (lighthouse_status.py) and a standby's activation line (standby_main.py): the caller gives `recv` (which
 sets any deadline of its own) and the limit; a peer that sends more is an error, never a larger buffer.
+And the lines of a stream that goes on (etcd's watch, bare/prefix_watch.py), each bounded the same way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 
 CHUNK = 1 << 16
 
@@ -33,3 +34,20 @@ def read_bounded(recv: Callable[[int], bytes], limit: int, until: bytes | None =
             raise TooLarge(limit)
         if until is not None and buf.endswith(until):
             return bytes(buf)
+
+
+def bounded_lines(chunks: Iterable[bytes], limit: int) -> Iterator[bytes]:
+    """The lines of a stream of chunks (without their newline), as they complete; TooLarge once a line
+    (or what has come of it) is longer than `limit`."""
+    buf = bytearray()
+    for chunk in chunks:
+        buf += chunk
+        while (i := buf.find(b"\n")) >= 0:
+            if i > limit:
+                raise TooLarge(limit)
+            yield bytes(buf[:i])
+            del buf[: i + 1]
+        if len(buf) > limit:
+            raise TooLarge(limit)
+    if buf:
+        yield bytes(buf)
