@@ -15,7 +15,6 @@ group).
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from lamplighter.injob.journal import journal_path, read_events
 from lamplighter.lab.slurm_lab import LabSettings, SlurmLab
 from lamplighter.lab.testcluster import pick_port_range, reset_cluster
 from lamplighter.slurm.actions import SlurmActions
+from lamplighter.slurm.chaos_slurm import read_records
 from lamplighter.slurm.run import SlurmError
 from lamplighter.slurm.submission import Submission, cancel_job, submit_job
 from lamplighter.trainer.contract import ATTEMPT_STRIDE
@@ -145,15 +145,12 @@ def read_detections(logs: list[Path], sub: Submission | None, since: float = 0.0
     groups = {} if sub is None else {str(jid): g for g, jid in sub.groups.items()}
     out: list[tuple[float, int | None]] = []
     for path in logs:
-        for line in path.read_text(errors="replace").splitlines():
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue
+        for rec in read_records(path):
             if rec.get("action") not in DETECT_ACTIONS or float(rec.get("ts", 0.0)) < since:
                 continue
             target = str(rec.get("target", ""))
-            obs = rec.get("observation") if isinstance(rec.get("observation"), dict) else {}
+            obs = rec.get("observation")
+            obs = obs if isinstance(obs, dict) else {}
             group = group_index(rec.get("group", obs.get("group")))
             if group is None:
                 group = next((g for jid, g in groups.items() if jid in target), None)
