@@ -274,7 +274,15 @@ class LighthouseConfig(Strict):
     min_replicas: int = Field(1, ge=1, description="Smallest quorum that may train.")
     quorum_tick_ms: int = Field(20, ge=1, le=60_000, description="How often the Lighthouse re-evaluates the quorum.")
     join_timeout_ms: int = Field(
-        1000, ge=0, le=3_600_000, description="How long a quorum waits for more groups to join."
+        1000,
+        ge=0,
+        le=3_600_000,
+        description=(
+            "How long a quorum waits for more groups to join. Keep it above the longest step: with longer steps "
+            "torchft cuts every quorum once just over half the groups have joined, and the rest are left out at "
+            "every step (the Lighthouse's log says so: quorum_churn.py). It applies only when a member of the last "
+            "quorum is missing: the quorum then waits up to this long for groups that heartbeat but have not asked."
+        ),
     )
     heartbeat_timeout_ms: int = Field(
         500, ge=1, le=3_600_000, description="A group silent this long leaves the quorum."

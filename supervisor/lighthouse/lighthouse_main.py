@@ -94,23 +94,29 @@ def watch_status(
     steps: Path | None,
     memory: Path | None,
     remember_after: float,
+    join_timeout_ms: int | None = None,
     every_s: float = 0.25,
 ) -> None:
-    """Poll this Lighthouse's own /status until the process ends: record step changes, remember who is alive.
+    """Poll this Lighthouse's own /status until the process ends: record step changes, remember who is alive,
+    and say when its quorums keep leaving live groups out (quorum_churn.py).
 
     Nothing is remembered before `remember_after` (time.time()): while it stands in for the replicas of
     its last life, its own heartbeats for them must not be taken for theirs."""
     from lamplighter.supervisor.lighthouse.lighthouse_memory import Memory
     from lamplighter.supervisor.lighthouse.lighthouse_steplog import LighthouseStepLog
+    from lamplighter.supervisor.lighthouse.quorum_churn import QuorumChurn
     from lamplighter.supervisor.lighthouse_status import LighthouseStatusError, fetch_status
 
     log = LighthouseStepLog(steps) if steps is not None else None
+    churn = QuorumChurn(join_timeout_ms)
     while True:
         try:
             now = time.time()
             status = fetch_status(own, timeout=2.0)
             if log is not None:
                 log.record(now, status)
+            if (warning := churn.observe(now, status)) is not None:
+                print(f"lighthouse_main: {warning}", file=sys.stderr, flush=True)
             if memory is not None and now >= remember_after:
                 alive = tuple(sorted(h.replica_id for h in status.heartbeats if not h.old))
                 if alive:
@@ -211,13 +217,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         remember_after = stand_in_for_last_life(module, own, args.remember, args.restart_grace_ms)
     if args.publish is not None:
         publish(args.publish, address, args.advertise or (None if host in WILDCARDS else host))
-    if args.record_steps is not None or args.remember is not None:
-        threading.Thread(
-            target=watch_status,
-            args=(own, args.record_steps, args.remember, remember_after),
-            daemon=True,
-            name="status",
-        ).start()
+    threading.Thread(
+        target=watch_status,
+        args=(own, args.record_steps, args.remember, remember_after, args.join_timeout_ms),
+        daemon=True,
+        name="status",
+    ).start()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     while server is not None:  # it serves on torchft's own threads while referenced, until this process is killed
         signal.pause()
