@@ -32,7 +32,7 @@ from bench.results_io import RESULTS, environment
 from bench.slurm_rpc_scale import fit_line as least_squares
 
 NOT_MEASURED = {
-    "detect_to_action_s.kill": "the scale lab's groups run no trainer: a trainer's exit is measured by the soak and "
+    "detect_to_action_s.kill": "no size killed a group's task: a trainer's exit is measured by the soak and "
     "bench-stall at 3-12 groups on the 3-7 node lab",
 }
 
@@ -124,6 +124,10 @@ def build(folder: Path) -> dict[str, Any]:
         have = [r for r in rows if r.get(y) is not None]
         return fit_line([float(r[x]) for r in have], [float(r[y]) for r in have])
 
+    def act(kind: str) -> dict[str, Any] | None:
+        have = [(r["nodes"], v) for r in nodes if (v := (r.get("detect_to_action_s") or {}).get(kind)) is not None]
+        return fit_line([float(n) for n, _ in have], [float(v) for _, v in have])
+
     return {
         "name": "scale",
         "environment": environment(),
@@ -141,10 +145,17 @@ def build(folder: Path) -> dict[str, Any]:
                 "slurmctld_rpc_per_s",
             ),
             "etcd_req_per_host_s": line(nodes, "nodes", "etcd_req_per_host_s"),
+            "head_cycle_s": line(nodes, "nodes", "head_cycle_s"),
+            **{f"detect_to_action_s.{k}": act(k) for k in ("kill", "gpu_fault", "node_crash")},
             "survivor_stall_kill_s": line(light, "groups", "survivor_stall_kill_s"),
             "survivor_stall_hang_s": line(light, "groups", "survivor_stall_hang_s"),
         },
-        "not_measured": NOT_MEASURED,
+        # A size that measured a trainer's kill (bench/slurm_rpc_scale.py since it kills one) answers the gap.
+        "not_measured": {
+            k: v
+            for k, v in NOT_MEASURED.items()
+            if not any((r.get("detect_to_action_s") or {}).get(k.split(".")[1]) is not None for r in nodes)
+        },
     }
 
 
@@ -161,7 +172,11 @@ def render_block(results: Path = RESULTS) -> str:
     path = results / KEPT.name
     if not path.exists():
         return f"{BEGIN}\n(no {path.name}: run `make scale` and copy build/scale/report.json there)\n{END}"
-    rep = json.loads(path.read_text())
+    return render_block_of(json.loads(path.read_text()))
+
+
+def render_block_of(rep: dict[str, Any]) -> str:
+    """The README's scale tables from a report (build()'s), markers included."""
     commits = sorted({c for c in rep["sources"].values() if c})
     when = rep.get("environment", {}).get("when", "?")
     out = [
@@ -172,8 +187,8 @@ def render_block(results: Path = RESULTS) -> str:
         "",
         "| nodes (hosts) | slurmctld RPCs a second from all of lamplighter (goal <= 1) | from the jobs themselves "
         "| etcd requests a second per bare-metal host (goal <= 0.5) | head's cycle, median [max] "
-        "| GPU fault to drain | node crash to drain or mark-down |",
-        "|---|---|---|---|---|---|---|",
+        "| trainer killed to its daemon's action | GPU fault to drain | node crash to drain or mark-down |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rep["nodes"]:
         starved = " (lab CPU-starved: not every job kept running)" if r.get("slurm_lab_starved") else ""
@@ -186,7 +201,8 @@ def render_block(results: Path = RESULTS) -> str:
         out.append(
             f"| {r['nodes']} | {_num(r['slurmctld_rpc_per_s'], '.2f')}{starved} "
             f"| {_num(r.get('slurmctld_rpc_per_s_jobs'), '.2f')} | {_num(r['etcd_req_per_host_s'], '.2f')} | {cycle} "
-            f"| {_num(d2a.get('gpu_fault'), '.2f', ' s')} | {_num(d2a.get('node_crash'), '.2f', ' s')} |"
+            f"| {_num(d2a.get('kill'), '.2f', ' s')} | {_num(d2a.get('gpu_fault'), '.2f', ' s')} "
+            f"| {_num(d2a.get('node_crash'), '.2f', ' s')} |"
         )
     fits = rep["fits"]
     out += [
@@ -197,6 +213,7 @@ def render_block(results: Path = RESULTS) -> str:
     for key, label in (
         ("slurmctld_rpc_per_s", "slurmctld RPCs a second from lamplighter"),
         ("etcd_req_per_host_s", "etcd requests a second per host"),
+        ("head_cycle_s", "the head's cycle (median), s"),
         ("survivor_stall_kill_s", "survivors' stall on a kill, s"),
         ("survivor_stall_hang_s", "survivors' stall on a hang, s"),
     ):
@@ -206,6 +223,19 @@ def render_block(results: Path = RESULTS) -> str:
             out.append(
                 f"- {label}: {f['fixed']:.3f} + {f['per_unit']:.5f} per unit over {over}; "
                 f"{f['projected']['1000']:.2f} at 1,000 and {f['projected']['10000']:.2f} at 10,000."
+            )
+    sized = [r for r in rep["nodes"] if r.get("detect_to_action_s")]
+    if len(sized) >= 2:
+        small, big = sized[0], sized[-1]
+        ratios = []
+        for kind, label in (("kill", "a trainer killed"), ("gpu_fault", "a GPU fault"), ("node_crash", "a node crash")):
+            a, b = small["detect_to_action_s"].get(kind), big["detect_to_action_s"].get(kind)
+            if a and b is not None:
+                ratios.append(f"{label} {b / a:.2f}x")
+        if ratios:
+            out.append(
+                f"- Detection to action at {big['nodes']} nodes against {small['nodes']} (goal: within 1.5x; each a "
+                f"single fault, so a line through them says little): {', '.join(ratios)}."
             )
     out += [
         "",

@@ -1,16 +1,17 @@
-"""slurmctld RPCs lamplighter's node daemons cause, against the node count (#31 item 2, a first slice).
+"""slurmctld RPCs lamplighter causes, and its times to act, against the node count (#31).
 
-The Slurm lab (lab/slurm_lab.py: a real slurmctld, slurmd per PID namespace on this
-machine's loopback, `lamplighter supervise` on every node as systemd would run it)
-with 4 and 16 compute nodes, and on each compute node one job shaped like a
-lamplighter group's (named ll-scale-g<i>, its step's task carrying LAMPLIGHTER_JOB and
-LAMPLIGHTER_REPLICA_ID; the task is `sleep`: no trainer, no Lighthouse), so that each
-node daemon has a group to watch. After a settling time, `sdiag -r`, a window, `sdiag`:
-slurmctld's own count of the RPCs it served, by type, per second (sdiag's own aside;
-the lab's harness sends none during the window), and each daemon's CPU and RSS; the
-head's cycle time (its status' cycle_s, sampled each second of the window); then a GPU
-fault on one node and a crash of another, and the time from each to lamplighter's
-action (a drain, a mark-down) in the daemons' action logs.
+The Slurm lab (lab/slurm_lab.py: a real slurmctld, one slurmd per node in a PID namespace,
+`lamplighter supervise` on every node as systemd would run it) with N compute nodes, and on each
+compute node one job shaped like a lamplighter group's (named ll-scale-g<i>, its step's task carrying
+LAMPLIGHTER_JOB and LAMPLIGHTER_REPLICA_ID; the task is `sleep`: no trainer, no Lighthouse), so that
+each node daemon has a group to watch. After a settling time, `sdiag -r`, a window, `sdiag`:
+slurmctld's own count of the RPCs it served, by type and by user, per second (sdiag's own aside; the
+lab's harness sends none during the window), and each daemon's CPU and RSS; the head's cycle time
+(its status' cycle_s, sampled each second of the window). Then three faults, and the time from each
+to lamplighter's first action on it in the daemons' action logs: group 1's task (its `sleep` carries a
+rank, as a trainer's process does, so its node daemon watches it) is killed; a GPU of the first
+compute node reports an uncorrectable ECC error (drain); the last compute node crashes (the head
+drains it or marks it down).
 
 The jobs are submitted by a throwaway user (lab/throwaway_user.py, `runuser ... sbatch`), as a
 cluster's users submit theirs, so that sdiag's per-user section tells lamplighter's calls (root's, less
@@ -19,9 +20,9 @@ of them on a CPU-starved size): lamplighter_rpc_per_s is root's share, whatever 
 
 Each node (its slurmd, its jobs and its node daemon) runs in a network namespace of its own with its
 own address on a bridge (lab/testcluster_net.py; --no-netns: all on the host's loopback), so Slurm's
-traffic between slurmctld and the nodes crosses links as on a cluster. Not yet what #31 asks for: the
-groups run no trainer (no heartbeats, so no hang or exit is ever acted on). Writes
-bench/results/slurm_rpc_scale.json.
+traffic between slurmctld and the nodes crosses links as on a cluster. The groups run no trainer
+process of lamplighter's or torchft's: no heartbeat, so a hang is never measured here (the soak and
+bench-stall do, at 3-12 groups). Writes bench/results/slurm_rpc_scale.json.
 
     python -m bench.slurm_rpc_scale [--nodes 4,16] [--window-s 30] [--dir build/slurm-rpc-scale]
 """
@@ -30,7 +31,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -47,9 +50,11 @@ from lamplighter.lab.slurm_lab import LabSettings, running_lab
 from lamplighter.lab.testcluster import wait_until
 from lamplighter.lab.throwaway_user import throwaway_user
 from lamplighter.slurm.chaos_slurm import read_records
+from lamplighter.slurm.proc_find import TRAINER_MARK, trainer_procs
 from lamplighter.trainer.contract import ENV_JOB, ENV_REPLICA_ID
 
 JOB = "scale"
+VICTIM = 1  # the group whose trainer (a `sleep` carrying a rank) is killed, on the second compute node
 # RPCs slurmd and the step daemons send on their own (registration, a step's or job's end): Slurm's, not lamplighter's.
 SLURM_OWN = frozenset(
     {
@@ -143,34 +148,41 @@ def head_cycles(sock: Path, window_s: float) -> list[float]:
     return out
 
 
-def first_action(lab: Any, since: float, node: str, kinds: tuple[str, ...], timeout_s: float) -> float | None:
-    """Seconds from `since` to the first action of those kinds on `node` in any daemon's action log."""
+def first_action(lab: Any, since: float, target: str, kinds: tuple[str, ...] | None, timeout_s: float) -> float | None:
+    """Seconds from `since` to the first action on `target` (a node, a job id), of those kinds (None: any), in
+    any daemon's action log."""
     end = time.monotonic() + timeout_s
     while time.monotonic() < end:
         for path in lab.action_logs():
             for rec in read_records(path):
-                if rec.get("ts", 0) >= since and rec.get("action") in kinds and rec.get("target") == node:
+                kind_ok = kinds is None or rec.get("action") in kinds
+                if rec.get("ts", 0) >= since and kind_ok and rec.get("target") == target:
                     return float(rec["ts"]) - since
         time.sleep(0.2)  # polling the logs the daemons append to
     return None
 
 
-def faults(lab: Any) -> dict[str, float | None]:
-    """A GPU fault on the first compute node (its daemon drains it) and a crash of the last (the head drains
-    it or marks it down): the time from each to lamplighter's action, from the action logs."""
+def faults(lab: Any, victim_job: str) -> dict[str, float | None]:
+    """A trainer killed on the second compute node (its daemon sees it exit and acts on its job), a GPU fault
+    on the first (its daemon drains it) and a crash of the last (the head drains it or marks it down): the
+    time from each to lamplighter's first action on it, from the action logs."""
     gpu_node, crash_node = lab.compute[0], lab.compute[-1]
+    t = time.time()
+    for st in trainer_procs(JOB, VICTIM):
+        os.kill(st.pid, signal.SIGKILL)
+    kill = first_action(lab, t, victim_job, None, 60)
     t = time.time()
     gpu_inject(StateDir(lab.gpusim_root / gpu_node), 0, "ecc-uncorrectable")
     gpu = first_action(lab, t, gpu_node, ("drain",), 60)
     t = time.time()
     lab.cluster.crash_node(crash_node)
     crash = first_action(lab, t, crash_node, ("drain", "mark_down"), 60)
-    return {"gpu_fault": gpu, "node_crash": crash}
+    return {"kill": kill, "gpu_fault": gpu, "node_crash": crash}
 
 
-def submit_as(cli: Any, user: str, *sbatch_args: str) -> None:
-    """sbatch as `user` (runuser keeps SLURM_CONF): the job and every call it makes are that user's."""
-    cli.run("runuser", "-u", user, "--", "sbatch", *sbatch_args)
+def submit_as(cli: Any, user: str, *sbatch_args: str) -> str:
+    """sbatch as `user` (runuser keeps SLURM_CONF): the job and every call it makes are that user's; its id."""
+    return cli.run("runuser", "-u", user, "--", "sbatch", "--parsable", *sbatch_args).strip().split(";")[0]
 
 
 def measure(folder: Path, nodes: int, settle_s: float, window_s: float, user: str, netns: bool) -> dict[str, Any]:
@@ -180,8 +192,11 @@ def measure(folder: Path, nodes: int, settle_s: float, window_s: float, user: st
         try:
             cli = lab.cluster.cli(timeout=30)
             (folder / "jobs").mkdir(exist_ok=True)
+            job_ids = {}
             for i, node in enumerate(lab.compute):
-                submit_as(
+                # The victim's task carries a rank (TRAINER_MARK), as a trainer's does: its daemon watches it.
+                task = f"srun --export=ALL,{TRAINER_MARK}=0 sleep 100000" if i == VICTIM else "srun sleep 100000"
+                job_ids[i] = submit_as(
                     cli,
                     user,
                     f"--job-name={group_job_name(JOB, i)}",
@@ -191,7 +206,7 @@ def measure(folder: Path, nodes: int, settle_s: float, window_s: float, user: st
                     "--chdir=/tmp",  # the user may not reach the lab's folder, nor write in it
                     "--output=/dev/null",
                     f"--export=ALL,{ENV_JOB}={JOB},{ENV_REPLICA_ID}={i}",
-                    "--wrap=srun sleep 100000",
+                    f"--wrap={task}",
                 )
 
             def all_running() -> bool:
@@ -235,7 +250,7 @@ def measure(folder: Path, nodes: int, settle_s: float, window_s: float, user: st
                 "jobs_running_at_end": states.count("RUNNING"),
                 "actions_logged": sum(len(p.read_text().splitlines()) for p in lab.action_logs()),
                 "head_cycle_s": spread(cycles) if cycles else None,
-                "detect_to_action_s": faults(lab),
+                "detect_to_action_s": faults(lab, job_ids[VICTIM]),
             }
         finally:
             try:

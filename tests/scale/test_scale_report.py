@@ -78,10 +78,12 @@ def test_the_report_carries_every_size_and_leaves_what_was_not_measured_null(tmp
     assert report["sources"]["etcd_scale"] == "abc1234"
     # Counted from sdiag's per-user section, a starved size's count is root's alone: it is in the line.
     rpc[2]["rpc_from"] = "sdiag by user"
+    rpc[0]["detect_to_action_s"] = {"kill": 1.1, "gpu_fault": 1.2, "node_crash": 3.5}  # a trainer's kill measured
     write(tmp_path, "slurm_rpc_scale", {"nodes": rpc})
     again = sr.build(tmp_path)
     assert again["nodes"][2]["slurm_lab_starved"] and again["nodes"][2]["slurmctld_rpc_by_user"]
     assert again["fits"]["slurmctld_rpc_per_s"]["over"] == [4.0, 16.0, 32.0]
+    assert again["not_measured"] == {} and "| 1.10 s | 1.20 s | 3.50 s |" in sr.render_block_of(again)
 
 
 def test_no_result_files_make_an_empty_report_not_an_error(tmp_path: Path, sr: ModuleType) -> None:
