@@ -94,7 +94,7 @@ demo-results: $(STAMP) gpusim
 bench-slurm: $(STAMP)
 	$(BIN)/python -m bench.slurm_timings
 
-# torchft's Lighthouse with 16..512 torch-free replica groups (lab/scale_replica.py), one killed or hung and brought back
+# torchft's Lighthouse with 4..512 torch-free replica groups (lab/scale_replica.py), one killed or hung and brought back
 # at a time, and steps longer than the join timeout (about 8 minutes; #31): bench/results/lighthouse_scale.json, .png.
 scale-lighthouse: $(STAMP)
 	$(BIN)/python -m bench.lighthouse_scale

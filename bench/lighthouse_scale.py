@@ -34,7 +34,7 @@ for a quorum (pg_timeout_s), process-group setup after a quorum change, the heal
 Writes bench/results/lighthouse_scale.json (or --out) and a PNG beside it; the run's files (event logs,
 Lighthouse log) are in --dir.
 
-    python -m bench.lighthouse_scale [--groups 16,64,128,256,512] [--kills 3] [--hangs 2] [--arm 16,64]
+    python -m bench.lighthouse_scale [--groups 4,16,64,128,256,512] [--kills 3] [--hangs 2] [--arm 16,64]
         [--dir build/lighthouse-scale]
 """
 
@@ -366,7 +366,9 @@ def measure_size(
     shutil.rmtree(folder, ignore_errors=True)  # this tool's own output: never read an earlier run's events
     folder.mkdir(parents=True)
     heartbeat = heartbeat_ms or TorchftConfig().heartbeat_interval_ms
-    run = Run(folder, n, kills + hangs, per_process, step_s, heartbeat, join_timeout_ms)
+    # The groups hurt run alone in their processes; with fewer groups than rounds, they take turns.
+    alone = min(kills + hangs, n)
+    run = Run(folder, n, alone, per_process, step_s, heartbeat, join_timeout_ms)
     load_before = os.getloadavg()
     row: dict[str, Any] = {
         "groups": n,
@@ -440,7 +442,8 @@ def measure_size(
 
         rounds = []
         # Each victim runs alone in its process; the first `kills` are killed, the next `hangs` hung.
-        for victim, kind in enumerate(["kill"] * kills + ["hang"] * hangs):
+        for i, kind in enumerate(["kill"] * kills + ["hang"] * hangs):
+            victim = i % alone
             survivors = [g for g in range(n) if g != victim]
             t_fault = run.fault_before_next_quorum(kind, victim, survivors[0], q_median, KILL_LEAD_S)
             run.wait(f"a quorum without group {victim} ({kind})", run.all_hold(survivors, t_fault, n - 1), 30)
@@ -610,7 +613,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--groups", default="16,64,128,256,512", help="comma-separated group counts")
+    ap.add_argument("--groups", default="4,16,64,128,256,512", help="comma-separated group counts")
     ap.add_argument("--kills", type=int, default=3, help="kill-and-restart rounds per group count")
     ap.add_argument(
         "--hangs", type=int, default=2, help="hang-kill-and-restart rounds per group count (after the kills)"

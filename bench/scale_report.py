@@ -237,6 +237,18 @@ def render_block_of(rep: dict[str, Any]) -> str:
                 f"- Detection to action at {big['nodes']} nodes against {small['nodes']} (goal: within 1.5x; each a "
                 f"single fault, so a line through them says little): {', '.join(ratios)}."
             )
+    light = [r for r in rep["lighthouse"] if r.get("survivor_stall_kill_s") is not None]
+    if len(light) >= 2:
+        small, big = light[0], light[-1]
+        parts = [
+            f"{kind} {big[key] / small[key]:.2f}x"
+            for kind, key in (("a kill", "survivor_stall_kill_s"), ("a hang", "survivor_stall_hang_s"))
+            if small.get(key) and big.get(key) is not None
+        ]
+        out.append(
+            f"- The survivors' stall at {big['groups']} groups against {small['groups']} (goal: within 2x): "
+            f"{', '.join(parts)}."
+        )
     out += [
         "",
         "torchft's Lighthouse with N torch-free replica groups (one quorum a step, 0.5-s steps), one group killed or "
