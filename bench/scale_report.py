@@ -42,11 +42,17 @@ def _load(folder: Path, name: str) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def fit_line(xs: list[float], ys: list[float]) -> dict[str, Any] | None:
-    """Least squares y = a + b x, projected; None with fewer than two distinct xs."""
+def fit_line(xs: list[float], ys: list[float], resolution: float | None = None) -> dict[str, Any] | None:
+    """Least squares y = a + b x, projected; None with fewer than two distinct xs. `resolution`: the
+    smallest change the measure can show (one RPC in the counting window): a line that changes by less over
+    the sizes measured is flat, its value their mean, not a slope that a projection would multiply."""
     if len(set(xs)) < 2:
         return None
     a, b = least_squares(xs, ys)
+    if resolution is not None and abs(b) * (max(xs) - min(xs)) < resolution:
+        a, b = sum(ys) / len(ys), 0.0
+        flat = {str(n): a for n in (1_000, 10_000)}
+        return {"fixed": a, "per_unit": b, "over": xs, "falling": False, "flat_within": resolution, "projected": flat}
     # A measure that falls with the count is projected at its largest size's value, not down the line: a
     # per-host rate that falls as one placer's share spreads cannot fall below its own renewals.
     last = ys[max(range(len(xs)), key=lambda i: xs[i])]
@@ -120,9 +126,11 @@ def build(folder: Path) -> dict[str, Any]:
     rpc, etcd, lh = _load(folder, "slurm_rpc_scale"), _load(folder, "etcd_scale"), _load(folder, "lighthouse_scale")
     nodes, light = nodes_records(rpc, etcd), lighthouse_records(lh)
 
-    def line(rows: list[dict[str, Any]], x: str, y: str) -> dict[str, Any] | None:
+    def line(rows: list[dict[str, Any]], x: str, y: str, resolution: float | None = None) -> dict[str, Any] | None:
         have = [r for r in rows if r.get(y) is not None]
-        return fit_line([float(r[x]) for r in have], [float(r[y]) for r in have])
+        return fit_line([float(r[x]) for r in have], [float(r[y]) for r in have], resolution)
+
+    windows = [float(r["window_s"]) for r in (rpc or {}).get("nodes", []) if r.get("window_s")]
 
     def act(kind: str) -> dict[str, Any] | None:
         have = [(r["nodes"], v) for r in nodes if (v := (r.get("detect_to_action_s") or {}).get(kind)) is not None]
@@ -143,6 +151,7 @@ def build(folder: Path) -> dict[str, Any]:
                 [r for r in nodes if r["slurmctld_rpc_by_user"] or not r["slurm_lab_starved"]],
                 "nodes",
                 "slurmctld_rpc_per_s",
+                1.0 / min(windows) if windows else None,  # one RPC in sdiag's window
             ),
             "etcd_req_per_host_s": line(nodes, "nodes", "etcd_req_per_host_s"),
             "head_cycle_s": line(nodes, "nodes", "head_cycle_s"),
