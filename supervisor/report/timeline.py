@@ -84,7 +84,8 @@ def plot_timeline(by_group: dict[int, list[StepRecord]], report: dict[str, Any],
         target = "LH" if f["group"] is None else f"g{f['group']}"
         ax_loss.annotate(target, (t - t0, 1.0), xycoords=("data", "axes fraction"), fontsize=7, color=colour, va="top")
         seen.add(f["kind"])
-    ax_loss.legend(fontsize=7, ncol=4)
+    if seen:  # a run without faults has nothing to name
+        ax_loss.legend(fontsize=7, ncol=4)
     ax_loss.set_title(
         f"{report.get('job', '')}: {report['steps_committed']} steps, {report['steps_lost']} lost, "
         f"weights identical: {report['weights_identical']}"
