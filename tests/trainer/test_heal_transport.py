@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -82,32 +83,8 @@ def test_the_reference_trainers_transport_refuses_it_and_runs_nothing(hostile_pe
     assert not marker.exists()
 
 
-def test_a_real_trainers_state_heals_through_it_bit_identical() -> None:
-    """Model, AdamW state after a step (tensors, floats, tuples, bools, None), the data cursor and torchft's
-    own counters: all of it loads with weights_only=True, through the transport's own server."""
-    cfg = ModelConfig(dim=32, layers=1, heads=2, seq_len=8, batch_size=2)
-    model = build_model(cfg)
-    optim = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    lm_loss(model, torch.randint(0, cfg.vocab_size, (2, 9))).backward()
-    optim.step()
-    state = TrainState(model=model, optim=optim, replica_id=1, cursor=42)
-    sent = {"user": {"default": state.state_dict()}, "torchft": {"step": 3, "batches_committed": 6}}
-    sender, receiver = weights_only_http_transport(TIMEOUT), weights_only_http_transport(TIMEOUT)
-    try:
-        sender.send_checkpoint([1], 3, sent, TIMEOUT)
-        got = receiver.recv_checkpoint(0, sender.metadata(), 3, TIMEOUT)
-    finally:
-        sender.shutdown()
-        receiver.shutdown()
-    assert got["torchft"] == {"step": 3, "batches_committed": 6}
-    received = got["user"]["default"]
-    assert received["data"] == {"cursor": 42} and received["sender"] == {"replica_id": 1}
-    assert received["optim"]["param_groups"] == optim.state_dict()["param_groups"]
-    for name, t in model.state_dict().items():
-        assert torch.equal(received["model"][name], t), name
-
-
 def trained_state(seed: int, cursor: int) -> TrainState:
+    """A reference trainer's state after one AdamW step."""
     torch.manual_seed(seed)
     cfg = ModelConfig(dim=32, layers=1, heads=2, seq_len=8, batch_size=2)
     model = build_model(cfg)
@@ -117,6 +94,32 @@ def trained_state(seed: int, cursor: int) -> TrainState:
     return TrainState(model=model, optim=optim, replica_id=seed, cursor=cursor)
 
 
+def heal(sent: dict[str, object], receive_into: Callable[[], object] | None = None) -> Any:
+    """`sent` served by one reference-trainer transport and received by another, as torchft's Manager does."""
+    sender = weights_only_http_transport(TIMEOUT)
+    receiver = weights_only_http_transport(TIMEOUT, receive_into=receive_into)
+    try:
+        sender.send_checkpoint([1], 3, sent, TIMEOUT)
+        return receiver.recv_checkpoint(0, sender.metadata(), 3, TIMEOUT)
+    finally:
+        sender.shutdown()
+        receiver.shutdown()
+
+
+def test_a_real_trainers_state_heals_through_it_bit_identical() -> None:
+    """Model, AdamW state after a step (tensors, floats, tuples, bools, None), the data cursor and torchft's
+    own counters: all of it loads with weights_only=True, through the transport's own server."""
+    state = trained_state(1, 42)
+    model, optim = state.model, state.optim
+    got = heal({"user": {"default": state.state_dict()}, "torchft": {"step": 3, "batches_committed": 6}})
+    assert got["torchft"] == {"step": 3, "batches_committed": 6}
+    received = got["user"]["default"]
+    assert received["data"] == {"cursor": 42} and received["sender"] == {"replica_id": 1}
+    assert received["optim"]["param_groups"] == optim.state_dict()["param_groups"]
+    for name, t in model.state_dict().items():
+        assert torch.equal(received["model"][name], t), name
+
+
 def test_a_heal_lands_in_the_trainers_own_tensors_and_loads_without_a_copy() -> None:
     """The healing trainer's weights and AdamW moments receive the peer's bytes where they are: the tensors it
     gets back share its memory, and its load_state_dict leaves it equal to the peer."""
@@ -124,15 +127,7 @@ def test_a_heal_lands_in_the_trainers_own_tensors_and_loads_without_a_copy() -> 
     sent = {"user": {"default": peer.state_dict()}, "torchft": {"step": 3}}
     own = {name: t.data_ptr() for name, t in healing.model.state_dict().items()}
     moments = [s["exp_avg"].data_ptr() for s in healing.optim.state.values()]
-    sender = weights_only_http_transport(TIMEOUT)
-    receiver = weights_only_http_transport(TIMEOUT, receive_into=healing.receive_into)
-    try:
-        sender.send_checkpoint([1], 3, sent, TIMEOUT)
-        got = receiver.recv_checkpoint(0, sender.metadata(), 3, TIMEOUT)
-    finally:
-        sender.shutdown()
-        receiver.shutdown()
-    received = got["user"]["default"]
+    received = heal(sent, healing.receive_into)["user"]["default"]
     assert {n: t.data_ptr() for n, t in received["model"].items()} == own
     assert [s["exp_avg"].data_ptr() for s in received["optim"]["state"].values()] == moments
     healing.load_state_dict(received)
