@@ -1160,6 +1160,15 @@ class NodeConfig(Strict):
         description="Head role: a node whose slurmd is silent this long is drained and its lamplighter groups "
         "moved; it is marked down only if Slurm too reports it not responding.",
     )
+    head_probe_sweep: int = Field(
+        8,
+        ge=0,
+        le=100_000,
+        description="Head role, with cluster_status_dir: the compute daemons probe each other's slurmd (two "
+        "each) and report the silent ones, and the head probes each cycle only those, the nodes it holds silent, "
+        "and this many others in turn (so its cycle does not grow with the cluster, and a node whose watchers "
+        "died with it is still found within nodes / this cycles); 0: the head probes every node every cycle.",
+    )
     slurm_poll_s: float = Field(
         5.0,
         ge=0,

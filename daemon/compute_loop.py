@@ -53,6 +53,7 @@ from lamplighter.daemon.job_table import JobTable, table_max_age_s
 from lamplighter.daemon.job_watch import Fetch, JobWatch, trainer_proc
 from lamplighter.daemon.lighthouse_reads import LighthouseReads, lighthouse_place
 from lamplighter.daemon.metrics import DaemonMetrics
+from lamplighter.daemon.neighbour_watch import NeighbourWatch
 from lamplighter.daemon.node_checks import NodeChecks
 from lamplighter.daemon.node_policy import (
     REASON_PREFIX,
@@ -154,6 +155,7 @@ class ComputeLoop:
     read_settings: Callable[[str | None, int], JobSettings] = read_job_settings
     links: LinkReader | None = None  # tests: a sys tree of their own; default: node.yaml's network links in /sys
     job_table: JobTable | None = None  # the head's published jobs; default: cluster_status_dir's, when set
+    neighbours: NeighbourWatch | None = None  # slurmd watch for the head; default: cluster_status_dir's, when set
     policy: NodePolicyState = field(default_factory=NodePolicyState)
     trainers: dict[tuple[int, int], NodeTrainer] = field(default_factory=dict)  # every verified process here
     cycles: int = 0
@@ -184,6 +186,8 @@ class ComputeLoop:
         self.fencing = StaleWatch()
         if self.job_table is None and self.cfg.cluster_status_dir:
             self.job_table = JobTable(Path(self.cfg.cluster_status_dir), table_max_age_s(self.cfg.slurm_poll_s))
+        if self.neighbours is None and self.cfg.cluster_status_dir:
+            self.neighbours = NeighbourWatch(Path(self.cfg.cluster_status_dir), self.node, clock=self.clock)
         self.slurm_asked = 0  # batched job queries this daemon sent slurmctld (the table spares most)
         self._unknown: dict[int, float] = {}  # job id Slurm does not know -> not asked again before this time
         self.lighthouse_reads = LighthouseReads(
@@ -209,6 +213,8 @@ class ComputeLoop:
     # -- the cycle -----------------------------------------------------------------
 
     def cycle(self) -> list[dict[str, Any]]:
+        if self.neighbours is not None:
+            self.neighbours.cycle()
         now = self.clock()
         slow = self.cycles % self.slow_every == 0
         self._adopt(self.scanner.scan(), now, slow)
@@ -634,9 +640,12 @@ class ComputeLoop:
             "gpus": [{"gpu": g.gpu, "status": g.status, "kind": g.kind, "reason": g.reason} for g in self.last_gpus],
             "policy": self.policy.to_json(),
             "vm_faults": self.policy.vm_faults_json(),
+            "silent_neighbours": {} if self.neighbours is None else dict(self.neighbours.silent),
         }
 
     def close(self) -> None:
+        if self.neighbours is not None:
+            self.neighbours.close()
         self.exits.close()
         if self.gpus is not None:
             self.gpus.close()

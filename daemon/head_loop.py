@@ -2,9 +2,11 @@
 
 Slurm marks a dead node DOWN only after SlurmdTimeout (300 s by default):
 until then the group's job stays RUNNING on a node that is gone. The head
-daemon probes the slurmd of every node that runs a lamplighter job (TCP
+daemon probes the slurmd of the nodes that run a lamplighter job (TCP
 connect to NodeAddr:Port from `scontrol show nodes`), all at once, so that a
-cycle waits one probe timeout however many nodes are silent. A node that refuses or
+cycle waits one probe timeout however many nodes are silent; with a shared
+cluster_status_dir, only those the compute daemons report silent and a few in
+turn (neighbour_watch.py), so that its cycle does not grow with the cluster. A node that refuses or
 ignores the connection for `node_silence_s` is a node-wide matter, and its
 probe alone (a busy accept queue, a blip on the head's own link) is no
 node-wide evidence:
@@ -45,6 +47,7 @@ from lamplighter.daemon.failed_jobs import group_of, judge, read_attempt, run_di
 from lamplighter.daemon.held_jobs import to_release
 from lamplighter.daemon.job_table import publish, table_doc
 from lamplighter.daemon.metrics import DaemonMetrics
+from lamplighter.daemon.neighbour_watch import publish_ring, read_suspects, sweep
 from lamplighter.daemon.node_policy import REASON_PREFIX, NodeAction
 from lamplighter.slurm.actions import ENDED_STATES, FAILED_STATES, SlurmApi
 from lamplighter.slurm.hostlist import expand_hostlist
@@ -74,10 +77,12 @@ def decide_nodes(
     history: Iterable[tuple[float, str]],
     cfg: NodeConfig,
     groups_on: Mapping[str, list[tuple[int, str]]] | None = None,
+    cluster_size: int | None = None,
 ) -> list[NodeAction]:
     """Pure: for nodes silent for node_silence_s and not down: mark_down when Slurm too sees the node not
     responding, else drain it and requeue the lamplighter group jobs on it (`groups_on`: node -> (job id,
-    name)); within the rate limit either way."""
+    name)); within the rate limit either way, of `cluster_size` nodes (default: those given). And resume the
+    nodes drained for silence that answer again."""
     out: list[NodeAction] = []
     hist = list(history)
     for name, back in sorted(nodes.items()):
@@ -103,7 +108,9 @@ def decide_nodes(
             if ours:  # drained by us already: its groups still there get moved (each once)
                 out += _move_groups(now, name, silent, observation, groups_on)
             continue
-        allowed, limit = may_drain(now, hist, len(nodes), cfg.max_drain_fraction, cfg.drain_window_s, node=name)
+        allowed, limit = may_drain(
+            now, hist, cluster_size or len(nodes), cfg.max_drain_fraction, cfg.drain_window_s, node=name
+        )
         what = "MARKING {} DOWN" if slurm_sees else "DRAINING {}"
         if not allowed:
             out.append(NodeAction("log", name, f"NOT {what.format(name)} although its {silent}: {limit}", observation))
@@ -135,6 +142,35 @@ def _move_groups(
     return out
 
 
+@dataclass(frozen=True)
+class Ring:
+    """What the head watches, derived once per read of Slurm, not every cycle."""
+
+    where: dict[str, tuple[str, int]]  # node running a lamplighter job, or drained for silence -> its slurmd
+    silence_drained: set[str]
+    jobs_on: dict[str, list[tuple[int, str]]]  # node -> the lamplighter group jobs running there (id, name)
+
+
+def watch_ring(queue: list[QueueEntry], nodes: dict[str, NodeInfo]) -> Ring:
+    """Pure: the nodes to watch (those running a lamplighter job, and those drained for silence: resumed once
+    they answer), each with its slurmd's address, and the group jobs on each."""
+    running = [j for j in queue if j.state == "RUNNING"]
+    jobs_on: dict[str, list[tuple[int, str]]] = {}
+    watched: set[str] = set()
+    for j in running:
+        for name in expand_hostlist(j.nodes):
+            watched.add(name)
+            if group_of(j.name) is not None:
+                jobs_on.setdefault(name, []).append((j.job_id, j.name))
+    drained = {n for n, i in nodes.items() if i.is_drained and (i.reason or "").startswith(silence_reason(n))}
+    where = {
+        name: (info.fields.get("NodeAddr") or name, int(info.fields.get("Port") or 6818))
+        for name in sorted(watched | drained)
+        if (info := nodes.get(name)) is not None
+    }
+    return Ring(where, drained & set(where), jobs_on)
+
+
 @dataclass
 class HeadLoop:
     cfg: NodeConfig
@@ -153,6 +189,9 @@ class HeadLoop:
     # Which nodes' slurmd (address, port) answer within the timeout (tests: a stand-in).
     probe: Callable[[list[tuple[str, int]], float], set[tuple[str, int]]] = answering
     _view: tuple[list[QueueEntry], dict[str, NodeInfo]] | None = None  # Slurm's queue and nodes, last read
+    _ring: Ring | None = None  # what the head watches, derived from the last read
+    _published_ring: dict[str, tuple[str, int]] | None = None
+    _sweep_at: int = 0
     _read_at: float | None = None
 
     def __post_init__(self) -> None:
@@ -165,40 +204,35 @@ class HeadLoop:
         now = self.clock()
         if self._slurm_due(now) and not self._read_slurm(now):
             return []
-        if self._view is None:
+        if self._view is None or self._ring is None:
             return []
         queue, nodes = self._view
-        jobs = [j for j in queue if j.state == "RUNNING"]
-        watched = {name for j in jobs for name in expand_hostlist(j.nodes)}
-        # Nodes it drained for silence are probed on: resumed once they answer (decide_nodes).
-        watched |= {n for n, i in nodes.items() if i.is_drained and (i.reason or "").startswith(silence_reason(n))}
-        probe_timeout = min(1.0, self.cfg.node_silence_s / 2)
+        ring = self._ring
         for name in list(self.silent_since):
-            if name not in watched:
+            if name not in ring.where:
                 del self.silent_since[name]
-        where = {
-            name: (info.fields.get("NodeAddr") or name, int(info.fields.get("Port") or 6818))
-            for name in sorted(watched)
-            if (info := nodes.get(name)) is not None
-        }
-        heard = self.probe(list(where.values()), probe_timeout)  # all at once: one timeout, however many are silent
-        for name, addr in where.items():
+        probed = self._to_probe(now, ring)
+        addrs = {name: ring.where[name] for name in probed}
+        heard = self.probe(list(addrs.values()), min(1.0, self.cfg.node_silence_s / 2))  # all at once: one timeout
+        for name, addr in addrs.items():
             if addr in heard:
                 self.silent_since.pop(name, None)
             else:
                 self.silent_since.setdefault(name, now)
         now = self.clock()
-        groups_on: dict[str, list[tuple[int, str]]] = {}
-        for j in jobs:
-            if group_of(j.name) is not None and (j.job_id, self._restarts_of(j.job_id)) not in self.moved:
-                for name in expand_hostlist(j.nodes):
-                    groups_on.setdefault(name, []).append((j.job_id, j.name))
+        # Only the nodes a decision can touch: the silent ones, and the ones drained for silence (to resume).
+        involved = {n: nodes[n] for n in set(self.silent_since) | ring.silence_drained if n in nodes}
+        groups_on = {
+            node: [(j, name) for j, name in ring.jobs_on.get(node, []) if (j, self._restarts_of(j)) not in self.moved]
+            for node in self.silent_since
+        }
         history = self.executor.state.drain_history()
-        actions = decide_nodes(now, self.silent_since, nodes, history, self.cfg, groups_on)
+        actions = decide_nodes(now, self.silent_since, involved, history, self.cfg, groups_on, len(nodes))
         self.cycles += 1
         if not actions:
             return []
         results = self.executor.execute(now, actions)
+        jobs = [j for j in queue if j.state == "RUNNING"]
         for a, r in zip(actions, results, strict=True):
             if a.kind == "mark_down" and r["outcome"] in ("ok", "observed"):
                 self.last_marked.append(a.target)
@@ -207,6 +241,18 @@ class HeadLoop:
             if a.kind == "requeue" and a.target.isdigit():
                 self.moved.add((int(a.target), self._restarts_of(int(a.target))))
         return results
+
+    def _to_probe(self, now: float, ring: Ring) -> set[str]:
+        """Every watched node when the compute daemons cannot watch each other (no shared folder, or
+        head_probe_sweep 0); else what they report silent, what the head holds silent or drained for silence,
+        and the sweep's next few (neighbour_watch.py)."""
+        names = sorted(ring.where)
+        if not self.cfg.cluster_status_dir or self.cfg.head_probe_sweep <= 0:
+            return set(names)
+        reported = read_suspects(Path(self.cfg.cluster_status_dir), now)
+        turn, self._sweep_at = sweep(names, self._sweep_at, self.cfg.head_probe_sweep)
+        own = set(self.silent_since) | ring.silence_drained | set(turn) | set(reported)
+        return own & set(names)
 
     def _slurm_due(self, now: float) -> bool:
         """Slurm is read every slurm_poll_s, and every cycle while it is needed now: a node is silent (a move
@@ -227,6 +273,7 @@ class HeadLoop:
             return False
         queue = [queue_entry(r) for r in records if r.state not in ENDED_STATES]
         self._view, self._read_at = (queue, nodes), now
+        self._ring = watch_ring(queue, nodes)
         self._restarts = {r.job_id: r.restarts for r in records}
         if self.cfg.cluster_status_dir:
             infos = {r.job_id: r for r in records}
@@ -234,6 +281,12 @@ class HeadLoop:
                 publish(Path(self.cfg.cluster_status_dir), table_doc(now, self.cfg.node_name or "head", infos))
             except OSError as e:
                 log.warning("head: cannot publish the job table to %s: %s", self.cfg.cluster_status_dir, e)
+            if self._ring.where != self._published_ring and self.cfg.head_probe_sweep > 0:
+                try:
+                    publish_ring(Path(self.cfg.cluster_status_dir), self.cfg.node_name or "head", self._ring.where)
+                    self._published_ring = dict(self._ring.where)
+                except OSError as e:
+                    log.warning("head: cannot publish the ring to %s: %s", self.cfg.cluster_status_dir, e)
         self._release_held(now, queue)
         self._requeue_failed(now, [r for r in records if r.state in FAILED_STATES])
         return True
