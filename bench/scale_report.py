@@ -28,8 +28,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from bench.line_fit import fit_line
 from bench.results_io import RESULTS, environment
-from bench.slurm_rpc_scale import fit_line as least_squares
 
 NOT_MEASURED = {
     "detect_to_action_s.kill": "no size killed a group's task: a trainer's exit is measured by the soak and "
@@ -40,24 +40,6 @@ NOT_MEASURED = {
 def _load(folder: Path, name: str) -> dict[str, Any] | None:
     path = folder / f"{name}.json"
     return json.loads(path.read_text()) if path.exists() else None
-
-
-def fit_line(xs: list[float], ys: list[float], resolution: float | None = None) -> dict[str, Any] | None:
-    """Least squares y = a + b x, projected; None with fewer than two distinct xs. `resolution`: the
-    smallest change the measure can show (one RPC in the counting window): a line that changes by less over
-    the sizes measured is flat, its value their mean, not a slope that a projection would multiply."""
-    if len(set(xs)) < 2:
-        return None
-    a, b = least_squares(xs, ys)
-    if resolution is not None and abs(b) * (max(xs) - min(xs)) < resolution:
-        a, b = sum(ys) / len(ys), 0.0
-        flat = {str(n): a for n in (1_000, 10_000)}
-        return {"fixed": a, "per_unit": b, "over": xs, "falling": False, "flat_within": resolution, "projected": flat}
-    # A measure that falls with the count is projected at its largest size's value, not down the line: a
-    # per-host rate that falls as one placer's share spreads cannot fall below its own renewals.
-    last = ys[max(range(len(xs)), key=lambda i: xs[i])]
-    projected = {str(n): (a + b * n if b > 0 else last) for n in (1_000, 10_000)}
-    return {"fixed": a, "per_unit": b, "over": xs, "falling": b <= 0, "projected": projected}
 
 
 def nodes_records(rpc: dict[str, Any] | None, etcd: dict[str, Any] | None) -> list[dict[str, Any]]:

@@ -40,6 +40,7 @@ from typing import Any
 
 import psutil
 
+from bench.line_fit import fit_line
 from bench.results_io import RESULTS, environment, spread
 from lamplighter.configs.slurm_names import group_job_name
 from lamplighter.daemon.status_socket import StatusError, read_status
@@ -72,17 +73,6 @@ def lamplighter_rate(by_type_per_s: dict[str, float]) -> float:
     return sum(v for k, v in by_type_per_s.items() if k not in SLURM_OWN)
 
 
-def fit_line(xs: list[float], ys: list[float]) -> tuple[float, float]:
-    """Least squares y = a + b x (two or more distinct xs): (a, b)."""
-    n = len(xs)
-    mx, my = sum(xs) / n, sum(ys) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
-    if sxx == 0:
-        raise ValueError("a line needs two distinct node counts")
-    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
-    return my - b * mx, b
-
-
 def cpu_s(pid: int) -> float:
     t = psutil.Process(pid).cpu_times()
     return float(t.user + t.system)
@@ -113,24 +103,26 @@ def by_sender(sd: Sdiag, jobs_user: str) -> dict[str, float]:
 
 
 def fit(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """lamplighter's RPCs/s as a line in the node count, projected; None with fewer than two sizes. Every
-    size counts, a CPU-starved one too: the count is root's alone, so the jobs' requeues and srun calls on
-    a starved lab are not in it (a row from before the per-user split is left out when starved)."""
+    """lamplighter's RPCs/s as a line in the node count, projected (flat when it changes by less than one
+    RPC in the counting window); None with fewer than two sizes. Every size counts, a CPU-starved one too:
+    the count is root's alone, so the jobs' requeues and srun calls on a starved lab are not in it (a row
+    from before the per-user split is left out when starved)."""
     kept = [
         r
         for r in rows
         if r.get("rpc_from") == "sdiag by user" or r.get("jobs_running_at_end", r["nodes"]) >= r["nodes"]
     ]
-    if len({r["nodes"] for r in kept}) < 2:
+    windows = [float(r["window_s"]) for r in kept if r.get("window_s")]
+    line = fit_line(
+        [float(r["nodes"]) for r in kept],
+        [r["lamplighter_rpc_per_s"] for r in kept],
+        1.0 / min(windows) if windows else None,
+        sizes=(64, 1_000, 10_000),
+    )
+    if line is None:
         return None
-    a, b = fit_line([float(r["nodes"]) for r in kept], [r["lamplighter_rpc_per_s"] for r in kept])
-    return {
-        "fixed": a,
-        "per_node": b,
-        "over_nodes": [r["nodes"] for r in kept],
-        "projected": {str(n): a + b * n for n in (64, 1_000, 10_000)},
-        "goal": 1.0,  # #31: all of lamplighter at most 1 slurmctld RPC a second, whatever the node count
-    }
+    # #31: all of lamplighter at most 1 slurmctld RPC a second, whatever the node count
+    return {**line, "over_nodes": [r["nodes"] for r in kept], "goal": 1.0}
 
 
 def head_cycles(sock: Path, window_s: float) -> list[float]:
@@ -297,8 +289,9 @@ def main(argv: list[str] | None = None) -> int:
 def write(out: Path, result: dict[str, Any], rows: list[dict[str, Any]]) -> None:
     line = fit(rows)
     if line is not None:
-        a, b = line["fixed"], line["per_node"]
-        print(f"lamplighter's RPCs/s ~ {a:.2f} + {b:.3f} x nodes: {a + b * 1000:.0f} at 1,000 nodes", flush=True)
+        a, b = line["fixed"], line["per_unit"]
+        at = line["projected"]["1000"]
+        print(f"lamplighter's RPCs/s ~ {a:.2f} + {b:.4f} x nodes: {at:.2f} at 1,000 nodes", flush=True)
     result["fit_lamplighter_rpc_per_s"] = line
     result["nodes"] = rows
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -40,6 +40,7 @@ from typing import Any
 import yaml
 
 from bench.jobspec import BUILD, REPO
+from bench.line_fit import least_squares
 from bench.results_io import RESULTS, spread, write_result
 from lamplighter.trainer.steplog import StepRecord, read_steps
 
@@ -180,10 +181,8 @@ def fit(points: list[tuple[int, float]]) -> dict[str, float] | None:
     """Least squares stall = base + per_group * groups (pure)."""
     if len({g for g, _ in points}) < 2:
         return None
-    xs, ys = [float(g) for g, _ in points], [s for _, s in points]
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
-    return {"base_s": round(my - slope * mx, 4), "per_group_s": round(slope, 5)}
+    base, slope = least_squares([float(g) for g, _ in points], [s for _, s in points])
+    return {"base_s": round(base, 4), "per_group_s": round(slope, 5)}
 
 
 def run_size(groups: int, kinds: list[str], n: int, gap_s: float, root: Path, python: str) -> dict[str, Any]:
