@@ -73,6 +73,10 @@ def nodes_records(rpc: dict[str, Any] | None, etcd: dict[str, Any] | None) -> li
                 "head_cycle_s": None if r is None or not r.get("head_cycle_s") else r["head_cycle_s"]["median"],
                 "head_cycle_s_max": None if r is None or not r.get("head_cycle_s") else r["head_cycle_s"]["max"],
                 "detect_to_action_s": None if r is None else r.get("detect_to_action_s"),
+                # lamplighter's slurmctld RPCs one fault cost over the steady state, to 10 s after its action.
+                "slurmctld_rpc_per_fault": None
+                if r is None or not r.get("rpc_per_fault")
+                else {k: v["lamplighter"] for k, v in r["rpc_per_fault"].items()},
             }
         )
     return out
@@ -195,6 +199,22 @@ def render_block_of(rep: dict[str, Any]) -> str:
             f"| {_num(d2a.get('kill'), '.2f', ' s')} | {_num(d2a.get('gpu_fault'), '.2f', ' s')} "
             f"| {_num(d2a.get('node_crash'), '.2f', ' s')} |"
         )
+    per_fault = [r for r in rep["nodes"] if r.get("slurmctld_rpc_per_fault")]
+    if per_fault:
+        out += [
+            "",
+            "slurmctld RPCs one fault cost lamplighter, over its steady state (an `sdiag -r` at the fault, read 10 s "
+            "after the first action on it):",
+            "",
+            "| nodes | trainer killed | GPU fault | node crash |",
+            "|---|---|---|---|",
+        ]
+        for r in per_fault:
+            f = r["slurmctld_rpc_per_fault"]
+            out.append(
+                f"| {r['nodes']} | {_num(f.get('kill'), '.0f')} | {_num(f.get('gpu_fault'), '.0f')} "
+                f"| {_num(f.get('node_crash'), '.0f')} |"
+            )
     fits = rep["fits"]
     out += [
         "",

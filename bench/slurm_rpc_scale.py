@@ -8,7 +8,8 @@ each node daemon has a group to watch. After a settling time, `sdiag -r`, a wind
 slurmctld's own count of the RPCs it served, by type and by user, per second (sdiag's own aside; the
 lab's harness sends none during the window), and each daemon's CPU and RSS; the head's cycle time
 (its status' cycle_s, sampled each second of the window). Then three faults, and the time from each
-to lamplighter's first action on it in the daemons' action logs: group 1's task (its `sleep` carries a
+to lamplighter's first action on it in the daemons' action logs, and the RPCs each cost (an `sdiag -r`
+at the fault, read AFTER_ACTION_S after that action, less the steady state): group 1's task (its `sleep` carries a
 rank, as a trainer's process does, so its node daemon watches it) is killed; a GPU of the first
 compute node reports an uncorrectable ECC error (drain); the last compute node crashes (the head
 drains it or marks it down).
@@ -154,22 +155,62 @@ def first_action(lab: Any, since: float, target: str, kinds: tuple[str, ...] | N
     return None
 
 
-def faults(lab: Any, victim_job: str) -> dict[str, float | None]:
+AFTER_ACTION_S = 10.0  # a fault's RPCs are counted to this long after lamplighter's first action on it
+
+
+def fault_rpcs(sd: Sdiag, jobs_user: str, steady: dict[str, Any]) -> dict[str, Any]:
+    """Pure: the RPCs one fault cost, from an sdiag reset just before it and read AFTER_ACTION_S after
+    lamplighter's first action on it: lamplighter's (root's, as by_sender counts them) and the jobs' own,
+    each less what the steady state (`steady`: a row's rpc_per_s_by_sender and by_type_per_s) sends in as
+    long; by type, every type's count over its steady rate (all senders: sdiag does not split types by user)."""
+    span = max(1, sd.seconds)
+    senders = by_sender(sd, jobs_user)
+    base = steady["rpc_per_s_by_sender"]
+    over = {
+        k: round(s.count - steady["by_type_per_s"].get(k, 0.0) * span, 1)
+        for k, s in sd.by_type.items()
+        if k != OWN and s.count - steady["by_type_per_s"].get(k, 0.0) * span >= 0.5
+    }
+    return {
+        "span_s": span,
+        "lamplighter": round((senders["lamplighter"] - base["lamplighter"]) * span, 1),
+        "jobs_user": round((senders["jobs_user"] - base["jobs_user"]) * span, 1),
+        "by_type_over_steady": dict(sorted(over.items(), key=lambda kv: -kv[1])),
+    }
+
+
+def faults(lab: Any, cli: Any, user: str, victim_job: str, steady: dict[str, Any]) -> dict[str, Any]:
     """A trainer killed on the second compute node (its daemon sees it exit and acts on its job), a GPU fault
     on the first (its daemon drains it) and a crash of the last (the head drains it or marks it down): the
-    time from each to lamplighter's first action on it, from the action logs."""
+    time from each to lamplighter's first action on it, from the action logs, and the slurmctld RPCs each
+    cost (fault_rpcs)."""
     gpu_node, crash_node = lab.compute[0], lab.compute[-1]
-    t = time.time()
-    for st in trainer_procs(JOB, VICTIM):
-        os.kill(st.pid, signal.SIGKILL)
-    kill = first_action(lab, t, victim_job, None, 60)
-    t = time.time()
-    gpu_inject(StateDir(lab.gpusim_root / gpu_node), 0, "ecc-uncorrectable")
-    gpu = first_action(lab, t, gpu_node, ("drain",), 60)
-    t = time.time()
-    lab.cluster.crash_node(crash_node)
-    crash = first_action(lab, t, crash_node, ("drain", "mark_down"), 60)
-    return {"kill": kill, "gpu_fault": gpu, "node_crash": crash}
+
+    def kill() -> None:
+        for st in trainer_procs(JOB, VICTIM):
+            os.kill(st.pid, signal.SIGKILL)
+
+    plan: list[tuple[str, Any, str, tuple[str, ...] | None]] = [
+        ("kill", kill, victim_job, None),
+        (
+            "gpu_fault",
+            lambda: gpu_inject(StateDir(lab.gpusim_root / gpu_node), 0, "ecc-uncorrectable"),
+            gpu_node,
+            ("drain",),
+        ),
+        ("node_crash", lambda: lab.cluster.crash_node(crash_node), crash_node, ("drain", "mark_down")),
+    ]
+    times: dict[str, float | None] = {}
+    rpcs: dict[str, Any] = {}
+    for kind, strike, target, kinds in plan:
+        cli.run("sdiag", "-r")
+        t = time.time()
+        strike()
+        times[kind] = first_action(lab, t, target, kinds, 60)
+        # A counting window after the action, for what follows it (a requeue's start, the head's reads).
+        time.sleep(max(0.0, t + (times[kind] or 0.0) + AFTER_ACTION_S - time.time()))
+        rpcs[kind] = fault_rpcs(parse_sdiag(cli.run("sdiag")), user, steady)
+    return {"detect_to_action_s": times, "rpc_per_fault": rpcs}
 
 
 def submit_as(cli: Any, user: str, *sbatch_args: str) -> str:
@@ -221,7 +262,7 @@ def measure(folder: Path, nodes: int, settle_s: float, window_s: float, user: st
             states = cli.run("squeue", "--noheader", "-o", "%T").split()
             rates = sd.per_second()
             compute_cpu = [(cpu1[n] - cpu0[n]) / window_s for n in lab.compute if n in pids]
-            return {
+            row = {
                 "nodes": nodes,
                 "node_network": "a namespace per node" if netns else "the host's loopback",
                 "window_s": sd.seconds,
@@ -242,8 +283,8 @@ def measure(folder: Path, nodes: int, settle_s: float, window_s: float, user: st
                 "jobs_running_at_end": states.count("RUNNING"),
                 "actions_logged": sum(len(p.read_text().splitlines()) for p in lab.action_logs()),
                 "head_cycle_s": spread(cycles) if cycles else None,
-                "detect_to_action_s": faults(lab, job_ids[VICTIM]),
             }
+            return {**row, **faults(lab, cli, user, job_ids[VICTIM], row)}
         finally:
             try:
                 for job_id in lab.cluster.cli().run("squeue", "--noheader", "-o", "%i").split():

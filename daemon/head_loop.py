@@ -255,11 +255,25 @@ class HeadLoop:
         return own & set(names)
 
     def _slurm_due(self, now: float) -> bool:
-        """Slurm is read every slurm_poll_s, and every cycle while it is needed now: a node is silent (a move
-        may be due), or a failed group job awaits the end of its grace."""
-        if self._read_at is None or now - self._read_at >= self.cfg.slurm_poll_s or self.silent_since:
+        """Slurm is read every slurm_poll_s, and every cycle while it is needed now: a silent node awaits a
+        decision (a drain or a move may be due), or a failed group job awaits the end of its grace. A node
+        already down, someone else's drain, or drained by the head with its groups moved awaits nothing:
+        a node dead for days must not hold the head at a read every cycle."""
+        if self._read_at is None or now - self._read_at >= self.cfg.slurm_poll_s:
+            return True
+        if any(self._awaits_decision(name) for name in self.silent_since):
             return True
         return any(t != float("inf") and now < t + FAILED_GRACE_S for t in self.not_before.values())
+
+    def _awaits_decision(self, name: str) -> bool:
+        if self._view is None or self._ring is None or (info := self._view[1].get(name)) is None:
+            return True
+        if info.is_down:
+            return False
+        if not info.is_drained:
+            return True
+        ours = (info.reason or "").startswith(REASON_PREFIX)
+        return ours and any((j, self._restarts_of(j)) not in self.moved for j, _ in self._ring.jobs_on.get(name, []))
 
     def _read_slurm(self, now: float) -> bool:
         """Two reads of slurmctld: every lamplighter job it remembers (the queue, the failed jobs and their

@@ -246,3 +246,27 @@ def test_with_no_sweep_set_the_head_probes_every_node_every_cycle_as_before(tmp_
     head.cycle()
     assert [len(a) for a in probe.asked] == [12, 12]
     assert not (tmp_path / "status" / RING_FILE).exists()
+
+
+def test_a_node_drained_and_emptied_for_silence_does_not_hold_the_head_at_a_slurm_read_every_cycle(
+    tmp_path: Path,
+) -> None:
+    """Found counting the RPCs a node crash costs: the head read Slurm every cycle (6 RPCs a second) for as
+    long as any node it had drained stayed dead, which on a large cluster is always."""
+    clock = Now(1000.0)
+    head, slurm = head_with(tmp_path, clock, 8, sweep_size=0)
+    head.probe = probe = Probe()
+    reads: list[float] = []
+    real = slurm.all_jobs
+    slurm.all_jobs = lambda prefix: reads.append(clock.t) or real(prefix)  # type: ignore[method-assign]
+    head.cycle()
+    probe.dead = {"n005"}
+    acted = []
+    for _ in range(40):  # 20 s, a cycle every 0.5 s
+        clock.t += 0.5
+        acted += [(r["action"], r["target"]) for r in head.cycle()]
+    assert acted[0] == ("drain", "n005") and [a for a, _ in acted[1:]] == ["requeue"]
+    drained_at = next(t for t in reads if t > 1003.0)  # silent since 1000.5, node_silence_s 3
+    after = [t for t in reads if t > drained_at + 1.0]
+    assert len(after) <= 4, after  # every slurm_poll_s (5 s) once its group has moved, not every cycle
+    assert "n005" in head.silent_since  # still watched: resumed once it answers

@@ -84,6 +84,14 @@ def test_the_report_carries_every_size_and_leaves_what_was_not_measured_null(tmp
     assert again["nodes"][2]["slurm_lab_starved"] and again["nodes"][2]["slurmctld_rpc_by_user"]
     assert again["fits"]["slurmctld_rpc_per_s"]["over"] == [4.0, 16.0, 32.0]
     assert again["not_measured"] == {} and "| 1.10 s | 1.20 s | 3.50 s |" in sr.render_block_of(again)
+    assert "RPCs one fault cost" not in sr.render_block_of(again)  # a run from before counted none
+    rpc[0]["rpc_per_fault"] = {
+        k: {"lamplighter": v} for k, v in (("kill", 3.0), ("gpu_fault", 4.4), ("node_crash", 12.0))
+    }
+    write(tmp_path, "slurm_rpc_scale", {"nodes": rpc})
+    third = sr.build(tmp_path)
+    assert third["nodes"][0]["slurmctld_rpc_per_fault"] == {"kill": 3.0, "gpu_fault": 4.4, "node_crash": 12.0}
+    assert "| 4 | 3 | 4 | 12 |" in sr.render_block_of(third)
 
 
 def test_no_result_files_make_an_empty_report_not_an_error(tmp_path: Path, sr: ModuleType) -> None:

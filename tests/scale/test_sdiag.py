@@ -79,3 +79,29 @@ def test_every_size_counted_by_sender_is_in_the_line_and_a_starved_one_from_befo
     old = srs.fit([row(4, 7.6, 4, False), row(16, 12.4, 16, False), row(64, 17.0, 60, False)])
     assert old["over_nodes"] == [4, 16] and old["projected"]["1000"] == pytest.approx(406.0)
     assert srs.fit([row(4, 7.6, 4, False), row(64, 17.0, 60, False)]) is None
+
+
+def test_a_faults_rpcs_are_what_its_window_counted_over_the_steady_state(srs: ModuleType) -> None:
+    steady = {
+        "rpc_per_s_by_sender": {"lamplighter": 0.8, "jobs_user": 0.0},
+        "by_type_per_s": {"REQUEST_JOB_INFO": 0.4, "REQUEST_NODE_INFO": 0.2, "MESSAGE_NODE_REGISTRATION_STATUS": 0.1},
+    }
+    by_type = {
+        k: RpcStat(k, 0, n, 1, 1)
+        for k, n in (
+            ("REQUEST_JOB_INFO", 14),  # 4 in 10 s at steady state: 10 over
+            ("REQUEST_NODE_INFO", 2),  # as steady
+            ("REQUEST_UPDATE_NODE", 1),  # the drain
+            ("MESSAGE_NODE_REGISTRATION_STATUS", 1),  # Slurm's own, as steady
+            ("REQUEST_STATS_INFO", 2),  # sdiag's
+        )
+    }
+    users = {"root": RpcStat("root", 0, 20, 1, 1), "alice": RpcStat("alice", 1001, 3, 1, 1)}
+    cost = srs.fault_rpcs(Sdiag(at=110, since=100, by_type=by_type, by_user=users), "alice", steady)
+    # root's 20, less Slurm's 1 and sdiag's 2: 17 in 10 s, against 8 at steady state.
+    assert cost == {
+        "span_s": 10,
+        "lamplighter": 9.0,
+        "jobs_user": 3.0,
+        "by_type_over_steady": {"REQUEST_JOB_INFO": 10.0, "REQUEST_UPDATE_NODE": 1.0},
+    }
