@@ -43,6 +43,7 @@ import psutil
 
 from bench.line_fit import fit_line
 from bench.results_io import RESULTS, environment, spread
+from lamplighter.configs.schema import NodeConfig
 from lamplighter.configs.slurm_names import group_job_name
 from lamplighter.daemon.status_socket import StatusError, read_status
 from lamplighter.gpusim.inject import inject as gpu_inject
@@ -126,19 +127,23 @@ def fit(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     return {**line, "over_nodes": [r["nodes"] for r in kept], "goal": 1.0}
 
 
-def head_cycles(sock: Path, window_s: float) -> list[float]:
-    """The head daemon's last cycle duration (its status' cycle_s), read once a second for the window."""
-    out: list[float] = []
+def head_cycles(sock: Path, window_s: float) -> tuple[list[float], list[int]]:
+    """The head daemon's last cycle duration (its status' cycle_s) and how many nodes that cycle probed,
+    read once a second for the window."""
+    cycles: list[float] = []
+    probed: list[int] = []
     end = time.monotonic() + window_s
     while time.monotonic() < end:
         try:
-            cycle = read_status(sock, timeout=5).get("cycle_s")
+            st = read_status(sock, timeout=5)
         except (StatusError, OSError):
-            cycle = None
-        if isinstance(cycle, float | int):
-            out.append(float(cycle))
+            st = {}
+        if isinstance(st.get("cycle_s"), float | int):
+            cycles.append(float(st["cycle_s"]))
+        if isinstance(st.get("probed_last_cycle"), int):
+            probed.append(st["probed_last_cycle"])
         time.sleep(1.0)  # a sampling period, not a wait for anything
-    return out
+    return cycles, probed
 
 
 def first_action(lab: Any, since: float, target: str, kinds: tuple[str, ...] | None, timeout_s: float) -> float | None:
@@ -252,7 +257,7 @@ def measure(folder: Path, nodes: int, settle_s: float, window_s: float, user: st
             pids = {n: p for n, p in daemons.items() if p is not None}
             cpu0 = {n: cpu_s(p) for n, p in pids.items()}
             cli.run("sdiag", "-r")
-            cycles = head_cycles(lab.node_dir(lab.head) / "status.sock", window_s)  # the window, sampled each second
+            cycles, probed = head_cycles(lab.node_dir(lab.head) / "status.sock", window_s)  # sampled each second
             raw = cli.run("sdiag")
             (folder / "sdiag.txt").write_text(raw)  # what the counts came from
             sd = parse_sdiag(raw)
@@ -283,6 +288,8 @@ def measure(folder: Path, nodes: int, settle_s: float, window_s: float, user: st
                 "jobs_running_at_end": states.count("RUNNING"),
                 "actions_logged": sum(len(p.read_text().splitlines()) for p in lab.action_logs()),
                 "head_cycle_s": spread(cycles) if cycles else None,
+                "head_probed_per_cycle": spread([float(p) for p in probed]) if probed else None,
+                "head_probe_sweep": NodeConfig.model_fields["head_probe_sweep"].default,  # the lab's nodes keep it
             }
             return {**row, **faults(lab, cli, user, job_ids[VICTIM], row)}
         finally:

@@ -192,6 +192,7 @@ class HeadLoop:
     _ring: Ring | None = None  # what the head watches, derived from the last read
     _published_ring: dict[str, tuple[str, int]] | None = None
     _sweep_at: int = 0
+    probed_last: int = 0  # nodes the last cycle probed: what its duration grows with
     _read_at: float | None = None
 
     def __post_init__(self) -> None:
@@ -212,6 +213,7 @@ class HeadLoop:
             if name not in ring.where:
                 del self.silent_since[name]
         probed = self._to_probe(now, ring)
+        self.probed_last = len(probed)
         addrs = {name: ring.where[name] for name in probed}
         heard = self.probe(list(addrs.values()), min(1.0, self.cfg.node_silence_s / 2))  # all at once: one timeout
         for name, addr in addrs.items():
@@ -386,6 +388,8 @@ class HeadLoop:
             "role": "head",
             "cycles": self.cycles,
             "silent_nodes": dict(self.silent_since),
+            "probed_last_cycle": self.probed_last,
+            "watched_nodes": 0 if self._ring is None else len(self._ring.where),
             "marked_down": list(self.last_marked),
         }
 

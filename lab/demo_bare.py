@@ -341,14 +341,8 @@ class BareDemo:
         return target
 
     def etcd_requests(self) -> float:
-        """gRPC requests (unary and streams) every etcd member has served so far, from its own /metrics."""
         assert self.etcd is not None
-        total = 0.0
-        for m in self.etcd.members:
-            for line in self.etcd.metrics(m).splitlines():
-                if line.startswith("grpc_server_started_total{"):
-                    total += float(line.rsplit(" ", 1)[1])
-        return total
+        return self.etcd.requests_served()
 
     def down(self) -> None:
         if self.etcd is not None and self.admin is not None:

@@ -169,6 +169,11 @@ class EtcdCluster:
         with urllib.request.urlopen(m.client_url + "/metrics", timeout=5.0, context=self._ssl()) as r:
             return str(r.read().decode())
 
+    def requests_served(self) -> float:
+        """Requests (unary and streams: a watch counts once however long it lasts) every member has served so
+        far, from its own /metrics."""
+        return sum(started_total(self.metrics(m)) for m in self.members if m.proc is not None)
+
     def leader(self) -> int:
         """The index of the member that leads the cluster now (from each member's own status)."""
         ids: dict[str, int] = {}
@@ -229,3 +234,10 @@ class EtcdCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def started_total(metrics: str) -> float:
+    """Pure: the sum of grpc_server_started_total over every method, from a member's /metrics text."""
+    return sum(
+        float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines() if line.startswith("grpc_server_started_total{")
+    )

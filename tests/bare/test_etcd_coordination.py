@@ -13,7 +13,7 @@ from lamplighter.bare.host_lease import HostLease
 from lamplighter.bare.keys import Keys
 from lamplighter.bare.placement import Assignment, place
 from lamplighter.bare.placer import HostEntry, Placer
-from lamplighter.lab.etcd_cluster import EtcdCluster
+from lamplighter.lab.etcd_cluster import EtcdCluster, started_total
 
 pytestmark = pytest.mark.integration
 
@@ -176,3 +176,24 @@ def test_a_watch_sees_writes_after_its_revision_and_closes_while_the_cluster_is_
     watch._thread.join(timeout=10)
     assert not watch._thread.is_alive() and not watch.alive
     other.close()
+
+
+def test_etcds_own_count_of_requests_served_sees_each_request(
+    etcd: EtcdCluster, store: Store, request: pytest.FixtureRequest
+) -> None:
+    """What `make scale`'s bare-metal arm counts a host's requests by: the members' own metrics, not the client's."""
+    key = f"/count/{request.node.name}"
+    before = etcd.requests_served()
+    for i in range(3):
+        store.put(key, str(i))
+    assert store.get(key) is not None
+    assert etcd.requests_served() - before == 4
+    text = "\n".join(
+        [
+            "# TYPE grpc_server_started_total counter",
+            'grpc_server_started_total{grpc_method="Put",grpc_service="etcdserverpb.KV",grpc_type="unary"} 3',
+            'grpc_server_started_total{grpc_method="Watch",grpc_service="etcdserverpb.Watch",grpc_type="bidi_stream"} 1',
+            'grpc_server_handled_total{grpc_code="OK",grpc_method="Put",grpc_service="etcdserverpb.KV"} 3',
+        ]
+    )
+    assert started_total(text) == 4

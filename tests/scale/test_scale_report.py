@@ -97,3 +97,27 @@ def test_the_report_carries_every_size_and_leaves_what_was_not_measured_null(tmp
 def test_no_result_files_make_an_empty_report_not_an_error(tmp_path: Path, sr: ModuleType) -> None:
     report = sr.build(tmp_path)
     assert report["nodes"] == [] and report["lighthouse"] == [] and report["fits"]["etcd_req_per_host_s"] is None
+
+
+def test_the_heads_cycle_is_fitted_past_its_sweep_where_it_probes_a_fixed_number(
+    tmp_path: Path, sr: ModuleType
+) -> None:
+    def row(n: int, cycle_ms: float, probed: int) -> dict[str, object]:
+        return {
+            "nodes": n,
+            "lamplighter_rpc_per_s": 0.8,
+            "slurmctld_rpc_per_s": 1.0,
+            "head_cycle_s": {"median": cycle_ms / 1000, "min": 0.0, "max": 0.04, "n": 30},
+            "head_probed_per_cycle": {"median": probed, "min": probed, "max": probed, "n": 30},
+            "head_probe_sweep": 8,
+        }
+
+    write(tmp_path, "slurm_rpc_scale", {"nodes": [row(4, 0.95, 4), row(16, 1.85, 8), row(64, 1.9, 8)]})
+    report = sr.build(tmp_path)
+    line = report["fits"]["head_cycle_s"]
+    assert line["over"] == [16.0, 64.0] and line["projected"]["10000"] < 0.015  # not 0.12 s through all three
+    assert "1.9 [40] ms (8)" in sr.render_block_of(report)
+    # A run from before the sweep (every node probed) is fitted over every size, as it grew.
+    old = [{k: v for k, v in row(n, c, n).items() if k != "head_probe_sweep"} for n, c in ((4, 1), (16, 3), (64, 13))]
+    write(tmp_path, "slurm_rpc_scale", {"nodes": old})
+    assert sr.build(tmp_path)["fits"]["head_cycle_s"]["over"] == [4.0, 16.0, 64.0]
