@@ -93,19 +93,27 @@ def poll_job(
     timeout: float,
     what: str,
     interval: float = 0.05,
+    max_interval: float = 1.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> JobInfo:
-    """Poll `api.job(job_id)` until `cond` holds; raise TimeoutError naming the job and its last state."""
-    deadline = time.monotonic() + timeout
+    """Poll `api.job(job_id)` until `cond` holds; raise TimeoutError naming the job and its last state.
+
+    The interval doubles from `interval` to `max_interval`: a job that settles at once is seen at once, and
+    one that does not (COMPLETING on a dead node until Slurm marks it down) costs slurmctld about one
+    `scontrol show job` a second, not twenty: measured by make scale, a node crash cost 270-320 RPCs."""
+    deadline = clock() + timeout
     while True:
         info = api.job(job_id)
         if cond(info):
             return info
-        if time.monotonic() > deadline:
+        if clock() > deadline:
             raise TimeoutError(
                 f"job {job_id} ({info.name}): not {what} after {timeout:.1f} s; "
                 f"last state {info.state} (reason {info.reason}, nodes {info.node_list})"
             )
-        time.sleep(interval)
+        sleep(interval)
+        interval = min(max_interval, interval * 2)
 
 
 class SlurmActions:
