@@ -1,29 +1,28 @@
 """slurmctld RPCs lamplighter causes, and its times to act, against the node count (#31).
 
 The Slurm lab (lab/slurm_lab.py: a real slurmctld, one slurmd per node in a PID namespace,
-`lamplighter supervise` on every node as systemd would run it) with N compute nodes, and on each
-compute node one job shaped like a lamplighter group's (named ll-scale-g<i>, its step's task carrying
-LAMPLIGHTER_JOB and LAMPLIGHTER_REPLICA_ID; the task is `sleep`: no trainer, no Lighthouse), so that
-each node daemon has a group to watch. After a settling time, `sdiag -r`, a window, `sdiag`:
-slurmctld's own count of the RPCs it served, by type and by user, per second (sdiag's own aside; the
-lab's harness sends none during the window), and each daemon's CPU and RSS; the head's cycle time
-(its status' cycle_s, sampled each second of the window). Then three faults, and the time from each
-to lamplighter's first action on it in the daemons' action logs, and the RPCs each cost (an `sdiag -r`
-at the fault, read AFTER_ACTION_S after that action, less the steady state): group 1's task (its `sleep` carries a
-rank, as a trainer's process does, so its node daemon watches it) is killed; a GPU of the first
-compute node reports an uncorrectable ECC error (drain); the last compute node crashes (the head
-drains it or marks it down).
+`lamplighter supervise` on every node as systemd would run it) with N compute nodes, and one
+lamplighter job of N replica groups, one per compute node, submitted by a throwaway user with
+`lamplighter submit` (bench/scale_groups.py: its own Lighthouse job on the head, the in-job agent in
+every group job, and as trainer a torch-free replica speaking torchft's protocol to that Lighthouse).
+Once every group is in one quorum, after a settling time: `sdiag -r`, a window, `sdiag`: slurmctld's
+own count of the RPCs it served, by type and by user, per second (sdiag's own aside; the lab's harness
+sends none during the window), and each daemon's CPU and RSS; the head's cycle time and the nodes it
+probed (its status, sampled each second of the window). Then four faults, and the time from each to
+lamplighter's first action on it in the daemons' action logs, and the RPCs each cost (an `sdiag -r` at
+the fault, read AFTER_ACTION_S after that action, less the steady state): group 1's trainer is killed;
+group 2's hangs (SIGSTOP: its daemon sees its step stand still at the Lighthouse for the job's
+hang_timeout_s); a GPU of the first compute node reports an uncorrectable ECC error (drain); the last
+compute node crashes (the head drains it or marks it down).
 
-The jobs are submitted by a throwaway user (lab/throwaway_user.py, `runuser ... sbatch`), as a
-cluster's users submit theirs, so that sdiag's per-user section tells lamplighter's calls (root's, less
-the messages Slurm's own daemons send as root) from the jobs' own (their `srun`, and Slurm's requeues
-of them on a CPU-starved size): lamplighter_rpc_per_s is root's share, whatever the jobs do.
+sdiag's per-user section tells lamplighter's calls (root's, less the messages Slurm's own daemons send
+as root) from the job's own (the user's: its submission, the agents' and their srun calls):
+lamplighter_rpc_per_s is root's share, whatever the job does.
 
 Each node (its slurmd, its jobs and its node daemon) runs in a network namespace of its own with its
 own address on a bridge (lab/testcluster_net.py; --no-netns: all on the host's loopback), so Slurm's
-traffic between slurmctld and the nodes crosses links as on a cluster. The groups run no trainer
-process of lamplighter's or torchft's: no heartbeat, so a hang is never measured here (the soak and
-bench-stall do, at 3-12 groups). Writes bench/results/slurm_rpc_scale.json.
+traffic between slurmctld and the nodes, and the replicas' with their Lighthouse, crosses links as on a
+cluster. Writes bench/results/slurm_rpc_scale.json.
 
     python -m bench.slurm_rpc_scale [--nodes 4,16] [--window-s 30] [--dir build/slurm-rpc-scale]
 """
@@ -41,8 +40,10 @@ from typing import Any
 
 import psutil
 
+from bench import scale_groups
 from bench.line_fit import fit_line
 from bench.results_io import RESULTS, environment, spread
+from lamplighter.bare.accounts import Account
 from lamplighter.configs.schema import NodeConfig
 from lamplighter.configs.slurm_names import group_job_name
 from lamplighter.daemon.status_socket import StatusError, read_status
@@ -53,11 +54,12 @@ from lamplighter.lab.slurm_lab import LabSettings, running_lab
 from lamplighter.lab.testcluster import wait_until
 from lamplighter.lab.throwaway_user import throwaway_user
 from lamplighter.slurm.chaos_slurm import read_records
-from lamplighter.slurm.proc_find import TRAINER_MARK, trainer_procs
-from lamplighter.trainer.contract import ENV_JOB, ENV_REPLICA_ID
+from lamplighter.slurm.proc_find import trainer_procs
+from lamplighter.supervisor.lighthouse_status import LighthouseStatusError, fetch_status
 
-JOB = "scale"
-VICTIM = 1  # the group whose trainer (a `sleep` carrying a rank) is killed, on the second compute node
+JOB = scale_groups.JOB
+VICTIM = 1  # the group whose trainer is killed
+HUNG = 2  # the group whose trainer hangs
 # RPCs slurmd and the step daemons send on their own (registration, a step's or job's end): Slurm's, not lamplighter's.
 SLURM_OWN = frozenset(
     {
@@ -184,19 +186,21 @@ def fault_rpcs(sd: Sdiag, jobs_user: str, steady: dict[str, Any]) -> dict[str, A
     }
 
 
-def faults(lab: Any, cli: Any, user: str, victim_job: str, steady: dict[str, Any]) -> dict[str, Any]:
-    """A trainer killed on the second compute node (its daemon sees it exit and acts on its job), a GPU fault
-    on the first (its daemon drains it) and a crash of the last (the head drains it or marks it down): the
-    time from each to lamplighter's first action on it, from the action logs, and the slurmctld RPCs each
-    cost (fault_rpcs)."""
+def faults(lab: Any, cli: Any, user: str, job_ids: dict[int, str], steady: dict[str, Any]) -> dict[str, Any]:
+    """A trainer killed (its node daemon sees it exit and requeues its job), a trainer hung (SIGSTOP: its
+    daemon sees its step stand still at the Lighthouse for hang_timeout_s, then ends and requeues it), a
+    GPU fault on the first compute node (its daemon drains it) and a crash of the last (the head drains it
+    or marks it down): the time from each to lamplighter's first action on it, from the action logs, and
+    the slurmctld RPCs each cost (fault_rpcs)."""
     gpu_node, crash_node = lab.compute[0], lab.compute[-1]
 
-    def kill() -> None:
-        for st in trainer_procs(JOB, VICTIM):
-            os.kill(st.pid, signal.SIGKILL)
+    def signal_trainer(group: int, sig: int) -> None:
+        for st in trainer_procs(JOB, group):
+            os.kill(st.pid, sig)
 
     plan: list[tuple[str, Any, str, tuple[str, ...] | None]] = [
-        ("kill", kill, victim_job, None),
+        ("kill", lambda: signal_trainer(VICTIM, signal.SIGKILL), job_ids[VICTIM], None),
+        ("hang", lambda: signal_trainer(HUNG, signal.SIGSTOP), job_ids[HUNG], None),
         (
             "gpu_fault",
             lambda: gpu_inject(StateDir(lab.gpusim_root / gpu_node), 0, "ecc-uncorrectable"),
@@ -215,43 +219,30 @@ def faults(lab: Any, cli: Any, user: str, victim_job: str, steady: dict[str, Any
         # A counting window after the action, for what follows it (a requeue's start, the head's reads).
         time.sleep(max(0.0, t + (times[kind] or 0.0) + AFTER_ACTION_S - time.time()))
         rpcs[kind] = fault_rpcs(parse_sdiag(cli.run("sdiag")), user, steady)
-    return {"detect_to_action_s": times, "rpc_per_fault": rpcs}
+    return {"detect_to_action_s": times, "rpc_per_fault": rpcs, "hang_timeout_s": scale_groups.HANG_TIMEOUT_S}
 
 
-def submit_as(cli: Any, user: str, *sbatch_args: str) -> str:
-    """sbatch as `user` (runuser keeps SLURM_CONF): the job and every call it makes are that user's; its id."""
-    return cli.run("runuser", "-u", user, "--", "sbatch", "--parsable", *sbatch_args).strip().split(";")[0]
-
-
-def measure(folder: Path, nodes: int, settle_s: float, window_s: float, user: str, netns: bool) -> dict[str, Any]:
+def measure(folder: Path, nodes: int, settle_s: float, window_s: float, user: Account, netns: bool) -> dict[str, Any]:
     shutil.rmtree(folder, ignore_errors=True)
     settings = LabSettings(compute_nodes=nodes, gpus_per_node=1, netns=netns)
+    # The job's folder is its user's: outside the lab's, which the user may not reach.
+    work = Path(f"/tmp/llscale-{user.name}-{nodes}")
+    shutil.rmtree(work, ignore_errors=True)
     with running_lab(folder, settings, alive_timeout=120) as lab:
         try:
             cli = lab.cluster.cli(timeout=30)
-            (folder / "jobs").mkdir(exist_ok=True)
-            job_ids = {}
-            for i, node in enumerate(lab.compute):
-                # The victim's task carries a rank (TRAINER_MARK), as a trainer's does: its daemon watches it.
-                task = f"srun --export=ALL,{TRAINER_MARK}=0 sleep 100000" if i == VICTIM else "srun sleep 100000"
-                job_ids[i] = submit_as(
-                    cli,
-                    user,
-                    f"--job-name={group_job_name(JOB, i)}",
-                    f"--nodelist={node}",
-                    "--nodes=1",
-                    "--ntasks=1",
-                    "--chdir=/tmp",  # the user may not reach the lab's folder, nor write in it
-                    "--output=/dev/null",
-                    f"--export=ALL,{ENV_JOB}={JOB},{ENV_REPLICA_ID}={i}",
-                    f"--wrap={task}",
-                )
+            job_ids = scale_groups.submit(lab, user, work, nodes)
+            run_dir = work / "run"
 
-            def all_running() -> bool:
-                states = cli.run("squeue", "--noheader", "-o", "%T").split()
-                return len(states) == nodes and all(s == "RUNNING" for s in states)
+            def all_in_quorum() -> bool:
+                try:
+                    address = json.loads((run_dir / "lighthouse.json").read_text())["address"]
+                    quorum = fetch_status(address, timeout=5)
+                except (OSError, ValueError, KeyError, LighthouseStatusError):
+                    return False
+                return len({m.group for m in quorum.members}) == nodes
 
-            wait_until(all_running, 120, f"{nodes} group jobs to run")
+            wait_until(all_in_quorum, 600, f"{nodes} groups in one quorum")
             time.sleep(settle_s)
             daemons = {n: lab.services.pid(f"supervise-{n}") for n in lab.cluster.node_names}
             pids = {n: p for n, p in daemons.items() if p is not None}
@@ -261,10 +252,17 @@ def measure(folder: Path, nodes: int, settle_s: float, window_s: float, user: st
             raw = cli.run("sdiag")
             (folder / "sdiag.txt").write_text(raw)  # what the counts came from
             sd = parse_sdiag(raw)
-            senders = by_sender(sd, user)
+            senders = by_sender(sd, user.name)
             cpu1 = {n: cpu_s(p) for n, p in pids.items()}
             rss = {n: psutil.Process(p).memory_info().rss / 1e6 for n, p in pids.items()}
-            states = cli.run("squeue", "--noheader", "-o", "%T").split()
+            groups_prefix = group_job_name(JOB, 0)[:-1]  # ll-scale-g
+            states = [
+                state
+                for name, _, state in (
+                    line.partition(" ") for line in cli.run("squeue", "--noheader", "-o", "%j %T").splitlines()
+                )
+                if name.startswith(groups_prefix)
+            ]
             rates = sd.per_second()
             compute_cpu = [(cpu1[n] - cpu0[n]) / window_s for n in lab.compute if n in pids]
             row = {
@@ -291,13 +289,14 @@ def measure(folder: Path, nodes: int, settle_s: float, window_s: float, user: st
                 "head_probed_per_cycle": spread([float(p) for p in probed]) if probed else None,
                 "head_probe_sweep": NodeConfig.model_fields["head_probe_sweep"].default,  # the lab's nodes keep it
             }
-            return {**row, **faults(lab, cli, user, job_ids[VICTIM], row)}
+            return {**row, **faults(lab, cli, user.name, job_ids, row)}
         finally:
             try:
                 for job_id in lab.cluster.cli().run("squeue", "--noheader", "-o", "%i").split():
                     lab.cluster.cli().run("scancel", job_id)
             except Exception as e:  # the cluster is taken down after either way
                 print(f"slurm_rpc_scale: cancelling the jobs: {e}", flush=True)
+            shutil.rmtree(work, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -319,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     with throwaway_user("llscale") as user:
         for n in [int(x) for x in args.nodes.split(",")]:
             t = time.monotonic()
-            row = measure(args.dir / f"nodes-{n}", n, args.settle_s, args.window_s, user.name, not args.no_netns)
+            row = measure(args.dir / f"nodes-{n}", n, args.settle_s, args.window_s, user, not args.no_netns)
             rows.append(row)
             top = ", ".join(f"{k} {v:.2f}" for k, v in list(row["by_type_per_s"].items())[:4])
             print(

@@ -1,6 +1,6 @@
 """Torch-free replica groups for the scale lab: torchft's own protocol through its native module, no model.
 
-    python -m lamplighter.lab.scale_replica --lighthouse URL --groups 0,1,2 --out FILE [--step-s 1.0]
+    python -m lamplighter.lab.scale_replica [--lighthouse URL] --groups 0,1,2 [--out FILE] [--step-s 1.0]
 
 Each group does what torchft's Manager does for a group of one rank, without torch (the native module
 is loaded as the Lighthouse is, supervisor/lighthouse/lighthouse_main.py: about 14 MB instead of 230 MB): a
@@ -143,9 +143,13 @@ def parse_groups(text: str) -> list[int]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="scale_replica", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--lighthouse", required=True, help="http://host:port")
+    ap.add_argument(
+        "--lighthouse",
+        default=os.environ.get("TORCHFT_LIGHTHOUSE"),
+        help="http://host:port (default: $TORCHFT_LIGHTHOUSE, which lamplighter's in-job agent sets)",
+    )
     ap.add_argument("--groups", type=parse_groups, required=True, help="group indices: 0,1,2 or 0-7")
-    ap.add_argument("--out", required=True, help="the event file (JSON lines), appended to")
+    ap.add_argument("--out", default=os.devnull, help="the event file (JSON lines), appended to (default: none)")
     ap.add_argument("--step-s", type=float, default=1.0, help="the 'compute' of one step (a sleep)")
     ap.add_argument("--heartbeat-ms", type=int, default=100, help="the Manager's heartbeat interval")
     ap.add_argument("--quorum-timeout-s", type=float, default=10.0)
@@ -153,6 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--connect-timeout-s", type=float, default=10.0)
     ap.add_argument("--quorum-retries", type=int, default=0)
     args = ap.parse_args(argv)
+    if not args.lighthouse:
+        ap.error("no Lighthouse: give --lighthouse or set TORCHFT_LIGHTHOUSE")
 
     native = load_extension()
     log = EventLog(open(args.out, "a", encoding="utf-8"))  # noqa: SIM115 (open until os._exit)
