@@ -28,6 +28,16 @@ $(STAMP): $(LOCAL_STAMP) tools/ensure-system-deps.sh
 	$(BIN)/pip install -q --disable-pip-version-check -e '.[trainer,plots,gpusim,test]'
 	touch $@
 
+# A job's own interpreter for make scale's Slurm lab, whose job is submitted by a throwaway user: Debian's python3
+# (this venv's lives under /root, which no other account reaches), lamplighter and torchft's native module without
+# torch (its replicas and Lighthouse need no torch). Under build/, so the repository must be readable by all.
+USER_VENV := build/user-venv
+$(USER_VENV)/.installed: setup.cfg pyproject.toml
+	test -x $(USER_VENV)/bin/python || /usr/bin/python3 -m venv $(USER_VENV)
+	$(USER_VENV)/bin/pip install -q --disable-pip-version-check --no-deps $$(grep -o 'torchft-nightly==[0-9.]*' setup.cfg)
+	$(USER_VENV)/bin/pip install -q --disable-pip-version-check -e .
+	touch $@
+
 gpusim: $(STAMP)
 	$(BIN)/python -m lamplighter.gpusim.build --out build/gpusim
 
@@ -102,7 +112,7 @@ scale-lighthouse: $(STAMP)
 # slurmctld RPCs per second by type and by sender (sdiag) with a node daemon and a group-shaped job per node, at 4, 16 and 64
 # nodes, each node in a network namespace of its own, the jobs submitted by a throwaway user (about 5 minutes; no
 # trainers yet): bench/results/slurm_rpc_scale.json.
-scale-slurm-rpc: $(STAMP) gpusim
+scale-slurm-rpc: $(STAMP) gpusim $(USER_VENV)/.installed
 	$(BIN)/python -m bench.slurm_rpc_scale --nodes 4,16,64
 
 # etcd requests per bare-metal host at 4, 16 and 64 hosts, steady and while a dead host's group moves (about

@@ -15,12 +15,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from bench.jobspec import REPO
 from lamplighter.bare.accounts import Account
 from lamplighter.lab.slurm_lab import SlurmLab
 
@@ -56,6 +56,17 @@ def job_config(run_dir: Path, groups: int, head: str, head_address: str, port: i
     }
 
 
+def user_python() -> Path:
+    """The job's interpreter (make's build/user-venv): the user runs `lamplighter submit` with it, so the
+    Lighthouse, the agents and the replicas run with it too."""
+    python = REPO / "build" / "user-venv" / "bin" / "python"
+    if not (python.parent.parent / ".installed").exists():
+        raise RuntimeError(
+            f"no {python.parent.parent}: `make scale-slurm-rpc` builds it (make build/user-venv/.installed)"
+        )
+    return python
+
+
 def submit(lab: SlurmLab, user: Account, folder: Path, groups: int) -> dict[int, str]:
     """Submit the job as `user` (its run directory the user's own); group -> Slurm job id."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -65,8 +76,9 @@ def submit(lab: SlurmLab, user: Account, folder: Path, groups: int) -> dict[int,
     cfg = job_config(folder / "run", groups, head, lab.cluster.node_address(head), lab.job_port, lab.cluster.conf_path)
     config.write_text(yaml.safe_dump(cfg, sort_keys=False))
     os.chown(config, user.uid, user.gid)
+    python = user_python()
     env = {**os.environ, "SLURM_CONF": str(lab.cluster.conf_path), "HOME": str(folder)}
-    argv = ["runuser", "-u", user.name, "--", sys.executable, "-m", "lamplighter", "submit", str(config), "--json"]
+    argv = ["runuser", "-u", user.name, "--", str(python), "-m", "lamplighter", "submit", str(config), "--json"]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env, cwd=folder, check=False)
     if out.returncode != 0:
         raise RuntimeError(f"lamplighter submit as {user.name}: exit {out.returncode}: {out.stderr.strip()[-800:]}")
