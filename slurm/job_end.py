@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from lamplighter.slurm.actions import SlurmApi
 from lamplighter.slurm.release import GRACE_S, decide
-from lamplighter.slurm.submission import Submission, job_state
+from lamplighter.slurm.submission import Submission, job_states
 
 LOOK_EVERY_S = 1.0  # one query per group job a second: well under what the chaos loop itself asks
 
@@ -49,7 +49,7 @@ class JobEnd:
         if self.over or (self._looked_at is not None and now - self._looked_at < self._every):
             return self.over
         self._looked_at = now
-        states = {jid: job_state(self._api, jid) for jid in self._sub.groups.values()}
+        states = job_states(self._api, self._sub.groups.values())
         d = decide(now, states, self._clear_since, self._grace)
         self._clear_since, self.over, self.reason = d.clear_since, d.release, d.reason
         return self.over

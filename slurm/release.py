@@ -27,7 +27,7 @@ from pathlib import Path
 
 from lamplighter.slurm.actions import SlurmActions, SlurmApi
 from lamplighter.slurm.run import SlurmCli
-from lamplighter.slurm.submission import INCOMPLETE, has_ended, job_state, load
+from lamplighter.slurm.submission import INCOMPLETE, has_ended, job_states, load
 
 GRACE_S = 15.0  # longer than a node daemon takes to requeue a failed group (about a second)
 POLL_S = 5.0
@@ -85,7 +85,7 @@ def wait_for_release(
     said = ""
     while True:
         groups = group_jobs(run_dir, lighthouse_job_id)
-        states = None if groups is None else {j: job_state(api, j) for j in groups}
+        states = None if groups is None else job_states(api, groups)
         d = decide(clock(), states, clear_since, grace_s)
         clear_since = d.clear_since
         if d.release or d.reason.split(":")[0] != said:

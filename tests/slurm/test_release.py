@@ -10,7 +10,7 @@ from lamplighter.configs.schema import JobConfig
 from lamplighter.lab.fake_slurm import FakeSlurm
 from lamplighter.slurm.release import decide, group_jobs, wait_for_release
 from lamplighter.slurm.render import render_job
-from lamplighter.slurm.submission import GONE, SUBMISSION_FILE, UNKNOWN, Submission, save, submit_job
+from lamplighter.slurm.submission import GONE, SUBMISSION_FILE, UNKNOWN, Submission, job_states, save, submit_job
 
 
 def job(tmp: Path) -> JobConfig:
@@ -99,3 +99,22 @@ def test_the_lighthouse_script_runs_the_release_helper_and_needs_no_second_job(t
     assert "-m lamplighter.slurm.release --run-dir" in lighthouse and "--slurm-conf '/a b/c'" in lighthouse
     assert '#SBATCH --nodelist="n1"' in lighthouse and "#SBATCH --exclusive" not in lighthouse
     assert "release.sbatch" not in {p.name for p in (tmp_path / "out").iterdir()}
+
+
+def test_the_release_helper_asks_slurm_once_a_poll_however_many_groups(tmp_path: Path) -> None:
+    """make scale counted 0.4 slurmctld RPCs a second per group from this helper (one `scontrol show job`
+    each, every 5 s): 25 a second at 64 groups, from one job."""
+    clock = Clock({})
+    many = job(tmp_path).model_copy(update={"groups": job(tmp_path).groups.model_copy(update={"count": 64})})
+    api = FakeSlurm([f"n{i}" for i in range(1, 70)], clock=clock, begin_delay_s=0)
+    sub = submit_job(many, api, config_path="x.yaml", probe=lambda a: None, read_address=lambda r, j: "http://n1:1")
+    calls: list[str] = []
+    for name in ("job", "jobs_by_id"):
+        real = getattr(api, name)
+        setattr(api, name, lambda *a, _r=real, _n=name, **k: calls.append(_n) or _r(*a, **k))
+    clock.events = {12: lambda: [api.finish(j) for j in sub.groups.values()]}
+    assert wait_for_release(Path(sub.run_dir), 1, api, grace_s=15, poll_s=5, clock=clock, sleep=clock.sleep).release
+    assert calls == ["jobs_by_id"] * len(calls) and len(calls) == 7  # at 0, 5, ... 30: one call each
+    # Long purged (MinJobAge), they are gone, not unknown: squeue knows none of them and says so.
+    api._jobs.clear()
+    assert set(job_states(api, sub.groups.values()).values()) == {GONE}
