@@ -34,7 +34,15 @@ from bench.results_io import RESULTS, environment
 NOT_MEASURED = {
     "detect_to_action_s.kill": "no size killed a group's task: a trainer's exit is measured by the soak and "
     "bench-stall at 3-12 groups on the 3-7 node lab",
+    "detect_to_action_s.hang": "no size hung a group's trainer (the groups ran `sleep`, with no progress to "
+    "read): a hang is measured by the soak and bench-stall at 3-12 groups on the 3-7 node lab",
 }
+KINDS = (
+    ("kill", "a trainer killed"),
+    ("hang", "a trainer hung"),
+    ("gpu_fault", "a GPU fault"),
+    ("node_crash", "a node crash"),
+)
 
 
 def _load(folder: Path, name: str) -> dict[str, Any] | None:
@@ -81,6 +89,7 @@ def nodes_records(rpc: dict[str, Any] | None, etcd: dict[str, Any] | None) -> li
                 else r["head_probed_per_cycle"]["median"],
                 "head_probe_sweep": None if r is None else r.get("head_probe_sweep"),
                 "detect_to_action_s": None if r is None else r.get("detect_to_action_s"),
+                "hang_timeout_s": None if r is None else r.get("hang_timeout_s"),
                 # lamplighter's slurmctld RPCs one fault cost over the steady state, to 10 s after its action.
                 "slurmctld_rpc_per_fault": None
                 if r is None or not r.get("rpc_per_fault")
@@ -156,7 +165,7 @@ def build(folder: Path) -> dict[str, Any]:
             ),
             "etcd_req_per_host_s": line(nodes, "nodes", "etcd_req_per_host_s"),
             "head_cycle_s": line(_past_sweep(nodes), "nodes", "head_cycle_s"),
-            **{f"detect_to_action_s.{k}": act(k) for k in ("kill", "gpu_fault", "node_crash")},
+            **{f"detect_to_action_s.{k}": act(k) for k, _ in KINDS},
             "survivor_stall_kill_s": line(light, "groups", "survivor_stall_kill_s"),
             "survivor_stall_hang_s": line(light, "groups", "survivor_stall_hang_s"),
         },
@@ -175,6 +184,11 @@ KEPT = RESULTS / "scale.json"
 
 def _num(v: float | None, fmt: str, unit: str = "") -> str:
     return "-" if v is None else f"{v:{fmt}}{unit}"
+
+
+def _hang_note(nodes: list[dict[str, Any]]) -> str:
+    timeouts = {r["hang_timeout_s"] for r in nodes if r.get("hang_timeout_s") is not None}
+    return f" (its hang_timeout_s, {', '.join(f'{t:g}' for t in sorted(timeouts))} s, included)" if timeouts else ""
 
 
 def render_block(results: Path = RESULTS) -> str:
@@ -197,8 +211,9 @@ def render_block_of(rep: dict[str, Any]) -> str:
         "",
         "| nodes (hosts) | slurmctld RPCs a second from all of lamplighter (goal <= 1) | from the jobs themselves "
         "| etcd requests a second per bare-metal host (goal <= 0.5) | head's cycle, median [max] (nodes it probed) "
-        "| trainer killed to its daemon's action | GPU fault to drain | node crash to drain or mark-down |",
-        "|---|---|---|---|---|---|---|---|",
+        "| trainer killed to its daemon's action | trainer hung to its daemon's action"
+        f"{_hang_note(rep['nodes'])} | GPU fault to drain | node crash to drain or mark-down |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rep["nodes"]:
         starved = " (lab CPU-starved: not every job kept running)" if r.get("slurm_lab_starved") else ""
@@ -213,7 +228,8 @@ def render_block_of(rep: dict[str, Any]) -> str:
         out.append(
             f"| {r['nodes']} | {_num(r['slurmctld_rpc_per_s'], '.2f')}{starved} "
             f"| {_num(r.get('slurmctld_rpc_per_s_jobs'), '.2f')} | {_num(r['etcd_req_per_host_s'], '.2f')} | {cycle} "
-            f"| {_num(d2a.get('kill'), '.2f', ' s')} | {_num(d2a.get('gpu_fault'), '.2f', ' s')} "
+            f"| {_num(d2a.get('kill'), '.2f', ' s')} | {_num(d2a.get('hang'), '.2f', ' s')} "
+            f"| {_num(d2a.get('gpu_fault'), '.2f', ' s')} "
             f"| {_num(d2a.get('node_crash'), '.2f', ' s')} |"
         )
     per_fault = [r for r in rep["nodes"] if r.get("slurmctld_rpc_per_fault")]
@@ -223,15 +239,12 @@ def render_block_of(rep: dict[str, Any]) -> str:
             "slurmctld RPCs one fault cost lamplighter, over its steady state (an `sdiag -r` at the fault, read 10 s "
             "after the first action on it):",
             "",
-            "| nodes | trainer killed | GPU fault | node crash |",
-            "|---|---|---|---|",
+            "| nodes | trainer killed | trainer hung | GPU fault | node crash |",
+            "|---|---|---|---|---|",
         ]
         for r in per_fault:
             f = r["slurmctld_rpc_per_fault"]
-            out.append(
-                f"| {r['nodes']} | {_num(f.get('kill'), '.0f')} | {_num(f.get('gpu_fault'), '.0f')} "
-                f"| {_num(f.get('node_crash'), '.0f')} |"
-            )
+            out.append(f"| {r['nodes']} | " + " | ".join(_num(f.get(k), ".0f") for k, _ in KINDS) + " |")
     fits = rep["fits"]
     out += [
         "",
@@ -256,7 +269,7 @@ def render_block_of(rep: dict[str, Any]) -> str:
     if len(sized) >= 2:
         small, big = sized[0], sized[-1]
         ratios = []
-        for kind, label in (("kill", "a trainer killed"), ("gpu_fault", "a GPU fault"), ("node_crash", "a node crash")):
+        for kind, label in KINDS:
             a, b = small["detect_to_action_s"].get(kind), big["detect_to_action_s"].get(kind)
             if a and b is not None:
                 ratios.append(f"{label} {b / a:.2f}x")

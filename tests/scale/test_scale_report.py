@@ -57,7 +57,7 @@ def test_the_report_carries_every_size_and_leaves_what_was_not_measured_null(tmp
     assert all(r["head_cycle_s"] is None and r["detect_to_action_s"] is None for r in report["nodes"][2:])
     assert report["nodes"][0]["head_cycle_s"] == 0.01 and report["nodes"][0]["head_cycle_s_max"] == 0.03
     assert report["nodes"][0]["detect_to_action_s"] == {"gpu_fault": 1.2, "node_crash": 3.5}
-    assert set(report["not_measured"]) == {"detect_to_action_s.kill"}
+    assert set(report["not_measured"]) == {"detect_to_action_s.kill", "detect_to_action_s.hang"}
     assert report["lighthouse"] == [
         {
             "groups": 16,
@@ -83,7 +83,8 @@ def test_the_report_carries_every_size_and_leaves_what_was_not_measured_null(tmp
     again = sr.build(tmp_path)
     assert again["nodes"][2]["slurm_lab_starved"] and again["nodes"][2]["slurmctld_rpc_by_user"]
     assert again["fits"]["slurmctld_rpc_per_s"]["over"] == [4.0, 16.0, 32.0]
-    assert again["not_measured"] == {} and "| 1.10 s | 1.20 s | 3.50 s |" in sr.render_block_of(again)
+    assert set(again["not_measured"]) == {"detect_to_action_s.hang"}
+    assert "| 1.10 s | - | 1.20 s | 3.50 s |" in sr.render_block_of(again)
     assert "RPCs one fault cost" not in sr.render_block_of(again)  # a run from before counted none
     rpc[0]["rpc_per_fault"] = {
         k: {"lamplighter": v} for k, v in (("kill", 3.0), ("gpu_fault", 4.4), ("node_crash", 12.0))
@@ -91,7 +92,12 @@ def test_the_report_carries_every_size_and_leaves_what_was_not_measured_null(tmp
     write(tmp_path, "slurm_rpc_scale", {"nodes": rpc})
     third = sr.build(tmp_path)
     assert third["nodes"][0]["slurmctld_rpc_per_fault"] == {"kill": 3.0, "gpu_fault": 4.4, "node_crash": 12.0}
-    assert "| 4 | 3 | 4 | 12 |" in sr.render_block_of(third)
+    assert "| 4 | 3 | - | 4 | 12 |" in sr.render_block_of(third)
+    rpc[0]["detect_to_action_s"]["hang"] = 13.1
+    rpc[0]["hang_timeout_s"] = 12.0
+    write(tmp_path, "slurm_rpc_scale", {"nodes": rpc})
+    fourth = sr.render_block_of(sr.build(tmp_path))
+    assert "(its hang_timeout_s, 12 s, included)" in fourth and "| 1.10 s | 13.10 s | 1.20 s | 3.50 s |" in fourth
 
 
 def test_no_result_files_make_an_empty_report_not_an_error(tmp_path: Path, sr: ModuleType) -> None:
