@@ -109,14 +109,15 @@ bench-slurm: $(STAMP)
 scale-lighthouse: $(STAMP)
 	$(BIN)/python -m bench.lighthouse_scale
 
-# slurmctld RPCs per second by type and by sender (sdiag) with a node daemon and a group-shaped job per node, at 4, 16 and 64
-# nodes, each node in a network namespace of its own, the jobs submitted by a throwaway user (about 5 minutes; no
-# trainers yet): bench/results/slurm_rpc_scale.json.
+# slurmctld RPCs per second by type and by sender (sdiag), at steady state and per fault, with a node daemon per node
+# and one lamplighter job of a group per node (torch-free replicas speaking torchft's protocol to the job's
+# Lighthouse), at 4, 16 and 64 nodes, each node in a network namespace of its own, the job submitted by a throwaway
+# user (about MINUTES_RPC minutes): bench/results/slurm_rpc_scale.json.
 scale-slurm-rpc: $(STAMP) gpusim $(USER_VENV)/.installed
 	$(BIN)/python -m bench.slurm_rpc_scale --nodes 4,16,64
 
-# etcd requests per bare-metal host at 4, 16 and 64 hosts, steady and while a dead host's group moves (about
-# 3 minutes): bench/results/etcd_scale.json.
+# etcd requests per bare-metal host at 4, 16 and 64 hosts (each its own namespaces and host daemon process), steady
+# and while a dead host's group moves (about MINUTES_ETCD minutes): bench/results/etcd_scale.json.
 scale-etcd: $(STAMP)
 	$(BIN)/python -m bench.etcd_scale --hosts 4,16,64
 

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
+from fake_node import FakeNode
 
 from lamplighter.configs.schema import NodeConfig
 from lamplighter.daemon.actionlog import ActionLog
@@ -270,3 +271,19 @@ def test_a_node_drained_and_emptied_for_silence_does_not_hold_the_head_at_a_slur
     after = [t for t in reads if t > drained_at + 1.0]
     assert len(after) <= 4, after  # every slurm_poll_s (5 s) once its group has moved, not every cycle
     assert "n005" in head.silent_since  # still watched: resumed once it answers
+
+
+def test_a_compute_daemon_watches_its_neighbours_from_its_cycle(tmp_path: Path, slurmds: dict[str, Slurmd]) -> None:
+    status = tmp_path / "status"
+    status.mkdir()
+    (tmp_path / "node").mkdir()
+    node = FakeNode(tmp_path / "node", name="n1", cluster_status_dir=str(status))
+    try:
+        publish_ring(status, "head", {n: ("127.0.0.1", d.port) for n, d in slurmds.items()})
+        slurmds["n3"].stop()
+        node.run(1)
+        assert node.loop.status()["silent_neighbours"] == {"n3": pytest.approx(node.clock.t, abs=2)}
+        assert read_suspects(status, node.clock.t) == {"n3": {"n1"}}
+    finally:
+        node.close()
+    assert read_suspects(status, node.clock.t) == {}  # a daemon that stops takes its report back
