@@ -149,6 +149,7 @@ class Ring:
     where: dict[str, tuple[str, int]]  # node running a lamplighter job, or drained for silence -> its slurmd
     silence_drained: set[str]
     jobs_on: dict[str, list[tuple[int, str]]]  # node -> the lamplighter group jobs running there (id, name)
+    names: list[str]  # the watched nodes in name order: the sweep's ring, built once
 
 
 def watch_ring(queue: list[QueueEntry], nodes: dict[str, NodeInfo]) -> Ring:
@@ -168,7 +169,7 @@ def watch_ring(queue: list[QueueEntry], nodes: dict[str, NodeInfo]) -> Ring:
         for name in sorted(watched | drained)
         if (info := nodes.get(name)) is not None
     }
-    return Ring(where, drained & set(where), jobs_on)
+    return Ring(where, drained & set(where), jobs_on, sorted(where))
 
 
 @dataclass
@@ -248,13 +249,12 @@ class HeadLoop:
         """Every watched node when the compute daemons cannot watch each other (no shared folder, or
         head_probe_sweep 0); else what they report silent, what the head holds silent or drained for silence,
         and the sweep's next few (neighbour_watch.py)."""
-        names = sorted(ring.where)
         if not self.cfg.cluster_status_dir or self.cfg.head_probe_sweep <= 0:
-            return set(names)
+            return set(ring.where)
         reported = read_suspects(Path(self.cfg.cluster_status_dir), now)
-        turn, self._sweep_at = sweep(names, self._sweep_at, self.cfg.head_probe_sweep)
+        turn, self._sweep_at = sweep(ring.names, self._sweep_at, self.cfg.head_probe_sweep)
         own = set(self.silent_since) | ring.silence_drained | set(turn) | set(reported)
-        return own & set(names)
+        return {n for n in own if n in ring.where}
 
     def _slurm_due(self, now: float) -> bool:
         """Slurm is read every slurm_poll_s, and every cycle while it is needed now: a silent node awaits a

@@ -62,11 +62,11 @@ def watched_by(me: str, names: Collection[str]) -> list[str]:
 def sweep(names: list[str], cursor: int, size: int) -> tuple[list[str], int]:
     """Pure: the next `size` of the sorted `names` from `cursor` on, wrapping, and the cursor after them;
     all of them when `size` is 0 or covers them."""
-    if size <= 0 or size >= len(names):
+    n = len(names)
+    if size <= 0 or size >= n:
         return list(names), 0
-    start = cursor % len(names)
-    picked = (names[start:] + names[:start])[:size]
-    return picked, (start + size) % len(names)
+    start = cursor % n
+    return [names[(start + i) % n] for i in range(size)], (start + size) % n  # not a copy of the ring: size only
 
 
 def publish_ring(folder: Path, head: str, where: Mapping[str, Addr]) -> None:
