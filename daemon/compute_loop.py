@@ -51,7 +51,7 @@ from lamplighter.daemon.job_identity import Verdict, verify
 from lamplighter.daemon.job_settings import JobSettings, JobSettingsCache, read_job_settings
 from lamplighter.daemon.job_table import JobTable, table_max_age_s
 from lamplighter.daemon.job_watch import Fetch, JobWatch, trainer_proc
-from lamplighter.daemon.lighthouse_reads import LighthouseReads, lighthouse_place
+from lamplighter.daemon.lighthouse_reads import LighthouseReads, Place, lighthouse_place, table_place
 from lamplighter.daemon.metrics import DaemonMetrics
 from lamplighter.daemon.neighbour_watch import NeighbourWatch
 from lamplighter.daemon.node_checks import NodeChecks
@@ -191,8 +191,7 @@ class ComputeLoop:
         self.slurm_asked = 0  # batched job queries this daemon sent slurmctld (the table spares most)
         self._unknown: dict[int, float] = {}  # job id Slurm does not know -> not asked again before this time
         self.lighthouse_reads = LighthouseReads(
-            lambda address, timeout: fetch_status(address, timeout=timeout),
-            lambda job, uid: lighthouse_place(self.api, self.cfg.job_prefix, job, uid),
+            lambda address, timeout: fetch_status(address, timeout=timeout), self._lighthouse_place
         )
         self.executor.observe = self.executor.observe or self.cfg.mode == "observe"
         self.node_checks = NodeChecks(
@@ -595,6 +594,14 @@ class ComputeLoop:
     def _last_drain_here(self) -> float | None:
         """When this daemon last drained this node (its journal), or None."""
         return max((t for t, n in self.executor.state.drain_history() if n == self.node), default=None)
+
+    def _lighthouse_place(self, job: str, uid: int) -> Place:
+        """Where the job's Lighthouse runs: from the head's table and ring, else from Slurm."""
+        if self.job_table is not None and self.neighbours is not None:
+            place = table_place(self.job_table.named, self.neighbours.address_of, self.cfg.job_prefix, job, uid)
+            if place is not None:
+                return place
+        return lighthouse_place(self.api, self.cfg.job_prefix, job, uid)
 
     def run_dir_of(self, job_id: str) -> str | None:
         """The run directory of a Slurm job seen on this node (its trainers' environment, else its job.json)."""

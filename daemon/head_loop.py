@@ -204,7 +204,8 @@ class HeadLoop:
 
     def cycle(self) -> list[dict[str, Any]]:
         now = self.clock()
-        if self._slurm_due(now) and not self._read_slurm(now):
+        fresh = self._slurm_due(now)
+        if fresh and not self._read_slurm(now):
             return []
         if self._view is None or self._ring is None:
             return []
@@ -223,6 +224,12 @@ class HeadLoop:
             else:
                 self.silent_since.setdefault(name, now)
         now = self.clock()
+        if not fresh and self._resumable(ring, nodes):
+            # A node back from silence is resumed on Slurm's word of now, not of up to slurm_poll_s ago: a node
+            # that crashed and rebooted was still "up" to Slurm before it noticed.
+            if not self._read_slurm(now) or self._view is None or self._ring is None:
+                return []
+            (queue, nodes), ring = self._view, self._ring
         # Only the nodes a decision can touch: the silent ones, and the ones drained for silence (to resume).
         involved = {n: nodes[n] for n in set(self.silent_since) | ring.silence_drained if n in nodes}
         groups_on = {
@@ -266,6 +273,13 @@ class HeadLoop:
         if any(self._awaits_decision(name) for name in self.silent_since):
             return True
         return any(t != float("inf") and now < t + FAILED_GRACE_S for t in self.not_before.values())
+
+    def _resumable(self, ring: Ring, nodes: dict[str, NodeInfo]) -> bool:
+        """A node drained for silence answers again, and the view says Slurm sees it up: a resume is due."""
+        return any(
+            n not in self.silent_since and (info := nodes.get(n)) is not None and info.registered and not info.is_down
+            for n in ring.silence_drained
+        )
 
     def _awaits_decision(self, name: str) -> bool:
         if self._view is None or self._ring is None or (info := self._view[1].get(name)) is None:

@@ -81,26 +81,40 @@ class JobTable:
     def lookup(self, job_ids: Iterable[int]) -> tuple[dict[int, JobInfo], set[int]] | None:
         """The asked jobs the table holds (with their names), and the ones it lacks; None when there is no
         fresh table to read (missing, unreadable, not root's, or older than max_age_s)."""
-        try:
-            doc = json.loads(read_owned(self.folder / TABLE_FILE, owner=self.owner, max_bytes=MAX_TABLE_BYTES))
-            age = self.clock() - float(doc["written_at"])
-            jobs = doc["jobs"]
-            if not isinstance(jobs, dict):
-                return None
-        except (OwnedFileError, OSError, ValueError, KeyError, TypeError):
-            return None
-        if not -self.max_age_s < age <= self.max_age_s:  # a table from the future: a clock stepped, not trusted
+        jobs = self._fresh_jobs()
+        if jobs is None:
             return None
         found: dict[int, JobInfo] = {}
         lacking: set[int] = set()
         for j in set(job_ids):
-            rec = jobs.get(str(j))
-            try:
-                info = job_from_fields({str(k): str(v) for k, v in rec.items()}) if isinstance(rec, dict) else None
-            except ValueError:
-                info = None
+            info = _info(jobs.get(str(j)))
             if info is None or info.job_id != j:
                 lacking.add(j)
             else:
                 found[j] = info
         return found, lacking
+
+    def named(self, name: str) -> list[JobInfo] | None:
+        """The jobs of this Slurm name the fresh table holds; None when there is no fresh table."""
+        jobs = self._fresh_jobs()
+        if jobs is None:
+            return None
+        return [info for rec in jobs.values() if (info := _info(rec)) is not None and info.name == name]
+
+    def _fresh_jobs(self) -> dict[str, Any] | None:
+        try:
+            doc = json.loads(read_owned(self.folder / TABLE_FILE, owner=self.owner, max_bytes=MAX_TABLE_BYTES))
+            age = self.clock() - float(doc["written_at"])
+            jobs = doc["jobs"]
+        except (OwnedFileError, OSError, ValueError, KeyError, TypeError):
+            return None
+        if not isinstance(jobs, dict) or not -self.max_age_s < age <= self.max_age_s:
+            return None  # a table from the future: a clock stepped, not trusted
+        return jobs
+
+
+def _info(rec: object) -> JobInfo | None:
+    try:
+        return job_from_fields({str(k): str(v) for k, v in rec.items()}) if isinstance(rec, dict) else None
+    except ValueError:
+        return None

@@ -123,6 +123,11 @@ class NeighbourWatch:
         ):
             self._report(now)
 
+    def address_of(self, node: str) -> str | None:
+        """The node's slurmd address (NodeAddr) as the head's ring gives it, if the ring holds the node."""
+        have = self._ring.get(node)
+        return None if have is None else have[0]
+
     def _reload_ring(self) -> None:
         """Read the ring again only when its file changed (a stat a cycle, on a shared folder)."""
         path = self.folder / RING_FILE

@@ -157,3 +157,18 @@ def test_a_job_slurm_does_not_know_holds_up_no_other_and_is_not_asked_every_cycl
     assert node.run(20, each=lambda: publish(status, written(node.slurm, node.clock.t))) == []
     assert [t.job_id for t in node.loop.trainers.values()] == [str(job)]
     assert asked.count(987654) == 1  # 40 cycles: asked once, not again within UNKNOWN_JOB_S
+
+
+def test_the_table_finds_jobs_by_name_only_while_fresh(tmp_path: Path) -> None:
+    clock = Now(1000.0)
+    slurm = FakeSlurm(["n1", "n2"], clock=clock)
+    script = tmp_path / "lh.sbatch"
+    script.write_text("#!/bin/bash\n#SBATCH --job-name=ll-llama-lighthouse\n")
+    job = slurm.submit(script)
+    publish(tmp_path, written(slurm, clock.t))
+    table = JobTable(tmp_path, max_age_s=15.0, owner=os.getuid(), clock=clock)
+    [found] = table.named("ll-llama-lighthouse") or []
+    assert found.job_id == job and found.state == "RUNNING" and found.node_list
+    assert table.named("ll-other-lighthouse") == []
+    clock.t += 16
+    assert table.named("ll-llama-lighthouse") is None  # too old: Slurm is asked instead

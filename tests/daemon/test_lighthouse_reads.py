@@ -6,7 +6,8 @@ import threading
 
 import pytest
 
-from lamplighter.daemon.lighthouse_reads import LighthouseReads, Place, check_address
+from lamplighter.daemon.lighthouse_reads import LighthouseReads, Place, check_address, table_place
+from lamplighter.slurm.parsers import JobInfo, job_from_fields
 from lamplighter.supervisor.lighthouse_status import LighthouseStatus, LighthouseStatusError
 
 HEAD = Place("n1", frozenset({"n1", "head01"}), frozenset({"127.0.0.1"}))
@@ -75,3 +76,22 @@ def test_no_lighthouse_job_of_the_same_user_no_read() -> None:
     settle(reads, ("llama", 1001))
     with pytest.raises(LighthouseStatusError, match="no running Lighthouse job ll-llama-lighthouse of uid 1001"):
         read("http://head01:1", 0.5)
+
+
+def record(name: str, state: str, node: str, uid: int) -> JobInfo:
+    return job_from_fields(
+        {"JobId": "40", "JobName": name, "JobState": state, "NodeList": node, "UserId": f"u{uid}({uid})"}
+    )
+
+
+def test_the_place_comes_from_the_heads_table_and_ring_and_slurm_only_when_they_cannot_say() -> None:
+    table = {"ll-llama-lighthouse": [record("ll-llama-lighthouse", "RUNNING", "head01", 1001)]}
+    ring = {"head01": "127.0.0.1"}
+    place = table_place(table.get, ring.get, "ll-", "llama", 1001)
+    assert place is not None and place.node == "head01" and "127.0.0.1" in place.addresses
+    check_address("http://127.0.0.1:29510", place)
+    assert table_place(table.get, ring.get, "ll-", "llama", 1002) is None  # another user's job of that name
+    assert table_place(table.get, {}.get, "ll-", "llama", 1001) is None  # a node the ring does not hold
+    assert table_place(lambda name: None, ring.get, "ll-", "llama", 1001) is None  # no fresh table
+    pending = {"ll-llama-lighthouse": [record("ll-llama-lighthouse", "PENDING", "head01", 1001)]}
+    assert table_place(pending.get, ring.get, "ll-", "llama", 1001) is None

@@ -287,3 +287,24 @@ def test_a_compute_daemon_watches_its_neighbours_from_its_cycle(tmp_path: Path, 
     finally:
         node.close()
     assert read_suspects(status, node.clock.t) == {}  # a daemon that stops takes its report back
+
+
+def test_a_node_back_from_silence_is_resumed_on_a_fresh_read_of_slurm(tmp_path: Path) -> None:
+    """Seen in the every-fault e2e once reads slowed: resumed on a view up to 5 s old, in which a crashed and
+    rebooted node was still up to Slurm, the node ended drained."""
+    clock = Now(1000.0)
+    head, slurm = head_with(tmp_path, clock, 8, sweep_size=0)
+    head.probe = probe = Probe()
+    reads: list[float] = []
+    real = slurm.nodes
+    slurm.nodes = lambda: reads.append(clock.t) or real()  # type: ignore[method-assign]
+    head.cycle()
+    probe.dead = {"n005"}
+    resumed_at = []
+    for i in range(60):
+        clock.t += 0.5
+        if i == 30:
+            probe.dead = set()  # its slurmd answers again
+        resumed_at += [clock.t for r in head.cycle() if r["action"] == "resume"]
+    assert len(resumed_at) == 1 and resumed_at[0] in reads  # one resume, on a read of its own cycle
+    assert not slurm.node("n005").is_drained
