@@ -108,13 +108,14 @@ class NeighbourWatch:
     probe: Callable[[Iterable[Addr], float], set[Addr]] = answering
     silent: dict[str, float] = field(default_factory=dict)  # watched node -> since when it does not answer
     _ring: dict[str, Addr] = field(default_factory=dict)
+    _mine: dict[str, Addr] = field(default_factory=dict)  # the two it watches: chosen when the ring changes
     _ring_stat: tuple[int, int, int] | None = None
     _written_at: float | None = None  # the report on disk, if any
 
     def cycle(self) -> None:
         now = self.clock()
         self._reload_ring()
-        mine = {n: self._ring[n] for n in watched_by(self.node, self._ring)}
+        mine = self._mine
         heard = self.probe(list(mine.values()), NEIGHBOUR_TIMEOUT_S) if mine else set()
         before = set(self.silent)
         self.silent = {n: self.silent.get(n, now) for n, a in mine.items() if a not in heard}
@@ -134,7 +135,7 @@ class NeighbourWatch:
         try:
             st = path.stat()
         except OSError:
-            self._ring, self._ring_stat = {}, None
+            self._ring, self._mine, self._ring_stat = {}, {}, None
             return
         key = (st.st_ino, st.st_mtime_ns, st.st_size)
         if key == self._ring_stat:
@@ -145,6 +146,7 @@ class NeighbourWatch:
         except (OwnedFileError, OSError, ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
             log.warning("cannot read the head's ring %s: %s", path, e)
             self._ring = {}
+        self._mine = {n: self._ring[n] for n in watched_by(self.node, self._ring)}
         self._ring_stat = key
 
     def _report(self, now: float) -> None:
