@@ -112,16 +112,16 @@ scale-lighthouse: $(STAMP)
 # slurmctld RPCs per second by type and by sender (sdiag), at steady state and per fault, with a node daemon per node
 # and one lamplighter job of a group per node (torch-free replicas speaking torchft's protocol to the job's
 # Lighthouse), at 4, 16 and 64 nodes, each node in a network namespace of its own, the job submitted by a throwaway
-# user (about MINUTES_RPC minutes): bench/results/slurm_rpc_scale.json.
+# user (about 7 minutes): bench/results/slurm_rpc_scale.json.
 scale-slurm-rpc: $(STAMP) gpusim $(USER_VENV)/.installed
 	$(BIN)/python -m bench.slurm_rpc_scale --nodes 4,16,64
 
 # etcd requests per bare-metal host at 4, 16 and 64 hosts (each its own namespaces and host daemon process), steady
-# and while a dead host's group moves (about MINUTES_ETCD minutes): bench/results/etcd_scale.json.
+# and while a dead host's group moves (about 4 minutes): bench/results/etcd_scale.json.
 scale-etcd: $(STAMP)
 	$(BIN)/python -m bench.etcd_scale --hosts 4,16,64
 
-# All of #31's measures against the node count, and the Lighthouse's against the group count (about 16 minutes):
+# All of #31's measures against the node count, and the Lighthouse's against the group count (about 19 minutes):
 # build/scale/report.json and report.png. The result files go to bench/results; scale-report alone redraws.
 scale: scale-slurm-rpc scale-etcd scale-lighthouse scale-report
 
