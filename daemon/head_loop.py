@@ -63,6 +63,9 @@ RETRY_S = 10.0  # a failed job whose config could not be read, or whose requeue 
 # A group job seen FAILED is left this long to its node's daemon, which requeues it under the job's whole policy
 # (backoff, crash loop) within a poll or two; the head only steps in when nobody did.
 FAILED_GRACE_S = 3.0
+# A node drained for silence that answers again is watched with a read of Slurm every cycle for this long, then
+# every slurm_poll_s: long enough for its slurmd to register, short for a node Slurm keeps down.
+RESUME_WATCH_S = 30.0
 
 
 def silence_reason(node: str) -> str:
@@ -194,6 +197,7 @@ class HeadLoop:
     _published_ring: dict[str, tuple[str, int]] | None = None
     _sweep_at: int = 0
     probed_last: int = 0  # nodes the last cycle probed: what its duration grows with
+    answering_since: dict[str, float] = field(default_factory=dict)  # drained for silence, answering since
     _read_at: float | None = None
 
     def __post_init__(self) -> None:
@@ -223,6 +227,11 @@ class HeadLoop:
                 self.silent_since.pop(name, None)
             else:
                 self.silent_since.setdefault(name, now)
+        # Drained for silence and answering again: Slurm is read every cycle for a while, so that the node is
+        # resumed as soon as Slurm has it back (its slurmd answers a little before it registers).
+        self.answering_since = {
+            n: self.answering_since.get(n, now) for n in ring.silence_drained if n not in self.silent_since
+        }
         now = self.clock()
         if not fresh and self._resumable(ring, nodes):
             # A node back from silence is resumed on Slurm's word of now, not of up to slurm_poll_s ago: a node
@@ -271,6 +280,8 @@ class HeadLoop:
         if self._read_at is None or now - self._read_at >= self.cfg.slurm_poll_s:
             return True
         if any(self._awaits_decision(name) for name in self.silent_since):
+            return True
+        if any(now - t < RESUME_WATCH_S for t in self.answering_since.values()):
             return True
         return any(t != float("inf") and now < t + FAILED_GRACE_S for t in self.not_before.values())
 

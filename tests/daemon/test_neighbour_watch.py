@@ -308,3 +308,28 @@ def test_a_node_back_from_silence_is_resumed_on_a_fresh_read_of_slurm(tmp_path: 
         resumed_at += [clock.t for r in head.cycle() if r["action"] == "resume"]
     assert len(resumed_at) == 1 and resumed_at[0] in reads  # one resume, on a read of its own cycle
     assert not slurm.node("n005").is_drained
+
+
+def test_a_node_back_from_silence_is_resumed_as_soon_as_slurm_has_it_back(tmp_path: Path) -> None:
+    """Seen in CI: its slurmd answered a little before Slurm had it back; resumed only at the next periodic read
+    (up to 5 s later), the every-fault e2e found the node still drained."""
+    clock = Now(1000.0)
+    head, slurm = head_with(tmp_path, clock, 8, sweep_size=0)
+    head.probe = probe = Probe()
+    head.cycle()
+    probe.dead = {"n005"}
+    resumed_at: list[float] = []
+    back_at = None
+    for i in range(80):
+        clock.t += 0.5
+        if i == 10:
+            slurm.crash_node("n005")  # drained by then; Slurm marks it down after its own timeout
+        if i == 40:
+            probe.dead = set()  # its slurmd answers...
+        if i == 43:
+            slurm.restart_node("n005")  # ...and registers, 1.5 s later
+            back_at = clock.t
+        resumed_at += [clock.t for r in head.cycle() if r["action"] == "resume"]
+    assert back_at is not None and len(resumed_at) == 1
+    assert resumed_at[0] - back_at <= 0.5  # the cycle after, not the next slurm_poll_s
+    assert not slurm.node("n005").is_drained
