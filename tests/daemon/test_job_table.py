@@ -31,6 +31,13 @@ class Now:
         return self.t
 
 
+def submit_named(slurm: FakeSlurm, folder: Path, name: str) -> int:
+    """A job of that Slurm name, submitted from a script of its own in `folder`."""
+    script = folder / f"{name}.sbatch"
+    script.write_text(f"#!/bin/bash\n#SBATCH --job-name={name}\n")
+    return slurm.submit(script)
+
+
 def written(slurm: FakeSlurm, now: float, head: str = "n1") -> dict[str, object]:
     return table_doc(now, head, {j.job_id: j for j in slurm.all_jobs("")})
 
@@ -112,9 +119,7 @@ def test_a_table_that_still_shows_the_old_run_is_asked_again_before_a_new_traine
 def test_the_head_reads_slurm_with_two_calls_per_poll_and_publishes_the_table(tmp_path: Path) -> None:
     clock = Now(1000.0)
     slurm = FakeSlurm(["n1", "n2"], clock=clock)
-    script = tmp_path / "g0.sbatch"
-    script.write_text("#!/bin/bash\n#SBATCH --job-name=ll-llama-g0\n")
-    job = slurm.submit(script)
+    job = submit_named(slurm, tmp_path, "ll-llama-g0")
     calls: list[str] = []
     for name in ("all_jobs", "nodes", "jobs", "jobs_by_id", "job", "node"):
         real = getattr(slurm, name)
@@ -162,9 +167,7 @@ def test_a_job_slurm_does_not_know_holds_up_no_other_and_is_not_asked_every_cycl
 def test_the_table_finds_jobs_by_name_only_while_fresh(tmp_path: Path) -> None:
     clock = Now(1000.0)
     slurm = FakeSlurm(["n1", "n2"], clock=clock)
-    script = tmp_path / "lh.sbatch"
-    script.write_text("#!/bin/bash\n#SBATCH --job-name=ll-llama-lighthouse\n")
-    job = slurm.submit(script)
+    job = submit_named(slurm, tmp_path, "ll-llama-lighthouse")
     publish(tmp_path, written(slurm, clock.t))
     table = JobTable(tmp_path, max_age_s=15.0, owner=os.getuid(), clock=clock)
     [found] = table.named("ll-llama-lighthouse") or []
