@@ -7,9 +7,11 @@ and writes `build/scale/report.json` with:
   sdiag's per-user section: root's less Slurm's own daemons'),
   `etcd_req_per_host_s` (each bare-metal host at steady state, at that host
   count), `head_cycle_s` (the head daemon's cycle, median of the window's
-  samples), `detect_to_action_s` (a GPU fault and a node crash to the drain or
-  mark-down: {gpu_fault, node_crash}), and what each came from; what is not
-  measured is said in `not_measured`;
+  samples), `detect_to_action_s` (a trainer killed, a trainer hung, a GPU fault
+  and a node crash to lamplighter's first action: {kill, hang, gpu_fault,
+  node_crash}, each the median of `fault_rounds` faults, every one in
+  `detect_to_action_rounds_s`), and what each came from; what is not measured is
+  said in `not_measured`;
 - `lighthouse`: per replica-group count, `groups`, `quorum_s` (the first quorum's
   formation), `survivor_stall_kill_s` and `survivor_stall_hang_s` (median over
   the kill and the hang rounds), `quorum_after_rejoin_s` (the second quorum change);
@@ -89,6 +91,9 @@ def nodes_records(rpc: dict[str, Any] | None, etcd: dict[str, Any] | None) -> li
                 else r["head_probed_per_cycle"]["median"],
                 "head_probe_sweep": None if r is None else r.get("head_probe_sweep"),
                 "detect_to_action_s": None if r is None else r.get("detect_to_action_s"),
+                # Each fault struck this many times (the median above; every sample below); 1 before rounds.
+                "fault_rounds": None if r is None or not r.get("detect_to_action_s") else r.get("fault_rounds", 1),
+                "detect_to_action_rounds_s": None if r is None else r.get("detect_to_action_rounds_s"),
                 "hang_timeout_s": None if r is None else r.get("hang_timeout_s"),
                 # lamplighter's slurmctld RPCs one fault cost over the steady state, to 10 s after its action.
                 "slurmctld_rpc_per_fault": None
@@ -191,6 +196,13 @@ def _hang_note(nodes: list[dict[str, Any]]) -> str:
     return f" (its hang_timeout_s, {', '.join(f'{t:g}' for t in sorted(timeouts))} s, included)" if timeouts else ""
 
 
+def _rounds_note(nodes: list[dict[str, Any]]) -> str:
+    rounds = {r.get("fault_rounds") or 1 for r in nodes}
+    if rounds == {1}:
+        return "each a single fault, so a line through them says little"
+    return f"the median of {', '.join(str(n) for n in sorted(rounds))} faults of each kind per size"
+
+
 def render_block(results: Path = RESULTS) -> str:
     """The README's scale tables, from the kept report (bench/results/scale.json), markers included."""
     path = results / KEPT.name
@@ -275,8 +287,8 @@ def render_block_of(rep: dict[str, Any]) -> str:
                 ratios.append(f"{label} {b / a:.2f}x")
         if ratios:
             out.append(
-                f"- Detection to action at {big['nodes']} nodes against {small['nodes']} (goal: within 1.5x; each a "
-                f"single fault, so a line through them says little): {', '.join(ratios)}."
+                f"- Detection to action at {big['nodes']} nodes against {small['nodes']} (goal: within 1.5x; "
+                f"{_rounds_note(sized)}): {', '.join(ratios)}."
             )
     light = [r for r in rep["lighthouse"] if r.get("survivor_stall_kill_s") is not None]
     if len(light) >= 2:

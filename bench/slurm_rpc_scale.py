@@ -8,12 +8,14 @@ every group job, and as trainer a torch-free replica speaking torchft's protocol
 Once every group is in one quorum, after a settling time: `sdiag -r`, a window, `sdiag`: slurmctld's
 own count of the RPCs it served, by type and by user, per second (sdiag's own aside; the lab's harness
 sends none during the window), and each daemon's CPU and RSS; the head's cycle time and the nodes it
-probed (its status, sampled each second of the window). Then four faults, and the time from each to
-lamplighter's first action on it in the daemons' action logs, and the RPCs each cost (an `sdiag -r` at
-the fault, read AFTER_ACTION_S after that action, less the steady state): group 1's trainer is killed;
+probed (its status, sampled each second of the window). Then four faults, one at a time, and the time
+from each to lamplighter's first action on it in the daemons' action logs: group 1's trainer is killed;
 group 2's hangs (SIGSTOP: its daemon sees its step stand still at the Lighthouse for the job's
 hang_timeout_s); a GPU of the first compute node reports an uncorrectable ECC error (drain); the last
-compute node crashes (the head drains it or marks it down).
+compute node crashes (the head drains it or marks it down). FAULT_ROUNDS rounds of the four, the lab
+made whole between them; the median is reported, every sample kept. The first round also counts the
+RPCs each fault cost (an `sdiag -r` at the fault, read AFTER_ACTION_S after the action, less the steady
+state).
 
 sdiag's per-user section tells lamplighter's calls (root's, less the messages Slurm's own daemons send
 as root) from the job's own (the user's: its submission, the agents' and their srun calls):
@@ -22,7 +24,9 @@ lamplighter_rpc_per_s is root's share, whatever the job does.
 Each node (its slurmd, its jobs and its node daemon) runs in a network namespace of its own with its
 own address on a bridge (lab/testcluster_net.py; --no-netns: all on the host's loopback), so Slurm's
 traffic between slurmctld and the nodes, and the replicas' with their Lighthouse, crosses links as on a
-cluster. Writes bench/results/slurm_rpc_scale.json.
+cluster; and in its slurmd's PID and mount namespaces, so a node daemon's /proc holds its node's
+processes only (with --no-netns it sees the whole machine's: its scan then costs what 64 nodes hold).
+Writes bench/results/slurm_rpc_scale.json.
 
     python -m bench.slurm_rpc_scale [--nodes 4,16] [--window-s 30] [--dir build/slurm-rpc-scale]
 """
@@ -30,10 +34,12 @@ cluster. Writes bench/results/slurm_rpc_scale.json.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
 import signal
+import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -47,6 +53,7 @@ from lamplighter.bare.accounts import Account
 from lamplighter.configs.schema import NodeConfig
 from lamplighter.configs.slurm_names import group_job_name
 from lamplighter.daemon.status_socket import StatusError, read_status
+from lamplighter.gpusim.inject import clear as gpu_clear
 from lamplighter.gpusim.inject import inject as gpu_inject
 from lamplighter.gpusim.state import StateDir
 from lamplighter.lab.sdiag import OWN, Sdiag, parse_sdiag
@@ -55,7 +62,8 @@ from lamplighter.lab.testcluster import wait_until
 from lamplighter.lab.throwaway_user import throwaway_user
 from lamplighter.slurm.chaos_slurm import read_records
 from lamplighter.slurm.proc_find import trainer_procs
-from lamplighter.supervisor.lighthouse_status import LighthouseStatusError, fetch_status
+from lamplighter.slurm.run import SlurmError
+from lamplighter.supervisor.lighthouse_status import LighthouseStatus, LighthouseStatusError, fetch_status
 
 JOB = scale_groups.JOB
 VICTIM = 1  # the group whose trainer is killed
@@ -148,15 +156,17 @@ def head_cycles(sock: Path, window_s: float) -> tuple[list[float], list[int]]:
     return cycles, probed
 
 
-def first_action(lab: Any, since: float, target: str, kinds: tuple[str, ...] | None, timeout_s: float) -> float | None:
-    """Seconds from `since` to the first action on `target` (a node, a job id), of those kinds (None: any), in
-    any daemon's action log."""
+def first_action(
+    lab: Any, since: float, target: str | None, kinds: tuple[str, ...] | None, timeout_s: float
+) -> float | None:
+    """Seconds from `since` to the first action on `target` (a node, a job id; None: any), of those kinds
+    (None: any), in any daemon's action log."""
     end = time.monotonic() + timeout_s
     while time.monotonic() < end:
         for path in lab.action_logs():
             for rec in read_records(path):
                 kind_ok = kinds is None or rec.get("action") in kinds
-                if rec.get("ts", 0) >= since and kind_ok and rec.get("target") == target:
+                if rec.get("ts", 0) >= since and kind_ok and target in (None, rec.get("target")):
                     return float(rec["ts"]) - since
         time.sleep(0.2)  # polling the logs the daemons append to
     return None
@@ -186,43 +196,141 @@ def fault_rpcs(sd: Sdiag, jobs_user: str, steady: dict[str, Any]) -> dict[str, A
     }
 
 
-def faults(lab: Any, cli: Any, user: str, job_ids: dict[int, str], steady: dict[str, Any]) -> dict[str, Any]:
+FAULT_ROUNDS = 3  # each fault this many times per size: the median is reported (one sample is mostly noise)
+
+
+def faults(
+    lab: Any,
+    cli: Any,
+    user: str,
+    job_ids: dict[int, str],
+    steady: dict[str, Any],
+    rounds: int,
+    run_dir: Path,
+) -> dict[str, Any]:
     """A trainer killed (its node daemon sees it exit and requeues its job), a trainer hung (SIGSTOP: its
     daemon sees its step stand still at the Lighthouse for hang_timeout_s, then ends and requeues it), a
     GPU fault on the first compute node (its daemon drains it) and a crash of the last (the head drains it
-    or marks it down): the time from each to lamplighter's first action on it, from the action logs, and
-    the slurmctld RPCs each cost (fault_rpcs)."""
+    or marks it down), one at a time: the time from each to lamplighter's first action on it, from the
+    action logs, `rounds` times, and the slurmctld RPCs each cost in the first round (fault_rpcs).
+
+    Between rounds the lab is made whole again, as an admin would: the GPU repaired and its node resumed,
+    the crashed node started again, and every group back in one quorum. The same two nodes take the GPU
+    fault and the crash every round: the drain rate limit allows re-draining a node it already counted."""
     gpu_node, crash_node = lab.compute[0], lab.compute[-1]
 
     def signal_trainer(group: int, sig: int) -> None:
         for st in trainer_procs(JOB, group):
             os.kill(st.pid, sig)
 
-    plan: list[tuple[str, Any, str, tuple[str, ...] | None]] = [
-        ("kill", lambda: signal_trainer(VICTIM, signal.SIGKILL), job_ids[VICTIM], None),
-        ("hang", lambda: signal_trainer(HUNG, signal.SIGSTOP), job_ids[HUNG], None),
+    plan: list[tuple[str, Any, str, tuple[str, ...] | None, int | None]] = [
+        ("kill", lambda: signal_trainer(VICTIM, signal.SIGKILL), job_ids[VICTIM], None, VICTIM),
+        ("hang", lambda: signal_trainer(HUNG, signal.SIGSTOP), job_ids[HUNG], None, HUNG),
         (
             "gpu_fault",
             lambda: gpu_inject(StateDir(lab.gpusim_root / gpu_node), 0, "ecc-uncorrectable"),
             gpu_node,
             ("drain",),
+            None,
         ),
-        ("node_crash", lambda: lab.cluster.crash_node(crash_node), crash_node, ("drain", "mark_down")),
+        ("node_crash", lambda: lab.cluster.crash_node(crash_node), crash_node, ("drain", "mark_down"), None),
     ]
-    times: dict[str, float | None] = {}
+    samples: dict[str, list[float | None]] = {kind: [] for kind, *_ in plan}
     rpcs: dict[str, Any] = {}
-    for kind, strike, target, kinds in plan:
-        cli.run("sdiag", "-r")
-        t = time.time()
-        strike()
-        times[kind] = first_action(lab, t, target, kinds, 60)
-        # A counting window after the action, for what follows it (a requeue's start, the head's reads).
-        time.sleep(max(0.0, t + (times[kind] or 0.0) + AFTER_ACTION_S - time.time()))
-        rpcs[kind] = fault_rpcs(parse_sdiag(cli.run("sdiag")), user, steady)
-    return {"detect_to_action_s": times, "rpc_per_fault": rpcs, "hang_timeout_s": scale_groups.HANG_TIMEOUT_S}
+    for r in range(rounds):
+        if r:
+            make_whole(lab, cli, gpu_node, crash_node)
+            wait_until(lambda: all_in_quorum(run_dir, len(job_ids)), 600, f"every group in one quorum, round {r + 1}")
+        for kind, strike, target, kinds, group in plan:
+            if group is not None:
+                wait_until(functools.partial(trainer_procs, JOB, group), 300, f"group {group}'s trainer")
+                stepping(run_dir, group)
+            if r == 0:
+                cli.run("sdiag", "-r")
+            t = time.time()
+            strike()
+            took = first_action(lab, t, target, kinds, 60)
+            samples[kind].append(took)
+            print(f"  round {r + 1}/{rounds} {kind}: {'none in 60 s' if took is None else f'{took:.2f} s'}", flush=True)
+            if r == 0:
+                # A counting window after the action, for what follows it (a requeue's start, the head's reads).
+                time.sleep(max(0.0, t + (took or 0.0) + AFTER_ACTION_S - time.time()))
+                rpcs[kind] = fault_rpcs(parse_sdiag(cli.run("sdiag")), user, steady)
+            else:
+                # Each fault alone: a daemon that requeues a job waits for Slurm inside its cycle (up to some
+                # seconds), and would see the next fault that much later.
+                first_action(lab, t, None, ("requeue",), AFTER_ACTION_S)
+    return {
+        "detect_to_action_s": {k: median_of(v) for k, v in samples.items()},
+        "detect_to_action_rounds_s": samples,
+        "fault_rounds": rounds,
+        "rpc_per_fault": rpcs,
+        "hang_timeout_s": scale_groups.HANG_TIMEOUT_S,
+    }
 
 
-def measure(folder: Path, nodes: int, settle_s: float, window_s: float, user: Account, netns: bool) -> dict[str, Any]:
+def job_quorum(run_dir: Path) -> LighthouseStatus | None:
+    """The job's Lighthouse's last quorum, None while it cannot be read."""
+    try:
+        address = json.loads((run_dir / "lighthouse.json").read_text())["address"]
+        return fetch_status(address, timeout=5)
+    except (OSError, ValueError, KeyError, LighthouseStatusError):
+        return None
+
+
+def all_in_quorum(run_dir: Path, groups: int) -> bool:
+    quorum = job_quorum(run_dir)
+    return quorum is not None and len({m.group for m in quorum.members}) == groups
+
+
+def stepping(run_dir: Path, group: int, timeout_s: float = 300) -> None:
+    """Returns once the group's trainer takes steps in the job's quorum: its member (replica id and step)
+    there changed twice. A group back from a restart is otherwise still under its startup timeout, not its
+    hang timeout, and a quorum from before the restart still lists its dead member, which never changes."""
+
+    def member() -> tuple[str, int] | None:
+        quorum = job_quorum(run_dir)
+        found = [(m.replica_id, m.step) for m in quorum.members if m.group == str(group)] if quorum else []
+        return found[0] if found else None
+
+    seen = [wait_until(member, timeout_s, f"group {group} in the job's quorum")]
+
+    def moved() -> tuple[str, int] | None:
+        now = member()
+        return now if now is not None and now != seen[-1] else None
+
+    for _ in range(2):
+        seen.append(wait_until(moved, timeout_s, f"group {group} to take a step"))
+
+
+def median_of(values: list[float | None]) -> float | None:
+    """The median of the samples that came (None when none did: a missed action is in the rounds' list)."""
+    got = [v for v in values if v is not None]
+    return statistics.median(got) if got else None
+
+
+def make_whole(lab: Any, cli: Any, gpu_node: str, crash_node: str) -> None:
+    """The admin's repairs after a round: the GPU healthy and its node resumed, the crashed node up again;
+    returns once neither node is drained or down."""
+    gpu_clear(StateDir(lab.gpusim_root / gpu_node))
+    if not lab.cluster.node_alive(crash_node):
+        lab.cluster.restart_node(crash_node)
+    for node in (gpu_node, crash_node):
+        try:
+            cli.run("scontrol", "update", f"NodeName={node}", "State=RESUME")
+        except SlurmError:
+            pass  # not drained or down (lamplighter resumed it first): nothing to resume
+
+    def usable() -> bool:
+        states = {i.name: i.state.upper() for i in lab.cluster.node_infos()}
+        return not any(bad in states.get(n, "DOWN") for n in (gpu_node, crash_node) for bad in ("DRAIN", "DOWN"))
+
+    wait_until(usable, 120, f"{gpu_node} and {crash_node} back in service")
+
+
+def measure(
+    folder: Path, nodes: int, settle_s: float, window_s: float, user: Account, netns: bool, rounds: int = FAULT_ROUNDS
+) -> dict[str, Any]:
     shutil.rmtree(folder, ignore_errors=True)
     settings = LabSettings(compute_nodes=nodes, gpus_per_node=1, netns=netns)
     # The job's folder is its user's: outside the lab's, which the user may not reach.
@@ -234,15 +342,7 @@ def measure(folder: Path, nodes: int, settle_s: float, window_s: float, user: Ac
             job_ids = scale_groups.submit(lab, user, work, nodes)
             run_dir = work / "run"
 
-            def all_in_quorum() -> bool:
-                try:
-                    address = json.loads((run_dir / "lighthouse.json").read_text())["address"]
-                    quorum = fetch_status(address, timeout=5)
-                except (OSError, ValueError, KeyError, LighthouseStatusError):
-                    return False
-                return len({m.group for m in quorum.members}) == nodes
-
-            wait_until(all_in_quorum, 600, f"{nodes} groups in one quorum")
+            wait_until(lambda: all_in_quorum(run_dir, nodes), 600, f"{nodes} groups in one quorum")
             time.sleep(settle_s)
             daemons = {n: lab.services.pid(f"supervise-{n}") for n in lab.cluster.node_names}
             pids = {n: p for n, p in daemons.items() if p is not None}
@@ -289,7 +389,7 @@ def measure(folder: Path, nodes: int, settle_s: float, window_s: float, user: Ac
                 "head_probed_per_cycle": spread([float(p) for p in probed]) if probed else None,
                 "head_probe_sweep": NodeConfig.model_fields["head_probe_sweep"].default,  # the lab's nodes keep it
             }
-            return {**row, **faults(lab, cli, user.name, job_ids, row)}
+            return {**row, **faults(lab, cli, user.name, job_ids, row, rounds, run_dir)}
         finally:
             try:
                 for job_id in lab.cluster.cli().run("squeue", "--noheader", "-o", "%i").split():
@@ -304,6 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nodes", default="4,16", help="compute node counts")
     ap.add_argument("--settle-s", type=float, default=15.0)
     ap.add_argument("--window-s", type=float, default=30.0)
+    ap.add_argument("--rounds", type=int, default=FAULT_ROUNDS, help="times each fault is struck per size")
     ap.add_argument("--no-netns", action="store_true", help="every node on the host's loopback, not a namespace each")
     ap.add_argument("--dir", type=Path, default=Path("build/slurm-rpc-scale"))
     ap.add_argument("--out", type=Path, default=RESULTS / "slurm_rpc_scale.json")
@@ -318,7 +419,9 @@ def main(argv: list[str] | None = None) -> int:
     with throwaway_user("llscale") as user:
         for n in [int(x) for x in args.nodes.split(",")]:
             t = time.monotonic()
-            row = measure(args.dir / f"nodes-{n}", n, args.settle_s, args.window_s, user, not args.no_netns)
+            row = measure(
+                args.dir / f"nodes-{n}", n, args.settle_s, args.window_s, user, not args.no_netns, args.rounds
+            )
             rows.append(row)
             top = ", ".join(f"{k} {v:.2f}" for k, v in list(row["by_type_per_s"].items())[:4])
             print(

@@ -8,18 +8,26 @@ LAMPLIGHTER_SUPERVISOR_NODE so chaos can find a daemon without matching names)
 and starts it again when it exits. Every PID it starts is recorded under the
 lab folder; only those are ever signalled.
 
+With a network namespace per node (LabSettings.netns, make scale's lab) a node
+is a machine of its own: its daemon runs in its slurmd's namespaces (network,
+PIDs, mounts), so its /proc holds the node's processes alone, it dies when the
+node crashes, and it starts again once the node is back.
+
 Tests and lab scripts get one through `running_lab(root, settings)`: up for a
 block, down after it whatever happened.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,9 +36,9 @@ from typing import Any
 import yaml
 
 from lamplighter.configs.schema import HealthConfig, NodeHealthConfig, RestartConfig
-from lamplighter.lab.testcluster import ProcRecord, TestCluster, pick_port_range, wait_until
+from lamplighter.lab.testcluster import ClusterError, ProcRecord, TestCluster, pick_port_range, wait_until
 from lamplighter.slurm.proc_find import ENV_SUPERVISOR_NODE, find_by_env
-from lamplighter.supervisor.procfs import PROC, read_stat
+from lamplighter.supervisor.procfs import PROC, children, read_stat
 from lamplighter.trainer.contract import ENV_JOB, write_json_atomic
 
 RESTART_DELAY_S = 0.5  # systemd's RestartSec
@@ -47,6 +55,9 @@ class Service:
     argv: list[str]
     env: dict[str, str]
     log: Path
+    # The command prefix that puts argv on its node at this start (TestCluster.node_enter): it forks, and the
+    # service is its one child. Raises ClusterError while there is no node to run on; tried again later.
+    enter: Callable[[], list[str]] | None = None
     proc: subprocess.Popen[bytes] | None = None
     record: ProcRecord | None = None
     starts: list[float] = field(default_factory=list)
@@ -70,9 +81,22 @@ class ServiceRunner:
 
     def _start(self, svc: Service) -> None:
         svc.log.parent.mkdir(parents=True, exist_ok=True)
+        argv, env = svc.argv, svc.env
+        if svc.enter is not None:
+            try:
+                prefix = svc.enter()
+            except ClusterError as e:
+                svc.proc, svc.down_since = None, time.monotonic()
+                with open(svc.log, "a") as log:
+                    log.write(f"lab: {svc.name} not started: {e}\n")
+                return
+            # The environment goes to the service alone (env -i), not to the prefix: chaos finds a daemon by
+            # its environment, and must find the daemon, not nsenter.
+            argv = [*prefix, "env", "-i", *(f"{k}={v}" for k, v in svc.env.items()), *svc.argv]
+            env = {"PATH": os.environ.get("PATH", os.defpath)}
         with open(svc.log, "ab") as log:
             svc.proc = subprocess.Popen(
-                svc.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=svc.env, start_new_session=True
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True
             )
         st = read_stat(PROC, svc.proc.pid)
         svc.record = ProcRecord(svc.name, svc.proc.pid, st.start_time if st else 0)
@@ -94,7 +118,7 @@ class ServiceRunner:
         while not self._stop.wait(0.1):
             with self._lock:
                 for svc in self.services.values():
-                    if svc.proc is None or svc.proc.poll() is None:
+                    if svc.proc is not None and svc.proc.poll() is None:
                         continue
                     now = time.monotonic()
                     if svc.down_since is None:
@@ -103,8 +127,14 @@ class ServiceRunner:
                         self._start(svc)
 
     def pid(self, name: str) -> int | None:
+        """The service's own process (below its prefix, if it has one), while it runs."""
         svc = self.services.get(name)
-        return svc.proc.pid if svc and svc.proc and svc.proc.poll() is None else None
+        if svc is None or svc.proc is None or svc.proc.poll() is not None:
+            return None
+        if svc.enter is None:
+            return svc.proc.pid
+        below = children(PROC, svc.proc.pid)
+        return below[0] if below else None
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
@@ -113,7 +143,11 @@ class ServiceRunner:
         with self._lock:
             for svc in self.services.values():
                 if svc.proc is not None and svc.proc.poll() is None:
-                    svc.proc.send_signal(signal.SIGTERM)
+                    # Behind a prefix, the service itself: nsenter would leave it running.
+                    targets = children(PROC, svc.proc.pid) if svc.enter is not None else [svc.proc.pid]
+                    for pid in targets:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(pid, signal.SIGTERM)
             deadline = time.monotonic() + timeout
             for svc in self.services.values():
                 if svc.proc is None:
@@ -239,9 +273,15 @@ class SlurmLab:
             d.mkdir(parents=True, exist_ok=True)
             conf = d / "node.yaml"
             conf.write_text(yaml.safe_dump(self.node_config(node), sort_keys=False))
-            # In the node's network (with netns): it reaches slurmctld the way the node's slurmd does.
-            argv = self.cluster.node_argv(node, daemon_argv(conf))
-            self.services.add(Service(f"supervise-{node}", argv, self.node_env(node), d / "daemon.log"))
+            log = d / "daemon.log"
+            if self.settings.netns:
+                # A node of its own: the daemon runs in its slurmd's namespaces (network, PIDs, mounts), sees only
+                # the node's processes, dies with the node and comes back with it.
+                enter = functools.partial(self.cluster.node_enter, node)
+                svc = Service(f"supervise-{node}", daemon_argv(conf), self.node_env(node), log, enter=enter)
+            else:
+                svc = Service(f"supervise-{node}", daemon_argv(conf), self.node_env(node), log)
+            self.services.add(svc)
         self.daemons_started = True
 
     def down(self) -> None:

@@ -248,6 +248,19 @@ class TestCluster:
         net = self.network
         return net.in_netns(name, argv) if net else argv
 
+    def node_enter(self, name: str) -> list[str]:
+        """The command prefix that runs a program on the node as it is now: in its slurmd's PID, mount and
+        network namespaces, so that its /proc holds the node's processes only, as on a machine of its own.
+
+        nsenter forks to enter a PID namespace, and does not pass signals on: the program is nsenter's one
+        child, and is to be signalled itself. Raises ClusterError while the node is down (crashed, not yet
+        restarted): there is no node to run on."""
+        rec = self._load_records().get(f"node-{name}")
+        slurmd = children(PROC, rec.pid) if rec is not None and is_alive(rec) else []
+        if not slurmd:
+            raise ClusterError(f"node {name} of the cluster under {self.root} is down")
+        return ["nsenter", f"--target={slurmd[0]}", "--pid", "--mount", "--net", "--"]
+
     # -- lifecycle ---------------------------------------------------------
 
     def up(self, timeout: float = 30.0) -> None:

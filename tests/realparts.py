@@ -4,6 +4,7 @@ but fails in CI (CI=true), where `make test` installs everything; and a bounded 
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -30,6 +31,15 @@ def require_slurm() -> None:
     why = slurm_installed()
     if why:
         missing("real Slurm", str(why))
+
+
+def require_netns() -> None:
+    """Root and the tools that make and enter namespaces (the test cluster's netns=True)."""
+    if os.geteuid() != 0:
+        missing("network namespaces", "needs root")
+    absent = [p for p in ("ip", "nsenter") if shutil.which(p) is None]
+    if absent:
+        missing("network namespaces", f"missing {', '.join(absent)} (iproute2, util-linux)")
 
 
 def wait_for(cond: Callable[[], T], timeout: float, what: str, interval: float = 0.05) -> T:

@@ -127,3 +127,29 @@ def test_the_heads_cycle_is_fitted_past_its_sweep_where_it_probes_a_fixed_number
     old = [{k: v for k, v in row(n, c, n).items() if k != "head_probe_sweep"} for n, c in ((4, 1), (16, 3), (64, 13))]
     write(tmp_path, "slurm_rpc_scale", {"nodes": old})
     assert sr.build(tmp_path)["fits"]["head_cycle_s"]["over"] == [4.0, 16.0, 64.0]
+
+
+def test_times_to_act_struck_several_times_are_reported_as_medians_with_every_sample(
+    tmp_path: Path, sr: ModuleType
+) -> None:
+    def row(n: int, kill: list[float | None], rounds: int | None) -> dict[str, object]:
+        got = sorted(v for v in kill if v is not None)
+        out: dict[str, object] = {
+            "nodes": n,
+            "lamplighter_rpc_per_s": 0.8,
+            "slurmctld_rpc_per_s": 1.0,
+            "detect_to_action_s": {"kill": got[len(got) // 2]},
+            "detect_to_action_rounds_s": {"kill": kill},
+        }
+        return out if rounds is None else {**out, "fault_rounds": rounds}
+
+    write(tmp_path, "slurm_rpc_scale", {"nodes": [row(4, [0.3, 0.9, 0.35], 3), row(64, [0.4, None, 0.5], 3)]})
+    report = sr.build(tmp_path)
+    assert [r["fault_rounds"] for r in report["nodes"]] == [3, 3]
+    assert report["nodes"][1]["detect_to_action_rounds_s"] == {"kill": [0.4, None, 0.5]}  # a miss is kept, as None
+    assert "the median of 3 faults of each kind per size): a trainer killed 1.43x" in sr.render_block_of(report)
+    # A run from before the rounds struck each fault once, and says so.
+    write(tmp_path, "slurm_rpc_scale", {"nodes": [row(4, [0.3], None), row(64, [0.6], None)]})
+    single = sr.build(tmp_path)
+    assert [r["fault_rounds"] for r in single["nodes"]] == [1, 1]
+    assert "each a single fault" in sr.render_block_of(single)

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import itertools
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from realparts import missing, require_slurm
+from realparts import require_netns, require_slurm
 
 from lamplighter.lab.testcluster import TestCluster
 from lamplighter.lab.testcluster_conf import render_slurm_conf
@@ -89,14 +88,6 @@ def test_conf_puts_slurmctld_on_the_bridge_and_each_node_at_its_address(tmp_path
     off = TestCluster(tmp_path / "c", nodes=2)
     assert off.network is None and off.node_netns("n1") is None and off.node_address("n1") == "localhost"
     assert off.node_argv("n1", ["true"]) == ["true"]
-
-
-def require_netns() -> None:
-    if os.geteuid() != 0:
-        missing("network namespaces", "needs root")
-    absent = [p for p in ("ip", "nsenter") if shutil.which(p) is None]
-    if absent:
-        missing("network namespaces", f"missing {', '.join(absent)} (iproute2, util-linux)")
 
 
 def net_inode(pid: int | str) -> int:
