@@ -308,7 +308,7 @@ def _prepare(ctx: ChaosContext, kind: str, tgt: ChaosTarget, detail: dict[str, A
             raise ChaosError(f"lighthouse-kill: nothing listens on port {ctx.lighthouse_port()}")
         return _signal(procs, signal.SIGKILL, detail)
     assert kind == "supervisor-kill" and tgt.node is not None
-    procs = proc_find.supervisor_procs(tgt.node)
+    procs = proc_find.supervisor_procs(tgt.node, ctx.sub.slurm_conf)
     if not procs:
         raise ChaosError(
             f"supervisor-kill: no daemon of node {tgt.node} found "
@@ -393,7 +393,7 @@ class Recovery:
             if out["t_running"] is not None:
                 out["t_first_commit"] = first_commit_after(run_dir, list(ctx.sub.groups), out["t_running"])
         elif kind == "supervisor-kill":
-            now_pids = {p.pid for p in proc_find.supervisor_procs(rec["node"])}
+            now_pids = {p.pid for p in proc_find.supervisor_procs(rec["node"], ctx.sub.slurm_conf)}
             if now_pids and not now_pids & self._old_pids:
                 out["t_running"] = ctx.now()
                 out["t_first_commit"] = first_commit_after(run_dir, list(ctx.sub.groups), rec["t"])

@@ -69,8 +69,20 @@ def in_trainer_steps(procs: list[ProcStat], proc: Path = PROC) -> list[ProcStat]
     return [st for st in procs if (w := where[st.pid]) is None or steps[w[0]] == w[1]]
 
 
-def supervisor_procs(node: str, proc: Path = PROC) -> list[ProcStat]:
-    return find_by_env(lambda e: e.get(ENV_SUPERVISOR_NODE) == node, proc)
+def supervisor_procs(node: str, slurm_conf: str | None = None, proc: Path = PROC) -> list[ProcStat]:
+    """The node's daemon (and what it started), by its environment. Several test clusters on one machine
+    name their nodes alike: with `slurm_conf`, a daemon whose environment names another cluster's is not
+    this one's (a daemon that names none, as systemd starts it, still is)."""
+
+    want = None if slurm_conf is None else os.path.realpath(slurm_conf)
+
+    def ours(env: Mapping[str, str]) -> bool:
+        named = env.get("SLURM_CONF")
+        return env.get(ENV_SUPERVISOR_NODE) == node and (
+            want is None or named is None or os.path.realpath(named) == want
+        )
+
+    return find_by_env(ours, proc)
 
 
 def listener_procs(port: int, proc: Path = PROC) -> list[ProcStat]:

@@ -20,7 +20,6 @@ from realparts import require_netns, require_slurm, wait_for
 from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, running_lab
 from lamplighter.lab.testcluster import TestCluster, is_alive
 from lamplighter.slurm import proc_find
-from lamplighter.slurm.proc_find import ENV_SUPERVISOR_NODE
 from lamplighter.supervisor.procfs import PROC, ProcStat, children
 
 MARK = "ll-mark-{node}"
@@ -56,8 +55,7 @@ def seen_with(pid: int | None, cmdline: str) -> set[str] | None:
 
 def daemons_of(lab: SlurmLab, node: str) -> list[ProcStat]:
     """What chaos takes for the node's daemon (its environment), in this lab alone: other labs run beside it."""
-    conf = str(lab.cluster.conf_path)
-    return proc_find.find_by_env(lambda e: e.get(ENV_SUPERVISOR_NODE) == node and e.get("SLURM_CONF") == conf)
+    return proc_find.supervisor_procs(node, str(lab.cluster.conf_path))
 
 
 @pytest.mark.integration
