@@ -13,7 +13,8 @@ from each to lamplighter's first action on it in the daemons' action logs: group
 group 2's hangs (SIGSTOP: its daemon sees its step stand still at the Lighthouse for the job's
 hang_timeout_s); a GPU of the first compute node reports an uncorrectable ECC error (drain); the last
 compute node crashes (the head drains it or marks it down). FAULT_ROUNDS rounds of the four, the lab
-made whole between them; the median is reported, every sample kept. The first round also counts the
+made whole between them, a trainer struck only once its node's daemon has seen it take steps (before,
+a restarted trainer is under its startup timeout); the median is reported, every sample kept. The first round also counts the
 RPCs each fault cost (an `sdiag -r` at the fault, read AFTER_ACTION_S after the action, less the steady
 state).
 
@@ -244,7 +245,7 @@ def faults(
         for kind, strike, target, kinds, group in plan:
             if group is not None:
                 wait_until(functools.partial(trainer_procs, JOB, group), 300, f"group {group}'s trainer")
-                stepping(run_dir, group)
+                seen_stepping(lab, cli, job_ids[group], group)
             if r == 0:
                 cli.run("sdiag", "-r")
             t = time.time()
@@ -283,24 +284,30 @@ def all_in_quorum(run_dir: Path, groups: int) -> bool:
     return quorum is not None and len({m.group for m in quorum.members}) == groups
 
 
-def stepping(run_dir: Path, group: int, timeout_s: float = 300) -> None:
-    """Returns once the group's trainer takes steps in the job's quorum: its member (replica id and step)
-    there changed twice. A group back from a restart is otherwise still under its startup timeout, not its
-    hang timeout, and a quorum from before the restart still lists its dead member, which never changes."""
+def seen_stepping(lab: Any, cli: Any, job_id: str, group: int, timeout_s: float = 300) -> None:
+    """Returns once the daemon of the group's node has seen its trainer take steps: the group's step in that
+    daemon's own reads of the Lighthouse (its status) changed twice. Until it has, a trainer back from a
+    restart is under its startup timeout, not its hang timeout (a quorum from before the restart may still
+    list its dead member, whose step never changes)."""
+    node = wait_until(lambda: cli.run("squeue", "--noheader", "-j", job_id, "-o", "%N").strip(), 60, f"{job_id}'s node")
+    sock = lab.node_dir(node) / "status.sock"
 
-    def member() -> tuple[str, int] | None:
-        quorum = job_quorum(run_dir)
-        found = [(m.replica_id, m.step) for m in quorum.members if m.group == str(group)] if quorum else []
-        return found[0] if found else None
+    def step() -> tuple[int] | None:  # a tuple: step 0 is a step
+        try:
+            jobs = read_status(sock, timeout=5).get("jobs", [])
+        except (StatusError, OSError):
+            return None
+        steps = [j.get("lighthouse_steps", {}).get(str(group)) for j in jobs if j.get("job") == JOB]
+        return (steps[0],) if steps and steps[0] is not None else None
 
-    seen = [wait_until(member, timeout_s, f"group {group} in the job's quorum")]
+    seen = [wait_until(step, timeout_s, f"group {group}'s steps in {node}'s daemon")]
 
-    def moved() -> tuple[str, int] | None:
-        now = member()
+    def moved() -> tuple[int] | None:
+        now = step()
         return now if now is not None and now != seen[-1] else None
 
     for _ in range(2):
-        seen.append(wait_until(moved, timeout_s, f"group {group} to take a step"))
+        seen.append(wait_until(moved, timeout_s, f"{node}'s daemon to see group {group} take a step"))
 
 
 def median_of(values: list[float | None]) -> float | None:
