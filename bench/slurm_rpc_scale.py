@@ -38,6 +38,7 @@ import argparse
 import functools
 import json
 import os
+import random
 import shutil
 import signal
 import statistics
@@ -53,6 +54,7 @@ from bench.results_io import RESULTS, environment, spread
 from lamplighter.bare.accounts import Account
 from lamplighter.configs.schema import NodeConfig
 from lamplighter.configs.slurm_names import group_job_name
+from lamplighter.daemon.lighthouse_reads import READ_EVERY_S
 from lamplighter.daemon.status_socket import StatusError, read_status
 from lamplighter.gpusim.inject import clear as gpu_clear
 from lamplighter.gpusim.inject import inject as gpu_inject
@@ -237,6 +239,7 @@ def faults(
         ("node_crash", lambda: lab.cluster.crash_node(crash_node), crash_node, ("drain", "mark_down"), None),
     ]
     samples: dict[str, list[float | None]] = {kind: [] for kind, *_ in plan}
+    phase = random.Random(len(job_ids))  # the same strike times for a size, run after run
     rpcs: dict[str, Any] = {}
     for r in range(rounds):
         if r:
@@ -246,6 +249,9 @@ def faults(
             if group is not None:
                 wait_until(functools.partial(trainer_procs, JOB, group), 300, f"group {group}'s trainer")
                 seen_stepping(lab, cli, job_ids[group], group)
+                # Not a wait for anything: seen_stepping returns just after one of the daemon's Lighthouse reads,
+                # and a strike at that same moment every time would time one phase of its cycle, not a fault.
+                time.sleep(phase.uniform(0.0, READ_EVERY_S))
             if r == 0:
                 cli.run("sdiag", "-r")
             t = time.time()
