@@ -111,8 +111,9 @@ scale-lighthouse: $(STAMP)
 
 # slurmctld RPCs per second by type and by sender (sdiag), at steady state and per fault, with a node daemon per node
 # and one lamplighter job of a group per node (torch-free replicas speaking torchft's protocol to the job's
-# Lighthouse), at 4, 16 and 64 nodes, each node in a network namespace of its own, the job submitted by a throwaway
-# user (about 7 minutes): bench/results/slurm_rpc_scale.json.
+# Lighthouse), at 4, 16 and 64 nodes, each node (its slurmd, jobs and daemon) in network, PID and mount namespaces of
+# its own, the job submitted by a throwaway user, each fault struck 3 times per size (about 13 minutes):
+# bench/results/slurm_rpc_scale.json.
 scale-slurm-rpc: $(STAMP) gpusim $(USER_VENV)/.installed
 	$(BIN)/python -m bench.slurm_rpc_scale --nodes 4,16,64
 
@@ -121,7 +122,7 @@ scale-slurm-rpc: $(STAMP) gpusim $(USER_VENV)/.installed
 scale-etcd: $(STAMP)
 	$(BIN)/python -m bench.etcd_scale --hosts 4,16,64
 
-# All of #31's measures against the node count, and the Lighthouse's against the group count (about 19 minutes):
+# All of #31's measures against the node count, and the Lighthouse's against the group count (about 24 minutes):
 # build/scale/report.json and report.png. The result files go to bench/results; scale-report alone redraws.
 scale: scale-slurm-rpc scale-etcd scale-lighthouse scale-report
 
