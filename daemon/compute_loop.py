@@ -130,6 +130,10 @@ class ExitSource(Protocol):
     def close(self) -> None: ...
 
 
+# While a trainer's exit awaits Slurm's word that its job ended (its exit code decides a restart), the next
+# cycles come this soon: the job's end reaches slurmctld a fraction of a second after its trainer's, and a
+# whole poll interval more would be most of a kill's time to act. One `scontrol show job` each; then the pace.
+EXIT_RECHECK_S = (0.1, 0.2, 0.4)
 UNKNOWN_JOB_S = 60.0  # a job id Slurm said it does not know is asked about again after this long
 
 
@@ -151,6 +155,7 @@ class ComputeLoop:
     exit_grace_s: float = 10.0
     slow_every: int = 5  # D-state and memory read all of /proc: every this many cycles
     watcher: ExitSource | None = None  # default: pidfds (ExitWatcher)
+    wake: Callable[[], None] | None = None  # called on a trainer's exit (from the watcher's thread): cycle now
     fetch_lighthouse: Fetch | None = None  # tests: read here, in the cycle; default: LighthouseReads (off the cycle)
     read_settings: Callable[[str | None, int], JobSettings] = read_job_settings
     links: LinkReader | None = None  # tests: a sys tree of their own; default: node.yaml's network links in /sys
@@ -163,7 +168,8 @@ class ComputeLoop:
 
     def __post_init__(self) -> None:
         self.scanner = TrainerScanner(self.proc_root, self.node)
-        self.exits: ExitSource = self.watcher if self.watcher is not None else ExitWatcher(self.clock)
+        self.exits: ExitSource = self.watcher if self.watcher is not None else ExitWatcher(self.clock, self.wake)
+        self._exit_checks = 0  # cycles in a row that asked Slurm about an exit it had not yet seen end
         self.settings = JobSettingsCache(self.read_settings)
         self.watches: dict[str, JobWatch] = {}  # one per lamplighter job (run directory) with tasks here
         self._roots: dict[str, list[NodeTrainer]] = {}  # watch key -> its trainer step's task roots this cycle
@@ -453,7 +459,14 @@ class ComputeLoop:
             # reported: the exit must be judged by the job's own restart policy, never the defaults.
             self.settings.get(t.job_id, t.uid, t.config, obs.t)
 
+    def next_cycle_in(self, interval: float) -> float:
+        """Seconds from this cycle's start to the next: the poll interval, or sooner while an exit awaits Slurm."""
+        if not self._exits or not 0 < self._exit_checks <= len(EXIT_RECHECK_S):
+            return interval
+        return min(interval, EXIT_RECHECK_S[self._exit_checks - 1])
+
     def _resolve_exits(self, now: float) -> list[TrainerEvent]:
+        self._exit_checks = self._exit_checks + 1 if self._exits else 0
         out = []
         for job_id, (t, when) in list(self._exits.items()):
             try:

@@ -114,10 +114,13 @@ def _gpu_check(cfg: NodeConfig, env: Mapping[str, str], state: DaemonState) -> A
 @dataclass
 class _Stop:
     event: threading.Event
+    wake: threading.Event | None = None  # the loop's wait, when it waits on more than the stop
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
         log.info("signal %d: stopping (trainers are left running)", signum)
         self.event.set()
+        if self.wake is not None:
+            self.wake.set()
 
 
 def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> int:
@@ -135,9 +138,10 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
         log.warning("mode observe: every action is decided and logged as 'would ...', none is taken")
     notifier = Notifier.from_env(env)
     stop = threading.Event()
+    wake = threading.Event()  # set by a stop and by a trainer's exit
     if not once:
-        signal.signal(signal.SIGTERM, _Stop(stop))
-        signal.signal(signal.SIGINT, _Stop(stop))
+        signal.signal(signal.SIGTERM, _Stop(stop, wake))
+        signal.signal(signal.SIGINT, _Stop(stop, wake))
     loop: ComputeLoop | HeadLoop | None = None
     metrics_server: MetricsServer | None = None
     status: StatusServer | None = None
@@ -145,7 +149,7 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
         recover_pending(executor)
         if cfg.role == "compute" and (why := check_proctrack(api)) is not None:
             log.error("%s", why)
-        role_loop, recovery = build_loop(cfg, node, api, executor, env, state, metrics)
+        role_loop, recovery = build_loop(cfg, node, api, executor, env, state, metrics, wake.set)
         loop = role_loop  # set before the head loop starts: a failed start still closes it
         if isinstance(role_loop, HeadLoop):
             role_loop.start(time.time())
@@ -169,6 +173,8 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
             ready,
             notifier.watchdog,
             document if once else None,
+            wake,
+            role_loop.next_cycle_in if isinstance(role_loop, ComputeLoop) else None,
         )
         notifier.stopping(status="stopping; trainers left running")
     finally:
@@ -262,12 +268,13 @@ def build_loop(
     env: Mapping[str, str],
     state: DaemonState,
     metrics: DaemonMetrics,
+    wake: Callable[[], None] | None = None,
 ) -> tuple[ComputeLoop | HeadLoop, RecoveryWatch | None]:
     """The role's loop (a head loop is started by the caller); a compute node also watches its groups' recoveries (for the metrics)."""
     if cfg.role == "head":
         return HeadLoop(cfg, api, executor, time.time, Path(cfg.state_dir) / "logs", metrics=metrics), None
     gpus = _gpu_check(cfg, env, state) if cfg.gpus else None
-    return ComputeLoop(cfg, node, api, executor, gpus, time.time, metrics), RecoveryWatch(metrics)
+    return ComputeLoop(cfg, node, api, executor, gpus, time.time, metrics, wake=wake), RecoveryWatch(metrics)
 
 
 def status_document(
@@ -297,10 +304,13 @@ def run_cycles(
     ready: Callable[[], None],
     alive: Callable[[], object],
     once: Callable[[], dict[str, Any]] | None,
+    wake: threading.Event | None = None,
+    next_in: Callable[[float], float] | None = None,
 ) -> None:
     """A cycle every `interval` until `stop`: `ready` after the first (systemd's READY=1), `alive` after each (WATCHDOG=1).
 
-    With `once`: one cycle, then its document printed as JSON (`supervise --once`).
+    `wake` (set by the stop too) starts the next cycle at once; `next_in(interval)` may bring it sooner than
+    the interval. With `once`: one cycle, then its document printed as JSON (`supervise --once`).
     """
     first = True
     while not stop.is_set():
@@ -313,7 +323,10 @@ def run_cycles(
         if once is not None:
             print(json.dumps(once(), default=str))
             return
-        stop.wait(max(0.0, interval - (time.monotonic() - started)))
+        pause = interval if next_in is None else next_in(interval)
+        (wake or stop).wait(max(0.0, pause - (time.monotonic() - started)))
+        if wake is not None:
+            wake.clear()  # before the cycle: what sets it from here on is seen by this cycle or starts the next
 
 
 def warn_if_watchdog_short(env: Mapping[str, str], interval: float) -> None:

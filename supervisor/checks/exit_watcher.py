@@ -38,8 +38,9 @@ def _status(pidfd: int) -> int:
 class ExitWatcher:
     """Reports ProcessExited / LighthouseDown for watched processes as soon as they end."""
 
-    def __init__(self, clock: Callable[[], float]) -> None:
+    def __init__(self, clock: Callable[[], float], on_exit: Callable[[], None] | None = None) -> None:
         self._clock = clock
+        self._on_exit = on_exit  # e.g. wake the daemon's loop: an exit is acted on now, not at the next cycle
         self._sel = selectors.DefaultSelector()
         self._lock = threading.Lock()
         self._pending: list[Observation] = []
@@ -79,6 +80,8 @@ class ExitWatcher:
         with self._lock:
             self._pending.append(obs)
         self._event.set()
+        if self._on_exit is not None:
+            self._on_exit()
 
     def _run(self) -> None:
         while not self._closed:

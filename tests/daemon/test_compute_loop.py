@@ -316,3 +316,25 @@ def test_two_daemons_watching_one_multi_node_group_count_its_failure_once(tmp_pa
         for node in (first, second):
             node.close()
         first.remove()
+
+
+def test_a_trainers_exit_brings_the_next_cycles_sooner_until_slurm_says_its_job_ended(node: FakeNode) -> None:
+    """Found by make scale: the exit was seen at once, then judged a whole poll interval later, and again
+    another one later when Slurm had not yet ended the job: a kill took 0.2-1.3 s to act on, by the cycle's
+    phase. While an exit awaits Slurm, the next cycles come 0.1, 0.2, 0.4 s later, then at the pace again."""
+    run_dir, config = node.job_dir(JobConfig(name="soon", health={**HEALTH, "progress": "off"}, restart=REQUEUE))
+    job = node.submit("soon", 0)
+    pid = PID0 + 900
+    node.task(pid, job, "soon", 0, run_dir=run_dir, config=config)
+    assert node.run(2) == []
+    assert node.loop.next_cycle_in(1.0) == 1.0
+    node.gone(pid, returncode=-9)  # Slurm still has the job RUNNING: its end has not reached slurmctld yet
+    paces = []
+    for _ in range(5):
+        assert node.run(0.1, step_s=0.1) == []
+        paces.append(node.loop.next_cycle_in(1.0))
+    assert paces == [0.1, 0.2, 0.4, 1.0, 1.0]
+    node.slurm.finish(job, exit_code=137)
+    assert kinds(node.run(0.1, step_s=0.1)) == ["requeue"]
+    assert node.loop.next_cycle_in(1.0) == 1.0
+    assert node.loop.next_cycle_in(0.05) == 0.05  # never slower than the pace

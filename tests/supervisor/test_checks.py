@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -105,5 +106,21 @@ def test_exit_watcher_reports_code_signal_and_keeps_zombie_until_reaped() -> Non
         assert any(isinstance(o, LighthouseDown) and "SIGKILL" in o.reason for o in got)
         b.wait()
         lh.wait()
+    finally:
+        w.close()
+
+
+def test_exit_watcher_calls_its_on_exit_from_its_thread_the_moment_a_process_ends() -> None:
+    """The daemon's loop is woken by it: the exit is acted on now, not at the next cycle."""
+    woken = threading.Event()
+    w = ExitWatcher(time.time, on_exit=woken.set)
+    try:
+        p = subprocess.Popen(["sleep", "60"])
+        w.watch_trainer(TrainerProc(group=0, rank=0, attempt=0, pid=p.pid, started_at=0.0))
+        assert not woken.is_set()
+        p.kill()
+        assert woken.wait(30)
+        assert [type(o).__name__ for o in w.observe(time.time())] == ["ProcessExited"]
+        p.wait()
     finally:
         w.close()
