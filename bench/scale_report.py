@@ -94,6 +94,8 @@ def nodes_records(rpc: dict[str, Any] | None, etcd: dict[str, Any] | None) -> li
                 # Each fault struck this many times (the median above; every sample below); 1 before rounds.
                 "fault_rounds": None if r is None or not r.get("detect_to_action_s") else r.get("fault_rounds", 1),
                 "detect_to_action_rounds_s": None if r is None else r.get("detect_to_action_rounds_s"),
+                # Each kill: when its daemon saw the exit; the rest of its time to act is Slurm's word on the job.
+                "kill_exit_seen_rounds_s": None if r is None else r.get("kill_exit_seen_rounds_s"),
                 "hang_timeout_s": None if r is None else r.get("hang_timeout_s"),
                 # lamplighter's slurmctld RPCs one fault cost over the steady state, to 10 s after its action.
                 "slurmctld_rpc_per_fault": None
@@ -290,6 +292,18 @@ def render_block_of(rep: dict[str, Any]) -> str:
                 f"- Detection to action at {big['nodes']} nodes against {small['nodes']} (goal: within 1.5x; "
                 f"{_rounds_note(sized)}): {', '.join(ratios)}."
             )
+    seen = [r for r in rep["nodes"] if r.get("kill_exit_seen_rounds_s")]
+    if seen:
+        parts = []
+        for r in seen:
+            got = [v for v in r["kill_exit_seen_rounds_s"] if v is not None]
+            if got:
+                parts.append(f"{min(got):.2f}-{max(got):.2f} s at {r['nodes']}")
+        out.append(
+            "- A killed trainer's exit was seen by its daemon "
+            + ", ".join(parts)
+            + " after the kill; the rest of its time to act is the wait for Slurm to say the job ended."
+        )
     light = [r for r in rep["lighthouse"] if r.get("survivor_stall_kill_s") is not None]
     if len(light) >= 2:
         small, big = light[0], light[-1]

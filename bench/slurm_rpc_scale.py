@@ -175,6 +175,19 @@ def first_action(
     return None
 
 
+def exit_seen(lab: Any, since: float, target: str) -> float | None:
+    """Seconds from `since` to the moment the daemon saw the trainer of job `target` exit (its exit action's
+    observation, `exited_at`): of a kill's time to act, what was the daemon's own noticing, before it asked
+    Slurm whether the job ended."""
+    for path in lab.action_logs():
+        for rec in read_records(path):
+            obs = rec.get("observation") or {}
+            mine = rec.get("target") == target and rec.get("ts", 0) >= since and obs.get("type") == "exit"
+            if mine and isinstance(obs.get("exited_at"), int | float):
+                return float(obs["exited_at"]) - since
+    return None
+
+
 AFTER_ACTION_S = 10.0  # a fault's RPCs are counted to this long after lamplighter's first action on it
 
 
@@ -239,6 +252,7 @@ def faults(
         ("node_crash", lambda: lab.cluster.crash_node(crash_node), crash_node, ("drain", "mark_down"), None),
     ]
     samples: dict[str, list[float | None]] = {kind: [] for kind, *_ in plan}
+    seen_exit: list[float | None] = []  # each kill: when its daemon saw the exit (the rest is Slurm's answer)
     phase = random.Random(len(job_ids))  # the same strike times for a size, run after run
     rpcs: dict[str, Any] = {}
     for r in range(rounds):
@@ -258,6 +272,8 @@ def faults(
             strike()
             took = first_action(lab, t, target, kinds, 60)
             samples[kind].append(took)
+            if kind == "kill":
+                seen_exit.append(None if took is None else exit_seen(lab, t, target))
             print(f"  round {r + 1}/{rounds} {kind}: {'none in 60 s' if took is None else f'{took:.2f} s'}", flush=True)
             if r == 0:
                 # A counting window after the action, for what follows it (a requeue's start, the head's reads).
@@ -270,6 +286,7 @@ def faults(
     return {
         "detect_to_action_s": {k: median_of(v) for k, v in samples.items()},
         "detect_to_action_rounds_s": samples,
+        "kill_exit_seen_rounds_s": seen_exit,
         "fault_rounds": rounds,
         "rpc_per_fault": rpcs,
         "hang_timeout_s": scale_groups.HANG_TIMEOUT_S,

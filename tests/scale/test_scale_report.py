@@ -148,6 +148,13 @@ def test_times_to_act_struck_several_times_are_reported_as_medians_with_every_sa
     assert [r["fault_rounds"] for r in report["nodes"]] == [3, 3]
     assert report["nodes"][1]["detect_to_action_rounds_s"] == {"kill": [0.4, None, 0.5]}  # a miss is kept, as None
     assert "the median of 3 faults of each kind per size): a trainer killed 1.43x" in sr.render_block_of(report)
+    assert "exit was seen" not in sr.render_block_of(report)  # no run kept when its daemon saw the exit
+    rows = [row(4, [0.3, 0.9, 0.35], 3), row(64, [0.4, None, 0.5], 3)]
+    rows[0]["kill_exit_seen_rounds_s"], rows[1]["kill_exit_seen_rounds_s"] = [0.01, 0.02, 0.01], [0.09, None, 0.15]
+    write(tmp_path, "slurm_rpc_scale", {"nodes": rows})
+    assert "exit was seen by its daemon 0.01-0.02 s at 4, 0.09-0.15 s at 64 after" in sr.render_block_of(
+        sr.build(tmp_path)
+    )
     # A run from before the rounds struck each fault once, and says so.
     write(tmp_path, "slurm_rpc_scale", {"nodes": [row(4, [0.3], None), row(64, [0.6], None)]})
     single = sr.build(tmp_path)
