@@ -110,6 +110,19 @@ def test_a_child_gives_away_a_root_seen_before_its_move(tmp_path: Path) -> None:
     assert [t.proc.pid for t in task_roots(found)] == [50]
 
 
+def test_a_task_read_in_the_middle_of_its_exec_is_read_again(tmp_path: Path) -> None:
+    """The kernel names the new program before the new environment is in place, and /proc/PID/environ reads
+    empty in between. Seen in make scale: cached so, a restarted group's task carried no config for good and
+    its daemon ran no hang check on it."""
+    root = fake_proc(tmp_path)
+    proc(root, 60, step_cgroup(), env={})  # the new name, no environment yet
+    scanner = TrainerScanner(root, "n2")
+    assert verified(root, scanner) == []
+    proc(root, 60, step_cgroup(), env={**TASK_ENV, "LAMPLIGHTER_CONFIG": "/runs/llama/job.json"})
+    [after] = verified(root, scanner)  # the next cycle, not a full rescan
+    assert after.config == "/runs/llama/job.json"
+
+
 def test_a_task_read_before_its_exec_is_read_again_after_it(tmp_path: Path) -> None:
     """slurmstepd moves its forked child into the step, then the child execs the task: read in between, it has
     slurmstepd's name, uid and environment (no LAMPLIGHTER_CONFIG). Seen in CI: the cached pre-exec record
