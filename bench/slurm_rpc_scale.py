@@ -14,9 +14,9 @@ group 2's hangs (SIGSTOP: its daemon sees its step stand still at the Lighthouse
 hang_timeout_s); a GPU of the first compute node reports an uncorrectable ECC error (drain); the last
 compute node crashes (the head drains it or marks it down). FAULT_ROUNDS rounds of the four, the lab
 made whole between them, a trainer struck only once its node's daemon has seen it take steps (before,
-a restarted trainer is under its startup timeout); the median is reported, every sample kept. The first round also counts the
-RPCs each fault cost (an `sdiag -r` at the fault, read AFTER_ACTION_S after the action, less the steady
-state).
+a restarted trainer is under its startup timeout); the median is reported, every sample kept. The
+first round also counts the RPCs each fault cost (an `sdiag -r` at the fault, read AFTER_ACTION_S after
+the action, less the steady state).
 
 sdiag's per-user section tells lamplighter's calls (root's, less the messages Slurm's own daemons send
 as root) from the job's own (the user's: its submission, the agents' and their srun calls):
@@ -43,6 +43,7 @@ import shutil
 import signal
 import statistics
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,7 @@ from lamplighter.slurm.chaos_slurm import read_records
 from lamplighter.slurm.proc_find import trainer_procs
 from lamplighter.slurm.run import SlurmError
 from lamplighter.supervisor.lighthouse_status import LighthouseStatus, LighthouseStatusError, fetch_status
+from lamplighter.trainer.contract import read_lighthouse_address
 
 JOB = scale_groups.JOB
 VICTIM = 1  # the group whose trainer is killed
@@ -166,25 +168,27 @@ def first_action(
     (None: any), in any daemon's action log."""
     end = time.monotonic() + timeout_s
     while time.monotonic() < end:
-        for path in lab.action_logs():
-            for rec in read_records(path):
-                kind_ok = kinds is None or rec.get("action") in kinds
-                if rec.get("ts", 0) >= since and kind_ok and target in (None, rec.get("target")):
-                    return float(rec["ts"]) - since
+        for rec in action_records(lab, since):
+            if (kinds is None or rec.get("action") in kinds) and target in (None, rec.get("target")):
+                return float(rec["ts"]) - since
         time.sleep(0.2)  # polling the logs the daemons append to
     return None
+
+
+def action_records(lab: Any, since: float) -> Iterator[dict[str, Any]]:
+    """Every daemon's logged actions taken at or after `since`."""
+    for path in lab.action_logs():
+        yield from (rec for rec in read_records(path) if rec.get("ts", 0) >= since)
 
 
 def exit_seen(lab: Any, since: float, target: str) -> float | None:
     """Seconds from `since` to the moment the daemon saw the trainer of job `target` exit (its exit action's
     observation, `exited_at`): of a kill's time to act, what was the daemon's own noticing, before it asked
     Slurm whether the job ended."""
-    for path in lab.action_logs():
-        for rec in read_records(path):
-            obs = rec.get("observation") or {}
-            mine = rec.get("target") == target and rec.get("ts", 0) >= since and obs.get("type") == "exit"
-            if mine and isinstance(obs.get("exited_at"), int | float):
-                return float(obs["exited_at"]) - since
+    for rec in action_records(lab, since):
+        obs = rec.get("observation") or {}
+        if rec.get("target") == target and obs.get("type") == "exit" and isinstance(obs.get("exited_at"), int | float):
+            return float(obs["exited_at"]) - since
     return None
 
 
@@ -223,6 +227,7 @@ def faults(
     steady: dict[str, Any],
     rounds: int,
     run_dir: Path,
+    owner: int,
 ) -> dict[str, Any]:
     """A trainer killed (its node daemon sees it exit and requeues its job), a trainer hung (SIGSTOP: its
     daemon sees its step stand still at the Lighthouse for hang_timeout_s, then ends and requeues it), a
@@ -258,7 +263,9 @@ def faults(
     for r in range(rounds):
         if r:
             make_whole(lab, cli, gpu_node, crash_node)
-            wait_until(lambda: all_in_quorum(run_dir, len(job_ids)), 600, f"every group in one quorum, round {r + 1}")
+            wait_until(
+                lambda: all_in_quorum(run_dir, owner, len(job_ids)), 600, f"every group in one quorum, round {r + 1}"
+            )
         for kind, strike, target, kinds, group in plan:
             if group is not None:
                 wait_until(functools.partial(trainer_procs, JOB, group), 300, f"group {group}'s trainer")
@@ -293,17 +300,18 @@ def faults(
     }
 
 
-def job_quorum(run_dir: Path) -> LighthouseStatus | None:
-    """The job's Lighthouse's last quorum, None while it cannot be read."""
+def job_quorum(run_dir: Path, owner: int) -> LighthouseStatus | None:
+    """The job's Lighthouse's last quorum, None while it cannot be read (its address is the job's user's
+    file, read as any of root's reads of a user's file: bounded, and only if it is that user's)."""
+    address = read_lighthouse_address(run_dir, owner)
     try:
-        address = json.loads((run_dir / "lighthouse.json").read_text())["address"]
-        return fetch_status(address, timeout=5)
-    except (OSError, ValueError, KeyError, LighthouseStatusError):
+        return fetch_status(address, timeout=5) if address is not None else None
+    except LighthouseStatusError:
         return None
 
 
-def all_in_quorum(run_dir: Path, groups: int) -> bool:
-    quorum = job_quorum(run_dir)
+def all_in_quorum(run_dir: Path, owner: int, groups: int) -> bool:
+    quorum = job_quorum(run_dir, owner)
     return quorum is not None and len({m.group for m in quorum.members}) == groups
 
 
@@ -372,7 +380,7 @@ def measure(
             job_ids = scale_groups.submit(lab, user, work, nodes)
             run_dir = work / "run"
 
-            wait_until(lambda: all_in_quorum(run_dir, nodes), 600, f"{nodes} groups in one quorum")
+            wait_until(lambda: all_in_quorum(run_dir, user.uid, nodes), 600, f"{nodes} groups in one quorum")
             time.sleep(settle_s)
             daemons = {n: lab.services.pid(f"supervise-{n}") for n in lab.cluster.node_names}
             pids = {n: p for n, p in daemons.items() if p is not None}
@@ -419,7 +427,7 @@ def measure(
                 "head_probed_per_cycle": spread([float(p) for p in probed]) if probed else None,
                 "head_probe_sweep": NodeConfig.model_fields["head_probe_sweep"].default,  # the lab's nodes keep it
             }
-            return {**row, **faults(lab, cli, user.name, job_ids, row, rounds, run_dir)}
+            return {**row, **faults(lab, cli, user.name, job_ids, row, rounds, run_dir, user.uid)}
         finally:
             try:
                 for job_id in lab.cluster.cli().run("squeue", "--noheader", "-o", "%i").split():

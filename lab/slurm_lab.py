@@ -129,12 +129,15 @@ class ServiceRunner:
     def pid(self, name: str) -> int | None:
         """The service's own process (below its prefix, if it has one), while it runs."""
         svc = self.services.get(name)
-        if svc is None or svc.proc is None or svc.proc.poll() is not None:
-            return None
-        if svc.enter is None:
-            return svc.proc.pid
-        below = children(PROC, svc.proc.pid)
-        return below[0] if below else None
+        own = self._own(svc) if svc is not None else []
+        return own[0] if own else None
+
+    @staticmethod
+    def _own(svc: Service) -> list[int]:
+        """The service's own process while it runs: its Popen's, or behind a prefix (nsenter) that one's child."""
+        if svc.proc is None or svc.proc.poll() is not None:
+            return []
+        return children(PROC, svc.proc.pid) if svc.enter is not None else [svc.proc.pid]
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
@@ -142,12 +145,9 @@ class ServiceRunner:
             self._thread.join(timeout)
         with self._lock:
             for svc in self.services.values():
-                if svc.proc is not None and svc.proc.poll() is None:
-                    # Behind a prefix, the service itself: nsenter would leave it running.
-                    targets = children(PROC, svc.proc.pid) if svc.enter is not None else [svc.proc.pid]
-                    for pid in targets:
-                        with contextlib.suppress(ProcessLookupError):
-                            os.kill(pid, signal.SIGTERM)
+                for pid in self._own(svc):  # behind a prefix, the service itself: nsenter would leave it running
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGTERM)
             deadline = time.monotonic() + timeout
             for svc in self.services.values():
                 if svc.proc is None:

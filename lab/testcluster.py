@@ -255,11 +255,16 @@ class TestCluster:
         nsenter forks to enter a PID namespace, and does not pass signals on: the program is nsenter's one
         child, and is to be signalled itself. Raises ClusterError while the node is down (crashed, not yet
         restarted): there is no node to run on."""
-        rec = self._load_records().get(f"node-{name}")
-        slurmd = children(PROC, rec.pid) if rec is not None and is_alive(rec) else []
-        if not slurmd:
+        slurmd = self._slurmd(name)
+        if slurmd is None:
             raise ClusterError(f"node {name} of the cluster under {self.root} is down")
-        return ["nsenter", f"--target={slurmd[0]}", "--pid", "--mount", "--net", "--"]
+        return ["nsenter", f"--target={slurmd}", "--pid", "--mount", "--net", "--"]
+
+    def _slurmd(self, name: str) -> int | None:
+        """The node's slurmd: the child of its recorded `unshare`; None while the node is down."""
+        rec = self._load_records().get(f"node-{name}")
+        below = children(PROC, rec.pid) if rec is not None and is_alive(rec) else []
+        return below[0] if below else None
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -337,10 +342,9 @@ class TestCluster:
         """Stop (SIGSTOP) or continue the node's slurmd alone: its step daemons and jobs live on, cut off
         from Slurm as by a partition. Returns slurmd's PID."""
         rec = self._record(f"node-{name}")
-        children = Path(f"/proc/{rec.pid}/task/{rec.pid}/children").read_text().split()
-        if not children:
+        slurmd = self._slurmd(name)
+        if slurmd is None:
             raise ClusterError(f"node {name} (pid {rec.pid}) has no slurmd child")
-        slurmd = int(children[0])
         os.kill(slurmd, signal.SIGSTOP if silent else signal.SIGCONT)
         return slurmd
 
