@@ -30,7 +30,7 @@ FETCH_TIMEOUT_S = 0.5  # a dead Lighthouse must not stall the host's cycle
 
 def lighthouse_address(job: JobConfig) -> str:
     """Where the job's trainers and this check reach its Lighthouse (lighthouse.host, an IPv6 one bracketed)."""
-    host = job.lighthouse.host
+    host = job.lighthouse.local_host
     return f"http://[{host}]:{job.lighthouse.port}" if ":" in host else f"http://{host}:{job.lighthouse.port}"
 
 

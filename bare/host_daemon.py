@@ -56,6 +56,7 @@ from lamplighter.bare.placement import Assignment
 from lamplighter.bare.placer import HostEntry, Placer
 from lamplighter.bare.prefix_watch import PrefixWatch
 from lamplighter.bare.user_launch import append_as, base_env, start_ranks, trainer_argv
+from lamplighter.configs.job_file import job_file_json
 from lamplighter.configs.schema import JobConfig
 from lamplighter.supervisor.gpu.faults import gpu_response
 from lamplighter.supervisor.gpu.observation import GpuObservation
@@ -442,7 +443,7 @@ class HostDaemon:
                 trainer_argv(sub.account, self.daemon_uid, run_dir, log_path, config, f"{self.me}.{rank}", x)
                 for rank, x in enumerate(argv)
             ]
-            popens = start_ranks(wrapped, envs, job.model_dump_json(indent=2))
+            popens = start_ranks(wrapped, envs, job_file_json(job))
         except StartError as e:
             log.error("%s: group %s of %s epoch %s: %s", self.me, a.group, a.job, a.epoch, e)
             self.unstarted.append(Trainer(a.job, a.group, a.epoch, 0, exit_code=127))

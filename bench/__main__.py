@@ -86,6 +86,8 @@ def run_goodput(args: argparse.Namespace, big_mb: int) -> None:
     suffix = "_big" if big_mb else ""
     regime = regime_of(args)
     reps = args.big_reps if big_mb else args.reps
+    # Shared loopback on purpose: the baselines' Lighthouse is a process of this machine (bench/baselines), which
+    # nodes of their own would not reach; lamplighter's own arm runs on a lab of its own (a network per node).
     cluster = TestCluster(BUILD / "cluster", nodes=4)
     cluster.up()
     w = Workload(replicas=args.replicas, state_pad_mb=big_mb, fallback_interval_s=args.fallback_s)
@@ -108,6 +110,8 @@ def run_cost(args: argparse.Namespace) -> None:
     from lamplighter.lab.testcluster import TestCluster
 
     need_slurm()
+    # Shared loopback on purpose: the baselines' Lighthouse is a process of this machine (bench/baselines), which
+    # nodes of their own would not reach; lamplighter's own arm runs on a lab of its own (a network per node).
     cluster = TestCluster(BUILD / "cluster", nodes=4)
     cluster.up()
     w = Workload(replicas=args.replicas, fallback_interval_s=args.fallback_s)

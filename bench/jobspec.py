@@ -89,7 +89,6 @@ def job_config(
             },
             "groups": {"count": w.replicas, "nodes": 1},
             "lighthouse": {
-                "host": "127.0.0.1",
                 "port": lighthouse_port,
                 "min_replicas": 1,
                 "quorum_tick_ms": 20,

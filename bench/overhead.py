@@ -29,6 +29,7 @@ import yaml
 
 from bench.jobspec import BUILD, REPO, Workload, job_config
 from bench.results_io import spread, write_result
+from lamplighter.configs.job_file import job_file_doc
 from lamplighter.trainer import contract
 from lamplighter.trainer.steplog import read_steps
 
@@ -55,7 +56,7 @@ def step_time(run_dir: Path) -> float | None:
 def run_ddp(w: Workload, run_dir: Path, timeout_s: float = 300.0) -> float | None:
     job = job_config("ovh-ddp", run_dir, w, run_id="overhead")
     run_dir.mkdir(parents=True, exist_ok=True)
-    contract.write_json_atomic(run_dir / "job.json", job.model_dump(mode="json"))
+    contract.write_json_atomic(run_dir / "job.json", job_file_doc(job))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -3,6 +3,7 @@
 Public modules (the package re-exports nothing: import them):
     schema            JobConfig, NodeConfig and their sections
     loader            load_job, load_node: YAML -> schema, errors naming file:line: key
+    job_file          <run_dir>/job.json: the job as its readers take it, with its format version
     validate_cli      `lamplighter validate`, and the --set/LAMPLIGHTER_SET override arguments
     slurm_names       the names lamplighter writes into Slurm (job names, node reason prefix)
     torchtitan_flags  torchtitan's flags derived from a job

@@ -27,7 +27,7 @@ import difflib
 import re
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -69,20 +69,29 @@ class ConfigError(Exception):
 
 
 def load_job(path: str | Path, overrides: Sequence[str] = (), env: Mapping[str, str] | None = None) -> JobConfig:
-    return load(JobConfig, path, overrides, env)
+    """A job's config file, YAML or JSON: a job.json too (its format_version checked and taken out, job_file.py)."""
+    from lamplighter.configs.job_file import version_header  # job_file builds on this module
+
+    return load(JobConfig, path, overrides, env, header=version_header(str(path)))
 
 
 def load_node(path: str | Path, overrides: Sequence[str] = (), env: Mapping[str, str] | None = None) -> NodeConfig:
     return load(NodeConfig, path, overrides, env)
 
 
-def load(model: type[M], path: str | Path, overrides: Sequence[str] = (), env: Mapping[str, str] | None = None) -> M:
+def load(
+    model: type[M],
+    path: str | Path,
+    overrides: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    header: Callable[[dict[str, Any], dict[Loc, int]], None] | None = None,
+) -> M:
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError([Problem(source, None, "", f"cannot read the file: {e}")]) from None
-    return parse(model, text, source, overrides, env)
+    return parse(model, text, source, overrides, env, header=header)
 
 
 def parse(
@@ -91,8 +100,14 @@ def parse(
     source: str = "<string>",
     overrides: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
+    *,
+    header: Callable[[dict[str, Any], dict[Loc, int]], None] | None = None,
 ) -> M:
+    """`text` as `model`; `header`, if given, sees the composed mapping and each key's line first: it may take
+    a file format's own keys out of it (configs/job_file.py: job.json's format_version) or raise ConfigError."""
     data, lines = _compose(text, source)
+    if header is not None:
+        header(data, lines)
     origin: dict[Loc, str] = {}
     env_entries = [e for e in (env or {}).get(ENV_OVERRIDES, "").split(";") if e.strip()]
     for label, entries in ((f"${ENV_OVERRIDES}", env_entries), ("--set", list(overrides))):

@@ -9,13 +9,15 @@ one-sentence explanation naming the values.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import string
+from collections.abc import Callable
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from lamplighter.configs import torchtitan_flags
+from lamplighter.configs import container_mounts, torchtitan_flags
 from lamplighter.configs.bare_metal import BareMetalJobConfig, BareMetalNodeConfig
 from lamplighter.configs.slurm_names import JOB_PREFIX
 
@@ -258,10 +260,26 @@ class GroupsConfig(Strict):
         return self
 
 
+LOOPBACK = "127.0.0.1"
+
+
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 and localhost: an address no other machine reaches."""
+    h = host.strip("[]").lower()
+    return h == "localhost" or h == "::1" or h.startswith("127.")
+
+
 class LighthouseConfig(Strict):
     """torchft's Lighthouse: forms the quorum of live replica groups."""
 
-    host: str = Field("127.0.0.1", description="Host the Lighthouse runs on (the head node on a cluster).")
+    host: str | None = Field(
+        None,
+        description=(
+            "Address the Lighthouse binds and advertises. Default: on Slurm, the address of the node its job "
+            "lands on, found at run time (as the groups find theirs); in local mode 127.0.0.1. Given on Slurm, it "
+            "must be an address of slurm.head_node (and never a loopback one: the groups run on other nodes)."
+        ),
+    )
     port: int = Field(
         0,
         ge=0,
@@ -300,9 +318,16 @@ class LighthouseConfig(Strict):
         ),
     )
 
+    @property
+    def local_host(self) -> str:
+        """The host of a Lighthouse this machine runs for itself (local mode, bare metal): host, else loopback."""
+        return self.host or LOOPBACK
+
     @field_validator("host")
     @classmethod
-    def _host_shape(cls, v: str) -> str:
+    def _host_shape(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
         if not re.fullmatch(r"[A-Za-z0-9_.:\-\[\]]{1,253}", v):
             raise ValueError(f"lighthouse.host {v!r} is not a host name or address")
         return v
@@ -908,12 +933,47 @@ def default_restart_grace_ms(lh: LighthouseConfig, ft: TorchftConfig) -> int:
     return max(MIN_RESTART_GRACE_MS, min(2000, room))
 
 
+def lighthouse_place_problems(job: JobConfig) -> list[str]:
+    """A Slurm job's Lighthouse is a job of its own that Slurm places: a host it names must be that node's."""
+    host, head = job.lighthouse.host, job.slurm.head_node
+    if job.placement != "slurm" or host is None:
+        return []
+    if is_loopback(host):
+        return [
+            f"lighthouse.host {host!r} is a loopback address, which only the Lighthouse's own node reaches, and the "
+            "groups run on other nodes: remove lighthouse.host (the Lighthouse then binds the address of the node "
+            "it lands on and publishes it; `lamplighter local` binds loopback without it) or set it to an address "
+            "of slurm.head_node"
+        ]
+    if head is None:
+        return [
+            f"lighthouse.host {host!r} names one machine, but without slurm.head_node the Lighthouse job may land "
+            "on any node of its partition: remove lighthouse.host (it binds where it lands), or set slurm.head_node "
+            "to the node that holds that address"
+        ]
+    if not _is_ip(host) and host.split(".")[0] != head.split(".")[0]:
+        return [
+            f"lighthouse.host {host!r} is not slurm.head_node ({head!r}), where Slurm runs the Lighthouse: remove "
+            "lighthouse.host (it binds the address of the node it lands on), or make the two name one node"
+        ]
+    return []
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
 def cross_section_problems(job: JobConfig) -> list[str]:
     """Rules across sections other than the timeout hierarchy, one sentence each."""
     out: list[str] = []
     if job.placement == "bare-metal" and job.bare_metal is None:
         out.append("placement bare-metal needs bare_metal: the cluster's name and its etcd endpoints")
-    if job.placement == "bare-metal" and job.lighthouse.port == 0:
+    out += lighthouse_place_problems(job)
+    if job.placement == "bare-metal" and (job.lighthouse.port == 0 or job.lighthouse.host is None):
         out.append(
             "placement bare-metal needs a fixed lighthouse.host and lighthouse.port: the hosts' trainers join it there"
         )
@@ -967,6 +1027,58 @@ def cross_section_problems(job: JobConfig) -> list[str]:
                 f"spacing_s {s.renewal.spacing_s} per later group), not below slurm.time ({s.time} = {limit} s): "
                 "lower them, or set slurm.renewal.enabled false"
             )
+    return out
+
+
+def container_path_problems(
+    job: JobConfig, run_dir: str, on_host: Callable[[str], bool] = lambda path: False
+) -> list[tuple[str, str]]:
+    """(key, sentence) for each host path a trainer in a pyxis container needs and does not see there.
+
+    With --container-image (or --container-name) in slurm.srun_args, the trainer sees the image and the
+    mounts only (configs/container_mounts.py), yet the scripts name host paths: `run_dir` (absolute, as
+    submit resolves it) for job.json, the step logs and `<run_dir>/boot` (lamplighter's torchtitan launch);
+    a typed --dump_folder or --job.config_file; the trainer.env PYTHONPATH folders (the torchtitan config
+    module) that `on_host` says exist on this machine (others may be the image's). A custom trainer needs
+    none of lamplighter's files, so only its own paths are its business."""
+    s = job.slurm
+    kind = job.trainer.resolved_kind
+    if job.placement != "slurm" or kind == "custom" or not container_mounts.in_container(s.srun_args):
+        return []
+    mounts = container_mounts.container_mounts(s.srun_args)
+    specs = ",".join(m.spec() for m in mounts) or "none"
+    uses = {
+        "torchtitan": "job.json, lamplighter's torchtitan launch (boot/), the step logs and torchtitan's dump folder",
+        "reference": "job.json, the heartbeats and the step logs",
+    }[kind]
+    needs: list[tuple[str, str, str, bool]] = [("run_dir", run_dir, uses, True)]  # key, path, why, written to
+    command = job.trainer.command or []
+    if kind == "torchtitan":
+        for flag, why, writes in (
+            ("dump_folder", "torchtitan's checkpoints and dataloader positions", True),
+            ("job.config_file", "torchtitan's config file", False),
+        ):
+            value = torchtitan_flags.flag_value(command, flag)
+            if value and value.startswith("/"):
+                needs.append((f"trainer.command (--{flag})", value, why, writes))
+        for entry in job.trainer.env.get("PYTHONPATH", "").split(":"):
+            if entry.startswith("/") and on_host(entry):
+                needs.append(("trainer.env.PYTHONPATH", entry, "its modules (the torchtitan config module)", False))
+    out = []
+    for key, path, why, writes in needs:
+        m = container_mounts.shown_by(path, mounts)
+        fix = f"add {path}:{path} (or a folder above it) to --container-mounts in slurm.srun_args"
+        if m is None:
+            where = f"is not in the trainer's container (--container-mounts: {specs})"
+            if key == "run_dir":
+                fix += ", or put run_dir under a mounted folder"
+        elif not container_mounts.same_path(path, m):
+            where = f"is mounted at another path in the trainer's container ({m.spec()}; the scripts name the host's)"
+        elif writes and m.read_only:
+            where, fix = f"is mounted read-only in the trainer's container ({m.spec()})", "mount it without ro"
+        else:
+            continue
+        out.append((key, f"{path} {where}, and the trainer needs {why} there: {fix}"))
     return out
 
 

@@ -16,7 +16,7 @@ import yaml
 
 from lamplighter.configs.helper_python import check_helper_python
 from lamplighter.configs.loader import ENV_OVERRIDES, MORE_CHECKS, ConfigError, load_job, load_node
-from lamplighter.configs.schema import JobConfig, NodeConfig, node_job_problems
+from lamplighter.configs.schema import JobConfig, NodeConfig, container_path_problems, node_job_problems
 from lamplighter.configs.torchtitan_module import check_module_comm
 
 EXIT_INVALID = 2
@@ -131,18 +131,16 @@ def run(args: argparse.Namespace) -> int:
             print(f"{args.file} with {args.node}: incompatible ({n} problem{'s' * (n != 1)})", file=sys.stderr)
             return EXIT_INVALID
     titan = check_module_comm(job, Path(args.file)) if job is not None else None
-    if titan is not None and titan.problems:
+    found = [("trainer.command", p) for p in titan.problems] if titan is not None else []
+    found += container_problems(job) if job is not None else []
+    if found:
         if args.json:
-            errors = [
-                {"file": str(args.file), "line": None, "key": "trainer.command", "message": p} for p in titan.problems
-            ]
+            errors = [{"file": str(args.file), "line": None, "key": key, "message": p} for key, p in found]
             print(json.dumps({"valid": False, "complete": True, "errors": errors}, indent=2))
             return EXIT_INVALID
-        for problem in titan.problems:
-            print(f"error: {args.file}: trainer.command: {problem}", file=sys.stderr)
-        print(
-            f"{args.file}: invalid ({len(titan.problems)} problem{'s' * (len(titan.problems) != 1)})", file=sys.stderr
-        )
+        for key, problem in found:
+            print(f"error: {args.file}: {key}: {problem}", file=sys.stderr)
+        print(f"{args.file}: invalid ({len(found)} problem{'s' * (len(found) != 1)})", file=sys.stderr)
         return EXIT_INVALID
     if args.json:
         doc: dict[str, object] = {}
@@ -169,10 +167,28 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def container_problems(job: JobConfig) -> list[tuple[str, str]]:
+    """The host paths a trainer in a pyxis container would not see (schema.container_path_problems), with
+    run_dir resolved as `submit` from here resolves it: symbolic links followed, as the scripts name it."""
+    run_dir = Path(job.run_dir or f"runs/{job.name}").resolve()
+    return container_path_problems(job, str(run_dir), on_host=os.path.isdir)
+
+
 def _hang_rule(job: JobConfig) -> str:
     from lamplighter.configs.hang_rule import pace_rule
 
     return pace_rule(job.health).describe()
+
+
+def _lighthouse_place(job: JobConfig) -> str:
+    lh = job.lighthouse
+    port = lh.port or "a free port"
+    if lh.host is not None:
+        return f"{lh.host}:{port}"
+    if job.placement == "slurm":
+        node = job.slurm.head_node or f"any node of partition {job.slurm.lighthouse_partition or job.slurm.partition}"
+        return f"the address of its node ({node}), port {port}"
+    return f"{lh.local_host}:{port}"
 
 
 def summary(job: JobConfig, source: str) -> str:
@@ -181,7 +197,7 @@ def summary(job: JobConfig, source: str) -> str:
         [
             f"{source}: valid job '{job.name}'",
             f"  groups      {g.count} x {g.nodes} node(s) x {g.nproc_per_node} process(es), {g.gpus_per_node} GPU(s)/node",
-            f"  lighthouse  {lh.host}:{lh.port}  min_replicas={lh.min_replicas}  heartbeat_timeout={lh.heartbeat_timeout_ms}ms"
+            f"  lighthouse  {_lighthouse_place(job)}  min_replicas={lh.min_replicas}  heartbeat_timeout={lh.heartbeat_timeout_ms}ms"
             f"  join_timeout={lh.join_timeout_ms}ms  tick={lh.quorum_tick_ms}ms",
             f"  torchft     pg_timeout={ft.pg_timeout_s}s  timeout={ft.timeout_s}s  quorum_timeout={ft.quorum_timeout_s}s"
             f"  hang_timeout={job.health.hang_timeout_s}s",

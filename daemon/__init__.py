@@ -15,6 +15,7 @@ Public modules (the package re-exports nothing: import them):
     last_status     what that endpoint answers: the loop's status as of its last whole cycle
     unix_server     the status socket's server
     metrics         the Prometheus metrics
+    revive_cli      `lamplighter revive`: a group the daemons gave up on, back as a fresh Slurm job (as its owner)
 
 Layer: above the Slurm adapter (configs, gpusim -> trainer -> supervisor -> injob -> slurm -> daemon; lab -> bench).
 May import: configs, gpusim, trainer, supervisor, injob, slurm, bare

@@ -8,37 +8,16 @@ journal of systemd through stderr, or a test's list) and the time is passed in.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from lamplighter.supervisor.run_dir_actions import format_action
+
 log = logging.getLogger(__name__)
-
-
-def format_action(
-    now: float, node: str, action: str, target: str, reason: str, observation: dict[str, Any], **extra: Any
-) -> str:
-    """The line for one action: a JSON object with fixed keys first, without a trailing newline."""
-    record: dict[str, Any] = {
-        "time": datetime.fromtimestamp(now, tz=UTC).isoformat(timespec="milliseconds"),
-        "ts": now,
-        "node": node,
-        "action": action,
-        "target": target,
-        "reason": reason,
-        "observation": observation,
-    }
-    for k, v in extra.items():
-        if k in record:
-            raise ValueError(f"action log: extra field {k!r} would overwrite a fixed one")
-        record[k] = v
-    # default=str: an observation holding a Path or an enum still logs instead of raising mid-action.
-    return json.dumps(record, default=str, separators=(",", ":"))
 
 
 @dataclass

@@ -33,7 +33,11 @@ is killed, and the job's own agent starts its successor within the allocation.
 Each job is judged by its own settings (job_settings.py: its job.json):
 progress, hang and start-up timeouts, D-state and memory limits per job
 (job_watch.py), its restart policy in the policy's context. The node config
-gives the pace (poll interval) and the GPU thresholds.
+gives the pace (poll interval) and the GPU thresholds. A job whose job.json
+cannot be used gets job_settings.fallback (its hangs reported, not acted on:
+the policy's context names it), and a `report` line in its run directory
+saying so (job_settings.settings_notice), once per job and reason; another
+once its config is applied after all.
 """
 
 from __future__ import annotations
@@ -48,7 +52,13 @@ from lamplighter.configs.schema import NodeConfig
 from lamplighter.daemon.executor import Executor
 from lamplighter.daemon.fencing import StaleWatch
 from lamplighter.daemon.job_identity import Verdict, verify
-from lamplighter.daemon.job_settings import JobSettings, JobSettingsCache, read_job_settings
+from lamplighter.daemon.job_settings import (
+    JobSettings,
+    JobSettingsCache,
+    applied_notice,
+    read_job_settings,
+    settings_notice,
+)
 from lamplighter.daemon.job_table import JobTable, table_max_age_s
 from lamplighter.daemon.job_watch import Fetch, JobWatch, trainer_proc
 from lamplighter.daemon.lighthouse_reads import LighthouseReads, Place, lighthouse_place, table_place
@@ -59,7 +69,9 @@ from lamplighter.daemon.node_policy import (
     REASON_PREFIX,
     Context,
     GpuEvent,
+    JobRef,
     LocalJob,
+    NodeAction,
     NodeEvent,
     NodePolicyState,
     TrainerEvent,
@@ -185,6 +197,8 @@ class ComputeLoop:
         self._exits: dict[str, tuple[NodeTrainer, float]] = {}  # job id -> (exited task root, when)
         self._killed: set[tuple[int, int]] = set()  # processes a kill was decided for: never fenced again
         self._jobs_seen: dict[str, tuple[str | None, int]] = {}  # job id -> (its run dir, its owner), kept a while
+        self._settings_refs: dict[str, JobRef] = {}  # job id -> its group and attempt here, for settings notices
+        self._settings_said: dict[str, str] = {}  # job id -> the settings error its run directory was told
         # job id -> the first node of its NodeList: the one daemon of a multi-node group that counts its job-level
         # events in the metrics (every node sees the group's exit; a job's fault is one fault).
         self._first_node: dict[str, str] = {}
@@ -257,11 +271,14 @@ class ComputeLoop:
         )
         self.settings.keep(keep)
         self._jobs_seen = {j: v for j, v in self._jobs_seen.items() if j in keep}
+        self._settings_refs = {j: r for j, r in self._settings_refs.items() if j in keep}
+        self._settings_said = {j: e for j, e in self._settings_said.items() if j in keep}
         self._first_node = {j: n for j, n in self._first_node.items() if j in keep}
         if self.metrics is not None:
             self.metrics.gpus(now, self.last_gpus)
             mine = [e for e in events if self._first_node.get(getattr(e, "job_id", ""), self.node) == self.node]
-            self.metrics.trainer_faults(now, mine, {a.target for a in actions})
+            self.metrics.trainer_faults(now, mine, {a.target for a in actions if a.kind != "report"})
+        actions += self._settings_notices() + self._watch_notices()
         if not any(a.kind == "drain" for a in actions):
             actions += self.node_checks.resume(now, gpus, self._last_drain_here)
         if not actions:
@@ -429,6 +446,7 @@ class ComputeLoop:
         self._roots = {}
         for t in roots:
             s = self.settings.get(t.job_id, t.uid, t.config, now)
+            self._settings_refs[t.job_id] = (t.job_id, f"{t.proc.job_name}/g{t.proc.replica_id}", t.attempt)
             key = t.run_dir or s.run_dir or f"slurm-job-{t.job_id}"
             first = key not in self._roots
             self._roots.setdefault(key, []).append(t)
@@ -448,7 +466,9 @@ class ComputeLoop:
             elif first:
                 self.watches[key].use(s)  # the job's first task decides (every group of a job has one job.json)
         for key in [k for k in self.watches if k not in self._roots]:
-            del self.watches[key]
+            gone = self.watches.pop(key)
+            if self.metrics is not None and not any(w.name == gone.name for w in self.watches.values()):
+                self.metrics.job_watch_ended(gone.name)
         self.lighthouse_reads.forget({(t.proc.job_name, t.uid) for ts in self._roots.values() for t in ts})
 
     def _on_exit(self, obs: ProcessExited) -> None:
@@ -575,9 +595,11 @@ class ComputeLoop:
             jobs[t.job_id] = LocalJob(
                 t.job_id, t.proc.job_name, t.proc.replica_id, t.attempt, pids, t.renewals, t.uid, steps
             )
-        restart = {j: s.restart for j, s in self.settings.known().items()}
+        known = self.settings.known()
+        restart = {j: s.restart for j, s in known.items()}
+        reported = {j: s.error for j, s in known.items() if s.hangs == "report" and s.error is not None}
         if not gpu_fault:
-            return Context(self.node, jobs, restart=restart)
+            return Context(self.node, jobs, restart=restart, hangs_reported=reported)
         # Only when a drain is on the table: the cluster's view (one scontrol call).
         history = self.executor.state.drain_history()
         drained_by_us = False
@@ -593,7 +615,40 @@ class ComputeLoop:
                     drained_by_us = True
         except SlurmError as e:
             log.error("cannot list nodes for the drain limit: %s", e)
-        return Context(self.node, jobs, drained_by_us, tuple(history), total, restart)
+        return Context(self.node, jobs, drained_by_us, tuple(history), total, restart, reported)
+
+    def _settings_notices(self) -> list[NodeAction]:
+        """A `report` for each job here newly on the fallback settings (or on it for another reason), once its
+        run directory is known (a task seen before its exec names neither yet), and one when its own settings
+        apply after all: `lamplighter why` and the node's action log say which settings supervise the job."""
+        out = []
+        known = self.settings.known()
+        for job_id, ref in sorted(self._settings_refs.items()):
+            s = known.get(job_id)
+            if s is None:
+                continue
+            said = self._settings_said.get(job_id)
+            observation = {"type": "settings", "config": s.source, "error": s.error, "hangs": s.hangs}
+            if s.error is not None and said != s.error and self.settings.settled(job_id) and self.run_dir_of(job_id):
+                self._settings_said[job_id] = s.error
+                out.append(NodeAction("report", job_id, settings_notice(s), observation, group=ref[1], jobs=(ref,)))
+            elif s.error is None and said is not None:
+                del self._settings_said[job_id]
+                out.append(NodeAction("report", job_id, applied_notice(s), observation, group=ref[1], jobs=(ref,)))
+        return out
+
+    def _watch_notices(self) -> list[NodeAction]:
+        """What a job's watch has to tell its run directory (its Lighthouse's page unreadable, and readable
+        again: job_watch.py), as a `report` about every group of the job here."""
+        out = []
+        for key, w in self.watches.items():
+            roots = self._roots.get(key, [])
+            refs = tuple(dict.fromkeys(self._settings_refs[t.job_id] for t in roots if t.job_id in self._settings_refs))
+            for notice in w.take_notices():
+                if refs:
+                    observation = {"type": "lighthouse", "address": w.address, "error": w.lighthouse.error}
+                    out.append(NodeAction("report", refs[0][0], notice, observation, group=refs[0][1], jobs=refs))
+        return out
 
     def _cluster_nodes(self, now: float) -> list[NodeInfo]:
         """Slurm's node list, asked again after CLUSTER_VIEW_S or once this daemon drained or resumed a node.

@@ -28,8 +28,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from lamplighter.configs.loader import ConfigError, Problem, parse
-from lamplighter.configs.schema import JobConfig, RestartConfig
+from lamplighter.configs.job_file import parse_job_file
+from lamplighter.configs.loader import ConfigError, Problem
+from lamplighter.configs.schema import RestartConfig
 from lamplighter.slurm.parsers import JobInfo
 from lamplighter.slurm.render import CONFIG_FILE
 from lamplighter.slurm.renew import RENEWAL_DIR, renewals_file
@@ -120,7 +121,7 @@ def read_attempt(info: JobInfo, group: int, run_dir: Path) -> FailedAttempt:
         text = read_owned(path, owner=owner, max_bytes=MIB).decode("utf-8", errors="replace")
     except OwnedFileError as e:
         raise ConfigError([Problem(str(path), None, "", e.why)]) from None
-    job = parse(JobConfig, text, str(path))
+    job = parse_job_file(text, str(path))
     renewals = renewals_file(run_dir / RENEWAL_DIR, group, info.job_id)
     try:
         n_renewals = int(read_owned(renewals, owner=owner, max_bytes=SMALL_FILE_BYTES).decode().strip() or 0)

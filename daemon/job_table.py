@@ -18,19 +18,17 @@ when the head asked, so a requeue is fenced at most one table period later.
 
 from __future__ import annotations
 
-import json
-import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from lamplighter.slurm.parsers import JobInfo, job_from_fields
+# The reader is slurm/head_table.py (`lamplighter status --watch` reads the table too); re-exported here.
+from lamplighter.slurm.head_table import MAX_TABLE_BYTES, TABLE_FILE, JobTable
+from lamplighter.slurm.parsers import JobInfo
 from lamplighter.trainer.contract import write_json_atomic
-from lamplighter.trainer.owned_file import MIB, OwnedFileError, read_owned
 
-TABLE_FILE = "slurm-jobs.json"  # in cluster_status_dir; no "node" key, so no node report reader takes it
-MAX_TABLE_BYTES = 16 * MIB  # about 200 bytes a job
+__all__ = ["MAX_TABLE_BYTES", "TABLE_FILE", "JobTable", "publish", "record", "table_doc", "table_max_age_s"]
+
 FILE_MODE = 0o644
 
 
@@ -67,54 +65,3 @@ def record(info: JobInfo, name: str) -> dict[str, str]:
 
 def publish(folder: Path, doc: dict[str, Any]) -> None:
     write_json_atomic(folder / TABLE_FILE, doc, mode=FILE_MODE)
-
-
-@dataclass
-class JobTable:
-    """A node daemon's reader of the head's table."""
-
-    folder: Path
-    max_age_s: float
-    owner: int = 0  # the head daemon's uid: root
-    clock: Any = time.time
-
-    def lookup(self, job_ids: Iterable[int]) -> tuple[dict[int, JobInfo], set[int]] | None:
-        """The asked jobs the table holds (with their names), and the ones it lacks; None when there is no
-        fresh table to read (missing, unreadable, not root's, or older than max_age_s)."""
-        jobs = self._fresh_jobs()
-        if jobs is None:
-            return None
-        found: dict[int, JobInfo] = {}
-        lacking: set[int] = set()
-        for j in set(job_ids):
-            info = _info(jobs.get(str(j)))
-            if info is None or info.job_id != j:
-                lacking.add(j)
-            else:
-                found[j] = info
-        return found, lacking
-
-    def named(self, name: str) -> list[JobInfo] | None:
-        """The jobs of this Slurm name the fresh table holds; None when there is no fresh table."""
-        jobs = self._fresh_jobs()
-        if jobs is None:
-            return None
-        return [info for rec in jobs.values() if (info := _info(rec)) is not None and info.name == name]
-
-    def _fresh_jobs(self) -> dict[str, Any] | None:
-        try:
-            doc = json.loads(read_owned(self.folder / TABLE_FILE, owner=self.owner, max_bytes=MAX_TABLE_BYTES))
-            age = self.clock() - float(doc["written_at"])
-            jobs = doc["jobs"]
-        except (OwnedFileError, OSError, ValueError, KeyError, TypeError):
-            return None
-        if not isinstance(jobs, dict) or not -self.max_age_s < age <= self.max_age_s:
-            return None  # a table from the future: a clock stepped, not trusted
-        return jobs
-
-
-def _info(rec: object) -> JobInfo | None:
-    try:
-        return job_from_fields({str(k): str(v) for k, v in rec.items()}) if isinstance(rec, dict) else None
-    except ValueError:
-        return None

@@ -74,6 +74,7 @@ class _Said:
     lighthouse_error: str | None = None
     warning: str | None = None
     published: str | None = None  # why lighthouse.json was ignored
+    unreadable: bool = False  # its Lighthouse answers a page the parser does not know
 
 
 class JobWatch:
@@ -104,6 +105,9 @@ class JobWatch:
         self._proc_root, self._read_snapshot = proc_root, read_snapshot
         self._tree_checks()
         self._said = _Said()
+        self.notices: list[str] = []  # lines for the job's run directory, taken by the compute loop
+        if metrics is not None:
+            metrics.job_settings(name, settings.fallback)
 
     def _tree_checks(self) -> None:
         h = self.settings.health
@@ -117,6 +121,8 @@ class JobWatch:
         log.info("job %s: now applying the settings of %s", self.name, settings.source)
         self.settings = settings
         self._tree_checks()
+        if self._metrics is not None:
+            self._metrics.job_settings(self.name, settings.fallback)
 
     def set_roots(self, roots: list[NodeTrainer]) -> None:
         self._table.roots = list(roots)
@@ -202,6 +208,7 @@ class JobWatch:
             if self._quorum_id is not None and last.quorum_id != self._quorum_id:
                 self._metrics.quorum_changes.inc()
             self._quorum_id = last.quorum_id
+        self._say_unreadable(err)
         if err == self._said.lighthouse_error:
             return
         if err is not None and self._metrics is not None and self._said.lighthouse_error is None:
@@ -216,6 +223,31 @@ class JobWatch:
         elif err is None:
             log.info("job %s: its Lighthouse at %s can be read again", self.name, self.address)
         self._said.lighthouse_error = err
+
+    def _say_unreadable(self, err: str | None) -> None:
+        """A Lighthouse that answers a page this parser does not know (its torchft is not the one lamplighter
+        reads) is no outage that passes: its silence is excused for good, so the hang check is off. Said in the
+        job's run directory when it starts and when it ends, and the metric lamplighter_lighthouse_unreadable."""
+        unreadable = err is not None and self.lighthouse.unreadable
+        if unreadable == self._said.unreadable:
+            return
+        self._said.unreadable = unreadable
+        if self._metrics is not None:
+            self._metrics.lighthouse_unreadable(self.name, unreadable)
+        if unreadable:
+            log.error("job %s: its Lighthouse's status page cannot be read: no hang check from it: %s", self.name, err)
+            self.notices.append(
+                f"Lighthouse status unreadable: hang check off for this job (unless its trainers write heartbeat "
+                f"files): {err}. The Lighthouse's torchft must serve the /status page this lamplighter reads "
+                "(lamplighter --version names the torchft it was tested with)"
+            )
+        else:
+            log.info("job %s: its Lighthouse's status page can be read again", self.name)
+            self.notices.append("Lighthouse status readable again: hang check on for this job")
+
+    def take_notices(self) -> list[str]:
+        out, self.notices = self.notices, []
+        return out
 
     # -- process trees ---------------------------------------------------------------
 
@@ -249,10 +281,12 @@ class JobWatch:
             "run_dir": self.run_dir,
             "config": s.source,
             "config_error": s.error,
+            "hangs": s.hangs,  # "report": the fallback (job_settings.py), its hangs said and not acted on
             "progress": s.health.progress,
             "hang_timeout_s": s.health.hang_timeout_s,
             "startup_timeout_s": s.health.startup_timeout_s,
             "lighthouse": self.address,
             "lighthouse_error": self.lighthouse.error if self.address is not None else None,
+            "lighthouse_unreadable": self._said.unreadable,  # its page not understood: no hang check from it
             "lighthouse_steps": self.lighthouse.steps(),
         }

@@ -16,6 +16,8 @@ exporter and checks the dashboard uses only these names):
 | lamplighter_group_heals_total{job_name,source} | counter | recovery watch: how that group got its state (peer, checkpoint) |
 | lamplighter_quorum_changes_total{job_name} | counter | job watch: the job's Lighthouse's own count of quorum changes since this daemon watched it |
 | lamplighter_lighthouse_unreachable_total{job_name} | counter | job watch: a job's Lighthouse stopped answering (restart, crash, network) |
+| lamplighter_lighthouse_unreadable{job_name} | gauge, 1 or 0 | job watch: 1 while a job's Lighthouse answers a /status page this lamplighter cannot parse (another torchft): no hang check from it |
+| lamplighter_job_settings_fallback{job_name} | gauge, 1 or 0 | job watch: 1 while a job here is supervised with the fallback because its job.json could not be used (unreadable, invalid, an unknown format version: daemon/job_settings.py); the series goes when the job leaves the node |
 
 The label is `job_name`, not `job`: Prometheus attaches its own `job` (the
 scrape job) to every series, and renames a scraped `job` to `exported_job`.
@@ -136,6 +138,20 @@ class DaemonMetrics:
         # lighthouse_read(job, quorum_id) instead; then these two go.
         self.quorum_changes = self._quorum_changes.labels(job_name=NO_JOB)
         self.lighthouse_unreachable = self._lighthouse_unreachable.labels(job_name=NO_JOB)
+        self._settings_fallback = Gauge(
+            f"{PREFIX}_job_settings_fallback",
+            "1 while a job here is supervised with the fallback (its hangs reported, not acted on) because its "
+            "job.json could not be used: unreadable, invalid or of an unknown format version; see its actions.jsonl",
+            ["job_name"],
+            registry=r,
+        )
+        self._lighthouse_unreadable = Gauge(
+            f"{PREFIX}_lighthouse_unreadable",
+            "1 while a job's Lighthouse answers a /status page this lamplighter cannot parse (another torchft's): "
+            "its progress cannot be read, so no hang check comes from it",
+            ["job_name"],
+            registry=r,
+        )
         self._quorum_ids: dict[str, int | None] = {}  # job -> the quorum id last read (None: not answering)
         self._last_quorum: dict[str, int] = {}  # job -> the last quorum id it answered
         self._statuses: dict[str, set[str]] = {}
@@ -183,6 +199,22 @@ class DaemonMetrics:
             counter.inc(quorum_id - last)
         self._last_quorum[job] = quorum_id
         self._quorum_ids[job] = quorum_id
+
+    def job_settings(self, job: str, fallback: bool) -> None:
+        """Which settings a job watched here is supervised with: its own (0) or the fallback (1)."""
+        self._settings_fallback.labels(job_name=job).set(1 if fallback else 0)
+
+    def lighthouse_unreadable(self, job: str, unreadable: bool) -> None:
+        """Whether the job's Lighthouse answers a page this lamplighter cannot parse (1) or not (0)."""
+        self._lighthouse_unreadable.labels(job_name=job).set(1 if unreadable else 0)
+
+    def job_watch_ended(self, job: str) -> None:
+        """The job's watch ended here: its gauges go (one left at 1 would alert for good)."""
+        for gauge in (self._settings_fallback, self._lighthouse_unreadable):
+            try:
+                gauge.remove(job)
+            except KeyError:
+                pass
 
     def forget_job(self, job: str) -> None:
         """The job left this node: its series stay (counters never go back), its memory goes."""

@@ -37,6 +37,10 @@ Rules (per Slurm job of a lamplighter replica group on this node):
   mode's too (supervisor/policy.py judge_failure).
 - The restart policy is the job's own (`restart` in its job.json, given per
   job in the context); the node config holds only the drain limits.
+- A hang of a job whose settings could not be used (its job.json unreadable,
+  invalid or of an unknown format version: daemon/job_settings.py fallback,
+  named in the context) is reported once per attempt, never acted on: the
+  timeouts that found it are the defaults, not the job's.
 - A requeue names the attempt that failed: every node of a multi-node group
   may decide the same, and only the first requeue of that attempt happens
   (slurm/requeue.py).
@@ -153,6 +157,7 @@ class Context:
     drain_history: tuple[tuple[float, str], ...] = ()
     total_nodes: int = 0
     restart: Mapping[str, RestartConfig] = field(default_factory=dict)  # job id -> that job's restart policy
+    hangs_reported: Mapping[str, str] = field(default_factory=dict)  # job id -> why its hangs are only reported
 
     def restart_for(self, job_id: str) -> RestartConfig:
         return self.restart.get(job_id, DEFAULT_RESTART)
@@ -164,6 +169,7 @@ class JobTrack:
     status: Literal["running", "done", "given_up"] = "running"
     failures: tuple[float, ...] = ()
     killed_steps: tuple[str, ...] = ()  # steps killed as hung for the job's own agent to replace
+    hang_reported: int = -1  # the last attempt whose hang was reported, not acted on (hangs_reported)
 
 
 @dataclass(frozen=True)
@@ -179,6 +185,7 @@ class NodePolicyState:
                 "status": t.status,
                 "failures": list(t.failures),
                 "killed_steps": list(t.killed_steps),
+                "hang_reported": t.hang_reported,
             }
             for j, t in self.jobs.items()
         }
@@ -188,7 +195,11 @@ class NodePolicyState:
         return cls(
             {
                 j: JobTrack(
-                    int(t["handled_attempt"]), t["status"], tuple(t["failures"]), tuple(t.get("killed_steps", ()))
+                    int(t["handled_attempt"]),
+                    t["status"],
+                    tuple(t["failures"]),
+                    tuple(t.get("killed_steps", ())),
+                    int(t.get("hang_reported", -1)),
                 )
                 for j, t in data.items()
             }
@@ -368,6 +379,21 @@ def _fence(ev: TrainerEvent, ctx: Context, out: list[NodeAction]) -> None:
     )
 
 
+def _reported_hang(ev: TrainerEvent, track: JobTrack, why: str, ctx: Context, out: list[NodeAction]) -> JobTrack:
+    """A hang of a job on the fallback settings: said once per attempt (to its run directory too), never acted on."""
+    if track.hang_reported >= ev.attempt:
+        return track
+    local = ctx.jobs.get(ev.job_id)
+    group = local.group if local else ev.group
+    reason = (
+        f"{ev.reason}: NOT acted on: this job's settings were not applied ({why}), so its hangs are only reported "
+        "(found with the default timeouts, not the job's)"
+    )
+    ref: tuple[JobRef, ...] = ((ev.job_id, group, ev.attempt),)
+    out.append(NodeAction("report", ev.job_id, reason, _obs(ev), group=group, jobs=ref))
+    return replace(track, hang_reported=ev.attempt)
+
+
 def _in_job_hang(ev: TrainerEvent, track: JobTrack, ctx: Context, out: list[NodeAction]) -> JobTrack | None:
     """A hung trainer step of a job with in-job restarts: kill that step only; its agent starts the next.
 
@@ -395,6 +421,9 @@ def _trainer_actions(
         _fence(ev, ctx, out)
         return
     if track.status != "running" or ev.attempt <= track.handled_attempt:
+        return
+    if ev.kind == "hang" and (why := ctx.hangs_reported.get(ev.job_id)) is not None:
+        jobs[ev.job_id] = _reported_hang(ev, track, why, ctx, out)
         return
     in_job = _in_job_hang(ev, track, ctx, out)
     if in_job is not None:

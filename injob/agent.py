@@ -38,11 +38,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
-from lamplighter.configs.loader import ConfigError, parse
+from lamplighter.configs.job_file import parse_job_file
+from lamplighter.configs.loader import ConfigError
 from lamplighter.configs.schema import JobConfig, RestartConfig
 from lamplighter.injob.decide import AgentState, Decision, StepEnded, decide
 from lamplighter.injob.journal import append_event, journal_path
 from lamplighter.injob.steps import StepCommand, activate, activation_line, retire, start_step
+from lamplighter.supervisor.run_dir_actions import ACTIONS_FILE, append_line, format_action
 from lamplighter.trainer import contract
 from lamplighter.trainer.owned_file import MIB, OwnedFileError, read_owned
 
@@ -216,9 +218,53 @@ class Agent:
 
     # -- the run ---------------------------------------------------------------------------
 
+    def ever_committed(self) -> bool:
+        """Has this group committed a step in this job, in any attempt? Its heartbeats say so (any rank's)."""
+        folder = self.paths.heartbeat(self.group, 0).parent
+        try:
+            names = [p for p in os.listdir(folder) if p.startswith(f"{self.group}.") and p.endswith(".json")]
+        except OSError:
+            return False
+        for name in names:
+            try:
+                beat = json.loads(read_owned(folder / name, owner=self.uid, max_bytes=contract.SMALL_FILE_BYTES))
+                if int(beat.get("step", 0)) > 0:
+                    return True
+            except (OwnedFileError, ValueError, TypeError, AttributeError):
+                continue
+        return False
+
+    def done_without_training(self) -> None:
+        """The job completed and this group never committed a step: others trained without it, which no
+        Slurm state shows (every job ends COMPLETED). Said in its log and, for `lamplighter why`, the run dir's."""
+        reason = (
+            f"group {self.group} never committed a step: the job reached its target without it (no fault "
+            "tolerance from this group; did it ever reach the Lighthouse? see its log)"
+        )
+        say(f"WARNING: {reason}")
+        job_id = self.env.get("SLURM_JOB_ID") or "?"
+        name = self.env.get(contract.ENV_JOB) or self.run_dir.name
+        line = format_action(
+            time.time(),
+            self.env.get("SLURMD_NODENAME") or os.uname().nodename,
+            "group_never_trained",
+            job_id,
+            reason,
+            {"group": self.group},
+            outcome="warning",
+            group=f"{name}/g{self.group}",
+            source="in-job agent",
+        )
+        try:
+            append_line(self.paths.root / ACTIONS_FILE, line)
+        except OSError as e:
+            say(f"cannot write {self.paths.root / ACTIONS_FILE}: {e}")
+
     def run(self) -> int:
         if self.completed():
             say("the job already reached its target (a group completed): nothing to do")
+            if not self.ever_committed():
+                self.done_without_training()
             return 0
         self.wait_for_lighthouse()
         how = "cold"
@@ -229,6 +275,8 @@ class Agent:
             if self.completed():
                 say("the job reached its target (a group completed) before this trainer started: nothing to do")
                 self.retire_spare()
+                if not self.ever_committed():
+                    self.done_without_training()
                 return 0
             attempt = self.attempt()
             started = time.time()
@@ -268,6 +316,8 @@ class Agent:
             self.spare = None
 
     def finish(self, d: Decision) -> int:
+        if d.action == "done" and self.completed() and not self.ever_committed():
+            self.done_without_training()
         if d.action == "done" and d.exit_status == 0 and not self.completed():
             current = slurm_restarts(self.env.get("SLURM_JOB_ID"))
             # Slurm not answering: nothing says this run is stale, and a real completion must count.
@@ -304,7 +354,7 @@ def slurm_restarts(job_id: str | None, timeout: float = 10.0) -> int | None:
 def load_config(path: str) -> JobConfig:
     """The job's own resolved config (job.json), as its user wrote it."""
     raw = read_owned(path, owner=os.getuid(), max_bytes=MIB)
-    return parse(JobConfig, raw.decode("utf-8", errors="replace"), path)
+    return parse_job_file(raw.decode("utf-8", errors="replace"), path)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,6 +9,7 @@ Public modules (the package re-exports nothing: import them):
     __main__        `python -m lamplighter.lab cluster|chaos` (cluster_cli, chaos_cli)
     scale_replica   torch-free replica groups (torchft's Manager protocol via its native module) for the scale lab
     sdiag           slurmctld's RPC counts by type and user (`sdiag`), for the scale lab's control-plane load
+    container_standin  a pyxis container stand-in: a command sees only an image's folders and the job's mounts
 
 Layer: on top of the product (configs, gpusim -> trainer -> supervisor -> injob -> slurm -> daemon; lab -> bench).
 May import: configs, gpusim, trainer, supervisor, injob, slurm, bare, daemon

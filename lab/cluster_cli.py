@@ -18,6 +18,12 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("node", nargs="?", help="node name for crash-node / restart-node (n1, n2, ...)")
     p.add_argument("--dir", default="build/cluster", help="cluster folder (default: build/cluster)")
     p.add_argument("--nodes", type=int, default=3, help="number of nodes for `up` (default: 3)")
+    p.add_argument(
+        "--shared-loopback",
+        action="store_true",
+        help="for `up`: every node on this machine's network and host name, not a machine of its own each (a "
+        "job's Lighthouse then needs lighthouse.host of this machine; default: a namespace, name and address a node)",
+    )
     p.set_defaults(func=run)
 
 
@@ -28,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     if args.action != "up" and conf.exists():
         # Later commands learn the node count from the cluster's own slurm.conf.
         nodes = _nodes_in_conf(conf.read_text()) or nodes
-    cluster = TestCluster(root, nodes=nodes)
+    cluster = TestCluster(root, nodes=nodes, netns=args.action == "up" and not args.shared_loopback)
     try:
         if args.action == "up":
             missing = slurm_installed()

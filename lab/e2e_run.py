@@ -48,7 +48,8 @@ def lab_job_config(
         "run_dir": str(run_dir),
         "trainer": {"steps": steps, "model": model},
         "groups": {"count": groups, "nodes": 1},
-        "lighthouse": {"host": "127.0.0.1", "port": port},
+        # No host: the Lighthouse binds the address of the node Slurm runs it on, as a user's job does.
+        "lighthouse": {"port": port},
         "torchft": {"timeout_s": 3, "quorum_timeout_s": 3, "connect_timeout_s": 10, "pg_timeout_s": 3},
         "slurm": {
             "requeue": True,

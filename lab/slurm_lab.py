@@ -167,9 +167,10 @@ class LabSettings:
     health: HealthConfig = field(default_factory=HealthConfig)
     restart: RestartConfig = field(default_factory=RestartConfig)
     mode: str = "act"  # the daemons' node.yaml mode: act, or observe (decide and log, take no action)
-    # Each node (its slurmd, jobs and lamplighter daemon) in a network namespace of its own, with its own address
-    # (TestCluster's netns): Slurm's traffic crosses links instead of loopback. Needs root and iproute2.
-    netns: bool = False
+    # Each node (its slurmd, jobs and lamplighter daemon) a machine of its own: its network namespace and address,
+    # its host name resolving to that address on every node (TestCluster's netns), so that nothing passes because
+    # two nodes share a loopback. Needs root and iproute2; False only where a test says why it shares one.
+    netns: bool = True
 
 
 class SlurmLab:

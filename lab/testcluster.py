@@ -45,8 +45,8 @@ from lamplighter.lab.testcluster_net import (
 )
 from lamplighter.slurm.parsers import NodeInfo, parse_scontrol_nodes
 from lamplighter.slurm.run import SlurmCli, SlurmError
-from lamplighter.supervisor.procfs import PROC, children, read_stat
-from lamplighter.trainer.contract import write_json_atomic
+from lamplighter.supervisor.procfs import PROC, children, ns_pid, read_stat
+from lamplighter.trainer.contract import write_json_atomic, write_text_atomic
 
 T = TypeVar("T")
 
@@ -258,7 +258,18 @@ class TestCluster:
         slurmd = self._slurmd(name)
         if slurmd is None:
             raise ClusterError(f"node {name} of the cluster under {self.root} is down")
-        return ["nsenter", f"--target={slurmd}", "--pid", "--mount", "--net", "--"]
+        return ["nsenter", f"--target={slurmd}", "--pid", "--mount", "--net", "--uts", "--"]
+
+    def host_pid(self, name: str, pid: int) -> int | None:
+        """The host's PID of the process that is `pid` on node `name` (in its PID namespace), as a node's
+        daemon reports it; None if no such process runs there."""
+        rec = self._load_records().get(f"node-{name}")
+        if rec is None or not is_alive(rec):
+            return None
+        for member in namespace_members(rec.pid):
+            if ns_pid(PROC, member.pid) == pid:
+                return member.pid
+        return None
 
     def _slurmd(self, name: str) -> int | None:
         """The node's slurmd: the child of its recorded `unshare`; None while the node is down."""
@@ -494,28 +505,25 @@ class TestCluster:
         except NetworkError as e:
             raise ClusterError(f"node network of the cluster under {self.root}: {e}") from e
 
+    @property
+    def hosts_file(self) -> Path:
+        """The /etc/hosts every node of a cluster with a node network sees (ClusterNet.hosts_text)."""
+        return self.root / "run" / "hosts"
+
     def _start_node(self, name: str) -> None:
         # In the node's network namespace, if it has one (nsenter execs: the recorded PID is unshare's).
-        self._start(
-            f"node-{name}",
-            self.node_argv(
-                name,
-                [
-                    "unshare",
-                    "--pid",
-                    "--fork",
-                    "--mount",
-                    "--mount-proc",
-                    "--kill-child",
-                    "slurmd",
-                    "-D",
-                    "-N",
-                    name,
-                    "-f",
-                    str(self.conf_path),
-                ],
-            ),
-        )
+        slurmd = ["slurmd", "-D", "-N", name, "-f", str(self.conf_path)]
+        unshare = ["unshare", "--pid", "--fork", "--mount", "--mount-proc", "--kill-child"]
+        net = self.network
+        if net is not None:
+            # A machine of its own: its host name (UTS) resolves on every node to its address (the hosts file,
+            # bound over /etc/hosts in its mount namespace only); sh execs slurmd, which stays unshare's child.
+            write_text_atomic(self.hosts_file, net.hosts_text(socket.gethostname()))
+            setup = 'hostname "$1" && mount --bind "$2" /etc/hosts && shift 2 && exec "$@"'
+            argv = [*unshare, "--uts", "sh", "-c", setup, "sh", name, str(self.hosts_file), *slurmd]
+        else:
+            argv = [*unshare, *slurmd]
+        self._start(f"node-{name}", self.node_argv(name, argv))
 
     def _ctld_answers(self) -> bool:
         self._check_started("slurmctld")

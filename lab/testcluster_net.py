@@ -5,8 +5,10 @@ each node is a network namespace joined to it by a veth pair (`eth0` inside, loo
 address Slurm knows as its NodeAddr. Names and subnet are derived from the cluster's slurmctld port,
 which no other cluster on this machine can hold at the same time: clusters side by side (pytest-xdist)
 get networks of their own. Only the network is the node's own: host name and /etc/hosts stay the
-machine's, so a node name does not resolve and `hostname` resolves to 127.0.0.1, each namespace's own
-loopback (a job that reaches a peer node by name, or advertises $(hostname) to one, needs more).
+machine's here; TestCluster gives each node its own host name too (a UTS namespace) and a hosts file of
+the cluster's (`hosts_text`, bind-mounted on /etc/hosts in the node's mount namespace), so that on every
+node `hostname` is the node's name and resolves to the node's address, as on a cluster: a torchft Manager
+that advertises $(hostname), or a Lighthouse that binds it, is reached from the other nodes.
 
 Every bridge, veth and namespace is recorded under the cluster's folder once it exists, so that
 `remove_network` (also from a fresh process) deletes only what this cluster made.
@@ -82,6 +84,12 @@ class ClusterNet:
         """Every node's address as one hostlist expression, in NodeName=n[1-N] order (slurm.conf's NodeAddr)."""
         first = FIRST_HOST + 1
         return f"{self.subnet}.[{first}-{first + self.nodes - 1}]" if self.nodes > 1 else f"{self.subnet}.{first}"
+
+    def hosts_text(self, controller: str) -> str:
+        """The cluster's /etc/hosts: every node's name at its address, the controller's host at the bridge."""
+        lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback", f"{self.gateway}\t{controller}"]
+        lines += [f"{self.address(n)}\t{n}" for n in self.node_names()]
+        return "\n".join(lines) + "\n"
 
     def in_netns(self, node: str, argv: list[str]) -> list[str]:
         """argv run in the node's network namespace; nsenter execs (no fork): the PID is argv's.

@@ -65,7 +65,7 @@ groups:
   gpus_per_node: 8                    # CHANGE: MI300X/MI325X nodes have 8
   procs_per_node: 1                   # torchrun starts the ranks
 lighthouse:
-  host: head01                        # CHANGE: the node the job's Lighthouse runs on (slurm.head_node)
+  # no host: it binds the address of the node Slurm runs it on (slurm.head_node) and publishes it
   port: 29510                         # fixed, so you can open http://head01:29510 and see the quorum
   min_replicas: 2                     # the smallest quorum that may train
   join_timeout_ms: 10000
@@ -80,7 +80,7 @@ slurm:
   account: my-account                 # CHANGE (or delete the line)
   time: "2-00:00:00"                  # CHANGE: groups renew themselves one at a time before this
   exclusive: true
-  head_node: head01                   # CHANGE: same as lighthouse.host
+  head_node: head01                   # CHANGE: the node the job's Lighthouse runs on (or delete: any node)
   # lighthouse_partition: service     # the Lighthouse job's own partition (default: the groups'; it never asks for their constraint)
   # helper_python: /shared/venvs/ll/bin/python3   # runs the Lighthouse (needs torchft on head_node) and the helpers; default: the submitting one
   cpus_per_task: 128                  # CHANGE: the node's cores (srun gets them too, for torchrun's ranks)
@@ -132,9 +132,9 @@ groups:
   gpus_per_node: 8                     # CHANGE
   procs_per_node: 1                    # torchrun starts the ranks
 lighthouse:
-  host: head01                         # CHANGE: the node the job's Lighthouse runs on (slurm.head_node)
+  # no host: it binds the address of the node Slurm runs it on (slurm.head_node) and publishes it
   port: 29510
-  min_replicas: 1                      # the smallest quorum that may train
+  min_replicas: 2                      # the smallest quorum that may train: 1 lets a group that starts first train alone
 torchft:
   pg_timeout_s: 30
   timeout_s: 60
@@ -142,7 +142,7 @@ torchft:
 slurm:
   partition: gpu                       # CHANGE
   time: "1-00:00:00"                   # CHANGE: groups renew themselves one at a time before this
-  head_node: head01                    # CHANGE: same as lighthouse.host
+  head_node: head01                    # CHANGE: the node the job's Lighthouse runs on (or delete: any node)
   # lighthouse_partition: service      # the Lighthouse job's own partition (default: the groups'; it never asks for their constraint)
   # helper_python: /shared/venvs/ll/bin/python3   # runs the Lighthouse (needs torchft on head_node) and the helpers; default: the submitting one
 health:

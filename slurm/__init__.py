@@ -12,6 +12,7 @@ Public modules (the package re-exports nothing: import them):
                   supervisor/chaos/ (the plans and the injector they run), which may not import slurm/
     job_end       when a job is over, seen from outside
     job_cli, render_cli, why_cli, nodes_cli, healthcheck_cli   `lamplighter submit|status|cancel|chaos|render|why|nodes|healthcheck`
+    job_logs, job_list   `lamplighter logs|list`; head_table: the head's published job table, read
 
 Layer: above supervisor and injob (configs, gpusim -> trainer -> supervisor -> injob -> slurm -> daemon; lab -> bench).
 May import: configs, gpusim, trainer, supervisor, injob

@@ -303,7 +303,7 @@ def _prepare(ctx: ChaosContext, kind: str, tgt: ChaosTarget, detail: dict[str, A
 
         return restart
     if kind == "lighthouse-kill":
-        procs = proc_find.listener_procs(ctx.lighthouse_port())
+        procs = lighthouse_procs(ctx)
         if not procs:
             raise ChaosError(f"lighthouse-kill: nothing listens on port {ctx.lighthouse_port()}")
         return _signal(procs, signal.SIGKILL, detail)
@@ -315,6 +315,17 @@ def _prepare(ctx: ChaosContext, kind: str, tgt: ChaosTarget, detail: dict[str, A
             f"({proc_find.ENV_SUPERVISOR_NODE}={tgt.node} in its environment)"
         )
     return _signal(procs, signal.SIGKILL, detail)
+
+
+def lighthouse_procs(ctx: ChaosContext) -> list[ProcStat]:
+    """What listens on the job's Lighthouse port and belongs to its Lighthouse job: a lab node's network is its
+    own, so another lab's job may listen on the same port number in another node's namespace."""
+    procs = proc_find.listener_procs(ctx.lighthouse_port())
+    lh_job = ctx.sub.lighthouse_job_id
+    if lh_job is None:
+        return procs
+    mine = {p.pid for p in proc_find.find_by_env(lambda env: env.get("SLURM_JOB_ID") == str(lh_job))}
+    return [p for p in procs if p.pid in mine]
 
 
 def first_commit_after(run_dir: Path, groups: list[int], t: float, min_attempt: int = 0) -> float | None:
@@ -378,7 +389,7 @@ class Recovery:
                 out["t_first_commit"] = first_commit_after(run_dir, [rec["group"]], out["t_running"], min_attempt=newer)
         elif kind == "lighthouse-kill":
             if out["t_running"] is None:
-                now_pids = {p.pid for p in proc_find.listener_procs(ctx.lighthouse_port())}
+                now_pids = {p.pid for p in lighthouse_procs(ctx)}
                 if now_pids and not now_pids & self._old_pids:
                     out["t_running"] = ctx.now()
             if out["t_running"] is not None:

@@ -10,6 +10,13 @@ I/O; `build_status` and `format_table` are pure.
 
 A job Slurm has forgotten (MinJobAge passed) is GONE; when Slurm does not
 answer, its jobs are UNKNOWN and `slurm_error` says why: never GONE.
+
+`status` asks `scontrol show job` of each job once (the whole record: the
+reason of a pending job too). `status --watch` asks on every refresh, so each
+refresh reads the jobs the cheap way (`read_jobs`): from the head's job table
+in the cluster status folder when it is there and fresh (slurm/head_table.py),
+and whatever the table lacks in ONE `squeue -j` for all of them (its reasons
+are then not shown), never one call per group.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from typing import Any
 from lamplighter.slurm.actions import SlurmApi
 from lamplighter.slurm.chaos_slurm import CHAOS_FILE, read_records
 from lamplighter.slurm.drained_nodes import format_age, out_of_service
+from lamplighter.slurm.head_table import JobTable
 from lamplighter.slurm.hostlist import expand_hostlist
 from lamplighter.slurm.lighthouse_log import lighthouse_log_problem
 from lamplighter.slurm.parsers import JobInfo, NodeInfo
@@ -82,10 +90,12 @@ def build_status(
     now: float,
     slurm_error: str | None = None,
     daemons: dict[str, NodeReport] | None = None,
+    jobs_from: str | None = None,
 ) -> dict[str, Any]:
     """jobs: every job Slurm answered for (None: it forgot the job); one it did not answer for is absent.
 
     daemons: the node daemons' published health by node; None when no cluster status folder is known.
+    jobs_from: where the job states were read (read_jobs), shown under the table; None: scontrol per job.
     """
     groups: dict[str, Any] = {}
     job_nodes: set[str] = set()
@@ -145,11 +155,46 @@ def build_status(
             for n in sorted(job_nodes | {n for n, r in daemons.items() if set(r.report.get("jobs") or []) & {sub.job}})
         },
         "slurm_error": slurm_error,
+        "jobs_from": jobs_from,
         "incomplete": sub.extra.get(INCOMPLETE),
         "faults_injected": sum(1 for c in chaos if c.get("event") == "injected"),
         "t": now,
     }
     return out
+
+
+# How old a head's job table `status --watch` still takes: the node daemons' bound at the head's default pace
+# (daemon/job_table.py table_max_age_s at slurm_poll_s 5). An older one is not used: one squeue instead.
+TABLE_MAX_AGE_S = 15.0
+
+
+def read_jobs(
+    sub: Submission, api: SlurmApi, table: JobTable | None
+) -> tuple[dict[int, JobInfo | None], str | None, str]:
+    """The job's Slurm jobs, cheaply: the head's fresh table for what it holds, ONE squeue for the rest.
+
+    Returns (jobs as build_status takes them, Slurm's error or None, where they were read). A job neither
+    the table nor squeue knows is GONE (squeue --states=all shows every job Slurm remembers)."""
+    ids = sub.all_job_ids()
+    jobs: dict[int, JobInfo | None] = {}
+    got = table.lookup(ids) if table is not None else None
+    if got is None:
+        lacking, source = set(ids), "one squeue"
+    else:
+        found, lacking = got
+        jobs.update(found)
+        age = f"{table.last_age_s:.0f} s old" if table is not None and table.last_age_s is not None else "fresh"
+        source = f"the head's job table ({age})" + (" and one squeue" if lacking else "")
+    if not lacking:
+        return jobs, None, source
+    try:
+        known = api.jobs_by_id(lacking)
+    except SlurmError as e:
+        if not slurm_forgot(e):  # squeue (22.05) fails only when it knows none of them: all purged, or no answer
+            return jobs, str(e), source
+        known = {}
+    jobs.update({j: known.get(j) for j in lacking})
+    return jobs, None, source
 
 
 def collect(
@@ -158,10 +203,19 @@ def collect(
     now: float,
     lighthouse_timeout: float = 2.0,
     cluster_status_dir: Path | None = None,
+    batched: bool = False,
+    table: JobTable | None = None,
 ) -> dict[str, Any]:
+    """batched (status --watch): the job states through read_jobs (`table`, default the cluster status folder's,
+    then one squeue); else one `scontrol show job` each."""
     jobs: dict[int, JobInfo | None] = {}
     slurm_error: str | None = None
-    for jid in sub.all_job_ids():
+    jobs_from: str | None = None
+    if batched:
+        if table is None and cluster_status_dir is not None:
+            table = JobTable(cluster_status_dir, TABLE_MAX_AGE_S)
+        jobs, slurm_error, jobs_from = read_jobs(sub, api, table)
+    for jid in [] if batched else sub.all_job_ids():
         try:
             jobs[jid] = api.job(jid)
         except SlurmError as e:
@@ -192,7 +246,7 @@ def collect(
         if problem is not None:
             err = f"{err}; {problem}"
     chaos = read_records(Path(sub.run_dir) / CHAOS_FILE)
-    return build_status(sub, jobs, nodes, steps, chaos, quorum, err, now, slurm_error, daemons)
+    return build_status(sub, jobs, nodes, steps, chaos, quorum, err, now, slurm_error, daemons, jobs_from)
 
 
 def format_table(st: dict[str, Any]) -> str:
@@ -237,6 +291,8 @@ def format_table(st: dict[str, Any]) -> str:
         ]
     else:
         lines.append("nodes out of service: none")
+    if st.get("jobs_from"):
+        lines.append(f"job states from {st['jobs_from']}")
     daemons = st.get("daemons")
     if daemons is None:
         lines.append(f"node daemons: not shown (give --cluster-status-dir or set ${ENV_CLUSTER_STATUS_DIR})")

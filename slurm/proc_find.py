@@ -86,11 +86,23 @@ def supervisor_procs(node: str, slurm_conf: str | None = None, proc: Path = PROC
 
 
 def listener_procs(port: int, proc: Path = PROC) -> list[ProcStat]:
-    """Processes holding a socket that listens on TCP `port`: e.g. the Lighthouse, wherever it was started."""
-    inodes = procfs.listening_inodes(proc, port)
+    """Processes holding a socket that listens on TCP `port`: e.g. the Lighthouse, wherever it was started, in
+    any network namespace (a lab node's is its own: /proc/PID/net shows the sockets of PID's namespace)."""
+    inodes: set[str] = set()
+    seen: set[str] = set()
+    everyone = list(_other_processes(proc))
+    for st in [None, *everyone]:
+        where = proc / ("self" if st is None else str(st.pid))
+        try:
+            ns = os.readlink(where / "ns" / "net")
+        except OSError:
+            continue
+        if ns not in seen:
+            seen.add(ns)
+            inodes |= procfs.listening_inodes(where, port)
     if not inodes:
         return []
-    found = [st for st in _other_processes(proc) if procfs.holds_socket(proc, st.pid, inodes)]
+    found = [st for st in everyone if procfs.holds_socket(proc, st.pid, inodes)]
     return sorted(found, key=lambda p: p.pid)
 
 

@@ -18,11 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lamplighter.configs import slurm_names
+from lamplighter.configs.job_file import job_file_doc
 from lamplighter.configs.schema import JobConfig
 from lamplighter.slurm.renew import RENEWAL_DIR, renewals_file
 from lamplighter.supervisor.lighthouse.lighthouse import lighthouse_argv
+from lamplighter.supervisor.lighthouse.lighthouse_main import CANNOT_LISTEN
 from lamplighter.trainer import contract
 from lamplighter.trainer.adapter import job_run_dir, render_command, trainer_env
+from lamplighter.trainer.boot_copy import install_boot
 
 CONFIG_FILE = "job.json"
 AGENT_MODULE = "lamplighter.injob.agent"
@@ -51,6 +54,7 @@ MASTER_PORT_LINES = (
     "export MASTER_PORT",
 )
 TASK_MARK = "lamplighter-task"
+LISTEN_TRIES = 5  # a Lighthouse that cannot listen this many times in a row (about 7 s) ends its job
 
 
 class RenderError(ValueError):
@@ -70,8 +74,12 @@ def slurm_path_pattern(path: str) -> str:
     return path.replace("%", "%%")
 
 
-def lighthouse_url(job: JobConfig) -> str:
+def lighthouse_url(job: JobConfig) -> str | None:
+    """The Lighthouse's address when the config fixes it (host and port given); else it is known only once the
+    Lighthouse job has bound the address of its node and published it in <run_dir>/lighthouse.json."""
     host = job.lighthouse.host
+    if host is None or job.lighthouse.port == 0:
+        return None
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
     return f"http://{host}:{job.lighthouse.port}"
@@ -173,14 +181,21 @@ def render_group_script(
     helpers = helpers or python
     g, s = job.groups, job.slurm
     lh = lighthouse_url(job)
-    if job.lighthouse.port == 0 and any("{lighthouse}" in a for a in job.trainer.command or []):
+    if lh is None and any("{lighthouse}" in a for a in job.trainer.command or []):
         raise RenderError(
-            f"job {job.name}: trainer.command uses {{lighthouse}}, but lighthouse.port is 0 (a free port, known only "
-            "when the Lighthouse job starts): read TORCHFT_LIGHTHOUSE from the environment, or set lighthouse.port"
+            f"job {job.name}: trainer.command uses {{lighthouse}}, but the Lighthouse's address is known only when "
+            "its job starts (lighthouse.port 0, or no lighthouse.host: it binds the address of the node it lands "
+            "on): read TORCHFT_LIGHTHOUSE from the environment, or set lighthouse.host and lighthouse.port"
         )
-    argv = render_command(job, replica_id=replica_id, lighthouse=lh, config_path=str(paths.config), python=python)
+    argv = render_command(job, replica_id=replica_id, lighthouse=lh or "", config_path=str(paths.config), python=python)
     env = trainer_env(
-        job, replica_id=replica_id, attempt=0, lighthouse=lh, config_path=str(paths.config), run_dir=str(paths.run_dir)
+        job,
+        replica_id=replica_id,
+        attempt=0,
+        lighthouse=lh or "",
+        config_path=str(paths.config),
+        run_dir=str(paths.run_dir),
+        boot_dir=str(contract.RunPaths(paths.run_dir).boot()),  # submit copies the launch there
     )
     env.pop("TORCHFT_LIGHTHOUSE")
     output = slurm_path_pattern(str(paths.logs)) + f"/g{replica_id}-%j.out"
@@ -236,7 +251,7 @@ def render_group_script(
     )
     agent = [helpers, "-m", AGENT_MODULE, "--run-dir", str(paths.run_dir), "--group", str(replica_id)]
     agent += ["--config", str(paths.config)]
-    if job.lighthouse.port:
+    if lh is not None:
         agent += ["--lighthouse", lh]
     if s.spare:
         agent.append("--spare")
@@ -259,6 +274,15 @@ def render_group_script(
             "set -euo pipefail",
             "",
             "# The trainer's environment (lamplighter's contract, torchft settings, trainer.env).",
+            *(
+                [
+                    "# PYTHONPATH starts with <run_dir>/boot: `lamplighter submit` copies lamplighter's torchtitan",
+                    "# launch there (a container sees the run dir it mounts, never lamplighter's install; `render`",
+                    "# copies nothing).",
+                ]
+                if job.trainer.resolved_kind == "torchtitan"
+                else []
+            ),
             *exports,
             *renewals_export,
             "",
@@ -335,22 +359,33 @@ def render_lighthouse_script(job: JobConfig, paths: RenderPaths, python: str) ->
     if job.slurm.head_node:
         header.append(f"#SBATCH --nodelist={sbatch_value(job.slurm.head_node, 'slurm.head_node')}")
     run_paths = contract.RunPaths(paths.run_dir)
-    # Bound to lighthouse.host only, never a wildcard: torchft's Lighthouse has no authentication, and its
-    # dashboard kills replicas (deploy/SECURITY.md).
+    # Bound to one address, never a wildcard: torchft's Lighthouse has no authentication, and its dashboard
+    # kills replicas (deploy/SECURITY.md). By default the address of the node Slurm put it on, found there.
     argv = lighthouse_argv(
         lh,
         lh.port,
         [python, "-m", "lamplighter.supervisor.lighthouse.lighthouse_main"],
         remember=run_paths.lighthouse_memory(),
+        on_its_node=lh.host is None,
     )
-    argv += ["--publish", str(contract.RunPaths(paths.run_dir).lighthouse()), "--advertise", lh.host]
+    argv += ["--publish", str(contract.RunPaths(paths.run_dir).lighthouse())]
+    argv += [] if lh.host is None else ["--advertise", lh.host]
     argv += ["--record-steps", str(contract.RunPaths(paths.run_dir).lighthouse_steps())]
-    # Restarted at once if it dies, on the port it published (the groups keep their address).
+    # Restarted at once if it dies, on the port it published (the groups keep their address). One that cannot
+    # listen (an address of another machine, a port taken) ends its job after a few tries: no restart loop.
     loop = [
+        "cannot_listen=0",
         "while true; do",
         f"    {' '.join(shlex.quote(a) for a in argv)}",
-        '    echo "lamplighter: the Lighthouse exited ($?); starting it again" >&2',
-        "    sleep 0.2",
+        "    rc=$?",
+        f'    if [ "$rc" -eq {CANNOT_LISTEN} ]; then cannot_listen=$((cannot_listen + 1)); else cannot_listen=0; fi',
+        f'    if [ "$cannot_listen" -ge {LISTEN_TRIES} ]; then',
+        '        echo "lamplighter: the Lighthouse cannot listen (its line above says why); ending its job" >&2',
+        '        kill -USR2 "$$"',
+        "        exit 1",
+        "    fi",
+        '    echo "lamplighter: the Lighthouse exited ($rc); starting it again" >&2',
+        '    sleep "$cannot_listen.2"',
         "done",
     ]
     release = [python, "-m", "lamplighter.slurm.release", "--run-dir", str(paths.run_dir)]
@@ -370,6 +405,9 @@ def render_lighthouse_script(job: JobConfig, paths: RenderPaths, python: str) ->
         )
     body = [
         *renewal,
+        "# The loop below says USR2 when its Lighthouse cannot listen: the job ends then, not at its limit.",
+        "gave_up=",
+        "trap 'gave_up=1' USR2",
         "(",
         *(f"    {line}" for line in loop),
         ") &",
@@ -377,9 +415,9 @@ def render_lighthouse_script(job: JobConfig, paths: RenderPaths, python: str) ->
         "# The job ends itself (no release job: it would need a CPU beside this one on the head node):",
         "# the helper returns once every group job of this submission has left the queue.",
         f"{' '.join(shlex.quote(a) for a in release)} &",
-        *WAIT_FOR_STEP,
-        'wait "$step"',
-        "rc=$?",
+        "step=$!",
+        'while kill -0 "$step" 2>/dev/null && [ -z "$gave_up" ]; do wait "$step" || true; done',
+        'if [ -n "$gave_up" ]; then kill "$step" 2>/dev/null; rc=1; else wait "$step"; rc=$?; fi',
         'children=$(pgrep -P "$lighthouse_loop" || true)',
         'kill "$lighthouse_loop" $children 2>/dev/null || true',
         'exit "$rc"',
@@ -411,7 +449,7 @@ def write_run_files(job: JobConfig, base: Path | None = None) -> RenderPaths:
     paths = resolve_paths(job, base)
     paths.logs.mkdir(parents=True, exist_ok=True)
     resolved = job.model_copy(update={"run_dir": str(paths.run_dir)})
-    contract.write_json_atomic(paths.config, resolved.model_dump(mode="json"))
+    contract.write_json_atomic(paths.config, job_file_doc(resolved))  # configs/job_file.py: versioned
     return paths
 
 
@@ -439,6 +477,8 @@ def render_job(
     out_dir.mkdir(parents=True, exist_ok=True)
     if run_files:
         write_run_files(job, base)
+        if job.trainer.resolved_kind == "torchtitan":
+            install_boot(paths.run_dir)  # what the trainers' PYTHONPATH names (trainer/boot_copy.py)
     written = []
     for name, text in scripts:
         p = out_dir / name

@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import getpass
 import json
+import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lamplighter.configs.schema import JobConfig
+from lamplighter.configs.schema import JobConfig, container_path_problems
 from lamplighter.configs.slurm_names import job_name_prefix
 from lamplighter.slurm.actions import SlurmApi
 from lamplighter.slurm.lighthouse_log import lighthouse_log_problem
@@ -253,6 +254,10 @@ def submit_job(
                 f"job {job.name} is already submitted (Slurm jobs {live} in {prev}); "
                 f"`lamplighter cancel {job.name}` first"
             )
+    unseen = container_path_problems(job, str(paths.run_dir), on_host=os.path.isdir)
+    if unseen:
+        # Before anything is written or queued: every rank would fail on its first import (`lamplighter validate`).
+        raise SubmitError(f"job {job.name}: " + "; ".join(f"{key}: {problem}" for key, problem in unseen))
     out_dir = paths.run_dir / SCRIPTS_DIR
     scripts = render_job(job, out_dir, python=python, base=base, run_files=True)
     by_name = {p.name: p for p in scripts}

@@ -71,6 +71,10 @@ def run_why(args: argparse.Namespace) -> int:
         else:
             job_name = s.job
             job_ids = {str(j): f"{s.job}/g{g}" for g, j in s.groups.items()}
+            # A group `lamplighter revive` submitted afresh: its earlier Slurm jobs' actions are its history too.
+            for r in s.extra.get("revived") or []:
+                if isinstance(r, dict) and r.get("old_job_id") is not None:
+                    job_ids.setdefault(str(r["old_job_id"]), f"{s.job}/g{r.get('group')}")
     sources = [run_dir / ACTIONS_FILE] + [Path(p) for p in args.log]
     lines: list[str] = []
     read = []

@@ -53,6 +53,17 @@ def summarize(status: dict[str, Any], now: float) -> dict[str, Any]:
     if status.get("role") == "head" and isinstance(lighthouse, dict) and not lighthouse.get("alive", True):
         health, problems = "lighthouse-down", [*problems, f"Lighthouse on {lighthouse.get('address')} is not running"]
     trainers = status.get("trainers") or []
+    # A job supervised with the fallback (daemon/job_settings.py): `lamplighter status` shows it on this node's line.
+    problems += [
+        f"job {j.get('job')}: settings not applied ({j['config_error']}): its hangs are reported, not acted on"
+        for j in status.get("jobs") or []
+        if isinstance(j, dict) and j.get("config_error")
+    ]
+    problems += [
+        f"job {j.get('job')}: Lighthouse status unreadable: hang check off for this job"
+        for j in status.get("jobs") or []
+        if isinstance(j, dict) and j.get("lighthouse_unreadable")
+    ]
     return {
         "node": status.get("node"),
         "role": status.get("role"),

@@ -33,6 +33,11 @@ class LighthouseStatusError(Exception):
     """The Lighthouse could not be reached, or its page was not what this parser knows."""
 
 
+class LighthouseStatusUnreadable(LighthouseStatusError):
+    """The Lighthouse answered, with a page this parser does not know (another torchft's): unlike a Lighthouse
+    that is down for a restart, this does not pass, and progress cannot be read from it (the daemon says so)."""
+
+
 @dataclass(frozen=True)
 class Member:
     replica_id: str  # as torchft reports it: "<group>:<uuid>"
@@ -82,7 +87,7 @@ def parse_duration(text: str) -> float:
     """Rust's Debug format for Duration: '10.003483856s', '803.2ms', '1.5µs'."""
     m = re.fullmatch(r"\s*([0-9.]+)\s*(s|ms|µs|us|ns)\s*", text)
     if not m:
-        raise LighthouseStatusError(f"not a duration: {text!r}")
+        raise LighthouseStatusUnreadable(f"not a duration: {text!r}")
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 
@@ -133,18 +138,19 @@ class _Splitter(HTMLParser):
 def _field(text: str, label: str) -> str:
     m = re.search(rf"{label}:\s*(\S+)", text)
     if not m:
-        raise LighthouseStatusError(f"member without '{label}:' in {text.strip()!r}")
+        raise LighthouseStatusUnreadable(f"member without '{label}:' in {text.strip()!r}")
     return m.group(1)
 
 
 def parse_status(html: str) -> LighthouseStatus:
+    """The page's quorum; LighthouseStatusUnreadable when the page is not the one this parser knows."""
     p = _Splitter()
     p.feed(html)
     p.close()
     loose = "".join(p.loose)
     qid = re.search(r"Current quorum_id:\s*(-?\d+)", loose)
     if not qid:
-        raise LighthouseStatusError("no 'Current quorum_id' on the page: not a torchft Lighthouse /status page?")
+        raise LighthouseStatusUnreadable("no 'Current quorum_id' on the page: not a torchft Lighthouse /status page?")
     nxt = re.search(r"Next quorum status:\s*(.+)", loose)
     prev = re.search(r"Previous quorum id:\s*(\d+)", loose)
     age = re.search(r"Quorum age:\s*([0-9.]+\s*(?:s|ms|µs|us|ns))", loose)
@@ -167,7 +173,7 @@ def parse_status(html: str) -> LighthouseStatus:
         else:
             m = re.search(r"(\S+): seen (\S+) ago", text)
             if not m:
-                raise LighthouseStatusError(f"heartbeat line not understood: {text.strip()!r}")
+                raise LighthouseStatusUnreadable(f"heartbeat line not understood: {text.strip()!r}")
             heartbeats.append(Heartbeat(m.group(1), parse_duration(m.group(2)), "old" in classes))
     return LighthouseStatus(
         quorum_id=int(qid.group(1)),
@@ -190,7 +196,10 @@ def fetch_status(address: str, timeout: float = 2.0, max_bytes: int = MAX_STATUS
     except ValueError as e:
         raise LighthouseStatusError(f"Lighthouse address {address!r}: {e}") from None
     body = http_get(parts.scheme, parts.hostname, port, parts.path, timeout, max_bytes, url)
-    return parse_status(body.decode("utf-8", "replace"))
+    try:
+        return parse_status(body.decode("utf-8", "replace"))
+    except LighthouseStatusUnreadable as e:
+        raise LighthouseStatusUnreadable(f"{url} answered a page this lamplighter cannot read: {e}") from None
 
 
 def http_get(scheme: str, host: str, port: int, path: str, timeout: float, max_bytes: int, url: str) -> bytes:

@@ -22,6 +22,7 @@ logged once and skipped: the action itself never fails for it.
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import os
 import pwd
@@ -30,11 +31,35 @@ import signal
 import stat
 import time
 from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
 
 log = logging.getLogger(__name__)
 
 ACTIONS_FILE = "actions.jsonl"
 WRITE_TIMEOUT_S = 2.0
+
+
+# The one action line: the daemons' (daemon/actionlog.py) and the in-job agent's, which `lamplighter why` reads.
+def format_action(
+    now: float, node: str, action: str, target: str, reason: str, observation: dict[str, Any], **extra: Any
+) -> str:
+    """The line for one action: a JSON object with fixed keys first, without a trailing newline."""
+    record: dict[str, Any] = {
+        "time": datetime.fromtimestamp(now, tz=UTC).isoformat(timespec="milliseconds"),
+        "ts": now,
+        "node": node,
+        "action": action,
+        "target": target,
+        "reason": reason,
+        "observation": observation,
+    }
+    for k, v in extra.items():
+        if k in record:
+            raise ValueError(f"action log: extra field {k!r} would overwrite a fixed one")
+        record[k] = v
+    # default=str: an observation holding a Path or an enum still logs instead of raising mid-action.
+    return json.dumps(record, default=str, separators=(",", ":"))
 
 
 class RunDirWriteError(OSError):

@@ -10,6 +10,7 @@ ft_setup, heal_transport and train_state need torch):
     stop_at    the owner's "stop at step N" for a running job (run dir's stop-at; no torch)
     identity   who this trainer process is, from its environment
     adapter    a third-party trainer's (torchtitan's) argv and environment
+    boot_copy  lamplighter's torchtitan launch copied into <run_dir>/boot (submit), for a container's trainers
     heal_transport  torchft's HTTP heal transport, loading with weights_only=True (never unpickles code)
     main       the reference trainer (`python -m lamplighter.trainer --config PATH`)
 

@@ -83,9 +83,19 @@ def torchtitan_flags(job: JobConfig, *, replica_id: int, argv: list[str]) -> lis
 
 
 def trainer_env(
-    job: JobConfig, *, replica_id: int, attempt: int, lighthouse: str, config_path: str, run_dir: str
+    job: JobConfig,
+    *,
+    replica_id: int,
+    attempt: int,
+    lighthouse: str,
+    config_path: str,
+    run_dir: str,
+    boot_dir: str | None = None,
 ) -> dict[str, str]:
-    """Environment to add for every process of a replica group (RANK etc. are the launcher's)."""
+    """Environment to add for every process of a replica group (RANK etc. are the launcher's).
+
+    `boot_dir`: where the trainers find lamplighter's torchtitan launch (trainer.kind torchtitan): on Slurm
+    the run dir's copy (contract.RunPaths.boot, which `submit` writes), default the installed folder."""
     ft = job.torchft
     env = {
         contract.ENV_REPLICA_ID: str(replica_id),
@@ -110,21 +120,24 @@ def trainer_env(
     }
     env.update(job.trainer.env)
     if job.trainer.resolved_kind == "torchtitan":
-        env.update(torchtitan_boot_env(job))
+        env.update(torchtitan_boot_env(job, boot_dir))
     return env
 
 
 # lamplighter's launch for torchtitan (torchtitan_boot/lamplighter_torchtitan), run by the training
-# environment's interpreter: it needs this folder, not lamplighter installed there.
+# environment's interpreter: it needs this folder, not lamplighter installed there. Local mode uses it here;
+# on Slurm the trainers (in a container that never sees this install) use the run dir's copy (boot_copy.py).
 TORCHTITAN_BOOT_DIR = os.path.join(os.path.dirname(os.path.realpath(__file__)), "torchtitan_boot")
 
 
-def torchtitan_boot_env(job: JobConfig) -> dict[str, str]:
-    """PYTHONPATH with lamplighter's torchtitan launch first (then the job's own), and the launch's settings."""
+def torchtitan_boot_env(job: JobConfig, boot_dir: str | None = None) -> dict[str, str]:
+    """PYTHONPATH with lamplighter's torchtitan launch first (`boot_dir`, default the installed folder; then the
+    job's own), and the launch's settings."""
     t = job.trainer
     own = t.env.get("PYTHONPATH")
+    boot = boot_dir or TORCHTITAN_BOOT_DIR
     return {
-        "PYTHONPATH": TORCHTITAN_BOOT_DIR if not own else f"{TORCHTITAN_BOOT_DIR}{os.pathsep}{own}",
+        "PYTHONPATH": boot if not own else f"{boot}{os.pathsep}{own}",
         "LAMPLIGHTER_TORCHTITAN_FIXES": t.torchtitan.fixes,
         "LAMPLIGHTER_TORCHTITAN_STATE_HASH": "1" if t.torchtitan.state_hash else "0",
     }

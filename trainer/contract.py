@@ -162,6 +162,11 @@ class RunPaths:
     def logs(self) -> Path:
         return self.root / "logs"
 
+    def boot(self) -> Path:
+        """lamplighter's torchtitan launch, copied here by `submit` (trainer/boot_copy.py): the trainers'
+        PYTHONPATH names this folder, which a container that mounts the run dir sees at the same path."""
+        return self.root / "boot"
+
     def completed(self) -> Path:
         """Written by a group's Slurm script when its trainer ended with status 0: the job reached its target."""
         return self.root / "completed"

@@ -11,7 +11,6 @@ checkpoint. Exit codes are those of contract.py.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import stat
 import threading
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
+from lamplighter.configs.job_file import load_job_file
 from lamplighter.configs.schema import JobConfig
 from lamplighter.trainer import contract
 from lamplighter.trainer.adapter import job_run_dir
@@ -82,8 +82,8 @@ def hang_in_collective(run: Run) -> None:
 
 
 def load_job(path: str) -> JobConfig:
-    with open(path) as f:
-        return JobConfig.model_validate(json.load(f))
+    """job.json (configs/job_file.py: any format version this lamplighter reads, or none)."""
+    return load_job_file(path)
 
 
 def train(job: JobConfig, ident: Identity, log: TrainerLog, clock: Callable[[], float] = time.time) -> int:

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from bench.baselines.baseline import Baseline
+from lamplighter.configs.job_file import job_file_doc
 from lamplighter.configs.schema import JobConfig
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.slurm.requeue import requeue_now
@@ -81,7 +82,7 @@ class CheckpointRestart(Baseline):
 
     def start(self) -> None:
         (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)
-        contract.write_json_atomic(self.run_dir / "job.json", self.job.model_dump(mode="json"))
+        contract.write_json_atomic(self.run_dir / "job.json", job_file_doc(self.job))
         script = self.run_dir / "ckpt.sbatch"
         script.write_text(render_script(self.job, self.run_dir, self.python, self.mtbf_s, self.repo))
         self.job_id = self.api.submit(script)

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.gpu_time_trainer import ENV_STEP_S, add_gpu_time
+from lamplighter.configs.job_file import load_job_file
 from lamplighter.configs.schema import JobConfig
 from lamplighter.trainer import contract
 from lamplighter.trainer.data import advance, make_batch, step_slice, transition_table
@@ -226,7 +227,7 @@ def main() -> int:
     ap.add_argument("--no-checkpoint", action="store_true", help="never checkpoint (the overhead bench)")
     args = ap.parse_args()
     add_gpu_time(float(os.environ.get(ENV_STEP_S, "0") or 0))
-    job = JobConfig.model_validate(json.loads(Path(args.config).read_text()))
+    job = load_job_file(args.config)
     assert job.run_dir is not None
     return train(job, Path(job.run_dir), None if args.no_checkpoint else (args.mtbf_s or 60.0))
 

@@ -23,6 +23,7 @@ from lamplighter.slurm.actions import SlurmActions
 from lamplighter.slurm.render import render_job
 from lamplighter.slurm.run import SlurmError
 from lamplighter.supervisor.lighthouse.lighthouse import lighthouse_argv
+from lamplighter.trainer.contract import RunPaths, write_json_atomic
 
 POLL_S = 10.0
 
@@ -52,6 +53,10 @@ class PollRunner(Baseline):
         )
         log.close()
         wait_http(f"http://127.0.0.1:{lh.port}/", 60.0)
+        # Where the groups' agents read it (the job names no host): this arm's cluster shares this machine's loopback.
+        write_json_atomic(
+            RunPaths(self.run_dir).lighthouse(), {"address": f"http://127.0.0.1:{lh.port}", "port": lh.port}
+        )
         # Its group scripts only: here the Lighthouse is the plain process above, not a Slurm job.
         self.scripts = group_scripts(render_job(self.job, self.run_dir / "sbatch", python=self.python), self.replicas)
         for g in range(self.replicas):

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from lamplighter.supervisor.checks.progress import Progress
-from lamplighter.supervisor.lighthouse_status import LighthouseStatus, LighthouseStatusError
+from lamplighter.supervisor.lighthouse_status import LighthouseStatus, LighthouseStatusError, LighthouseStatusUnreadable
 
 _TRAILING_NUMBER = re.compile(r"(\d+)$")
 FORGET_AFTER_S = 3600.0  # a process not listed for this long is gone: forget it
@@ -60,6 +60,7 @@ class LighthouseProgress:
         self._blind_until = 0.0  # first good read, at start or after an outage
         self._blind = True  # nothing read yet
         self.error: str | None = None
+        self.unreadable = False  # the error is a page the parser does not know, not a Lighthouse away
         self.last: LighthouseStatus | None = None
         self.polled_at: float | None = None
 
@@ -69,11 +70,13 @@ class LighthouseProgress:
             status = self._fetch()
         except LighthouseStatusError as e:
             self.error = str(e)
+            self.unreadable = isinstance(e, LighthouseStatusUnreadable)
             self._blind = True
             return
         if self._blind:
             self._blind, self._blind_until = False, now
         self.error = None
+        self.unreadable = False
         self.last = status
         for m in status.members:
             g = group_of(m.replica_id)

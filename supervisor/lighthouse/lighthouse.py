@@ -46,18 +46,23 @@ def lighthouse_argv(
     command: list[str],
     bind_host: str | None = None,
     remember: Path | None = None,
+    on_its_node: bool = False,
 ) -> list[str]:
     """torchft_lighthouse's flags from the config, bound to cfg.host (the address the job names) unless
     bind_host says otherwise. Never a wildcard by default: torchft's Lighthouse has no authentication
     (its dashboard kills replicas), so it listens only where the job's groups reach it (deploy/SECURITY.md).
 
-    remember: lighthouse_main's memory file (lighthouse_memory.py); torchft's own script has no such flag."""
+    remember: lighthouse_main's memory file (lighthouse_memory.py); torchft's own script has no such flag.
+    on_its_node: bind the address of the node it runs on, found there (lighthouse_main's --bind-node-port)."""
     grace = 2000 if cfg.restart_grace_ms is None else cfg.restart_grace_ms  # None: outside a job's config
     extra = [] if remember is None else ["--remember", str(remember), "--restart-grace-ms", str(grace)]
     return [
         *command,
-        "--bind",
-        bind_address(bind_host or cfg.host, port),
+        *(
+            ["--bind-node-port", str(port)]
+            if on_its_node
+            else ["--bind", bind_address(bind_host or cfg.local_host, port)]
+        ),
         "--min_replicas",
         str(cfg.min_replicas),
         "--join_timeout_ms",
@@ -80,7 +85,7 @@ class Lighthouse:
         remember: lighthouse_main's memory file, so that a restart stands in for the replicas alive before."""
         self.cfg = cfg
         self._remember = remember if command is None else None
-        self.port = cfg.port or free_port(cfg.host)
+        self.port = cfg.port or free_port(cfg.local_host)
         self._log_path = log_path
         self._command = command or fast_command()
         self.popen: subprocess.Popen[bytes] | None = None
@@ -88,7 +93,7 @@ class Lighthouse:
 
     @property
     def address(self) -> str:
-        return f"http://{bind_address(self.cfg.host, self.port)}"
+        return f"http://{bind_address(self.cfg.local_host, self.port)}"
 
     def start(self, now: float) -> int:
         """Start it (not waiting for it to listen); returns its PID."""
@@ -113,7 +118,7 @@ class Lighthouse:
                 raise LighthouseError(
                     f"Lighthouse on {self.address} exited ({code}) before accepting connections; see {self._log_path}"
                 )
-            if accepts_connections(self.cfg.host, self.port):
+            if accepts_connections(self.cfg.local_host, self.port):
                 return
             time.sleep(0.05)
         raise LighthouseError(

@@ -81,6 +81,32 @@ def publish(path: Path, server_address: str, advertise: str | None) -> None:
 
 
 WILDCARDS = ("", "0.0.0.0", "[::]", "::")
+# Its exit status when it cannot listen where it was told (the Lighthouse job's script gives up on it).
+CANNOT_LISTEN = 3
+
+
+class NodeAddressError(RuntimeError):
+    """This node's host name resolves to no address other machines could reach."""
+
+
+def node_address(name: str | None = None) -> str:
+    """The address this node's host name resolves to, never a loopback one (IPv4 first), as the groups find
+    theirs with $(hostname); on Debian a host name often maps to 127.0.1.1 alone, which no peer reaches."""
+    import ipaddress
+
+    name = name or socket.gethostname()
+    try:
+        infos = socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)
+    except OSError as e:
+        raise NodeAddressError(f"this node's host name {name!r} does not resolve ({e})") from e
+    found = list(dict.fromkeys(str(i[4][0]) for i in infos))
+    usable = [a for a in found if not ipaddress.ip_address(a.split("%")[0]).is_loopback]
+    if not usable:
+        raise NodeAddressError(
+            f"this node's host name {name!r} resolves only to loopback ({', '.join(found)}), which the groups' "
+            "nodes cannot reach"
+        )
+    return sorted(usable, key=lambda a: ":" in a)[0]
 
 
 def own_url(host: str, port: int | None) -> str:
@@ -149,7 +175,15 @@ def stand_in_for_last_life(module: object, own: str, memory: Path, grace_ms: int
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="lighthouse_main", description="torchft's Lighthouse, started without torch")
-    ap.add_argument("--bind", required=True)
+    where = ap.add_mutually_exclusive_group(required=True)
+    where.add_argument("--bind", help="HOST:PORT to listen on")
+    where.add_argument(
+        "--bind-node-port",
+        type=int,
+        metavar="PORT",
+        help="listen on the address of this node (its host name's, never loopback) at PORT (0: a free one), and "
+        "publish that address: a Slurm job's Lighthouse, found where Slurm put it",
+    )
     ap.add_argument("--min_replicas", type=int, required=True)
     ap.add_argument("--join_timeout_ms", type=int, default=None)
     ap.add_argument("--quorum_tick_ms", type=int, default=None)
@@ -178,6 +212,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "that keeps no step log of its own",
     )
     args = ap.parse_args(argv)
+    if args.bind is None:
+        try:
+            here = node_address()
+        except NodeAddressError as e:
+            print(
+                f"lighthouse_main: cannot listen on this node: {e}; set lighthouse.host to an address of "
+                "slurm.head_node that the groups' nodes reach",
+                file=sys.stderr,
+            )
+            return CANNOT_LISTEN
+        args.bind = f"[{here}]:{args.bind_node_port}" if ":" in here else f"{here}:{args.bind_node_port}"
     module = load_extension()
 
     def serve(bind: str) -> object:
@@ -209,7 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "machine the Lighthouse runs on: on Slurm, slurm.head_node's)",
                 file=sys.stderr,
             )
-            return 1
+            return CANNOT_LISTEN
     address = str(server.address())  # type: ignore[attr-defined]
     own = own_url(host, urllib.parse.urlsplit(address).port)
     remember_after = time.time()

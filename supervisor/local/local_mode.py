@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from lamplighter.configs.job_file import job_file_json
 from lamplighter.configs.schema import ChaosConfig, JobConfig
 from lamplighter.supervisor.chaos.chaos import LOCAL_KINDS, ChaosSpecError, chaos_plan_text, is_random, plan
 from lamplighter.supervisor.chaos.chaos_injector import ChaosInjector, Shot, Targets
@@ -281,7 +282,7 @@ class LocalRun:
                 f"run directory {self.run_dir} holds a previous run (steps/, progress/): a restarted trainer would "
                 "see its progress. Choose another --run-dir or remove it."
             )
-        (self.run_dir / "job.json").write_text(self.job.model_dump_json(indent=2))
+        (self.run_dir / "job.json").write_text(job_file_json(self.job))
 
     def run(self) -> dict[str, Any]:
         self.prepare()

@@ -29,6 +29,7 @@ def failing(tmp: Path) -> dict[str, list[list[str]]]:
         "submit": [["submit", "--json", missing]],
         "status": [["status", "--json", "no-such-job"]],
         "why": [["why", "--json", "no-such-job"]],
+        "list": [["list", "--json", "--bogus"]],
         "healthcheck": [["healthcheck", "--json", "--config", missing]],
         "nodes": [["nodes", "--json"]],  # no Slurm here (SLURM_CONF is an empty file)
         "node-status": [["node-status", "--json", "--socket", str(tmp / "no.sock")]],

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import configparser
+import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from lamplighter.configs.reference import END, START, reference
@@ -30,6 +34,46 @@ def test_the_readme_is_short_and_its_links_lead_somewhere() -> None:
 def test_readme_opens_with_the_two_commands() -> None:
     head = (REPO / "README.md").read_text()[:3000]
     assert "make demo" in head and "make test" in head
+
+
+def _plan(*args: str) -> str:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = subprocess.run(
+        [sys.executable, "-m", "lamplighter", "plan", *args], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_the_readmes_payoff_paragraph_quotes_what_plan_prints() -> None:
+    """Its numbers are `lamplighter plan`'s, as the paragraph names the commands: a change to the model shows here."""
+    head = (REPO / "README.md").read_text()[:6000]
+    assert "**Where it pays off, and where it does not.**" in head
+    para = head.split("**Where it pays off, and where it does not.**", 1)[1].split("\n\n", 1)[0]
+    para = " ".join(para.split())
+    printed, gaps = "", []
+    for model in ("8b", "70b"):
+        assert f"`lamplighter plan --model {model} --sweep`" in para
+        text = _plan("--model", model, "--sweep")
+        printed += text
+        rows = {}  # GPUs -> central goodput of lamplighter, ckpt-restart, poll-10s
+        for line in text.splitlines():
+            cells = line.split()
+            if cells and cells[0].isdigit():
+                rows[int(cells[0])] = [float(cells[i]) for i in (2, 4, 6)]
+        assert rows, text
+        ckpt_ahead = max(n for n, (lam, ckpt, _) in rows.items() if ckpt > lam)
+        lam_ahead = min(n for n, (lam, ckpt, _) in rows.items() if lam > ckpt)
+        assert f"ahead up to {ckpt_ahead:,} GPUs" in para and f"ahead from {lam_ahead:,}" in para, (model, rows)
+        gaps += [round(lam - poll, 4) for lam, _, poll in rows.values()]
+    quoted = re.findall(r"\b0\.\d{4}\b", para)
+    assert quoted, para
+    assert [q for q in quoted if q not in printed] == [f"{min(gaps):.4f}", f"{max(gaps):.4f}"], (quoted, gaps)
+    assert f"within {min(gaps):.4f}-{max(gaps):.4f} of lamplighter" in para
+    assert "`lamplighter plan --gpus 1024 --model 8b --json`" in para
+    central = json.loads(_plan("--gpus", "1024", "--model", "8b", "--json"))["scenarios"]["central"]["strategies"]
+    assert f"for {round(central['poll-10s']['hang_out_s']):,} s" in para
+    assert f"out for {round(central['lamplighter']['group_out_s'])} s" in para
 
 
 def test_every_package_folder_is_listed_in_setup_cfg() -> None:

@@ -86,13 +86,21 @@ def test_a_trainer_without_heartbeats_committing_steps_is_never_hung_and_is_once
 
 def test_a_dead_lighthouse_excuses_silence_logged_once(node: FakeNode, caplog: pytest.LogCaptureFixture) -> None:
     # No lighthouse.json: the address its config fixes.
-    run_dir, config = node.job_dir(JobConfig(name="titan", health=HEALTH, lighthouse={"port": 29510}, restart=REQUEUE))
+    run_dir, config = node.job_dir(
+        JobConfig(
+            name="titan",
+            health=HEALTH,
+            lighthouse={"host": "10.9.0.1", "port": 29510},
+            slurm={"head_node": "n1"},
+            restart=REQUEUE,
+        )
+    )
     job = node.submit("titan", 0)
     node.task(PID0 + 300, job, "titan", 0, run_dir=run_dir, config=config)
     node.lighthouse.down = True
     with caplog.at_level(logging.INFO):
         assert node.run(120) == []  # twice the start-up timeout, unseen: not a hang
-    assert {a for a, _ in node.lighthouse.reads} == {"http://127.0.0.1:29510"}
+    assert {a for a, _ in node.lighthouse.reads} == {"http://10.9.0.1:29510"}
     cannot = [r for r in caplog.records if "cannot read its Lighthouse" in r.getMessage()]
     assert len(cannot) == 1 and cannot[0].levelno == logging.WARNING
 

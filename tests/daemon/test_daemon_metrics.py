@@ -71,6 +71,9 @@ def exercised() -> DaemonMetrics:
     # What the job watch will call once it names the job (daemon/metrics.py): quorum 3, 5, gone, 5.
     for quorum in (3, 5, None, 5):
         m.lighthouse_read("llama", quorum)
+    # The job watch's gauges (tests/daemon/test_settings_fallback.py drives them through the loop).
+    m.job_settings("llama", True)
+    m.lighthouse_unreadable("llama", False)
     return m
 
 
@@ -105,6 +108,8 @@ def test_every_metric_is_updated_where_its_event_happens_and_served_over_loopbac
         assert 'lamplighter_lighthouse_unreachable_total{job_name=""} 1.0' in text
         assert 'lamplighter_quorum_changes_total{job_name="llama"} 2.0' in text
         assert 'lamplighter_lighthouse_unreachable_total{job_name="llama"} 1.0' in text
+        assert 'lamplighter_job_settings_fallback{job_name="llama"} 1.0' in text
+        assert 'lamplighter_lighthouse_unreadable{job_name="llama"} 0.0' in text
         with pytest.raises(urllib.error.HTTPError) as err:
             _scrape(server.port, method="POST", path="/anything")
         assert err.value.code == 405

@@ -12,8 +12,16 @@ from pathlib import Path
 
 import pytest
 
+from lamplighter.configs.job_file import FORMAT_KEY, FORMAT_VERSION, job_file_doc
 from lamplighter.configs.schema import HealthConfig, JobConfig
-from lamplighter.daemon.job_settings import RETRY_S, JobSettingsCache, read_job_settings
+from lamplighter.daemon.job_settings import (
+    RETRY_S,
+    JobSettings,
+    JobSettingsCache,
+    fallback,
+    read_job_settings,
+    settings_notice,
+)
 
 ME = os.getuid()
 
@@ -28,11 +36,12 @@ def test_the_jobs_health_restart_and_lighthouse(tmp_path: Path) -> None:
         name="j",
         health={"hang_timeout_s": 40, "progress": "lighthouse"},
         restart={"budget_per_group": 2},
-        lighthouse={"port": 29510},
+        lighthouse={"host": "10.9.0.1", "port": 29510},
+        slurm={"head_node": "n1"},
     )
     s = read_job_settings(write(tmp_path / "job.json", job.model_dump(mode="json")), ME)
     assert s.error is None and s.health.hang_timeout_s == 40 and s.health.progress == "lighthouse"
-    assert s.restart.budget_per_group == 2 and s.lighthouse == "http://127.0.0.1:29510"
+    assert s.restart.budget_per_group == 2 and s.lighthouse == "http://10.9.0.1:29510"
     local = JobConfig(name="j", lighthouse={"port": 0})  # picks a free port: only lighthouse.json can say which
     assert read_job_settings(write(tmp_path / "local.json", local.model_dump(mode="json")), ME).lighthouse is None
 
@@ -94,3 +103,65 @@ def test_a_job_first_seen_with_no_config_is_read_when_its_task_names_one(tmp_pat
     assert cache.get("8", ME, None, 0.0).error is not None
     named = cache.get("8", ME, path, 1.0)
     assert (named.error, named.source, named.health.hang_timeout_s) == (None, path, 45)
+
+
+def test_a_versioned_job_json_is_applied_and_one_written_before_versions_too(tmp_path: Path) -> None:
+    job = JobConfig(name="j", health={"hang_timeout_s": 600, "startup_timeout_s": 1200})
+    doc = job_file_doc(job)
+    assert doc[FORMAT_KEY] == FORMAT_VERSION
+    for name, d in (("v1.json", doc), ("unversioned.json", job.model_dump(mode="json"))):
+        s = read_job_settings(write(tmp_path / name, d), ME)
+        assert (s.error, s.hangs, s.fallback) == (None, "act", False), name
+        assert (s.health.hang_timeout_s, s.health.startup_timeout_s) == (600, 1200)
+
+
+def test_an_unknown_format_version_gets_the_fallback_saying_which_versions_are_read(tmp_path: Path) -> None:
+    newer = {
+        **job_file_doc(JobConfig(name="j", health={"hang_timeout_s": 600, "startup_timeout_s": 1200})),
+        FORMAT_KEY: FORMAT_VERSION + 1,
+    }
+    s = read_job_settings(write(tmp_path / "job.json", newer), ME)
+    assert s.fallback and s.hangs == "report" and s.health == HealthConfig()
+    assert s.error is not None and f"format version {FORMAT_VERSION + 1}" in s.error and "newer" in s.error
+    assert f"reads format version {FORMAT_VERSION}" in s.error
+    # Not an integer: refused without echoing the value.
+    odd = read_job_settings(write(tmp_path / "odd.json", {**newer, FORMAT_KEY: "SECRET-VALUE"}), ME)
+    assert odd.fallback and odd.error is not None and "not an integer" in odd.error and "SECRET" not in odd.error
+
+
+def test_a_key_this_daemon_does_not_know_gets_the_fallback_naming_it(tmp_path: Path) -> None:
+    doc = job_file_doc(JobConfig(name="j", health={"hang_timeout_s": 600, "startup_timeout_s": 1200}))
+    doc["health"]["hang_grace_s"] = 5  # what a newer CLI might write
+    s = read_job_settings(write(tmp_path / "job.json", doc), ME)
+    assert s.fallback and s.hangs == "report" and s.health.hang_timeout_s == HealthConfig().hang_timeout_s
+    assert s.error is not None and "health.hang_grace_s" in s.error and "newer" in s.error
+
+
+def test_the_fallback_and_its_notice() -> None:
+    s = fallback("job.json has format version 2", "/runs/j/job.json", ME)
+    assert (s.error, s.source, s.owner, s.hangs, s.fallback) == (
+        "job.json has format version 2",
+        "/runs/j/job.json",
+        ME,
+        "report",
+        True,
+    )
+    assert s.health == HealthConfig() and s.restart == JobSettings().restart
+    notice = settings_notice(s)
+    assert notice.startswith("your settings were not applied: /runs/j/job.json: job.json has format version 2")
+    assert "hangs are reported, never acted on" in notice and "hang 30 s" in notice and "start-up 300 s" in notice
+    assert JobSettings().hangs == "act"  # the job's own settings act on a hang
+
+
+def test_a_file_not_there_is_news_only_once_the_retry_fails_an_invalid_one_at_once(tmp_path: Path) -> None:
+    cache = JobSettingsCache()
+    missing = str(tmp_path / "job.json")
+    assert cache.get("1", ME, missing, 0.0).fallback and not cache.settled("1")  # a lagging shared file system
+    assert not cache.settled("1") and cache.get("1", ME, missing, RETRY_S / 2).fallback  # cached, not read again
+    assert cache.get("1", ME, missing, RETRY_S + 1).fallback and cache.settled("1")  # still not there: news
+    bad = write(tmp_path / "bad.json", {**job_file_doc(JobConfig(name="j")), FORMAT_KEY: 99})
+    assert cache.get("2", ME, bad, 0.0).fallback and cache.settled("2")
+    good = write(tmp_path / "good.json", job_file_doc(JobConfig(name="j")))
+    assert not cache.get("3", ME, good, 0.0).fallback and cache.settled("3")
+    # A task of job 3 seen before its exec names no file: the file its other task named stands.
+    assert cache.get("3", ME, None, 1.0).source == good

@@ -201,13 +201,13 @@ def submit_group(
         run_dir=str(run_dir),
         groups={"count": 1},
         trainer={"command": ["{python}", str(HERE / "daemon_trainer.py")]},
-        slurm={"extra_sbatch": [f"--exclude={exclude}"] if exclude else [], "spare": spare},
+        slurm={"extra_sbatch": [f"--exclude={exclude}"] if exclude else [], "spare": spare, "head_node": "n1"},
         # The job's own thresholds and restart policy reach the daemons through its job.json. The stand-in
         # trainer has no Lighthouse: progress from its heartbeat files only; torchft waits below the hang timeout.
         health={"progress": "heartbeat", "hang_timeout_s": 3.0, "startup_timeout_s": 30.0},
         restart={"budget_per_group": 5, "in_job": in_job, "standby_preload": ["json"]},
         torchft={"timeout_s": 2, "quorum_timeout_s": 2, "pg_timeout_s": 1, "connect_timeout_s": 2},
-        lighthouse={"port": 29597},  # no Lighthouse is started: the fixed address stands in for one
+        lighthouse={"host": "n1", "port": 29597},  # no Lighthouse is started: the fixed address stands in for one
     )
     scripts = render_job(job, root / f"scripts-{job_name}", python=sys.executable)
     return SlurmActions(cluster.cli()).submit(scripts[-1]), run_dir

@@ -114,3 +114,42 @@ def test_a_job_completed_while_the_agent_waited_starts_no_trainer(
     monkeypatch.setattr(agent, "wait_for_lighthouse", peer_completes)
     monkeypatch.setattr(agent, "start_trainer", lambda how: started.append(how))
     assert agent.run() == 0 and started == []
+
+
+def make_agent(run_dir: Path, group: int) -> Agent:
+    return Agent(
+        run_dir=run_dir,
+        group=group,
+        command=StepCommand.split(["srun", TASK_MARK, "python", "-m", "trainer"]),
+        restart=CFG,
+        preload=[],
+        spare_wanted=False,
+        fixed_lighthouse="http://127.0.0.1:1",
+        restarts=0,
+        env={"SLURM_JOB_ID": "4242", "LAMPLIGHTER_JOB": "minimal"},
+    )
+
+
+def test_a_group_that_never_trained_is_said_when_the_job_completes_without_it(tmp_path: Path) -> None:
+    """Newcomer review P1-1: a group that never reached the Lighthouse ended COMPLETED like its peer, which
+    trained alone; `why` must say so."""
+    from lamplighter.supervisor.action_history import history, parse_lines
+
+    paths = RunPaths(tmp_path)
+    mark_completed(paths.completed(), 0)
+    assert make_agent(tmp_path, 1).run() == 0
+    records, bad = parse_lines((tmp_path / "actions.jsonl").read_text().splitlines())
+    assert bad == 0 and [r["action"] for r in records] == ["group_never_trained"]
+    h = history(records, {"4242": "minimal/g1"}, "minimal")
+    reasons = [r["reason"] for lines in h.groups["minimal/g1"].attempts.values() for r in lines]
+    assert len(reasons) == 1 and "group 1 never committed a step" in reasons[0]
+
+
+def test_a_group_that_trained_says_nothing_when_the_job_completes(tmp_path: Path) -> None:
+    paths = RunPaths(tmp_path)
+    mark_completed(paths.completed(), 0)
+    beat = paths.heartbeat(1, 0)
+    beat.parent.mkdir(parents=True)
+    beat.write_text('{"step": 12, "attempt": 0}')
+    assert make_agent(tmp_path, 1).run() == 0
+    assert not (tmp_path / "actions.jsonl").exists()

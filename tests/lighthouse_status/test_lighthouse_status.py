@@ -11,6 +11,7 @@ import pytest
 
 from lamplighter.supervisor.lighthouse_status import (
     LighthouseStatusError,
+    LighthouseStatusUnreadable,
     fetch_status,
     parse_duration,
     parse_status,
@@ -158,6 +159,8 @@ class HostileServer:
                         self.finished.set()
                     except OSError:
                         pass
+                elif self.behave.startswith("page:"):  # a whole 200 answer with that recorded page
+                    conn.sendall(b"HTTP/1.1 200 OK\r\n\r\n" + (REC / self.behave[5:]).read_bytes())
                 elif self.behave == "chunked":
                     body = b"".join(
                         b"%x\r\n%s\r\n" % (len(page[i : i + 100]), page[i : i + 100]) for i in range(0, len(page), 100)
@@ -194,3 +197,19 @@ def test_a_chunked_answer_is_read() -> None:
     finally:
         server.close()
     assert status == parse_status((REC / "status_two.html").read_text())
+
+
+def test_a_page_of_another_torchft_is_unreadable_not_an_outage() -> None:
+    """A Lighthouse that answers a page the parser does not know is told apart from one that is down: the
+    daemon says the first in the job's run directory (no hang check from it), and excuses the second."""
+    with pytest.raises(LighthouseStatusUnreadable, match="Current quorum_id"):
+        parse_status(page("variant_renamed_labels.html"))
+    server = HostileServer("page:variant_renamed_labels.html")
+    try:
+        with pytest.raises(LighthouseStatusUnreadable, match="answered a page this lamplighter cannot read"):
+            fetch_status(f"http://127.0.0.1:{server.port}", timeout=5)
+    finally:
+        server.close()
+    with pytest.raises(LighthouseStatusError) as down:
+        fetch_status("http://127.0.0.1:1", timeout=1)
+    assert not isinstance(down.value, LighthouseStatusUnreadable)

@@ -93,8 +93,12 @@ class Victim:
             health={"progress": progress, "hang_timeout_s": 3.0, "startup_timeout_s": 30.0},
             restart={"standby_preload": ["json"]},
             torchft={"timeout_s": 2, "quorum_timeout_s": 2, "pg_timeout_s": 1, "connect_timeout_s": 2},
-            lighthouse={"port": 29597},  # no Lighthouse is started: the fixed address stands in for one
-            slurm={"slurm_conf": str(lab.cluster.conf_path), "extra_sbatch": [f"--exclude={lab.head}"]},
+            lighthouse={"host": lab.head, "port": 29597},  # no Lighthouse is started: a fixed address stands in
+            slurm={
+                "slurm_conf": str(lab.cluster.conf_path),
+                "extra_sbatch": [f"--exclude={lab.head}"],
+                "head_node": lab.head,
+            },
         )
         script = render_job(job, base / "scripts", python=sys.executable)[-1]
         # A run directory others may write to, as the old deploy/README advised for root_squash.
@@ -108,8 +112,10 @@ class Victim:
     def _trainer(self) -> tuple[int, int] | None:
         for t in status(self.lab, self.node).get("trainers", []):
             if t["job_id"] == str(self.job_id) and t["root"]:
-                st = procfs.read_stat(procfs.PROC, int(t["pid"]))
-                return (int(t["pid"]), st.start_time) if st else None
+                # The daemon runs on its node, a machine of its own: it names the PID of the node's namespace.
+                pid = self.lab.cluster.host_pid(self.node, int(t["pid"]))
+                st = procfs.read_stat(procfs.PROC, pid) if pid is not None else None
+                return (pid, st.start_time) if pid is not None and st else None
         return None
 
     def alive(self) -> bool:
@@ -188,10 +194,12 @@ def test_a_user_outside_any_job_gets_no_process_from_any_lamplighter_service(lab
 def listening_unix_inodes(pids: list[int]) -> set[str]:
     """Inodes of the listening Unix sockets these processes (and their children) hold."""
     listening = set()
-    for line in Path("/proc/net/unix").read_text().splitlines()[1:]:
-        f = line.split()
-        if len(f) >= 7 and f[3] == "00010000":  # __SO_ACCEPTCON: a listening socket
-            listening.add(f[6])
+    # Each daemon's own network namespace (a lab node's): /proc/PID/net/unix lists that namespace's sockets.
+    for table in {procfs.PROC / str(pid) / "net" / "unix" for pid in pids}:
+        for line in table.read_text().splitlines()[1:]:
+            f = line.split()
+            if len(f) >= 7 and f[3] == "00010000":  # __SO_ACCEPTCON: a listening socket
+                listening.add(f[6])
     held = set()
     todo = list(pids)
     while todo:
@@ -311,7 +319,7 @@ def test_a_forged_completed_or_lighthouse_json_from_another_uid_is_ignored(
     assert forged_completed.stat().st_uid == tenant.uid == lighthouse.stat().st_uid
     cycles_later(lab, victim.node, 4)
     [watch] = [j for j in status(lab, victim.node)["jobs"] if j["run_dir"] == str(victim.run_dir)]
-    assert watch["lighthouse"] == "http://127.0.0.1:29597"  # the config's own address, not the forged one
+    assert watch["lighthouse"] == f"http://{lab.head}:29597"  # the config's own address, not the forged one
     why = f"{lighthouse}: belongs to uid {tenant.uid}, not to uid 0: ignored"
     assert f"ignoring its published Lighthouse address: {why}" in daemon_log(lab, victim.node)
     # Even its own address is read only where Slurm runs the job's Lighthouse: this job has none.

@@ -5,16 +5,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from realparts import require_slurm
+from realparts import require_netns, require_slurm
 
 from lamplighter.lab.testcluster import TestCluster, reset_cluster, running_cluster
 
 
 @pytest.fixture(scope="session")
 def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestCluster]:
-    """One 3-node cluster for the session; tests that change it use `clean_slurm_cluster`."""
+    """One 3-node cluster for the session, each node a machine of its own (a network, host name and address
+    each); tests that change it use `clean_slurm_cluster`."""
     require_slurm()
-    with running_cluster(tmp_path_factory.mktemp("slurm-cluster"), nodes=3) as cluster:
+    require_netns()
+    with running_cluster(tmp_path_factory.mktemp("slurm-cluster"), nodes=3, netns=True) as cluster:
         yield cluster
 
 

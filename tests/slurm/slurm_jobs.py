@@ -29,8 +29,10 @@ def group_script(tmp: Path, name: str = "t", **kw: Any) -> tuple[Path, Path]:
         run_dir=str(run_dir),
         groups={"count": 1},
         trainer={"command": ["{python}", "-c", RECORD_AND_SLEEP, "{run_dir}", "{replica_id}"]},
-        # No trainer here talks to a Lighthouse: a fixed address stands in for one (none is started).
-        lighthouse={"port": 29597},
+        # No trainer here talks to a Lighthouse: a fixed address stands in for one (none is started); a name
+        # that resolves on the lab's nodes only, so nothing is ever sent to it from this machine.
+        lighthouse={"host": "n1", "port": 29597},
+        slurm={"head_node": "n1", **kw.pop("slurm", {})},
         **kw,
     )
     scripts = render_job(job, tmp / f"scripts-{name}", python=sys.executable)

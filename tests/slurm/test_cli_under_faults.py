@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from realparts import require_slurm, wait_for
+from realparts import require_netns, require_slurm, wait_for
 
 from lamplighter.configs.schema import JobConfig
 from lamplighter.lab.testcluster import TestCluster, running_cluster
@@ -26,7 +26,8 @@ pytestmark = pytest.mark.integration
 def cluster(tmp_path: Path) -> Iterator[TestCluster]:
     """A cluster of its own: this test stops its slurmctld."""
     require_slurm()
-    with running_cluster(tmp_path / "c", 2) as c:
+    require_netns()
+    with running_cluster(tmp_path / "c", 2, netns=True) as c:
         yield c
 
 
@@ -35,9 +36,9 @@ def job_config(tmp_path: Path, conf: Path) -> tuple[JobConfig, Path]:
         "name": "faults",
         "run_dir": str(tmp_path / "run"),
         "groups": {"count": 2},
-        "lighthouse": {"port": 29597},
+        "lighthouse": {"host": "n1", "port": 29597},
         "trainer": {"command": ["sleep", "300"]},
-        "slurm": {"slurm_conf": str(conf)},
+        "slurm": {"slurm_conf": str(conf), "head_node": "n1"},
     }
     path = tmp_path / "faults.yaml"
     path.write_text(yaml.safe_dump(data))

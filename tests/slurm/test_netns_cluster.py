@@ -135,6 +135,12 @@ def test_nodes_in_network_namespaces_run_two_node_steps_and_down_removes_them(tm
         a2, a3 = net.address("n2"), net.address("n3")
         assert f"task n2 {a2} heard n3 from {a3}" in out and f"task n3 {a3} sent" in out
 
+        # Machines of their own: each node has its name as its host name, and every node resolves every name to
+        # that node's address (a Manager advertising $(hostname) is reached from its peers).
+        names = "import socket; h = socket.gethostname(); print(h, socket.gethostbyname(h), socket.gethostbyname('n3'))"
+        out = cli.run("srun", "-N2", "-n2", "--nodelist=n2,n3", sys.executable, "-c", names)
+        assert sorted(out.split("\n")[:2]) == [f"n2 {a2} {a3}", f"n3 {a3} {a3}"], out
+
         # srun inside a batch job, in n1's namespace: n2's task and its output cross from namespace to namespace.
         api = SlurmActions(cli)
         log = tmp_path / "job.out"

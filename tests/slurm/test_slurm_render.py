@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 from realparts import wait_for
 
+from lamplighter.configs.job_file import FORMAT_KEY, FORMAT_VERSION, load_job_file
 from lamplighter.configs.schema import JobConfig, slurm_time_seconds
 from lamplighter.slurm.render import MASTER_PORT_LINES, RenderError, render_job, sbatch_value
 from lamplighter.trainer import contract
@@ -101,11 +102,14 @@ def run_script(script: Path, h: dict[str, Path], extra_env: dict[str, str] | Non
 
 
 def make_job(h: dict[str, Path], run_dir: Path, args: list[str], env: dict[str, str], **kw: Any) -> JobConfig:
+    slurm = {"head_node": "n1", **kw.pop("slurm", {})}
     return JobConfig(
         name="demo",
         run_dir=str(run_dir),
         trainer={"command": ["{python}", str(h["recorder"]), *args, "{replica_id}", "{lighthouse}"], "env": env},
-        lighthouse={"port": 29510},  # {lighthouse} needs a fixed port on Slurm
+        # {lighthouse} needs the address fixed: a host of the Lighthouse's node, and a port.
+        lighthouse={"host": "10.9.0.1", "port": 29510},
+        slurm=slurm,
         **kw,
     )
 
@@ -140,7 +144,7 @@ def test_group_script_hostile_values_arrive_intact(harness: dict[str, Path]) -> 
     rec = run_script(scripts[2], harness)
     assert not marker.exists()
     assert not (harness["tmp"] / "x").exists()
-    assert rec["argv"] == [*values, "1", "http://127.0.0.1:29510"]
+    assert rec["argv"] == [*values, "1", "http://10.9.0.1:29510"]
     for k, v in env.items():
         assert rec["env"][k] == v
     e = rec["env"]
@@ -154,8 +158,9 @@ def test_group_script_hostile_values_arrive_intact(harness: dict[str, Path]) -> 
     assert (e["RANK"], e["WORLD_SIZE"], e["LOCAL_RANK"], e["GROUP_RANK"]) == ("0", "1", "0", "0")
     assert e["MASTER_PORT"] == "0"  # one process per group: the trainer picks a free port
     assert e["MASTER_ADDR"]
-    # The resolved config the trainer reads: valid, with the absolute run_dir.
-    resolved = JobConfig.model_validate_json((run_dir / "job.json").read_text())
+    # The resolved config the trainer reads: versioned (configs/job_file.py), valid, with the absolute run_dir.
+    assert json.loads((run_dir / "job.json").read_text())[FORMAT_KEY] == FORMAT_VERSION
+    resolved = load_job_file(run_dir / "job.json")
     assert resolved.run_dir == str(run_dir)
     assert resolved.trainer.env == env
 
@@ -320,8 +325,8 @@ def test_lighthouse_script_runs_its_own_lighthouse_and_restarts_it(harness: dict
     assert starts[0].split() == [
         "-m",
         "lamplighter.supervisor.lighthouse.lighthouse_main",
-        "--bind",
-        "127.0.0.1:0",  # the address the job names, not a wildcard
+        "--bind-node-port",
+        "0",  # the address of the node it lands on, found there: never a wildcard, never loopback
         "--min_replicas",
         "2",
         "--join_timeout_ms",
@@ -336,8 +341,6 @@ def test_lighthouse_script_runs_its_own_lighthouse_and_restarts_it(harness: dict
         "2000",
         "--publish",
         str(published),
-        "--advertise",
-        "127.0.0.1",
         "--record-steps",
         str(contract.RunPaths(harness["tmp"] / "run").lighthouse_steps()),
     ]
@@ -345,10 +348,13 @@ def test_lighthouse_script_runs_its_own_lighthouse_and_restarts_it(harness: dict
 
 def test_lighthouse_command_in_a_group_needs_a_fixed_port(tmp_path: Path) -> None:
     job = JobConfig(name="demo", run_dir=str(tmp_path / "run"), trainer={"command": ["t", "--lh={lighthouse}"]})
-    with pytest.raises(RenderError, match=r"uses \{lighthouse\}, but lighthouse.port is 0"):
+    with pytest.raises(RenderError, match=r"uses \{lighthouse\}, but the Lighthouse's address is known only when"):
         render_job(job, tmp_path / "out")
-    fixed = job.model_copy(update={"lighthouse": job.lighthouse.model_copy(update={"port": 29511})})
-    assert "--lh=http://127.0.0.1:29511" in render_job(fixed, tmp_path / "out")[1].read_text()
+    port_only = job.model_copy(update={"lighthouse": job.lighthouse.model_copy(update={"port": 29511})})
+    with pytest.raises(RenderError, match=r"set lighthouse.host and lighthouse.port"):
+        render_job(port_only, tmp_path / "out")
+    fixed = port_only.model_copy(update={"lighthouse": port_only.lighthouse.model_copy(update={"host": "head01"})})
+    assert "--lh=http://head01:29511" in render_job(fixed, tmp_path / "out")[1].read_text()
 
 
 def test_relative_run_dir_is_made_absolute(tmp_path: Path) -> None:
@@ -379,7 +385,8 @@ def test_group_without_a_published_address_uses_the_fixed_one_or_says_why(harnes
             name="demo",
             run_dir=str(harness["tmp"] / f"run{port}"),
             trainer={"command": ["{python}", str(harness["recorder"])]},
-            lighthouse={"port": port},
+            lighthouse={"host": "10.9.0.1", "port": port} if port else {},
+            slurm={"head_node": "n1"},
         )
         script = render_job(job, harness["tmp"] / f"out{port}", python=str(harness["shim"] / "python"))[1]
         proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=30)
@@ -447,8 +454,11 @@ def test_torchtitan_group_script_cpus_and_container(harness: dict[str, Path]) ->
     assert (e["REPLICA_GROUP_ID"], e["NUM_REPLICA_GROUPS"]) == ("1", "2")
     # torchrun needs a port known before it starts, even for one process.
     assert e["MASTER_PORT"] == "30242" and e["PET_RDZV_ENDPOINT"].endswith(":30242")
-    # The launch's folder comes first on the trainer's path (the training environment has no lamplighter).
-    assert e["PYTHONPATH"].split(":")[0].endswith("trainer/torchtitan_boot")
+    # The launch's folder comes first on the trainer's path (the training environment has no lamplighter): the
+    # run dir's copy, which a container that mounts the run dir sees (never lamplighter's install).
+    assert e["PYTHONPATH"].split(":")[0] == str(run_dir.resolve() / "boot")
+    assert (run_dir / "boot" / "lamplighter_torchtitan" / "__main__.py").is_file()
+    assert "`lamplighter submit` copies lamplighter's torchtitan" in text
     assert (e["LAMPLIGHTER_TORCHTITAN_FIXES"], e["LAMPLIGHTER_TORCHTITAN_STATE_HASH"]) == ("auto", "0")
 
 

@@ -177,7 +177,9 @@ def test_a_submitted_group_that_starts_before_its_lighthouse_published_waits_for
         name="w",
         run_dir=str(run),
         trainer={"command": [sys.executable, str(recorder)]},
-        lighthouse={"port": 29533},  # a fixed address exists, but it is not taken before the job's own publishes
+        # A fixed address exists, but it is not taken before the job's own publishes.
+        lighthouse={"host": "n1", "port": 29533},
+        slurm={"head_node": "n1"},
     )
     script = render_job(j, tmp_path / "out")[1]
     (run / SUBMISSION_FILE).write_text("{}")  # started by `lamplighter submit`

@@ -31,7 +31,6 @@ def write_config(tmp: Path, name: str, steps: int, conf: Path) -> Path:
             "checkpoint": {"enabled": False},
         },
         "groups": {"count": 2, "nodes": 1},
-        "lighthouse": {"host": "127.0.0.1"},
         "slurm": {"requeue": True, "head_node": "n1", "slurm_conf": str(conf)},
         "health": {"hang_timeout_s": 15},
         # No node daemon runs here: a failed trainer ends its job, as with restarts left to the daemons.

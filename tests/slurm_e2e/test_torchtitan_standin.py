@@ -139,7 +139,8 @@ def test_torchtitan_job_through_rendered_scripts(lab: SlurmLab, tmp_path: Path) 
             assert args["checkpoint.enable"] and args["checkpoint.enable_ft_dataloader_checkpoints"]
             assert args["dump_folder"] == str(dump)
             assert (args["module"], args["config"]) == ("torchft.llama3", "llama3_torchft_debugmodel")
-            assert env["TORCHFT_LIGHTHOUSE"] == f"http://127.0.0.1:{port}"
+            # The address of the node its job ran on (the head), as the Lighthouse found it there.
+            assert env["TORCHFT_LIGHTHOUSE"] == f"http://{lab.cluster.node_address(lab.head)}:{port}"
             assert (env["REPLICA_GROUP_ID"], env["NUM_REPLICA_GROUPS"]) == (str(replica), "2")
 
     for rank in range(RANKS):
