@@ -525,8 +525,9 @@ class SlurmConfig(Strict):
     lighthouse_time: str | None = Field(
         None,
         description=(
-            "The Lighthouse job's own time limit (default: slurm.time). A limit longer than the job's run "
-            "spares it the renewal; with one it renews before any group."
+            "The Lighthouse job's own time limit. Default: its partition's MaxTime when that is longer than "
+            "slurm.time (`submit` asks Slurm), so that it never renews and waits in the queue mid-run; else "
+            "slurm.time, and it renews before any group."
         ),
     )
     qos: str | None = Field(None, description="Quality of service (sbatch --qos).")

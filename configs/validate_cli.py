@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from lamplighter.configs.helper_python import check_helper_python
+from lamplighter.configs.job_warnings import job_warnings
 from lamplighter.configs.loader import ENV_OVERRIDES, MORE_CHECKS, ConfigError, load_job, load_node
 from lamplighter.configs.schema import JobConfig, NodeConfig, container_path_problems, node_job_problems
 from lamplighter.configs.torchtitan_module import check_module_comm
@@ -154,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
         print(summary(job, args.file))
         helpers = check_helper_python(job)
         print(helpers.line())
-        for warning in helpers.warnings:
+        for warning in helpers.warnings + job_warnings(job):
             print(f"warning: {args.file}: {warning}", file=sys.stderr)
         if titan is not None:
             print(titan.line)

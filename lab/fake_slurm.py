@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lamplighter.slurm.actions import FAILED_STATES, check_job_id, check_node_name, check_reason
-from lamplighter.slurm.parsers import LAUNCH_FAILED_HELD, JobInfo, NodeInfo, QueueEntry
+from lamplighter.slurm.parsers import LAUNCH_FAILED_HELD, JobInfo, NodeInfo, PartitionInfo, QueueEntry
 from lamplighter.slurm.run import SlurmError
 
 _SBATCH = re.compile(r"^#SBATCH\s+(--[a-z-]+)(?:=\"?([^\"]*)\"?)?\s*$")
@@ -82,6 +82,7 @@ class FakeSlurm:
         self.completing_s = completing_s
         self.begin_delay_s = begin_delay_s  # real: cred_expire + 1
         self.slurmd_timeout_s = slurmd_timeout_s
+        self.max_time = "UNLIMITED"  # the partition's, as scontrol prints it
         self.controller_down_calls: int | None = 0  # calls that fail as if slurmctld were down (None: all)
 
     # -- SlurmApi ------------------------------------------------------------
@@ -215,6 +216,11 @@ class FakeSlurm:
         self._controller()
         self._advance()
         return [self._squeue_record(j, full=True) for j in self._jobs.values() if j.name.startswith(name_prefix)]
+
+    def partitions(self) -> list[PartitionInfo]:
+        """One partition over every node, as the lab's slurm.conf has (MaxTime=INFINITE): `max_time` sets it."""
+        self._controller()
+        return [PartitionInfo("debug", self.max_time, True)]
 
     def _squeue_record(self, j: _Job, full: bool) -> JobInfo:
         """jobs_by_id's fields (JOB_FIELDS), or all_jobs' (ALL_JOB_FIELDS: also the name, reason and owner)."""

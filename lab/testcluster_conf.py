@@ -105,7 +105,12 @@ MinJobAge=600
 # Schedule every second and start batch jobs without delay.
 SchedulerParameters=sched_interval=1,bf_interval=1,batch_sched_delay=0
 NodeName=n[1-{nodes}] {where} CPUs=2 RealMemory=1000
-PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+# A partition above debug that preempts its jobs by requeueing them, as a site's high-priority partition
+# does (the preemption test submits there); nothing else uses it.
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP PriorityTier=1
+PartitionName=urgent Nodes=ALL MaxTime=INFINITE State=UP PriorityTier=10
 """
 
 

@@ -21,6 +21,7 @@ from lamplighter.slurm.parsers import (
     SQUEUE_FORMAT,
     JobInfo,
     NodeInfo,
+    PartitionInfo,
     QueueEntry,
     all_jobs_format,
     parse_all_jobs,
@@ -28,6 +29,7 @@ from lamplighter.slurm.parsers import (
     parse_scontrol_job,
     parse_scontrol_node,
     parse_scontrol_nodes,
+    parse_scontrol_partitions,
     parse_squeue,
     parse_squeue_jobs,
 )
@@ -84,6 +86,7 @@ class SlurmApi(Protocol):
     def nodes(self) -> list[NodeInfo]: ...
     def jobs(self, name_prefix: str | None = None) -> list[QueueEntry]: ...
     def all_jobs(self, name_prefix: str) -> list[JobInfo]: ...
+    def partitions(self) -> list[PartitionInfo]: ...
 
 
 def poll_job(
@@ -211,6 +214,9 @@ class SlurmActions:
         for rec in bad:
             log.warning("squeue printed a job record that cannot be read, left out: %r", rec[:200])
         return [j for j in jobs if j.name.startswith(name_prefix)]
+
+    def partitions(self) -> list[PartitionInfo]:
+        return parse_scontrol_partitions(self.cli.run("scontrol", "show", "partition"))
 
     def _update_node(self, node: str, *settings: str) -> None:
         self.cli.run("scontrol", "update", f"nodename={check_node_name(node)}", *settings)

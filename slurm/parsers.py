@@ -359,3 +359,19 @@ def parse_show_config(text: str) -> dict[str, str]:
         if sep and key.strip() and " " not in key.strip():
             out[key.strip()] = value.strip()
     return out
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    name: str
+    max_time: str  # as scontrol prints it: UNLIMITED, or [D-]HH:MM:SS
+    default: bool
+
+
+def parse_scontrol_partitions(text: str) -> list[PartitionInfo]:
+    """`scontrol show partition`: one record per partition."""
+    out = []
+    for block in split_records(text, "PartitionName"):
+        f = parse_record(block)
+        out.append(PartitionInfo(f["PartitionName"], f.get("MaxTime", "UNLIMITED"), f.get("Default") == "YES"))
+    return out

@@ -37,6 +37,7 @@ from lamplighter.configs.schema import JobConfig, container_path_problems
 from lamplighter.configs.slurm_names import job_name_prefix
 from lamplighter.slurm.actions import SlurmApi
 from lamplighter.slurm.lighthouse_log import lighthouse_log_problem
+from lamplighter.slurm.lighthouse_time import lighthouse_time, with_lighthouse_time
 from lamplighter.slurm.parsers import JobInfo
 from lamplighter.slurm.render import render_job, resolve_paths
 from lamplighter.slurm.run import SlurmError
@@ -219,6 +220,19 @@ def wait_lighthouse(
         time.sleep(0.2)
 
 
+def _lighthouse_time(job: JobConfig, api: SlurmApi, say: Callable[[str], None]) -> JobConfig:
+    """The job with its Lighthouse's limit at the partition's MaxTime where that spares it a renewal."""
+    if job.slurm.lighthouse_time is not None or not job.slurm.renews:
+        return job  # nothing to ask Slurm
+    try:
+        choice = lighthouse_time(job, api.partitions())
+    except SlurmError as e:
+        say(f"Lighthouse job's time limit: slurm.time (partitions unread: {e})")
+        return job
+    say(f"Lighthouse job's time limit: {choice.time or job.slurm.lighthouse_limit} ({choice.why})")
+    return job if choice.time is None else with_lighthouse_time(job, choice.time)
+
+
 def submit_job(
     job: JobConfig,
     api: SlurmApi,
@@ -258,6 +272,7 @@ def submit_job(
     if unseen:
         # Before anything is written or queued: every rank would fail on its first import (`lamplighter validate`).
         raise SubmitError(f"job {job.name}: " + "; ".join(f"{key}: {problem}" for key, problem in unseen))
+    job = _lighthouse_time(job, api, say)
     out_dir = paths.run_dir / SCRIPTS_DIR
     scripts = render_job(job, out_dir, python=python, base=base, run_files=True)
     by_name = {p.name: p for p in scripts}

@@ -152,3 +152,14 @@ def test_the_set_example_of_node_commands_is_valid_for_a_node_config(command: li
     assert examples
     for example in examples:
         load_node(REPO / "configs" / "node.yaml", [example])
+
+
+def test_validate_warns_that_two_groups_do_not_train_through_a_hang() -> None:
+    """Found on the lab with nodes of their own: with 2 groups, a hung group's heartbeats stop the other's
+    quorum, and the survivor ended at its quorum timeout with the weights. The job is valid; validate says so."""
+    two = lamplighter("validate", str(REPO / "configs" / "demo.yaml"), "--set", "groups.count=2")
+    three = lamplighter("validate", str(REPO / "configs" / "demo.yaml"), "--set", "groups.count=3")
+    assert two.returncode == three.returncode == 0, two.stderr
+    assert "groups.count is 2" in two.stderr and "use 3 or more groups" in two.stderr
+    assert "quorum_timeout_s (4 s)" in two.stderr  # demo.yaml's
+    assert "groups.count" not in three.stderr

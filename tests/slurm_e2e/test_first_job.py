@@ -33,7 +33,7 @@ def lab(tmp_path: Path) -> Iterator[SlurmLab]:
         yield lab
 
 
-@pytest.mark.heavy(seconds=60)
+@pytest.mark.heavy(seconds=95)
 def test_the_smallest_job_trains_every_group_through_a_kill(lab: SlurmLab, tmp_path: Path) -> None:
     cfg = {
         "name": "minimal",

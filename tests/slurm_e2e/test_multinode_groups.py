@@ -87,7 +87,9 @@ def foreign_job(lab: SlurmLab, work: Path, name: str) -> LabRun:
             "--inner-timeout=6",
         ],
     }
-    cfg["torchft"] = {"timeout_s": 5, "quorum_timeout_s": 5, "connect_timeout_s": 20, "pg_timeout_s": 3}
+    # With 2 groups, a hung group's heartbeats stop the other's quorum until its own collective timeout
+    # (--inner-timeout) ends it: the survivor's quorum wait must outlast that plus the heartbeat timeout.
+    cfg["torchft"] = {"timeout_s": 5, "quorum_timeout_s": 10, "connect_timeout_s": 20, "pg_timeout_s": 3}
     cfg["restart"]["in_job"] = 0  # every fault is the node daemons' to requeue
     path = work / f"{name}.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
@@ -150,15 +152,15 @@ def recovered_once(run: LabRun, group: int, before: int, at_step: int, timeout: 
 
 @pytest.mark.xfail(
     reason=(
-        "found with nodes of their own (issue #41): while group 1 hangs with its rank 0 still heartbeating, torchft's "
-        "Lighthouse forms no quorum for group 0 alone ('need at least half of 2 healthy workers'), so group 0's "
-        "quorum_timeout_s (5 s, below the 12-s hang timeout as the timeout hierarchy requires) ends it before the "
-        "hang is detected, and both groups restart from step 0; a two-group job's survivor must outlast a peer's "
-        "hang detection (open)"
+        "found with nodes of their own (issue #41): while group 1 hangs with its rank 0 still heartbeating, "
+        "torchft's Lighthouse forms no quorum for group 0 alone ('need at least half of 2 healthy workers'). "
+        "With quorum_timeout_s 5 group 0 ended before group 1's own collective timeout (6 s) freed the quorum; "
+        "with 10 s it still restarted from step 0 after the hang (steps 1-2 committed again with other weights), "
+        "cause not yet found (validate now warns on groups.count 2; docs/failures.md)"
     ),
     strict=False,
 )
-@pytest.mark.heavy(seconds=130)
+@pytest.mark.heavy(seconds=180)
 def test_two_node_two_rank_groups_survive_kill_hang_gpu_and_node_crash(lab: SlurmLab, tmp_path: Path) -> None:
     run = foreign_job(lab, tmp_path, "mn")
     run.submit()
@@ -239,7 +241,7 @@ def recorded_replicas(run: LabRun) -> set[str]:
     return {json.loads(line)["replica"] for line in text.splitlines() if line.strip()}
 
 
-@pytest.mark.heavy(seconds=40)
+@pytest.mark.heavy(seconds=67)
 def test_two_jobs_with_the_same_replica_names_never_share_a_quorum(lab: SlurmLab, tmp_path: Path) -> None:
     a, b = single_node_job(lab, tmp_path, "job-a"), single_node_job(lab, tmp_path, "job-b")
     a.submit()
@@ -268,7 +270,7 @@ def test_two_jobs_with_the_same_replica_names_never_share_a_quorum(lab: SlurmLab
         assert len(both) >= 10 and all(h[0] == h[1] for h in both.values())
 
 
-@pytest.mark.heavy(seconds=55)
+@pytest.mark.heavy(seconds=125)
 def test_reference_trainer_with_two_processes_per_node_on_two_nodes(lab: SlurmLab, tmp_path: Path) -> None:
     """The reference trainer as srun tasks (no torchrun): 2 nodes x 2 processes per group, a warm spare step of
     the same shape beside each; a rank killed on a group's second node ends its step on both nodes, and the

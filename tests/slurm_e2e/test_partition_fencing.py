@@ -62,7 +62,7 @@ def alive(procs: list[tuple[int, float]]) -> list[int]:
     return out
 
 
-@pytest.mark.heavy(seconds=48)
+@pytest.mark.heavy(seconds=95)
 def test_a_node_cut_off_from_slurm_has_its_old_trainers_fenced(lab: SlurmLab, tmp_path: Path) -> None:
     slurm_lab, port = lab, lab.job_port
     run = prepare_run(

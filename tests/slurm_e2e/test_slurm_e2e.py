@@ -73,7 +73,7 @@ def check_healed(run: LabRun, group: int) -> None:
     assert report["groups"][str(group)]["heals"] >= 1
 
 
-@pytest.mark.heavy(seconds=52)
+@pytest.mark.heavy(seconds=94)
 def test_slurm_node_crash_and_lighthouse_kill_without_daemons(lab_without_daemons: SlurmLab, tmp_path: Path) -> None:
     lab, port = lab_without_daemons, lab_without_daemons.job_port
     run = prepare_run(lab, tmp_path, name="base", steps=FAR_STEPS, groups=2, port=port, step_sleep_s=STEP_SLEEP_S)
@@ -94,7 +94,7 @@ def test_slurm_node_crash_and_lighthouse_kill_without_daemons(lab_without_daemon
     assert drained_nodes(run) == {}
 
 
-@pytest.mark.heavy(seconds=70)
+@pytest.mark.heavy(seconds=126)
 def test_slurm_e2e_every_fault_kind(lab_with_daemons: SlurmLab, tmp_path: Path) -> None:
     lab, port = lab_with_daemons, lab_with_daemons.job_port
     run = prepare_run(lab, tmp_path, name="e2e", steps=FAR_STEPS, groups=3, port=port, step_sleep_s=STEP_SLEEP_S)

@@ -139,7 +139,7 @@ def print_timeline(rows: list[dict[str, Any]], t0: float, wall: float, report: d
     )
 
 
-@pytest.mark.heavy(seconds=130)
+@pytest.mark.heavy(seconds=185)
 def test_job_outlives_a_one_minute_time_limit(lab: SlurmLab, tmp_path: Path) -> None:
     slurm_lab, port = lab, lab.job_port
     cfg = lab_job_config(

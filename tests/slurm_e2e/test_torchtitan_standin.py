@@ -64,7 +64,7 @@ def log_tail(run_dir: Path, group: int) -> str:
     return "\n".join(logs[-1].read_text().splitlines()[-30:]) if logs else ""
 
 
-@pytest.mark.heavy(seconds=66)
+@pytest.mark.heavy(seconds=92)
 def test_torchtitan_job_through_rendered_scripts(lab: SlurmLab, tmp_path: Path) -> None:
     slurm_lab, port = lab, lab.job_port
     stop_file = tmp_path / "stop"

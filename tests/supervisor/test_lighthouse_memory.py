@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from realparts import wait_for
 
-from lamplighter.configs.schema import JobConfig
+from lamplighter.configs.schema import JobConfig, LighthouseConfig
 from lamplighter.supervisor.lighthouse.lighthouse import Lighthouse, bind_address
 from lamplighter.supervisor.lighthouse.lighthouse_main import find_extension, own_url
 from lamplighter.supervisor.lighthouse.lighthouse_memory import Memory, stand_in, to_stand_in_for
@@ -136,9 +136,10 @@ def test_after_a_restart_the_first_group_back_waits_for_a_majority(tmp_path: Pat
 def test_a_lighthouse_listens_only_on_the_address_its_job_names_and_still_remembers(tmp_path: Path) -> None:
     """Bound to 127.0.0.2, not a wildcard: nothing answers on 127.0.0.1. Its own status poll (which keeps the
     memory) went to 127.0.0.1 whatever the bind, so a Lighthouse on any other address never remembered."""
-    job = JobConfig.model_validate({"name": "j", "lighthouse": {"host": "127.0.0.2", "port": 0}})
+    # local mode's setting: a Slurm job refuses a loopback host (its groups run on other nodes)
+    settings = LighthouseConfig.model_validate({"host": "127.0.0.2", "port": 0})
     memory = tmp_path / "lighthouse-memory.json"
-    lh = Lighthouse(job.lighthouse, tmp_path / "lh.log", remember=memory)
+    lh = Lighthouse(settings, tmp_path / "lh.log", remember=memory)
     try:
         lh.start(time.time())
         lh.wait_ready(60)

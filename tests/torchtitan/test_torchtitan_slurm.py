@@ -27,7 +27,7 @@ from lamplighter.trainer.contract import RunPaths, attempt_number
 from lamplighter.trainer.steplog import StepRecord, read_steps
 from lamplighter.trainer.stop_at import write_stop_at
 
-pytestmark = [pytest.mark.integration, pytest.mark.heavy(seconds=180)]
+pytestmark = [pytest.mark.integration, pytest.mark.heavy(seconds=220)]
 
 
 def run_steps(run_dir: Path, group: int) -> list[StepRecord]:
