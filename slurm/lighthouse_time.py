@@ -20,6 +20,11 @@ class LighthouseTime:
     why: str
 
 
+def asks_slurm(job: JobConfig) -> bool:
+    """Whether the partitions matter: no limit of the user's, and a renewal to spare (slurm.renews has a time)."""
+    return job.slurm.lighthouse_time is None and job.slurm.renews
+
+
 def lighthouse_time(job: JobConfig, partitions: list[PartitionInfo]) -> LighthouseTime:
     s = job.slurm
     if s.lighthouse_time is not None:

@@ -37,7 +37,7 @@ from lamplighter.configs.schema import JobConfig, container_path_problems
 from lamplighter.configs.slurm_names import job_name_prefix
 from lamplighter.slurm.actions import SlurmApi
 from lamplighter.slurm.lighthouse_log import lighthouse_log_problem
-from lamplighter.slurm.lighthouse_time import lighthouse_time, with_lighthouse_time
+from lamplighter.slurm.lighthouse_time import asks_slurm, lighthouse_time, with_lighthouse_time
 from lamplighter.slurm.parsers import JobInfo
 from lamplighter.slurm.render import render_job, resolve_paths
 from lamplighter.slurm.run import SlurmError
@@ -222,8 +222,8 @@ def wait_lighthouse(
 
 def _lighthouse_time(job: JobConfig, api: SlurmApi, say: Callable[[str], None]) -> JobConfig:
     """The job with its Lighthouse's limit at the partition's MaxTime where that spares it a renewal."""
-    if job.slurm.lighthouse_time is not None or not job.slurm.renews:
-        return job  # nothing to ask Slurm
+    if not asks_slurm(job):
+        return job
     try:
         choice = lighthouse_time(job, api.partitions())
     except SlurmError as e:

@@ -6,31 +6,20 @@ Slurm job still ended COMPLETED)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-from realparts import STEP_SLEEP_S, require_netns, require_slurm
+from realparts import STEP_SLEEP_S
 
 from lamplighter.configs.loader import load_job
-from lamplighter.configs.schema import HealthConfig
 from lamplighter.lab.e2e_run import LabRun
-from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, running_lab
+from lamplighter.lab.slurm_lab import SlurmLab
 from lamplighter.trainer.contract import lighthouse_address
 
 pytestmark = pytest.mark.integration
 
 STEPS = 120
-
-
-@pytest.fixture
-def lab(tmp_path: Path) -> Iterator[SlurmLab]:
-    require_slurm()
-    require_netns()
-    settings = LabSettings(compute_nodes=3, gpus_per_node=1, health=HealthConfig(poll_interval_s=0.5))
-    with running_lab(tmp_path / "lab", settings) as lab:
-        yield lab
 
 
 @pytest.mark.heavy(seconds=95)

@@ -9,32 +9,20 @@ nodes whole (--exclusive), as a higher-priority user's job would."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-from realparts import require_netns, require_slurm
 
 from lamplighter.configs.loader import load_job
-from lamplighter.configs.schema import HealthConfig
 from lamplighter.lab.e2e_run import LabRun, lab_job_config
-from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, running_lab
+from lamplighter.lab.slurm_lab import SlurmLab
 from lamplighter.lab.testcluster import wait_until
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.slurm.hostlist import expand_hostlist
 
 pytestmark = pytest.mark.integration
 STEPS = 100_000  # ended through the stop-at file once both preemptions are recovered
-
-
-@pytest.fixture
-def lab(tmp_path: Path) -> Iterator[SlurmLab]:
-    require_slurm()
-    require_netns()
-    settings = LabSettings(compute_nodes=3, gpus_per_node=1, health=HealthConfig(poll_interval_s=0.5))
-    with running_lab(tmp_path / "lab", settings) as lab:
-        yield lab
 
 
 def group_nodes(run: LabRun) -> dict[int, str]:
