@@ -25,7 +25,7 @@ from lamplighter.configs.loader import load_job
 from lamplighter.configs.schema import HealthConfig, JobConfig, RestartConfig
 from lamplighter.injob.journal import journal_path, read_events
 from lamplighter.lab.slurm_lab import LabSettings, SlurmLab
-from lamplighter.lab.testcluster import pick_port_range, reset_cluster
+from lamplighter.lab.testcluster import reset_cluster
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.slurm.chaos_slurm import read_records
 from lamplighter.slurm.run import SlurmError
@@ -106,7 +106,7 @@ class LamplighterSlurm:
 
     def start(self) -> None:
         t0 = time.monotonic()
-        port = pick_port_range(1)
+        port = self.lab.new_job_port()
         # A run after another: no job left, every node up and resumed (a crash or a drain of the last run).
         reset_cluster(self.lab.cluster)
         self.since = time.time()

@@ -38,7 +38,7 @@ from lamplighter.configs.loader import load_job
 from lamplighter.configs.schema import ChaosConfig, ChaosEvent, HealthConfig, RestartConfig
 from lamplighter.lab.e2e_run import LabRun, lab_job_config
 from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, running_lab
-from lamplighter.lab.testcluster import pick_port_range, slurm_installed
+from lamplighter.lab.testcluster import slurm_installed
 from lamplighter.slurm.chaos_runner import run_schedule
 from lamplighter.slurm.submission import cancel_job
 
@@ -63,7 +63,7 @@ def arm_config(cfg: dict[str, Any], arm: str, kills: int) -> dict[str, Any]:
 def run_arm(lab: SlurmLab, work: Path, arm: str, rep: int, args: argparse.Namespace) -> dict[str, Any]:
     name = f"{arm}{rep}"
     cfg = lab_job_config(
-        lab, work / name, name=name, steps=100000, groups=2, port=pick_port_range(1), spare=arm == "spare"
+        lab, work / name, name=name, steps=100000, groups=2, port=lab.new_job_port(), spare=arm == "spare"
     )
     path = work / f"{name}.yaml"
     path.write_text(yaml.safe_dump(arm_config(cfg, arm, args.kills), sort_keys=False))

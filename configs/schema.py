@@ -842,6 +842,9 @@ class ChaosEvent(Strict):
     at_s: float = Field(ge=0, description="Seconds after training starts.")
     kind: ChaosKind = Field(description="Fault kind.")
     group: int | None = Field(None, ge=0, description="Target group; default chosen by the seed.")
+    mode: Literal["exact", "gentle"] | None = Field(
+        None, description="This fault's mode (see ChaosConfig.mode); default: the schedule's."
+    )
 
 
 class ChaosConfig(Strict):

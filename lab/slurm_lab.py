@@ -186,8 +186,12 @@ class SlurmLab:
         self.services = ServiceRunner(self.root / "run" / "services.json")
         self.gpusim_lib: Path | None = None
         self.daemons_started = False
-        # The base of a port range of its own for its job's Lighthouse (lab_job_config's port): free when picked.
-        self.job_port = pick_port_range(1)
+        # A port of its own for its job's Lighthouse (lab_job_config's port): free when picked, none of Slurm's.
+        self.job_port = self.new_job_port()
+
+    def new_job_port(self) -> int:
+        """A port for a job's Lighthouse on the head node: free now, and not one the cluster's Slurm will bind."""
+        return pick_port_range(1, avoid=self.cluster.ports())
 
     @property
     def head(self) -> str:

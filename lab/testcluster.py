@@ -28,7 +28,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,13 +120,15 @@ def _ports_free(ports: list[int]) -> bool:
     return True
 
 
-def pick_port_range(count: int, rng: random.Random | None = None) -> int:
-    """A base port such that base..base+count-1 are all free right now."""
+def pick_port_range(count: int, rng: random.Random | None = None, avoid: Collection[int] = ()) -> int:
+    """A base port such that base..base+count-1 are all free right now and none is in `avoid` (ports picked
+    for something not listening yet: a cluster's slurmd port inside its nodes' networks, which no bind here sees)."""
     rng = rng or random.Random()
     for _ in range(200):
         # Below torch's 29500 and Linux's ephemeral ports (32768+), clear of MASTER_PORT (30000+).
         base = rng.randrange(20000, 29000 - count)
-        if _ports_free(list(range(base, base + count))):
+        ports = range(base, base + count)
+        if not any(p in avoid for p in ports) and _ports_free(list(ports)):
             return base
     raise ClusterError(f"found no {count} consecutive free ports")
 
@@ -438,19 +440,26 @@ class TestCluster:
     def __exit__(self, *exc: object) -> None:
         self.down()
 
+    def ports(self) -> range:
+        """The ports its Slurm daemons listen on (slurmctld's, then the nodes'), picked on the first ask: a port
+        picked for a job must avoid them, since the nodes' port is bound only inside their networks."""
+        # With namespaces the host holds slurmctld's port only; the nodes' one port is in their own networks.
+        count = 2 if self.netns else self.nodes + 1
+        if self.base_port is None:
+            self.base_port = pick_port_range(count)
+        return range(self.base_port, self.base_port + count)
+
     # -- internals ---------------------------------------------------------
 
     def _write_conf(self) -> None:
-        if self.base_port is None:
-            # With namespaces the host holds slurmctld's port only; the nodes' one port is in their own networks.
-            self.base_port = pick_port_range(2 if self.netns else self.nodes + 1)
+        base_port = self.ports().start
         if self.first_job_id is None:
             self.first_job_id = reserve_first_job_id()
         self.conf_path.write_text(
             render_slurm_conf(
                 self.root,
                 self.nodes,
-                self.base_port,
+                base_port,
                 self.conf_overrides,
                 first_job_id=self.first_job_id,
                 sockets=self.sockets,

@@ -100,14 +100,15 @@ def run_schedule(
             ctx.pending_healers -= 1
             yield rec
             count(rec)
-        if (mode == "gentle" and watching) or injector.done or end.ending:
+        if (injector.next_mode() == "gentle" and watching) or injector.done or end.ending:
             time.sleep(poll)  # gentle: one fault at a time; ending: no group job left to strike
             continue
         healthy = healthy_groups(ctx)
         seen = Targets(
             healthy=healthy,
-            present=running_groups(ctx) if mode == "exact" else healthy,
-            lighthouse_healthy=len(healthy) >= 1 or mode == "exact",
+            # exact strikes whatever has a process, gentle only the healthy (the injector picks by the fault's mode)
+            present=running_groups(ctx),
+            lighthouse_healthy=len(healthy) >= 1,
         )
         shot = injector.due(time.monotonic() - t0, seen)
         if shot is None:

@@ -16,7 +16,7 @@ import pytest
 from lamplighter.lab.run_end import stop_run
 from lamplighter.lab.testcluster import slurm_installed
 from lamplighter.trainer.contract import RunPaths
-from lamplighter.trainer.steplog import read_steps
+from lamplighter.trainer.steplog import StepRecord, read_steps
 
 T = TypeVar("T")
 
@@ -85,27 +85,34 @@ STEP_SLEEP_S = 0.2
 FAR_STEPS = 1_000_000
 
 
-def stop_once_all_commit_after(run_dir: Path, groups: int, after_s: float, timeout: float = 300.0) -> threading.Thread:
-    """In the background: once every group has committed a step `after_s` seconds past the job's first commit
-    (what the test came for is behind it), stop the job a few steps ahead (stop-at). For jobs a test runs in
-    this process (`lamplighter local`), which it cannot stop from its own thread otherwise."""
+def stop_when(
+    run_dir: Path, groups: int, done: Callable[[list[list[StepRecord]]], bool], timeout: float = 300.0
+) -> threading.Thread:
+    """In the background: once `done` holds of the groups' committed steps (what the test came for is behind
+    it), stop the job a few steps ahead (stop-at). For jobs a test runs in this process (`lamplighter local`),
+    which it cannot stop from its own thread otherwise."""
     paths = RunPaths(run_dir)
-
-    def committed_after() -> bool:
-        recs = [[r for r in read_steps(paths.steps(g)) if r.committed] for g in range(groups)]
-        if not all(recs):
-            return False
-        t0 = min(r.t for rs in recs for r in rs)
-        return all(any(r.t >= t0 + after_s for r in rs) for rs in recs)
 
     def watch() -> None:
         deadline = time.monotonic() + timeout
-        while not committed_after():
+        while not done([[r for r in read_steps(paths.steps(g)) if r.committed] for g in range(groups)]):
             if time.monotonic() > deadline:
                 return  # the test's own assertions say what went wrong
             time.sleep(0.2)
         stop_run(run_dir, range(groups))
 
-    thread = threading.Thread(target=watch, name="stop-once", daemon=True)
+    thread = threading.Thread(target=watch, name="stop-when", daemon=True)
     thread.start()
     return thread
+
+
+def stop_once_all_commit_after(run_dir: Path, groups: int, after_s: float, timeout: float = 300.0) -> threading.Thread:
+    """stop_when every group has committed a step `after_s` seconds past the job's first commit."""
+
+    def committed_after(recs: list[list[StepRecord]]) -> bool:
+        if not all(recs):
+            return False
+        t0 = min(r.t for rs in recs for r in rs)
+        return all(any(r.t >= t0 + after_s for r in rs) for rs in recs)
+
+    return stop_when(run_dir, groups, committed_after, timeout)

@@ -130,11 +130,13 @@ def load_schedule_file(path: Path) -> ChaosConfig:
 
 @dataclass(frozen=True)
 class PlannedFault:
-    """One fault to inject `at_s` seconds after training starts; group None: any healthy group."""
+    """One fault to inject `at_s` seconds after training starts; group None: any healthy group.
+    mode None: the injector's (the schedule's) mode."""
 
     at_s: float
     kind: str
     group: int | None
+    mode: str | None = None
 
 
 def plan(cfg: ChaosConfig, n_groups: int) -> Iterator[PlannedFault]:
@@ -151,7 +153,7 @@ def plan(cfg: ChaosConfig, n_groups: int) -> Iterator[PlannedFault]:
                 f"chaos event at {ev.at_s:g} s targets group {ev.group}, but the job has {n_groups} groups"
             )
     if cfg.schedule:
-        out = sorted((PlannedFault(e.at_s, e.kind, e.group) for e in cfg.schedule), key=lambda f: f.at_s)
+        out = sorted((PlannedFault(e.at_s, e.kind, e.group, e.mode) for e in cfg.schedule), key=lambda f: f.at_s)
         return iter(out if cfg.max_faults is None else out[: cfg.max_faults])
     if cfg.mtbf_s is not None:
         return _draws(cfg.mtbf_s, cfg.seed, list(cfg.kinds), cfg.start_after_s, cfg.max_faults)

@@ -17,7 +17,9 @@ gentle (random draws' default)
 
 The plan is taken as the run's clock reaches it: a random plan has no end
 (but max=N), and its next fault is drawn only when the one before has fired,
-so a run never holds faults planned past its end.
+so a run never holds faults planned past its end. An event of a schedule may
+name its own mode (a test that wants its first faults to overlap and its later
+ones to wait for a healed job).
 """
 
 from __future__ import annotations
@@ -100,12 +102,17 @@ class ChaosInjector:
             self._drawn.append(f)
         return sum(1 for f in self._drawn if f.at_s <= elapsed_s)
 
+    def next_mode(self) -> str | None:
+        """The mode the next fault fires in: its own, else the schedule's (None: no fault left)."""
+        f = self._peek()
+        return None if f is None else f.mode or self.mode
+
     def due(self, elapsed_s: float, seen: Targets) -> Shot | None:
         """The next fault if it is due (and, gentle, has a healthy target now); at most one per call."""
         f = self._peek()
         if f is None or elapsed_s < f.at_s:
             return None
-        shot = self._exact(f, seen) if self.mode == "exact" else self._gentle(f, seen)
+        shot = self._exact(f, seen) if (f.mode or self.mode) == "exact" else self._gentle(f, seen)
         if shot is not None:
             self._drawn.popleft()
             self._next += 1

@@ -247,7 +247,14 @@ class LocalRun:
             and self.state.groups[g].status == "running"
             and gp.attempt == self.state.groups[g].attempt
         ]
-        healthy = [g for g in present if self.tail.committed_since(g, self._started_at(g))]
+        # A group struck in its current attempt (SIGSTOPped, an exception on its way) may still show
+        # its last commit: it is not healthy until its restart commits.
+        struck = {(f.group, f.attempt) for f in self.journal.faults if f.t_injected is not None}
+        healthy = [
+            g
+            for g in present
+            if (g, self.state.groups[g].attempt) not in struck and self.tail.committed_since(g, self._started_at(g))
+        ]
         lh_start = self.lh.started_at or 0.0
         lh_ok = self.state.lighthouse.status == "running" and any(
             self.tail.committed_since(g, lh_start) for g in healthy

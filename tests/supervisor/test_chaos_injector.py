@@ -80,3 +80,23 @@ def test_a_schedule_counts_its_events_not_fired_by_a_time() -> None:
     inj = ChaosInjector(PLAN, seed=0, mode="exact")
     assert inj.due(5.0, seen([0, 1])) is not None
     assert (inj.unfired_by(6.5), inj.unfired_by(100.0), inj.fired) == (1, 2, 1)
+
+
+def test_an_event_of_its_own_mode_overrides_the_schedules() -> None:
+    cfg = ChaosConfig(
+        enabled=True,
+        schedule=[{"at_s": 1, "kind": "kill", "group": 1}, {"at_s": 2, "kind": "hang", "group": 1, "mode": "gentle"}],
+    )
+    inj = ChaosInjector(plan(cfg, 3), seed=0, mode=cfg.resolved_mode)
+    assert inj.next_mode() == "exact"
+    first = inj.due(1.0, seen([0], present=[1]))  # exact: group 1 hit while it is restarting
+    assert first is not None and first.group == 1
+    assert inj.next_mode() == "gentle"
+    assert inj.due(3.0, seen([0, 2], present=[1])) is None  # gentle: waits for group 1 to heal
+    second = inj.due(4.0, seen([0, 1, 2]))
+    assert second is not None and second.group == 1 and inj.next_mode() is None
+
+
+def test_an_event_mode_is_exact_or_gentle() -> None:
+    with pytest.raises(ValueError, match="exact"):
+        ChaosConfig(schedule=[{"at_s": 1, "kind": "kill", "mode": "soon"}])
