@@ -79,7 +79,7 @@ test-fast: $(STAMP)
 	$(BIN)/pytest -n 2 -m "not integration" $(PYTEST_ARGS)
 
 demo: $(LOCAL_STAMP)
-	$(BIN)/lamplighter local configs/demo.yaml --baseline auto --run-dir runs/demo-$$(date +%Y%m%d-%H%M%S)
+	$(BIN)/lamplighter local configs/demo.yaml --run-dir runs/demo-$$(date +%Y%m%d-%H%M%S)
 
 # The real torchtitan (PyPI) under `lamplighter local`, 3 groups, per-step and DiLoCo, each through a kill, an
 # exception, a hang and a Lighthouse kill: build/demo-torchtitan/report.json (about 10 minutes).

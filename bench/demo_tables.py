@@ -88,7 +88,13 @@ def headline(mode: str, doc: dict[str, Any]) -> str:
         f" {rep['steps_committed']}/{rep['target_steps']} steps in {rep['wall_s']:.1f} s, "
         f"**{rep['steps_lost']} steps lost**, weights identical: {rep['weights_identical']} ({rep['weights_check']})"
     )
-    if rep.get("goodput") is not None:
+    if "goodput_vs_fault_free_run" in rep:  # goodput against the run's own steady rate (since 2026-12-02)
+        text += f", {rep['useful_samples_per_s']:.0f} useful samples/s"
+        if rep.get("goodput") is not None:
+            text += f", goodput {rep['goodput']:.2f} against its own steady {rep['steady_samples_per_s']:.0f}"
+        if rep.get("goodput_vs_fault_free_run") is not None:
+            text += f" ({rep['goodput_vs_fault_free_run']:.2f} against the fault-free run)"
+    elif rep.get("goodput") is not None:  # an older report: goodput against the fault-free run first
         text += f", {rep['useful_samples_per_s']:.0f} useful samples/s, goodput {rep['goodput']:.2f}"
     if mode == "slurm":
         drained = rep.get("drained_nodes") or {}

@@ -26,7 +26,7 @@ examples:
   lamplighter local configs/demo.yaml
   lamplighter local configs/demo.yaml --chaos mtbf=20s,seed=3,kinds=kill,hang --steps 1000
   lamplighter local configs/demo.yaml --chaos @faults.yaml --run-dir runs/try2
-  lamplighter local configs/demo.yaml --baseline auto        # goodput against a fault-free run first
+  lamplighter local configs/demo.yaml --baseline auto        # also against a fault-free run first
   lamplighter local configs/demo.yaml --baseline runs/clean/report/report.json
   lamplighter local configs/demo.yaml --chaos off --set groups.count=2
 """
@@ -54,9 +54,9 @@ def add_parser(subparsers: Any) -> None:
         "--baseline",
         default=None,
         metavar="auto|REPORT.json|SAMPLES_PER_S",
-        help="the fault-free rate goodput divides by: 'auto' runs the same job without faults first "
-        "(in RUN_DIR/baseline), a fault-free run's report.json (same steps and groups), or a number. "
-        "Without it the report gives no goodput: this run's own early rate is not fault-free",
+        help="a second yardstick for goodput (the report's goodput_vs_fault_free_run; goodput itself is "
+        "against this run's own steady stretches): 'auto' runs the same job without faults first "
+        "(in RUN_DIR/baseline), a fault-free run's report.json (same steps and groups), or a number",
     )
     p.add_argument("--no-live", action="store_true", help="plain progress lines instead of the live table")
     add_override_args(p)
@@ -127,7 +127,7 @@ def resolve_baseline(value: str | None, job: Any, run_dir: Path, *, live: bool) 
     if spec.report is not None:
         return read_report(spec.report, target_steps=n, groups=groups)
     where = run_dir / "baseline"
-    print(f"fault-free run first, for goodput's baseline: {n} steps, {groups} groups, in {where}", flush=True)
+    print(f"fault-free run first, for goodput against it: {n} steps, {groups} groups, in {where}", flush=True)
     clean = LocalRun(
         job.model_copy(deep=True),
         LocalOptions(run_dir=where, report_dir=where / "report", chaos=ChaosConfig.model_validate({}), live=live),
@@ -139,5 +139,5 @@ def resolve_baseline(value: str | None, job: Any, run_dir: Path, *, live: bool) 
     try:
         return from_report(report, str(where / "report" / "report.json"), target_steps=n, groups=groups)
     except BaselineError as e:
-        print(f"WARNING: no goodput: the fault-free run cannot be the baseline: {e}", flush=True)
+        print(f"WARNING: no goodput against a fault-free run: it cannot be the baseline: {e}", flush=True)
         return None

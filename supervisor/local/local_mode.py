@@ -58,7 +58,7 @@ class LocalOptions:
     chaos: ChaosConfig
     live: bool = True
     python: str = sys.executable
-    baseline: Baseline | None = None  # the fault-free rate goodput divides by (baseline.py)
+    baseline: Baseline | None = None  # a fault-free run's rate, goodput's second yardstick (baseline.py)
     out: TextIO = field(default_factory=lambda: sys.stdout)
 
 

@@ -7,7 +7,8 @@ local mode writes it at the end of `lamplighter local`; the lab's Slurm and bare
 Public modules (the package re-exports nothing: import them):
     report         build_report, run_ok, lost_steps, rolled_back: the report from the step logs and the fault journal
     fault_journal  FaultJournal, FaultRecord: what happened to each fault, with times
-    baseline       the fault-free rate goodput divides by (given, read from a report, or measured)
+    steady_rate    goodput's yardstick: the fault-free rate of the run's own steady stretches
+    baseline       a fault-free run's rate, goodput's second yardstick (given, read from a report, or measured)
     step_tail      StepTail: following the groups' step logs as they grow (the live view, the chaos injector)
     timeline       timeline.png: loss and participating groups over time, faults marked (matplotlib, lazily)
     summary        the few lines printed at the end of `lamplighter local`

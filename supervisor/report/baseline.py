@@ -1,7 +1,7 @@
-"""The fault-free rate that goodput divides by: given, read from a fault-free run, or measured first.
+"""A fault-free run's rate, goodput's second yardstick (`--baseline`): given, read from a run, or measured first.
 
-Never taken from the faulty run itself (its early seconds hold warm-up and
-whatever the first fault already cost). A baseline read from a report must
+The first yardstick is the run's own steady rate (steady_rate.py); this one
+lets a skeptic compare with a run that had no fault at all. A baseline read from a report must
 come from a run of the same length and group count, with no fault at all
 (planned or not), that reached its target: warm-up weighs differently in a
 shorter run, and a run that restarted a group was not fault-free.

@@ -54,11 +54,20 @@ useful_samples_per_s
     last: each step number counts once, with the groups of the quorum that
     committed it last; steps redone (after a fallback checkpoint, or a
     timeline that went back) count once, not twice.
+steady_samples_per_s, steady
+    The fault-free rate of this run's own steady windows: every group in, no
+    fault open (steady_rate.py says which stretches count); `steady` holds
+    how many seconds, windows and steps it was measured over, or why none.
 goodput
-    useful_samples_per_s divided by the fault-free rate of the same job
-    measured without faults (`lamplighter local --baseline`: a number, a
-    fault-free run's report.json, or `auto` to run one first), never by this
-    run's own early rate. None without one.
+    The useful samples from the first steady step to the last commit over
+    what the steady rate would have trained in that time: 1.0 with nothing
+    failing. Measured in one run, so that the machine's load between two
+    runs cannot move it. None when the faults left too little steadiness.
+goodput_vs_fault_free_run
+    useful_samples_per_s over the rate of a fault-free run of the same job
+    (`lamplighter local --baseline`: a number, a fault-free run's
+    report.json, or `auto` to run one first): fault_free_samples_per_s,
+    from fault_free_source. None without one.
 """
 
 from __future__ import annotations
@@ -70,6 +79,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lamplighter.supervisor.report.fault_journal import FaultRecord
+from lamplighter.supervisor.report.steady_rate import steady_goodput, steady_rate
 from lamplighter.trainer.steplog import StepRecord
 from lamplighter.trainer.stop_at import final_target
 
@@ -356,7 +366,10 @@ def build_report(
     overall = throughput(by_group)
     useful = useful_throughput(by_group)
     base = baseline_samples_per_s
-    good = useful.rate / base if useful.rate is not None and base else None
+    final = final_commits(by_group)
+    steady = steady_rate(by_group, final, fault_rows, t_end)
+    good = steady_goodput(final, steady)
+    against_run = useful.rate / base if useful.rate is not None and base else None
     steps = max((r.step for recs in by_group.values() for r in committed(recs)), default=0)
     own = [r.trainer_step for recs in by_group.values() for r in committed(recs) if r.trainer_step is not None]
     trainer_steps = max(own) if own else None
@@ -380,9 +393,12 @@ def build_report(
         "survivor_stall_s": [row["survivor_stall_s"] for row in fault_rows],
         "committed_samples_per_s": _round(overall.rate),
         "useful_samples_per_s": _round(useful.rate),
+        "steady_samples_per_s": _round(steady.samples_per_s),
+        "steady": steady.to_json(),
+        "goodput": _round(good),
         "fault_free_samples_per_s": _round(base),
         "fault_free_source": baseline_source if base is not None else None,
-        "goodput": _round(good),
+        "goodput_vs_fault_free_run": _round(against_run),
         "t_start": t_start,
         "t_end": t_end,
         "wall_s": round(t_end - t_start, 3),

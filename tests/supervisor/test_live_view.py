@@ -39,6 +39,9 @@ def test_summary_names_faults_and_verdict() -> None:
         "fault_free_samples_per_s": 280.0,
         "fault_free_source": "given (--baseline)",
         "goodput": 0.89,
+        "steady_samples_per_s": 270.0,
+        "steady": {"steady_s": 40.0, "windows": 3, "why_none": None},
+        "goodput_vs_fault_free_run": 0.92,
         "chaos_plan": "schedule",
         "chaos_planned": 3,
         "chaos_struck": 1,
@@ -58,7 +61,9 @@ def test_summary_names_faults_and_verdict() -> None:
         "group_status": {"2": {"status": "given_up", "reason": "crash loop"}},
     }
     text = summary_text(report, Path("/r"))
-    assert "demo OK" in text and "steps lost 0" in text and "goodput 0.89" in text
+    assert "demo OK" in text and "steps lost 0" in text
+    assert "goodput 0.89 (against this run's steady 270 samples/s over 40 s in 3 windows)" in text
+    assert "0.92 against the fault-free 280 (given (--baseline))" in text
     assert "kill" in text and "group 1" in text and "4.40s" in text
     assert "group 2 GIVEN UP: crash loop" in text
     assert "chaos: 3 faults planned within the run, 1 struck, 1 hit nothing, 1 due but not fired" in text

@@ -65,8 +65,8 @@ def test_healthy_run_with_a_heal() -> None:
     assert f["survivor_stall_s"] == pytest.approx(1.0)
     assert rep["faults"][1]["kind"] == "unplanned" and rep["faults"][1]["t_detected"] == 12.0
     assert rep["by_kind"]["kill"]["count"] == 1
-    # No fault-free rate given: no goodput, never one taken from this run's own first seconds.
-    assert rep["goodput"] is None and rep["fault_free_samples_per_s"] is None
+    # No fault-free run given: goodput is against this run's steady stretches, none against another run.
+    assert rep["goodput_vs_fault_free_run"] is None and rep["fault_free_samples_per_s"] is None
 
 
 def test_recovery_is_timed_from_the_new_attempts_own_rows() -> None:
@@ -109,11 +109,12 @@ def test_goodput_counts_each_step_of_the_final_timeline_once() -> None:
     # Steps 2..14 after the first commit instant, 2 groups x 16 samples, over 17 s.
     assert rep["useful_samples_per_s"] == pytest.approx(13 * 32 / 17, abs=1e-3)
     assert rep["committed_samples_per_s"] == pytest.approx(17 * 32 / 17, abs=1e-3)
-    assert rep["goodput"] == pytest.approx(13 / 17, abs=1e-3) and rep["fault_free_source"] == "given"
-    # The same run without the detour is the fault-free baseline itself: goodput 1.
+    assert rep["goodput_vs_fault_free_run"] == pytest.approx(13 / 17, abs=1e-3)
+    assert rep["fault_free_source"] == "given"
+    # The same run without the detour is the fault-free baseline itself: goodput 1, by either yardstick.
     clean = {g: [rec(g, s, float(s)) for s in range(1, 15)] for g in (0, 1)}
     rep = build_report(clean, [], target_steps=14, t_start=0.0, t_end=14.0, baseline_samples_per_s=32.0)
-    assert rep["goodput"] == pytest.approx(1.0)
+    assert rep["goodput_vs_fault_free_run"] == pytest.approx(1.0) and rep["goodput"] == pytest.approx(1.0)
 
 
 def test_group_going_back_loses_steps() -> None:
@@ -146,13 +147,14 @@ def test_hash_mismatch_is_reported() -> None:
     assert rep["hash_mismatches"] == [{"step": 15, "hashes": {"0": "h15", "1": "different"}}]
 
 
-def test_no_baseline_gives_no_goodput_unless_given() -> None:
+def test_too_short_a_run_has_no_goodput_unless_a_fault_free_rate_is_given() -> None:
     runs = {0: [rec(0, s, float(s)) for s in range(1, 4)]}
     fault = FaultRecord(kind="hang", group=0, planned_at_s=1.0, t_injected=1.5, attempt=0)
     rep = build_report(runs, [fault], target_steps=3, t_start=0.0, t_end=4.0)
     assert rep["goodput"] is None and rep["faults"][0]["t_detected"] is None
+    assert "0 steady steps" in rep["steady"]["why_none"]
     rep = build_report(runs, [fault], target_steps=3, t_start=0.0, t_end=4.0, baseline_samples_per_s=32.0)
-    assert rep["goodput"] == pytest.approx(0.5) and rep["fault_free_source"] == "given"
+    assert rep["goodput_vs_fault_free_run"] == pytest.approx(0.5) and rep["fault_free_source"] == "given"
 
 
 def test_a_survivor_down_for_its_own_fault_does_not_count() -> None:
