@@ -23,7 +23,7 @@ from typing import Any
 
 from bench.baselines.ckpt_restart import CheckpointRestart
 from bench.baselines.ckpt_trainer import read_events
-from bench.baselines.poll_runner import PollRunner
+from bench.baselines.poll_runner import PollRunner, unexplained_resubmissions
 from bench.fault_schedule import Schedule, draw
 from bench.jobspec import BUILD, Workload, job_config
 from bench.lamplighter_slurm import LamplighterSlurm, lamplighter_lab
@@ -148,7 +148,11 @@ class Bench:
                 run.extra["checkpoint"] = checkpoint_choice(run_dir, run)
             run.extra["requeues"] = len(strat.requeues)
         else:
-            run.extra["submissions"] = len(strat.submissions)
+            # The faithful arm, asserted: none of lamplighter's parts in its scripts, and every submission
+            # past the first of each group brought about by a fault that ended that group's job.
+            if strat.extra.get("agent_in_scripts"):
+                raise RuntimeError(f"{run_dir}: the poll-10s arm's scripts start lamplighter's in-job agent")
+            run.extra["resubmissions_unexplained"] = unexplained_resubmissions(strat.submissions, run.faults)
         return run
 
 

@@ -111,7 +111,8 @@ def resolve_paths(job: JobConfig, base: Path | None = None) -> RenderPaths:
     return RenderPaths(run_dir, run_dir / CONFIG_FILE, contract.RunPaths(run_dir).logs())
 
 
-def _sbatch_header(job: JobConfig, name: str, nodes: int, tasks_per_node: int, output: str, requeue: bool) -> list[str]:
+def sbatch_header(job: JobConfig, name: str, nodes: int, tasks_per_node: int, output: str, requeue: bool) -> list[str]:
+    """The #SBATCH lines of one of the job's scripts (also the benchmark's baselines': the same allocation)."""
     s = job.slurm
     lines = [
         f"#SBATCH --job-name={sbatch_value(name, 'job name')}",
@@ -199,7 +200,7 @@ def render_group_script(
     )
     env.pop("TORCHFT_LIGHTHOUSE")
     output = slurm_path_pattern(str(paths.logs)) + f"/g{replica_id}-%j.out"
-    header = _sbatch_header(job, group_job_name(job, replica_id), g.nodes, g.nproc_per_node, output, s.requeue)
+    header = sbatch_header(job, group_job_name(job, replica_id), g.nodes, g.nproc_per_node, output, s.requeue)
     if g.gpus_per_node:
         header.append(f"#SBATCH --gpus-per-node={g.gpus_per_node}")
     if s.cpus_per_task:
@@ -353,7 +354,7 @@ def render_lighthouse_script(job: JobConfig, paths: RenderPaths, python: str) ->
             )
         }
     )
-    header = _sbatch_header(
+    header = sbatch_header(
         job, lighthouse_job_name(job), 1, 1, slurm_path_pattern(str(paths.logs)) + "/lighthouse-%j.out", requeue=True
     )
     if job.slurm.head_node:

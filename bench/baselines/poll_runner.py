@@ -1,26 +1,31 @@
-"""torchft's Slurm example strategy, reimplemented from its description: poll squeue every 10 s, resubmit.
+"""torchft's Slurm example strategy, reimplemented from its source: poll squeue every 10 s, resubmit.
 
 The Lighthouse runs as a plain process next to the runner (the example has
 the user start it by hand on the login node; nobody restarts it). Each
-replica group is its own Slurm job running the reference trainer (the same
-sbatch scripts lamplighter renders, without --requeue). Every 10 s the runner
-asks squeue which group jobs are still queued or running; a group whose job
-is gone gets a fresh sbatch submission, and torchft heals it from a live
-peer once it joins. There are no health checks: a hung trainer keeps its job
-RUNNING, so it is never replaced.
+replica group is its own Slurm job, built as the example's torchx `dist.ddp`
+builds one (poll_script.py): srun of the trainer, no requeue, no restarts
+and none of lamplighter's parts, so a failed trainer ends its job. Every
+10 s the runner asks squeue which group jobs are RUNNING (the example's
+test: a job still pending counts as gone, and is submitted again); a group
+whose job is not gets a fresh sbatch submission, and torchft heals it from a
+live peer once it joins. There are no health checks: a hung trainer keeps
+its job RUNNING, so it is never replaced.
 """
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import time
 import urllib.request
 from pathlib import Path
 
 from bench.baselines.baseline import Baseline
+from bench.baselines.poll_script import has_agent, poll_group_script
+from bench.runrecord import Fault
+from lamplighter.configs.job_file import job_file_doc
 from lamplighter.configs.schema import JobConfig
 from lamplighter.slurm.actions import SlurmActions
-from lamplighter.slurm.render import render_job
 from lamplighter.slurm.run import SlurmError
 from lamplighter.supervisor.lighthouse.lighthouse import lighthouse_argv
 from lamplighter.trainer.contract import RunPaths, write_json_atomic
@@ -38,6 +43,7 @@ class PollRunner(Baseline):
         self.jobs: dict[int, int] = {}
         self.scripts: list[Path] = []
         self.lighthouse: subprocess.Popen[bytes] | None = None
+        self.address = ""
         self.next_poll = 0.0
 
     def start(self) -> None:
@@ -53,31 +59,38 @@ class PollRunner(Baseline):
         )
         log.close()
         wait_http(f"http://127.0.0.1:{lh.port}/", 60.0)
-        # Where the groups' agents read it (the job names no host): this arm's cluster shares this machine's loopback.
-        write_json_atomic(
-            RunPaths(self.run_dir).lighthouse(), {"address": f"http://127.0.0.1:{lh.port}", "port": lh.port}
-        )
-        # Its group scripts only: here the Lighthouse is the plain process above, not a Slurm job.
-        self.scripts = group_scripts(render_job(self.job, self.run_dir / "sbatch", python=self.python), self.replicas)
+        # Where the benchmark reads it (the groups are told in their environment, as the example's are).
+        self.address = f"http://127.0.0.1:{lh.port}"
+        write_json_atomic(RunPaths(self.run_dir).lighthouse(), {"address": self.address, "port": lh.port})
+        write_json_atomic(self.run_dir / "job.json", job_file_doc(self.job))
         for g in range(self.replicas):
             self._submit(g, time.time())
         self.next_poll = time.time() + POLL_S
 
     def _submit(self, g: int, now: float) -> None:
-        jid = self.api.submit(self.scripts[g])
+        attempt = sum(1 for _, group, _ in self.submissions if group == g)
+        script = self.run_dir / "sbatch" / f"group-{g}.{attempt}.sbatch"
+        script.parent.mkdir(parents=True, exist_ok=True)
+        script.write_text(poll_group_script(self.job, g, attempt, self.run_dir / "job.json", self.python, self.address))
+        self.scripts.append(script)
+        jid = self.api.submit(script)
         self.jobs[g] = jid
         self.submissions.append((now, g, jid))
+        self.extra = {
+            "submissions": len(self.submissions),
+            "agent_in_scripts": sum(1 for p in self.scripts if has_agent(p.read_text())),
+        }
 
     def tick(self, now: float) -> None:
         if now < self.next_poll:
             return
         self.next_poll = now + POLL_S
         try:
-            queued = {e.job_id for e in self.api.jobs()}
+            running = {e.job_id for e in self.api.jobs() if e.state == "RUNNING"}
         except SlurmError:
             return  # a slow slurmctld: try at the next poll, as the example would
-        for g, jid in self.jobs.items():
-            if jid not in queued:
+        for g, jid in list(self.jobs.items()):
+            if jid not in running:
                 self.detections.append((now, g))
                 self._submit(g, now)
 
@@ -92,15 +105,6 @@ class PollRunner(Baseline):
             self.lighthouse.wait(10)
 
 
-def group_scripts(rendered: list[Path], groups: int) -> list[Path]:
-    """The sbatch script of each group, in group order, from everything render_job wrote."""
-    by_name = {p.name: p for p in rendered}
-    missing = [f"group-{g}.sbatch" for g in range(groups) if f"group-{g}.sbatch" not in by_name]
-    if missing:
-        raise RuntimeError(f"render_job wrote {sorted(by_name)}, not {missing}")
-    return [by_name[f"group-{g}.sbatch"] for g in range(groups)]
-
-
 def wait_http(url: str, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
@@ -111,3 +115,16 @@ def wait_http(url: str, timeout_s: float) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
+
+
+def unexplained_resubmissions(submissions: list[tuple[float, int, int]], faults: list[Fault]) -> int:
+    """Resubmissions that no fault struck on that group (or on the Lighthouse) since its previous submission
+    explains: 0 in a faithful run, where only a failed trainer's ended job brings one about. (A job the
+    runner found still pending and submitted again, as the example does, counts here.)"""
+    count = 0
+    for g in {group for _, group, _ in submissions}:
+        times = sorted(t for t, group, _ in submissions if group == g)
+        for before, t in itertools.pairwise(times):
+            if not any(f.outcome == "struck" and f.index in (g, None) and before < f.t_injected < t for f in faults):
+                count += 1
+    return count

@@ -43,18 +43,40 @@ RECORDED_ACTIONS = [
 ]
 
 
-def test_the_poll_runner_submits_each_group_script_and_not_the_lighthouse(tmp_path: Path, bench: ModuleType) -> None:
-    from bench.baselines.poll_runner import group_scripts
+def test_the_poll_runners_group_script_is_torchfts_examples_and_none_of_lamplighters(
+    tmp_path: Path, bench: ModuleType
+) -> None:
+    """srun --kill-on-bad-exit of the trainer, --no-requeue, no in-job agent: a failed trainer ends its job
+    and only the runner's next poll brings the group back (bench review 2026-12-01: the agent did it before)."""
+    import subprocess
+
+    from bench.baselines.poll_script import has_agent, poll_group_script
     from bench.jobspec import Workload, job_config
 
     job = job_config("b-poll", tmp_path / "run", Workload(steps=40, replicas=3), run_id="r", under_slurm=True)
+    hostile = "http://127.0.0.1:1/'$(touch " + str(tmp_path / "pwned") + ")'"
+    text = poll_group_script(job, 2, 3, tmp_path / "run" / "job.json", "/usr/bin/python3", hostile)
+    assert not has_agent(text) and "lamplighter.injob" not in text and "renew" not in text
+    assert "#SBATCH --no-requeue" in text and "#SBATCH --requeue" not in text
+    assert '#SBATCH --job-name="ll-b-poll-g2"' in text
+    assert "\nexec srun --kill-on-bad-exit=1 /usr/bin/python3 -m bench.gpu_time_trainer" in text
+    assert "LAMPLIGHTER_REPLICA_ID=2\n" in text and "LAMPLIGHTER_ATTEMPT=3\n" in text
+    # Every value is quoted: bash sets the hostile address as it is and runs nothing of it.
+    out = subprocess.run(
+        [
+            "bash",
+            "-c",
+            "\n".join(line for line in text.splitlines() if line.startswith("export "))
+            + "\nprintenv TORCHFT_LIGHTHOUSE",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == hostile and not (tmp_path / "pwned").exists()
+    # lamplighter's own rendered group scripts do start the agent: the check can tell them apart.
     rendered = render_job(job, tmp_path / "sbatch")
-    scripts = group_scripts(rendered, 3)
-    assert [p.name for p in scripts] == ["group-0.sbatch", "group-1.sbatch", "group-2.sbatch"]
-    for g, p in enumerate(scripts):
-        assert f"LAMPLIGHTER_REPLICA_ID={g}\n" in p.read_text()
-    with pytest.raises(RuntimeError, match=r"group-3\.sbatch"):
-        group_scripts(rendered, 4)
+    assert has_agent(next(p for p in rendered if p.name == "group-0.sbatch").read_text())
 
 
 def test_detections_name_the_replica_of_a_daemon_action(tmp_path: Path, bench: ModuleType) -> None:
