@@ -224,7 +224,7 @@ def run_costs(
     costs, runs = [], []
     for strategy in strategies:
         order = sequence(kinds, n, bench.w.replicas)
-        nodes = bench.lamplighter_lab().cluster if strategy == "lamplighter" else bench.cluster
+        nodes = bench.lamplighter_lab().cluster if strategy.startswith("lamplighter") else bench.cluster
         trigger = OneAtATime(order, settle_s, cap_s, repair=functools.partial(repair_nodes, nodes))
         t = time.monotonic()
         run = bench.one(

@@ -36,6 +36,8 @@ from lamplighter.slurm.actions import SlurmActions
 from lamplighter.supervisor.ports import free_port
 
 STRATEGIES = ("lamplighter", "ckpt-restart", "poll-10s")
+# The per-fault costs also measure lamplighter as recommended (a warm spare per group).
+COST_STRATEGIES = ("lamplighter", "lamplighter-spare", "ckpt-restart", "poll-10s")
 FAULT_FREE = ("ddp", "torchft", "ckpt-restart")
 YARDSTICK = "ddp"
 # Each strategy's own fault-free run: lamplighter and the poll runner train the same torchft job.
@@ -114,12 +116,17 @@ class Bench:
         run_dir = self.root / tag
         shutil.rmtree(run_dir, ignore_errors=True)
         run_id = f"{tag}-{int(time.time())}"
-        if strategy in ("lamplighter", "torchft"):
+        if strategy in ("lamplighter", "torchft", "lamplighter-spare"):
             lab = self.lamplighter_lab()
-            ll = LamplighterSlurm(lab, run_dir, self.w, run_id, tag)
+            spare = strategy == "lamplighter-spare"
+            ll = LamplighterSlurm(lab, run_dir, self.w, run_id, tag, spare=spare)
             run = drive(ll, trigger, window_s=window_s, rep=rep, seed=seed, mtbf_s=mtbf_s, nodes=lab.cluster)
             run.strategy = strategy
-            run.extra["mode"] = "slurm: lamplighter submit + lamplighter supervise on every node, cold starts"
+            how = "a warm spare per group (slurm.spare)" if spare else "cold starts"
+            run.extra["mode"] = f"slurm: lamplighter submit + lamplighter supervise on every node, {how}"
+            kills = [f for f in run.faults if f.outcome == "struck" and f.kind == "kill"]
+            if spare and kills and not run.extra.get("warm_starts"):
+                raise RuntimeError(f"{run_dir}: the spare arm struck {len(kills)} kill(s) and started no trainer warm")
             return run
         reset_cluster(self.cluster)
         conf = str(self.cluster.conf_path)

@@ -5,9 +5,12 @@ compute nodes, one simulated GPU each, `lamplighter supervise` on every node;
 the job runs its own Lighthouse as a Slurm job), reset before each run (no job
 left, every node resumed), so drains and exclusions of one run never reach the
 next. The job is the same as the baselines' (bench.jobspec) with the Slurm
-settings the lab needs. Every trainer start is cold (no `slurm.spare`): a dead
-trainer restarts in its allocation through the group's in-job agent
-(`restart.in_job`), a node fault requeues the group. Recovery is entirely the
+settings the lab needs. As `lamplighter init` writes it (no `slurm.spare`),
+every trainer start is cold: a dead trainer restarts in its allocation through
+the group's in-job agent (`restart.in_job`), a node fault requeues the group.
+The `lamplighter-spare` arm sets `slurm.spare`, as the docs recommend: the agent
+keeps a trainer with its imports done beside the live one and a restart takes
+it (a run of that arm with a kill struck and no warm start is a harness fault). Recovery is entirely the
 job's and the daemons' work; the driver only injects. Detection times come from
 the daemons' action logs (the first kill, requeue or mark-down that names the
 group).
@@ -75,8 +78,10 @@ def lamplighter_lab(root: Path, w: Workload) -> SlurmLab:
 class LamplighterSlurm:
     name = "lamplighter"
 
-    def __init__(self, lab: SlurmLab, run_dir: Path, w: Workload, run_id: str, tag: str) -> None:
+    def __init__(self, lab: SlurmLab, run_dir: Path, w: Workload, run_id: str, tag: str, spare: bool = False) -> None:
         self.lab, self.run_dir, self.w, self.run_id, self.tag = lab, run_dir, w, run_id, tag
+        self.spare = spare
+        self.name = "lamplighter-spare" if spare else "lamplighter"
         self.replicas = w.replicas
         self.detections: list[tuple[float, int | None]] = []
         self.sub: Submission | None = None
@@ -97,6 +102,7 @@ class LamplighterSlurm:
             "head_node": lab.head,
             "slurm_conf": str(lab.cluster.conf_path),
             "time": "00:30:00",
+            "spare": self.spare,
             # Runs here are minutes long: renew only near the 30-minute limit, never during a measurement.
             "renewal": {"margin_s": 120, "spacing_s": 120},
         }

@@ -8,6 +8,7 @@ from bench.results_io import RESULTS
 
 COLORS = {
     "lamplighter": "tab:green",
+    "lamplighter-spare": "tab:cyan",
     "ckpt-restart": "tab:blue",
     "poll-10s": "tab:orange",
     "ddp": "tab:gray",

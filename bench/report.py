@@ -46,7 +46,7 @@ SEPARATE = {"heal": ("heal_bandwidth", "make bench-heal"), "stall": ("stall_grou
 DERIVED = {"model_check": ("goodput", "fault_cost")}
 HEAL_TRANSPORTS = ("http", "http-torchft", "pg", "pg-inplace", "tcp")
 PROJECTIONS = ((1024, "8b"), (1024, "70b"), (16384, "8b"), (16384, "70b"))
-STRATEGY_ORDER = ("lamplighter", "poll-10s", "ckpt-restart")
+STRATEGY_ORDER = ("lamplighter", "lamplighter-spare", "poll-10s", "ckpt-restart")
 
 
 def load(results: Path, name: str) -> dict[str, Any] | None:
