@@ -213,3 +213,68 @@ def test_a_page_of_another_torchft_is_unreadable_not_an_outage() -> None:
     with pytest.raises(LighthouseStatusError) as down:
         fetch_status("http://127.0.0.1:1", timeout=1)
     assert not isinstance(down.value, LighthouseStatusUnreadable)
+
+
+# The same scenarios recorded from the pinned nightly (recorded/) and from torchft 0.2.0, the newest stable release
+# (recorded/torchft-0.2.0/, see its README.txt): the reader must read both alike.
+STABLE = "torchft-0.2.0/"
+
+
+@pytest.mark.parametrize("name", ["status_empty.html", STABLE + "status_empty.html"])
+def test_empty_lighthouse_of_each_version(name: str) -> None:
+    s = parse_status(page(name))
+    assert s.quorum_id == 0 and s.previous_quorum_id is None and s.quorum_age_s is None
+    assert s.members == [] and s.heartbeats == [] and s.max_step() is None
+    assert s.next_quorum.startswith("New quorum not ready, only have 0 participants, need min_replicas 1")
+
+
+@pytest.mark.parametrize(("name", "quorum_id"), [("status_two.html", 3), (STABLE + "status_two.html", 1)])
+def test_two_members_and_an_old_heartbeat_of_each_version(name: str, quorum_id: int) -> None:
+    s = parse_status(page(name))
+    assert s.quorum_id == quorum_id and s.previous_quorum_id == quorum_id
+    assert [(m.replica_id, m.group, m.step, m.manager, m.store, m.world_size, m.recovering) for m in s.members] == [
+        ("0:0f6b2a1c-5d2e-4c1b-9a7e-000000000000", "0", 121, "http://127.0.0.1:40001", "127.0.0.1:40002", 1, False),
+        ("1:0f6b2a1c-5d2e-4c1b-9a7e-000000000001", "1", 121, "http://127.0.0.1:41001", "127.0.0.1:41002", 1, False),
+    ]
+    assert s.max_step() == 121
+    beats = {h.replica_id: h for h in s.heartbeats}
+    assert sorted(beats) == [f"{i}:0f6b2a1c-5d2e-4c1b-9a7e-00000000000{i}" for i in range(3)]
+    assert {h.group: h.old for h in s.heartbeats} == {"0": False, "1": False, "2": True}
+    assert s.live_groups() == {"0", "1"}
+    assert all(beats[r].age_s < 0.1 for r in beats if not beats[r].old)
+    assert 0.8 < beats["2:0f6b2a1c-5d2e-4c1b-9a7e-000000000002"].age_s < 1.0  # it heartbeated once, 0.8 s before
+    assert s.quorum_age_s is not None and 0 < s.quorum_age_s < 0.1
+    assert "[2 heartbeating]" in s.next_quorum
+
+
+@pytest.mark.parametrize("name", ["status_recovering.html", STABLE + "status_recovering.html"])
+def test_member_behind_the_quorum_is_recovering_in_each_version(name: str) -> None:
+    s = parse_status(page(name))
+    assert s.quorum_id == 1 and s.previous_quorum_id == 1 and "need min_replicas 2" in s.next_quorum
+    assert [(m.replica_id, m.step, m.manager, m.store, m.world_size, m.recovering) for m in s.members] == [
+        ("0:7d1e0c52-8a43-4f7e-b0a1-000000000000", 57, "http://127.0.0.1:40001", "127.0.0.1:40002", 2, False),
+        ("1:7d1e0c52-8a43-4f7e-b0a1-000000000001", 0, "http://127.0.0.1:41001", "127.0.0.1:41002", 2, True),
+    ]
+    assert sorted(h.replica_id for h in s.heartbeats) == [f"{i}:7d1e0c52-8a43-4f7e-b0a1-00000000000{i}" for i in (0, 1)]
+    assert s.live_groups() == {"0", "1"} and s.max_step() == 57
+
+
+@pytest.mark.parametrize("name", ["root.html", STABLE + "root.html"])
+def test_dashboard_root_of_each_version_is_unreadable_as_status(name: str) -> None:
+    with pytest.raises(LighthouseStatusUnreadable, match="not a torchft Lighthouse /status page"):
+        parse_status(page(name))
+
+
+def test_a_stable_release_page_is_read_over_http() -> None:
+    server = HostileServer("page:" + STABLE + "status_two.html")
+    try:
+        status = fetch_status(f"http://127.0.0.1:{server.port}", timeout=5)
+    finally:
+        server.close()
+    assert status == parse_status(page(STABLE + "status_two.html")) and status.live_groups() == {"0", "1"}
+
+
+def test_a_stable_release_page_with_a_member_cut_short_is_an_error() -> None:
+    cut = page(STABLE + "status_two.html").replace("TCPStore: 127.0.0.1:41002", "", 1)
+    with pytest.raises(LighthouseStatusUnreadable, match="TCPStore"):
+        parse_status(cut)
