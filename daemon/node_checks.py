@@ -81,7 +81,10 @@ class NodeChecks:
         if self._link_check is not None:
             out += [NodeEvent(f.kind, f.reason) for f in self._link_check.observe(now)]
         if gpus is not None and gpus:
-            low = gpu_count_fault(self.cfg.gpu_count, sum(1 for g in gpus if g.kind != "lost"))
+            # Nothing read this cycle (amdsmi missing, broken or hung; workers starting): the count is unknown,
+            # not the one placeholder GPU 0's worker reports for it.
+            read = any(g.status != "unknown" for g in gpus)
+            low = gpu_count_fault(self.cfg.gpu_count, sum(1 for g in gpus if g.kind != "lost") if read else None)
             if low is not None:
                 out.append(NodeEvent(low.kind, low.reason))
         self._faults_now = out

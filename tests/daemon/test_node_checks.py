@@ -69,6 +69,27 @@ def test_fewer_gpus_drain_and_the_node_comes_back_after_its_passes_and_a_relapse
     assert node.slurm.node(NODE).is_drained and "held for a person" in (node.slurm.node(NODE).reason or "")
 
 
+@pytest.mark.parametrize(
+    ("kind", "why"),
+    [
+        ("amdsmi-install", "amdsmi missing: no module named 'amdsmi'"),
+        ("probe-error", "amdsmi_init failed: AMDSMI_STATUS_DRIVER_NOT_LOADED"),
+        ("starting", "probe worker starting"),
+    ],
+)
+def test_gpu_health_unknown_drains_nothing_whatever_gpu_count_says(counted: FakeNode, kind: str, why: str) -> None:
+    """amdsmi missing or broken, or its worker starting: the check reads no GPU (one worker, GPU 0's, says why),
+    so the count is unknown, not 1 of 8 (deploy/README.md: amdsmi missing is never a drain)."""
+    node = counted
+    node.gpus.steady = [GpuObservation(0, "unknown", kind, f"GPU 0 health unknown: {why}", {})]
+    assert acted(node, 30) == []
+    assert not node.slurm.node(NODE).is_drained
+    # Once amdsmi reads the GPUs, a short count is a fault again.
+    node.gpus.steady = [*gpus(7)]
+    [(action, reason)] = acted(node, 3)
+    assert action == "drain" and "7 of 8 GPUs found" in reason
+
+
 def test_an_admins_drain_is_never_resumed(counted: FakeNode) -> None:
     node = counted
     node.slurm.drain(NODE, "maintenance: new DIMMs (alice)")
