@@ -262,7 +262,10 @@ def by_kind(faults: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 def wrong_node_actions(
     actions: list[dict[str, Any]], injected: list[dict[str, Any]]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Drains of nodes with no GPU fault injected before, and down-marks of nodes neither crashed nor cut off."""
+    """Drains and down-marks no injected fault explains. A drain is right after a GPU fault on its node, or,
+    as the head's answer to a silent slurmd that Slurm still sees (observation type node-silent: drained, not
+    marked down, so that other tenants' jobs there live), after a crash or a cut of its node; a down-mark is
+    right after a crash or a cut of its node."""
     gpu_at = [(r["t"], r["node"]) for r in injected if r["kind"] in GPU_KINDS]
     crash_at = [(r["t"], r["node"]) for r in injected if r["kind"] in ("node-crash", "partition")]
     drains: list[dict[str, Any]] = []
@@ -271,7 +274,10 @@ def wrong_node_actions(
         node = a.get("target") if a.get("action") in ("drain", "mark_down") else None
         if not node:
             continue
-        pool = gpu_at if a["action"] == "drain" else crash_at
+        obs = a.get("observation")
+        silence = isinstance(obs, dict) and obs.get("type") == "node-silent"
+        drained_for = gpu_at + crash_at if silence else gpu_at
+        pool = drained_for if a["action"] == "drain" else crash_at
         if not any(n == node and t <= a["ts"] for t, n in pool):
             (drains if a["action"] == "drain" else downs).append(
                 {"node": node, "ts": a["ts"], "reason": a.get("reason")}

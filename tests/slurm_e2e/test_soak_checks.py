@@ -35,6 +35,27 @@ def test_only_drains_after_a_gpu_fault_and_downs_after_a_crash_are_right() -> No
     assert [(d["node"], d["ts"]) for d in downs] == [("n5", 25.0)]
 
 
+def test_the_heads_silence_drain_after_a_crash_is_right_and_a_daemons_drain_after_one_is_not() -> None:
+    """make soak at 1b61af8 failed on 3 'wrong drains' of n7, each 3.1-3.3 s after a node crash it had injected
+    there: the head drains (not marks down) a silent slurmd that Slurm still sees, and the tally knew only
+    GPU faults as a drain's cause."""
+    silent = {"type": "node-silent", "node": "n4", "silent_s": 3.1, "slurm_not_responding": False}
+    actions = [
+        {
+            "ts": 23.1,
+            "action": "drain",
+            "target": "n4",
+            "reason": "slurmd on n4 silent for 3.1 s",
+            "observation": silent,
+        },
+        {"ts": 19.0, "action": "drain", "target": "n4", "reason": "before the crash", "observation": silent},
+        {"ts": 24.0, "action": "drain", "target": "n4", "reason": "links down", "observation": {"type": "node"}},
+        {"ts": 31.0, "action": "drain", "target": "n5", "reason": "silent", "observation": {**silent, "node": "n5"}},
+    ]
+    drains, downs = wrong_node_actions(actions, INJECTED)
+    assert [(d["node"], d["ts"]) for d in drains] == [("n4", 19.0), ("n4", 24.0), ("n5", 31.0)] and downs == []
+
+
 def test_by_kind_gives_median_and_max() -> None:
     faults = [
         {
