@@ -7,6 +7,7 @@ exporter and checks the dashboard uses only these names):
 | metric | type | updated by |
 |---|---|---|
 | lamplighter_build_info{version,python} | gauge, always 1 | at start: which lamplighter runs where (`count by (version)`) |
+| lamplighter_mode{mode} | gauge, 1 for the current mode | at start: act, or observe (decides and logs, acts on nothing) |
 | lamplighter_gpu_health{gpu,status} | gauge, 1 for the current status | compute loop, every GPU probe cycle |
 | lamplighter_faults_detected_total{kind,job_name} | counter | compute loop: a GPU turning faulty/unresponsive (job_name ""), a trainer fault acted on |
 | lamplighter_fault_detection_latency_seconds | histogram | same: from the last sign of health (exit time, last heartbeat, last healthy GPU reading) |
@@ -79,6 +80,12 @@ class DaemonMetrics:
             registry=r,
         )
         self.build_info.labels(**build_labels()).set(1)
+        self.mode = Gauge(
+            f"{PREFIX}_mode",
+            "1 for the mode this daemon runs in (act: it carries actions out; observe: it only logs them)",
+            ["mode"],
+            registry=r,
+        )
         # prometheus_client adds _total to counters on exposition; the names below are the exported ones.
         self.faults = Counter(
             f"{PREFIX}_faults_detected",
@@ -158,6 +165,11 @@ class DaemonMetrics:
         self._gpu_status: dict[int, str] = {}
         self._gpu_ok_t: dict[int, float] = {}
         self._lock = threading.Lock()
+
+    def set_mode(self, mode: str) -> None:
+        """The node config's mode: 1 for it, 0 for the other (a dashboard counts the nodes still observing)."""
+        for m in ("act", "observe"):
+            self.mode.labels(mode=m).set(1 if m == mode else 0)
 
     def set_gpu_health(self, gpu: str, status: str) -> None:
         """Mark `status` as the GPU's current one (1) and every other status it has had as 0."""

@@ -132,6 +132,7 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
     state = DaemonState.load(state_dir)
     sink = FileSink(state_dir / ACTIONS_FILE)
     metrics = DaemonMetrics()
+    metrics.set_mode(cfg.mode)
     api = SlurmActions(SlurmCli(slurm_conf=cfg.slurm_conf))
     executor = build_executor(env, node, state, api, sink, metrics)
     if cfg.mode == "observe":

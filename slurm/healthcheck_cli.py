@@ -10,6 +10,10 @@ a lamplighter reason) holds in a Prolog too, so a wrong threshold cannot
 drain the whole cluster within one HealthCheckInterval or as jobs land on
 nodes; beyond it, a Prolog still fails the job's start (exit 1: Slurm starts
 it elsewhere) without draining the node.
+With `mode: observe` in the node config nothing is drained and a Prolog
+exits 0 (no job's start fails): the drain it would have made is printed and
+written, outcome "observed", to the node's action log (state_dir/actions.jsonl),
+where every drain it makes or is refused is written too.
 Could not check (amdsmi missing or not matching ROCm, say): nothing is
 drained, exit 3 (0 with --prolog: lamplighter's own installation problem
 must not stop jobs), and the message says what was found and how to fix it.
@@ -104,11 +108,17 @@ def run(args: argparse.Namespace) -> int:
     code = EXIT_HEALTHY
     if res.verdict == "faulty":
         code = EXIT_FAULTY
-        if args.no_drain:
+        if cfg.mode == "observe":
+            out["drain"] = f"OBSERVE ONLY: would drain: {REASON_PREFIX}healthcheck: {out['summary']}"[:MAX_REASON]
+            # Observing never fails a job's start (Slurm would drain the node for a failed Prolog).
+            code = EXIT_HEALTHY if args.prolog else EXIT_FAULTY
+        elif args.no_drain:
             out["drain"] = "not asked (--no-drain)"
         else:
             api = SlurmActions(SlurmCli(slurm_conf=args.slurm_conf or cfg.slurm_conf or env.get("SLURM_CONF")))
             out["drain"] = drain(api, node, out["summary"], cfg, limit=True, now=time.time())
+        if not args.no_drain:
+            audit(cfg, node, "prolog" if args.prolog else "healthcheck", out)
     elif res.verdict == "unknown":
         code = EXIT_HEALTHY if args.prolog else EXIT_UNCHECKED
     out["total_s"] = round(time.monotonic() - t0, 3)
@@ -120,6 +130,36 @@ def run(args: argparse.Namespace) -> int:
         if "drain" in out:
             print(f"lamplighter healthcheck: {node}: {out['drain']}", file=stream)
     return code
+
+
+def audit(cfg: Any, node: str, entry: str, out: dict[str, Any]) -> None:
+    """The drain (done, refused or, observing, only decided) as one line of the node's action log, beside the
+    daemon's: `lamplighter why` and the on-call read what every root entry point did or would have done."""
+    import os
+
+    from lamplighter.supervisor.run_dir_actions import ACTIONS_FILE, format_action
+
+    observed = cfg.mode == "observe"
+    outcome = "observed" if observed else ("done" if str(out["drain"]).startswith("drained") else "refused")
+    line = format_action(
+        time.time(),
+        node,
+        "drain",
+        node,
+        str(out["drain"]).removeprefix("OBSERVE ONLY: "),
+        {"type": entry, "verdict": out["verdict"], "summary": out["summary"]},
+        outcome=outcome,
+    )
+    path = Path(cfg.state_dir) / ACTIONS_FILE
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW, 0o640)
+        try:
+            os.write(fd, (line + "\n").encode())
+        finally:
+            os.close(fd)
+    except OSError as e:  # the check's verdict stands; the audit line is lost and says so
+        print(f"lamplighter healthcheck: {node}: cannot write the action log {path}: {e}", file=sys.stderr)
 
 
 def summary_with_count(res: Any, expected: int | None) -> str:

@@ -42,6 +42,7 @@ def step(t: float, attempt: int, healed: str | None = None) -> StepRecord:
 def exercised() -> DaemonMetrics:
     """A registry in which every metric was updated once, through the functions the daemon calls."""
     m = DaemonMetrics()
+    m.set_mode("act")
     gpu = [GpuObservation(0, "ok", "healthy", "GPU 0 healthy"), GpuObservation(1, "ok", "healthy", "GPU 1 healthy")]
     m.gpus(10.0, gpu)
     m.gpus(11.0, [gpu[0], GpuObservation(1, "fault", "ecc-uncorrectable", "GPU 1 uncorrectable ECC +2")])
@@ -101,6 +102,7 @@ def test_every_metric_is_updated_where_its_event_happens_and_served_over_loopbac
         assert 'lamplighter_actions_total{action="give_up",job_name="",outcome="logged"} 0.0' in text
         assert 'lamplighter_group_requeues_total{group="2",job_name="llama"} 1.0' in text
         assert re.search(r'lamplighter_build_info\{python="[0-9.]+",version="[0-9][^"]*"\} 1.0', text)
+        assert 'lamplighter_mode{mode="act"} 1.0' in text and 'lamplighter_mode{mode="observe"} 0.0' in text
         assert 'lamplighter_group_recovery_seconds_sum{job_name="llama"} 6.5' in text
         assert 'lamplighter_group_heals_total{job_name="llama",source="peer"} 1.0' in text
         # The job watch's own calls (no job yet), and the job-named ones: 3 -> 5 is two quorum changes.
@@ -207,7 +209,12 @@ def test_recovery_watch_measures_a_restarted_group_once_from_its_step_log(tmp_pa
 def test_every_job_event_metric_carries_the_job_name() -> None:
     """A job's people alert on their job: every counter and histogram of job events is labelled by it (GPU health,
     the build and GPU-fault latencies are the node's own)."""
-    node_level = {"lamplighter_gpu_health", "lamplighter_build_info", "lamplighter_fault_detection_latency_seconds"}
+    node_level = {
+        "lamplighter_gpu_health",
+        "lamplighter_build_info",
+        "lamplighter_mode",
+        "lamplighter_fault_detection_latency_seconds",
+    }
     m = DaemonMetrics()
     unlabelled = [
         c._name for c in m.registry._collector_to_names if c._name not in node_level and "job_name" not in c._labelnames

@@ -117,6 +117,26 @@ def test_alerts_fire_on_what_the_daemons_export(tmp_path: Path) -> None:
     run_promtool(tmp_path, [{"interval": "1m", "input_series": series, "promql_expr_test": tests}])
 
 
+def test_a_node_left_observing_after_the_rollout_week_is_named(tmp_path: Path) -> None:
+    observing, acting = DaemonMetrics(), DaemonMetrics()
+    observing.set_mode("observe")
+    acting.set_mode("act")
+    # The mode is set once, at the daemon's start: each series of one scrape, held for 10 days of minutes.
+    minutes = 10 * 24 * 60
+    series = [
+        {"series": name, "values": f"{v!r}+0x{minutes}"}
+        for instance, m in (("n1:9464", observing), ("n2:9464", acting))
+        for name, v in series_of(m, instance).items()
+        if name.startswith("lamplighter_mode")
+    ]
+    assert len(series) == 4
+    tests = [
+        alerts("LamplighterStillObserving", "7d"),
+        alerts("LamplighterStillObserving", "9d", {"instance": "n1:9464", "severity": "info"}),
+    ]
+    run_promtool(tmp_path, [{"interval": "1m", "input_series": series, "promql_expr_test": tests}])
+
+
 def dashboard_expr(title_start: str) -> str:
     dash = json.loads(DASHBOARD.read_text())
     panel = next(p for p in dash["panels"] if p["title"].startswith(title_start))

@@ -23,18 +23,21 @@ GPUS = 2
 SCHED = "sched_interval=1,bf_interval=1,batch_sched_delay=0,nohold_on_prolog_fail"
 
 
-def wrapper(path: Path, gpus: Path, conf: Path, *extra: str) -> Path:
-    """What an admin installs as HealthCheckProgram / Prolog (deploy/slurm/), plus the test's simulated GPUs."""
+def wrapper(path: Path, gpus: Path, conf: Path, *extra: str, mode: str = "act") -> Path:
+    """What an admin installs as HealthCheckProgram / Prolog (deploy/slurm/), plus the test's simulated GPUs.
+    Each node's state (its action log) goes under state/<node> beside it, never the host's /var/lib."""
     node_yaml = path.with_suffix(".node.yaml")
     # Three nodes: the default max_drain_fraction (0.25) would allow no drain at all.
-    node_yaml.write_text(f"slurm_conf: {conf}\nmax_drain_fraction: 0.5\n")
+    node_yaml.write_text(f"slurm_conf: {conf}\nmax_drain_fraction: 0.5\nmode: {mode}\n")
+    state = path.parent / "state"
     argv = [sys.executable, "-m", "lamplighter", "healthcheck", "--config", str(node_yaml), "--gpusim-root", str(gpus)]
     argv += extra
     path.write_text(
         "#!/bin/bash\n"
         f"export SLURM_CONF={shlex.quote(str(conf))}\n"
         f"export PATH={shlex.quote(os.environ['PATH'])}\n"
-        f'exec {" ".join(shlex.quote(a) for a in argv)} --node "$SLURMD_NODENAME" >>{shlex.quote(str(path))}.log 2>&1\n'
+        f'exec {" ".join(shlex.quote(a) for a in argv)} --node "$SLURMD_NODENAME" '
+        f'--set state_dir={shlex.quote(str(state))}/"$SLURMD_NODENAME" >>{shlex.quote(str(path))}.log 2>&1\n'
     )
     path.chmod(0o755)
     return path
@@ -139,3 +142,58 @@ def test_prolog_fails_a_faulty_node_and_slurm_starts_the_job_elsewhere(
     wait_for(lambda: ran.exists() and ran.read_text().split(), 30, "the job's body to start")
     assert ran.read_text().split() == ["n2"]  # it never ran on the faulty node
     print(f"n1 after the prolog: {n1.state}: {n1.reason}; job {jid}: {job.fields.get('Restarts')} restart(s)")
+
+
+def observed_drains(state: Path, node: str) -> list[dict[str, object]]:
+    import json
+
+    log = state / node / "actions.jsonl"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def test_observe_mode_drains_nothing_and_fails_no_job_start_and_logs_what_it_would_have_done(
+    tmp_path: Path, gpusim_root: Path
+) -> None:
+    """deploy/README.md's rollout: with `mode: observe` the HealthCheckProgram and the Prolog of a faulty node
+    drain nothing and let the job start there, and each writes the drain it would have made to the node's
+    action log (the newcomer review of 2026-12-01, P1-4: they ignored the mode)."""
+    require_slurm()
+    gpus = gpu_folders(tmp_path / "gpus", 3)
+    root = tmp_path / "c"
+    check = wrapper(tmp_path / "healthcheck.sh", gpus, root / "slurm.conf", mode="observe")
+    prolog = wrapper(tmp_path / "prolog.sh", gpus, root / "slurm.conf", "--prolog", mode="observe")
+    conf = {
+        "HealthCheckProgram": str(check),
+        "HealthCheckInterval": "5",
+        "HealthCheckNodeState": "ANY",
+        "Prolog": str(prolog),
+        "SchedulerParameters": SCHED,
+    }
+    inject(StateDir(gpus / "n1"), 0, "thermal", value=120)
+    with running_cluster(root, 3, conf=conf) as cluster:
+        api = SlurmActions(cluster.cli())
+        api.drain("n2", "test: busy")
+        api.drain("n3", "test: busy")
+        script = tmp_path / "job.sbatch"
+        script.write_text(
+            f"#!/bin/bash\n#SBATCH --job-name=ll-o-g0\n#SBATCH --output={tmp_path}/job-%j.out\nexec sleep 300\n"
+        )
+        jid = api.submit(script)
+        job = wait_for(lambda: (j := api.job(jid)).running and j, 60, "the job running on the faulty n1")
+        assert job.node_list == "n1"
+        state = tmp_path / "state"
+        lines = wait_for(
+            lambda: (
+                {str(r["observation"]["type"]): r for r in observed_drains(state, "n1")}.keys()
+                >= {"healthcheck", "prolog"}
+                and observed_drains(state, "n1")
+            ),
+            60,
+            "the health check and the prolog to log what they would have done",
+        )
+        assert {r["outcome"] for r in lines} == {"observed"} and {r["action"] for r in lines} == {"drain"}
+        assert all(str(r["reason"]).startswith("would drain: lamplighter: healthcheck: GPU 0 ") for r in lines), lines
+        n1 = api.node("n1")
+        assert not n1.is_drained, (n1.state, n1.reason)
+        assert api.job(jid).running  # its Prolog did not fail it
+        assert "OBSERVE ONLY: would drain" in Path(f"{check}.log").read_text()
