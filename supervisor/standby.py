@@ -122,6 +122,10 @@ class StandbyPool:
                 + ("; giving up on standbys: restarts start cold" if self.given_up else "")
             )
 
+    def full_and_ready(self) -> bool:
+        """Every standby it keeps is there, past its preload (or it gave up keeping them): the job at full strength."""
+        return self.given_up or (len(self.idle) >= self.size and all(s.ready() for s in self.idle))
+
     def refill(self, quiet: bool) -> None:
         """Replace dead standbys and fill up to size, when `quiet` (no group is starting)."""
         self._reap_dead()

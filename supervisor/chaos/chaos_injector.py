@@ -12,8 +12,10 @@ gentle (random draws' default)
     A fault waits until it can hit something healthy: a group that committed
     a step since its current attempt started, with at least one other healthy
     group left as the live peer that heals it (torchft cannot heal a group
-    that has no live peer, which is the fallback checkpoint's business); a
-    Lighthouse that has seen a commit since it last started.
+    that has no live peer, which is the fallback checkpoint's business), and
+    the job's warm standbys all ready again (a fault on a job back at full
+    strength, spares included); a Lighthouse that has seen a commit since it
+    last started.
 
 The plan is taken as the run's clock reaches it: a random plan has no end
 (but max=N), and its next fault is drawn only when the one before has fired,
@@ -48,6 +50,7 @@ class Targets:
     healthy: list[int]  # committed since their current attempt started
     present: list[int]  # have a process of their current attempt (starting, healing, hung or healthy)
     lighthouse_healthy: bool  # running and has seen a commit since it last started
+    spares_ready: bool = True  # every warm standby the job keeps is there and past its imports
 
 
 class ChaosInjector:
@@ -132,7 +135,7 @@ class ChaosInjector:
     def _gentle(self, f: PlannedFault, seen: Targets) -> Shot | None:
         if f.kind in UNTARGETED_KINDS:
             return Shot(f, self._next, None) if seen.lighthouse_healthy else None
-        if len(seen.healthy) < 2:
+        if len(seen.healthy) < 2 or not seen.spares_ready:
             return None
         if f.group is not None:
             return Shot(f, self._next, f.group) if f.group in seen.healthy else None

@@ -259,7 +259,8 @@ class LocalRun:
         lh_ok = self.state.lighthouse.status == "running" and any(
             self.tail.committed_since(g, lh_start) for g in healthy
         )
-        return Targets(healthy=healthy, present=present, lighthouse_healthy=lh_ok)
+        spares = self.standbys is None or self.standbys.full_and_ready()
+        return Targets(healthy=healthy, present=present, lighthouse_healthy=lh_ok, spares_ready=spares)
 
     def _started_at(self, g: int) -> float:
         gp = self.groups[g]

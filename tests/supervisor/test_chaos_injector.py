@@ -100,3 +100,13 @@ def test_an_event_of_its_own_mode_overrides_the_schedules() -> None:
 def test_an_event_mode_is_exact_or_gentle() -> None:
     with pytest.raises(ValueError, match="exact"):
         ChaosConfig(schedule=[{"at_s": 1, "kind": "kill", "mode": "soon"}])
+
+
+def test_gentle_waits_for_the_jobs_warm_standbys_to_be_ready_again() -> None:
+    """A second fault on a job whose standby is still importing would start cold: not the job at full strength
+    (a CI run's warm-restart test saw its second restart cold, 12 s after the first restart's commit)."""
+    inj = ChaosInjector([PlannedFault(5.0, "kill", 0)], seed=0, mode="gentle")
+    starting = Targets(healthy=[0, 1], present=[0, 1], lighthouse_healthy=True, spares_ready=False)
+    assert inj.due(6.0, starting) is None
+    shot = inj.due(7.0, seen([0, 1]))
+    assert shot is not None and shot.group == 0
