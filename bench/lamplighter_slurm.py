@@ -107,6 +107,7 @@ class LamplighterSlurm:
             "renewal": {"margin_s": 120, "spacing_s": 120},
         }
         path = self.run_dir.parent / f"{self.tag}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)  # the first run on a fresh machine: no runs/ yet
         path.write_text(yaml.safe_dump(cfg, sort_keys=False))
         return load_job(path)
 
