@@ -63,6 +63,8 @@ class PollRunner(Baseline):
         self.address = f"http://127.0.0.1:{lh.port}"
         write_json_atomic(RunPaths(self.run_dir).lighthouse(), {"address": self.address, "port": lh.port})
         write_json_atomic(self.run_dir / "job.json", job_file_doc(self.job))
+        # sbatch's --output folder: Slurm fails a job whose log it cannot create, before the script runs.
+        RunPaths(self.run_dir).logs().mkdir(parents=True, exist_ok=True)
         for g in range(self.replicas):
             self._submit(g, time.time())
         self.next_poll = time.time() + POLL_S
