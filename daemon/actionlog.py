@@ -9,10 +9,8 @@ journal of systemd through stderr, or a test's list) and the time is passed in.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from lamplighter.supervisor.run_dir_actions import format_action
@@ -34,26 +32,6 @@ class ActionLog:
         if self.on_action is not None:
             self.on_action(action, str(extra.get("outcome", "")))
         return line
-
-
-class FileSink:
-    """Appends whole lines to a file, one write() each, so concurrent writers never interleave within a line."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o640)
-
-    def __call__(self, line: str) -> None:
-        try:
-            os.write(self._fd, (line + "\n").encode())
-        except OSError as e:
-            raise OSError(e.errno, f"action log {self.path}: cannot write: {e.strerror}") from e
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
 
 
 def logging_sink(logger: logging.Logger) -> Callable[[str], None]:

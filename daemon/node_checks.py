@@ -35,7 +35,7 @@ from lamplighter.slurm.parsers import NodeInfo
 from lamplighter.slurm.run import SlurmError
 from lamplighter.supervisor.checks.links import LinkCheck, LinkReader, SysfsLinks
 from lamplighter.supervisor.gpu.observation import GpuObservation
-from lamplighter.supervisor.node_faults import gpu_count_fault
+from lamplighter.supervisor.node_faults import gpu_count_fault, gpus_found
 
 log = logging.getLogger("lamplighter.daemon")
 REFUSED_REPEAT_S = 300.0  # a resume the rate limit keeps refusing is reported this often
@@ -80,11 +80,8 @@ class NodeChecks:
         out: list[NodeEvent] = []
         if self._link_check is not None:
             out += [NodeEvent(f.kind, f.reason) for f in self._link_check.observe(now)]
-        if gpus is not None and gpus:
-            # Nothing read this cycle (amdsmi missing, broken or hung; workers starting): the count is unknown,
-            # not the one placeholder GPU 0's worker reports for it.
-            read = any(g.status != "unknown" for g in gpus)
-            low = gpu_count_fault(self.cfg.gpu_count, sum(1 for g in gpus if g.kind != "lost") if read else None)
+        if gpus is not None:
+            low = gpu_count_fault(self.cfg.gpu_count, gpus_found(gpus))
             if low is not None:
                 out.append(NodeEvent(low.kind, low.reason))
         self._faults_now = out

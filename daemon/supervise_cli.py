@@ -36,7 +36,7 @@ from typing import Any
 from lamplighter.configs.loader import ConfigError, load_node
 from lamplighter.configs.schema import NodeConfig
 from lamplighter.configs.validate_cli import add_override_args, report_invalid
-from lamplighter.daemon.actionlog import ActionLog, FileSink, logging_sink
+from lamplighter.daemon.actionlog import ActionLog, logging_sink
 from lamplighter.daemon.bare_host import bare_host
 from lamplighter.daemon.compute_loop import ComputeLoop
 from lamplighter.daemon.executor import Executor
@@ -52,13 +52,13 @@ from lamplighter.slurm.parsers import parse_show_config
 from lamplighter.slurm.requeue import ScontrolJobUpdate
 from lamplighter.slurm.run import SlurmCli, SlurmError
 from lamplighter.supervisor.health_report import HealthPublisher, summarize
+from lamplighter.supervisor.run_dir_actions import ACTIONS_FILE, FileSink
 
 log = logging.getLogger("lamplighter.supervise")
 
 # Where the command line's test flags travel to build_executor (set from --test-pause-*, never inherited).
 ENV_PAUSE_BEFORE = "LAMPLIGHTER_TEST_PAUSE_BEFORE"
 ENV_PAUSE_FILE = "LAMPLIGHTER_TEST_PAUSE_FILE"
-ACTIONS_FILE = "actions.jsonl"
 
 
 def add_parser(subparsers: Any) -> None:

@@ -135,9 +135,7 @@ def run(args: argparse.Namespace) -> int:
 def audit(cfg: Any, node: str, entry: str, out: dict[str, Any]) -> None:
     """The drain (done, refused or, observing, only decided) as one line of the node's action log, beside the
     daemon's: `lamplighter why` and the on-call read what every root entry point did or would have done."""
-    import os
-
-    from lamplighter.supervisor.run_dir_actions import ACTIONS_FILE, format_action
+    from lamplighter.supervisor.run_dir_actions import ACTIONS_FILE, FileSink, format_action
 
     observed = cfg.mode == "observe"
     outcome = "observed" if observed else ("done" if str(out["drain"]).startswith("drained") else "refused")
@@ -152,21 +150,20 @@ def audit(cfg: Any, node: str, entry: str, out: dict[str, Any]) -> None:
     )
     path = Path(cfg.state_dir) / ACTIONS_FILE
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW, 0o640)
+        sink = FileSink(path)
         try:
-            os.write(fd, (line + "\n").encode())
+            sink(line)
         finally:
-            os.close(fd)
+            sink.close()
     except OSError as e:  # the check's verdict stands; the audit line is lost and says so
         print(f"lamplighter healthcheck: {node}: cannot write the action log {path}: {e}", file=sys.stderr)
 
 
 def summary_with_count(res: Any, expected: int | None) -> str:
     """The check's summary, led by the GPU count when fewer than expected answered (a GPU off the bus is lost)."""
-    from lamplighter.supervisor.node_faults import gpu_count_fault
+    from lamplighter.supervisor.node_faults import gpu_count_fault, gpus_found
 
-    low = gpu_count_fault(expected, sum(1 for o in res.observations if o.kind != "lost"))
+    low = gpu_count_fault(expected, gpus_found(res.observations))
     return f"{low.reason}; {res.summary()}" if low is not None and res.verdict == "faulty" else str(res.summary())
 
 

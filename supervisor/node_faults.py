@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from lamplighter.supervisor.observations import GpuCountLow, LinkFault
 
@@ -40,6 +40,24 @@ class NodeDecision:
     action: NodeResponse
     reason: str  # without the `lamplighter: ` prefix, which the drain adds
     faults: tuple[NodeFault, ...] = ()
+
+
+class ReadGpu(Protocol):
+    """What the count reads of one GPU's observation (supervisor/gpu/observation.py)."""
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+
+def gpus_found(gpus: Sequence[ReadGpu]) -> int | None:
+    """The GPUs amdsmi found this cycle; None when it read none (missing, broken or hung; workers starting): then
+    the one placeholder observation GPU 0's worker reports is no count, and a low count is no fault."""
+    if not any(g.status != "unknown" for g in gpus):
+        return None
+    return sum(1 for g in gpus if g.kind != "lost")
 
 
 def gpu_count_fault(expected: int | None, found: int | None) -> GpuCountLow | None:

@@ -32,6 +32,7 @@ import stat
 import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,27 @@ def format_action(
         record[k] = v
     # default=str: an observation holding a Path or an enum still logs instead of raising mid-action.
     return json.dumps(record, default=str, separators=(",", ":"))
+
+
+class FileSink:
+    """A node's own action log (root's, under its state dir): whole lines, one write() each, so the daemon and
+    the HealthCheckProgram or Prolog writing at once never interleave within a line. Never follows a link."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW, 0o640)
+
+    def __call__(self, line: str) -> None:
+        try:
+            os.write(self._fd, (line + "\n").encode())
+        except OSError as e:
+            raise OSError(e.errno, f"action log {self.path}: cannot write: {e.strerror}") from e
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 class RunDirWriteError(OSError):

@@ -14,7 +14,8 @@ from netns_links import ip, read_in
 from lamplighter.configs.loader import ConfigError, parse
 from lamplighter.configs.schema import NetworkConfig, NodeConfig
 from lamplighter.supervisor.checks.links import LinkCheck, SysfsLinks, judge_links
-from lamplighter.supervisor.node_faults import NODE_FAULT_ACTIONS, gpu_count_fault, node_decision
+from lamplighter.supervisor.gpu.observation import GpuObservation
+from lamplighter.supervisor.node_faults import NODE_FAULT_ACTIONS, gpu_count_fault, gpus_found, node_decision
 from lamplighter.supervisor.sysfs import LinkReading, read_links
 
 CFG = NetworkConfig(interfaces=["ens1"], rdma=["mlx5_0"], flap_max_changes=4, flap_window_s=60)
@@ -108,6 +109,18 @@ def test_fewer_gpus_than_the_node_names_is_a_drain_with_the_count() -> None:
     link = judge_links(0.0, [reading("ens1", False, 0)], (), CFG)[0]
     both = node_decision([low, *link])
     assert both.action == "drain" and "7 of 8 GPUs" in both.reason and "link ens1 down" in both.reason
+
+
+def test_a_cycle_that_read_no_gpu_has_no_count_and_a_lost_gpu_is_not_found() -> None:
+    """One rule for the daemon and the HealthCheckProgram: amdsmi missing reports one placeholder (GPU 0,
+    unknown), which is not one GPU found of 8."""
+    missing = [GpuObservation(0, "unknown", "amdsmi-install", "amdsmi is not installed")]
+    assert gpus_found(missing) is None and gpus_found([]) is None
+    assert gpu_count_fault(8, gpus_found(missing)) is None
+    seen = [GpuObservation(i, "ok", "healthy", "") for i in range(6)] + [GpuObservation(6, "fault", "lost", "gone")]
+    assert gpus_found(seen) == 6
+    low = gpu_count_fault(8, gpus_found(seen))
+    assert low is not None and low.reason.startswith("6 of 8 GPUs found")
     assert node_decision([]).action == "none"
     assert set(NODE_FAULT_ACTIONS) == {"gpu-count", "link-missing", "link-down", "link-flapping"}
 
