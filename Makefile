@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 
 TITAN_ENV := build/torchtitan-env
 
-.PHONY: install test test-fast lint typecheck promtool dist titan-env demo demo-torchtitan demo-slurm demo-bare demo-results bench-slurm scale scale-lighthouse scale-slurm-rpc scale-etcd scale-report soak bench bench-costs bench-big bench-heal bench-stall cluster-up cluster-down gpusim readme clean
+.PHONY: install test test-fast busy-queue lint typecheck promtool dist titan-env demo demo-torchtitan demo-slurm demo-bare demo-results bench-slurm scale scale-lighthouse scale-slurm-rpc scale-etcd scale-report soak bench bench-costs bench-big bench-heal bench-stall cluster-up cluster-down gpusim readme clean
 
 install: $(STAMP)
 
@@ -133,6 +133,12 @@ scale-report: $(STAMP)
 # done (its wall time is in the report): build/soak/report.json.
 soak: $(STAMP) gpusim
 	$(BIN)/python -m lamplighter.lab.soak --dir build/soak
+
+# A busy queue (#41): another user's top-priority jobs take every node a group gives up, so a requeued or renewing
+# group waits for the next free node (up to 60 s); does the job keep a live peer? (about 10 minutes):
+# bench/results/busy_queue.json, .png.
+busy-queue: $(STAMP) gpusim
+	$(BIN)/python -m bench.busy_queue
 
 # The benchmark that decides (about 45 minutes here): the same delivered faults for lamplighter, the poll runner and
 # checkpoint-restart, small and big state; what one fault costs, per kind; and what lamplighter costs. One commit, stamped.
