@@ -17,8 +17,9 @@ Reported (bench/results/busy_queue.json, and a timeline plot busy_queue.png): fo
 left (the kill's requeue, each renewal), how long it waited in the queue (PENDING, as squeue showed it
 every second), when it committed again and whom it healed from, and how many of the other groups kept
 committing throughout its absence; the longest stretch in which no group committed; steps lost and
-whether the groups' weights stayed identical (the run report). A run that lost a step, or in which some
-stretch had no group committing for longer than `--stall-limit-s`, exits 1.
+whether the groups' weights stayed identical (the run report). A run that lost a step, in which a group came
+back without healing from a peer, or in which some stretch had no group committing for longer than
+`--stall-limit-s`, exits 1.
 
     make busy-queue            (about 10 minutes)
 """
@@ -147,6 +148,9 @@ def absences(
 ) -> list[dict[str, Any]]:
     """One row per time a group left: why, its queue wait, when it committed again, and its peers meanwhile."""
     own = {g: commits(run_dir, g) for g in sub_groups}
+    # An absence still open when the run ended (the test stops the job once every group is back) is
+    # judged up to the run's last commit, and says so.
+    run_end = max((r.t for rs in own.values() for r in rs), default=time.time())
     rows = []
     for g, job in sub_groups.items():
         left_at = [(kill[1], "kill")] if kill[0] == g else []
@@ -154,8 +158,8 @@ def absences(
         for t, why in sorted(left_at):
             wait = next(((a, b) for a, b in waits(samples, job) if b >= t), None)
             back = next((r for r in own[g] if r.t > t and r.attempt != _attempt_at(own[g], t)), None)
-            end = back.t if back else time.time()
-            peers = {o: longest_gap([r.t for r in own[o]], t, end) for o in sub_groups if o != g}
+            end = back.t if back else run_end
+            peers = {o: longest_gap([r.t for r in own[o]], t, end) for o in sub_groups if o != g} if end > t else {}
             rows.append(
                 {
                     "group": g,
@@ -164,7 +168,8 @@ def absences(
                     "queue_wait_s": round(wait[1] - max(wait[0], t), 1) if wait else None,
                     "commits_again_after_s": round(end - t, 1) if back else None,
                     "healed_from": back.healed_from if back else None,
-                    "peers_committing_throughout": sum(gap < 10.0 for gap in peers.values()),
+                    "run_ended_first": back is None,
+                    "peers_committing_throughout": sum(gap < 10.0 for gap in peers.values()) if peers else None,
                     "peers_longest_gap_s": {str(o): round(v, 1) for o, v in peers.items()},
                 }
             )
@@ -227,7 +232,8 @@ def measure(folder: Path, filler_s: int, time_min: int, stall_limit_s: float) ->
         rows = absences(run_dir, groups, sampler.samples, (victim, t_kill))
         every = sorted(r.t for g in groups for r in commits(run_dir, g))
         stall = longest_gap(every, every[0], every[-1]) if every else None
-        ok = report["steps_lost"] == 0 and stall is not None and stall <= stall_limit_s
+        healed = all(str(r["healed_from"]).startswith("peer") for r in rows if not r["run_ended_first"])
+        ok = report["steps_lost"] == 0 and stall is not None and stall <= stall_limit_s and healed
         result = {
             "setup": {
                 "groups": GROUPS,
@@ -291,6 +297,11 @@ def main(argv: list[str] | None = None) -> int:
     result, ok = measure(args.dir.resolve(), args.filler_s, args.time_min, args.stall_limit_s)
     path = write_result("busy_queue", result)
     for r in result["absences"]:
+        if r["run_ended_first"]:
+            print(
+                f"group {r['group']} {r['why']:8s} queue wait {r['queue_wait_s']} s; the run ended before it was back"
+            )
+            continue
         print(
             f"group {r['group']} {r['why']:8s} queue wait {r['queue_wait_s']} s, commits again after "
             f"{r['commits_again_after_s']} s from {r['healed_from']}, peers committing throughout "
