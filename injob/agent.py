@@ -44,9 +44,10 @@ from lamplighter.configs.schema import JobConfig, RestartConfig
 from lamplighter.injob.decide import AgentState, Decision, StepEnded, decide
 from lamplighter.injob.journal import append_event, journal_path
 from lamplighter.injob.steps import StepCommand, activate, activation_line, retire, start_step
+from lamplighter.supervisor.lighthouse.lighthouse_steplog import groups_recorded
 from lamplighter.supervisor.run_dir_actions import ACTIONS_FILE, append_line, format_action
 from lamplighter.trainer import contract
-from lamplighter.trainer.owned_file import MIB, OwnedFileError, read_owned
+from lamplighter.trainer.owned_file import MIB, OwnedFileError, read_owned, read_owned_tail
 
 POLL_S = 0.05  # how often the agent looks at its steps: a restart waits at most this long to begin
 SPARE_AFTER_S = 60.0  # a trainer that beats no heartbeat gets its spare this long after it started
@@ -55,6 +56,8 @@ PREFIX = "lamplighter injob:"
 # How long a group started by `lamplighter submit` waits for its Lighthouse's address before it starts anyway
 # (on the config's fixed address) or ends: the Lighthouse starts in about a second once its job runs.
 LIGHTHOUSE_WAIT_S = 300.0
+# The Lighthouse's step log read for "did this group ever train" (about 150 bytes a line): its last ~100k lines.
+LIGHTHOUSE_TAIL_BYTES = 16 * MIB
 
 
 def say(msg: str) -> None:
@@ -219,7 +222,21 @@ class Agent:
     # -- the run ---------------------------------------------------------------------------
 
     def ever_committed(self) -> bool:
-        """Has this group committed a step in this job, in any attempt? Its heartbeats say so (any rank's)."""
+        """Has this group committed a step in this job, in any attempt? Its heartbeats say so (any rank's),
+        or, for a trainer that writes none (any torchft trainer), the steps its Lighthouse recorded."""
+        return self._beat_committed() or self._lighthouse_recorded()
+
+    def _lighthouse_recorded(self) -> bool:
+        path = self.paths.lighthouse_steps()
+        try:
+            data, whole = read_owned_tail(path, owner=self.uid, max_bytes=LIGHTHOUSE_TAIL_BYTES)
+        except OwnedFileError:
+            return False
+        # A group that reached its target committed lately, so the tail holds it; one seen only in an
+        # older part of a longer file cannot be told from one never seen: not said to have never trained.
+        return self.group in groups_recorded(data.decode(errors="replace")) or not whole
+
+    def _beat_committed(self) -> bool:
         folder = self.paths.heartbeat(self.group, 0).parent
         try:
             names = [p for p in os.listdir(folder) if p.startswith(f"{self.group}.") and p.endswith(".json")]

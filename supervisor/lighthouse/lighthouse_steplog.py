@@ -104,6 +104,16 @@ def parse_lighthouse_line(line: str) -> StepRecord | None:
         return None
 
 
+def groups_recorded(text: str) -> set[int]:
+    """The groups with at least one recorded step in these lines (torn lines skipped)."""
+    out = set()
+    for line in text.splitlines():
+        rec = parse_lighthouse_line(line)
+        if rec is not None and rec.step > 0:
+            out.add(rec.replica_id)
+    return out
+
+
 def read_lighthouse_steps(path: Path, groups: Iterable[int]) -> dict[int, list[StepRecord]]:
     """The recorded lines as step records per group."""
     out: dict[int, list[StepRecord]] = {g: [] for g in groups}

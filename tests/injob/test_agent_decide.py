@@ -153,3 +153,18 @@ def test_a_group_that_trained_says_nothing_when_the_job_completes(tmp_path: Path
     beat.write_text('{"step": 12, "attempt": 0}')
     assert make_agent(tmp_path, 1).run() == 0
     assert not (tmp_path / "actions.jsonl").exists()
+
+
+def test_a_torchft_trainer_that_writes_no_heartbeat_but_trained_says_nothing(tmp_path: Path) -> None:
+    """Found on the lab's 2-node groups: a foreign torchft trainer writes no heartbeat, so a group that trained
+    to the end was said to have never committed a step. Its Lighthouse's step log says it did."""
+    paths = RunPaths(tmp_path)
+    mark_completed(paths.completed(), 0)
+    line = '{"t":1.0,"group":%d,"replica":"ft_%d:u","attempt":0,"step":%d,"participants":2,"quorum_id":1}\n'
+    paths.lighthouse_steps().write_text(line % (0, 0, 5) + line % (1, 1, 0) + line % (1, 1, 7) + '{"t":2.0,"gro')
+    assert make_agent(tmp_path, 1).run() == 0
+    assert not (tmp_path / "actions.jsonl").exists()
+    # The same log without a step of group 1: it never trained, and says so.
+    paths.lighthouse_steps().write_text(line % (0, 0, 5) + line % (1, 1, 0))
+    assert make_agent(tmp_path, 1).run() == 0
+    assert "group_never_trained" in (tmp_path / "actions.jsonl").read_text()

@@ -200,6 +200,9 @@ def test_two_node_two_rank_groups_survive_kill_gpu_and_node_crash(lab: SlurmLab,
     assert report["weights_identical"] is None and report["weights_check"].startswith("not checked")
     assert report["steps_lost"] == 0 and report["steps_committed"] >= end - 1
     assert all(report["groups"][g]["attempts"] >= 2 for g in ("0", "1"))
+    # Both groups trained: no agent may say otherwise (this trainer writes no heartbeat; the Lighthouse's log).
+    actions = Path(run.job.run_dir or "") / "actions.jsonl"
+    assert "group_never_trained" not in (actions.read_text() if actions.exists() else "")
     wait_until(lambda: not leftover_job_processes(job), 30, "no process of the job left")
 
 
