@@ -28,11 +28,17 @@ from pathlib import Path
 from lamplighter.slurm.actions import SlurmActions, SlurmApi
 from lamplighter.slurm.run import SlurmCli
 from lamplighter.slurm.submission import INCOMPLETE, has_ended, job_states, load
+from lamplighter.trainer.contract import RunPaths
 
 GRACE_S = 15.0  # longer than a node daemon takes to requeue a failed group (about a second)
 # One squeue of every group a poll: at 5 s that was 0.4 slurmctld RPCs a second per job, half of all the head's
-# (make scale); at 30 s it is 0.07, and the Lighthouse job outlives its groups by at most grace + poll.
+# (make scale); at 30 s it is 0.07.
 POLL_S = 30.0
+# Once a group has reached the target (the run dir's `completed`, seen with a stat and no RPC) the others end
+# within seconds: polls come this often then, and the confirmation at the grace's end. A finished job's
+# Lighthouse ended 30-60 s after its groups with the 30-s poll alone; now about grace + this.
+FINISHING_POLL_S = 2.0
+LOOK_S = 1.0  # how often the run dir is looked at between polls
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,12 @@ def group_jobs(run_dir: Path, lighthouse_job_id: int) -> list[int] | None:
     return list(sub.groups.values())
 
 
+def next_poll(last: float, clear_since: float | None, finishing: bool, grace_s: float, poll_s: float) -> float:
+    """When to ask Slurm next: the grace's end once every group is out, soon once the job is finishing."""
+    due = last + (min(poll_s, FINISHING_POLL_S) if finishing else poll_s)
+    return min(due, clear_since + grace_s) if clear_since is not None else due
+
+
 def wait_for_release(
     run_dir: Path,
     lighthouse_job_id: int,
@@ -85,17 +97,20 @@ def wait_for_release(
 ) -> Decision:
     clear_since: float | None = None
     said = ""
+    completed = RunPaths(run_dir).completed()
     while True:
         groups = group_jobs(run_dir, lighthouse_job_id)
         states = None if groups is None else job_states(api, groups)
-        d = decide(clock(), states, clear_since, grace_s)
+        last = clock()
+        d = decide(last, states, clear_since, grace_s)
         clear_since = d.clear_since
         if d.release or d.reason.split(":")[0] != said:
             said = d.reason.split(":")[0]
             log(f"lamplighter release: {d.reason}")
         if d.release:
             return d
-        sleep(poll_s)
+        while (wait := next_poll(last, clear_since, completed.exists(), grace_s, poll_s) - clock()) > 0:
+            sleep(min(LOOK_S, wait))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -118,3 +118,29 @@ def test_the_release_helper_asks_slurm_once_a_poll_however_many_groups(tmp_path:
     # Long purged (MinJobAge), they are gone, not unknown: squeue knows none of them and says so.
     api._jobs.clear()
     assert set(job_states(api, sub.groups.values()).values()) == {GONE}
+
+
+def test_a_finished_job_frees_its_lighthouse_a_grace_after_its_groups_not_a_poll_later(tmp_path: Path) -> None:
+    """The Slurm lab's jobs held their Lighthouse job 30-60 s after every group had ended (a 30-s poll, then the
+    grace confirmed at the next poll). A group that reached the target says so in the run dir (a stat, no RPC):
+    polls come every FINISHING_POLL_S from then, and the confirmation at the grace's end."""
+    from lamplighter.slurm.release import FINISHING_POLL_S
+    from lamplighter.trainer.contract import RunPaths
+
+    clock = Clock({})
+    api = FakeSlurm(["n1", "n2", "n3"], clock=clock, begin_delay_s=0)
+    sub = submit_job(
+        job(tmp_path), api, config_path="x.yaml", probe=lambda a: None, read_address=lambda r, j: "http://n1:1"
+    )
+    calls: list[float] = []
+    real = api.jobs_by_id
+    api.jobs_by_id = lambda *a, **k: calls.append(clock.t) or real(*a, **k)  # type: ignore[method-assign]
+    done = RunPaths(Path(sub.run_dir)).completed()
+    clock.events = {
+        40.5: lambda: done.write_text("0\n"),  # group 0 reached the target...
+        42.5: lambda: [api.finish(j) for j in sub.groups.values()],  # ... and both groups ended
+    }
+    d = wait_for_release(Path(sub.run_dir), 1, api, grace_s=15, poll_s=30, clock=clock, sleep=clock.sleep)
+    assert d.release and d.clear_since is not None
+    assert d.clear_since - 42.5 <= FINISHING_POLL_S + 1 and clock.t == d.clear_since + 15
+    assert calls[:2] == [0.0, 30.0]  # before the job finished: one call a poll, as before
