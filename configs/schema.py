@@ -1230,7 +1230,7 @@ class NodeConfig(Strict):
 
     role: Literal["compute", "head", "bare-metal"] = Field(
         "compute",
-        description="compute: watch GPUs and trainers; head: also the Lighthouse and the nodes; "
+        description="compute: watch GPUs and trainers; head: watch the compute nodes and publish the job table; "
         "bare-metal: a host of a cluster without Slurm (etcd; see bare_metal).",
     )
     bare_metal: BareMetalNodeConfig | None = Field(

@@ -17,7 +17,13 @@ import yaml
 from lamplighter.configs.helper_python import check_helper_python
 from lamplighter.configs.job_warnings import job_warnings
 from lamplighter.configs.loader import ENV_OVERRIDES, MORE_CHECKS, ConfigError, load_job, load_node
-from lamplighter.configs.schema import JobConfig, NodeConfig, container_path_problems, node_job_problems
+from lamplighter.configs.schema import (
+    TRAINER_PLACEHOLDERS,
+    JobConfig,
+    NodeConfig,
+    container_path_problems,
+    node_job_problems,
+)
 from lamplighter.configs.torchtitan_module import check_module_comm
 
 EXIT_INVALID = 2
@@ -79,7 +85,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         epilog="examples:\n  lamplighter validate configs/demo.yaml\n"
         "  lamplighter validate --node /etc/lamplighter/node.yaml\n"
         "  lamplighter validate configs/llama3-8b-mi325x.yaml --node configs/head.yaml\n"
-        "  lamplighter validate configs/slurm-lab.yaml --set groups.count=4 --json",
+        "  lamplighter validate configs/slurm-lab.yaml --set groups.count=4 --json\n\n"
+        "trainer.command placeholders (filled per group at launch; an unknown one is an error):\n  "
+        + " ".join("{" + k + "}" for k in TRAINER_PLACEHOLDERS),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("file", nargs="?", help="job config YAML")

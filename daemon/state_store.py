@@ -54,6 +54,13 @@ class StateError(Exception):
     """The state directory cannot be used; the message names it."""
 
 
+# What an admin who rolled back (deploy/README.md, "Rolling back") does with a state the older daemon cannot read.
+ROLLBACK_HINT = (
+    "reinstall the version that wrote it, or move the state directory away to start empty "
+    "(restart budgets, GPU baselines and the drain history are then forgotten)"
+)
+
+
 @dataclass(frozen=True)
 class PendingAction:
     """An action journaled as intended and not (yet) known to be done."""
@@ -108,7 +115,7 @@ def apply(data: dict[str, Any], rec: dict[str, Any]) -> None:
     elif typ == "policy":
         data["policy"][rec["key"]] = rec["value"]
     elif typ != "event":
-        raise JournalError(f"unknown journal record type {typ!r} at seq {seq}")
+        raise JournalError(f"unknown journal record type {typ!r} at seq {seq} (a newer lamplighter's?)")
     if typ in ("event", "intent", "done"):
         data["events"].append(rec)
         del data["events"][: -max(data["max_events"], 1)]
@@ -152,6 +159,9 @@ class DaemonState:
             journal, records = Journal.open(state_dir / JOURNAL, first_seq=data["seq"] + 1)
             for rec in records:
                 apply(data, rec)
+        except JournalError as e:
+            os.close(lock_fd)
+            raise StateError(f"{e} (in {state_dir}): {ROLLBACK_HINT}") from e
         except BaseException:
             os.close(lock_fd)
             raise
@@ -299,7 +309,10 @@ def _read_snapshot(path: Path, max_events: int) -> dict[str, Any]:
         # Written by rename, so never torn: damage came from outside. Refuse rather than forget budgets.
         raise StateError(f"snapshot {path}: damaged ({e}); move it away to start with empty state") from e
     if not isinstance(data, dict) or data.get("version") != FORMAT_VERSION:
-        raise StateError(f"snapshot {path}: not a version {FORMAT_VERSION} lamplighter state")
+        found = data.get("version") if isinstance(data, dict) else None
+        newer = isinstance(found, int) and found > FORMAT_VERSION
+        what = f"version {found}, written by a newer lamplighter" if newer else "not a lamplighter state"
+        raise StateError(f"snapshot {path}: {what}; this one reads version {FORMAT_VERSION}: {ROLLBACK_HINT}")
     base = _empty(max_events)
     base.update(data)
     return base

@@ -65,8 +65,8 @@ def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "supervise",
         help="run the per-node supervisor daemon (systemd service)",
-        description="Watch this node's GPUs and lamplighter trainers (role compute), or the Lighthouse and the "
-        "nodes (role head), and act through Slurm: kill, drain, requeue, mark down.",
+        description="Watch this node's GPUs and lamplighter trainers (role compute), or the compute nodes "
+        "(role head: a silent slurmd), and act through Slurm: kill, drain, requeue, mark down.",
     )
     p.add_argument("--config", required=True, help="node config YAML (e.g. /etc/lamplighter/node.yaml)")
     add_override_args(p)

@@ -269,7 +269,9 @@ def format_table(st: dict[str, Any]) -> str:
             f"{'-' if r['restarts'] is None else r['restarts']:>8}{r['step']:>7}{age:>7}  {fault}"
         )
     lh = st["lighthouse"]
-    where = f"job {lh['job_id']} {lh['state']}" if lh["job_id"] is not None else "head-node service"
+    where = (
+        f"job {lh['job_id']} {lh['state']}" if lh["job_id"] is not None else "no Slurm job (a fixed lighthouse.host)"
+    )
     lines.append(f"lighthouse {lh['address'] or '(no address published)'} ({where})")
     q = st["quorum"]
     if q is None:

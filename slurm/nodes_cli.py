@@ -5,6 +5,9 @@
     lamplighter nodes --all                every node out of service, whoever took it out
     lamplighter nodes resume [NODE]        check NODE's GPUs once (the daemon's GPU check); resume it in
                                            Slurm only if they are healthy, else refuse and say why
+    lamplighter nodes release [--yes]      uninstalling or rolling back: list every node lamplighter took
+                                           out (no GPU check) and, with --yes, resume them all; nodes
+                                           anyone else took out are never touched
 
 `nodes resume` reads the GPUs of the machine it runs on, so NODE is this host
 by default (SLURMD_NODENAME, node.yaml's node_name, else the host name): run it
@@ -89,6 +92,15 @@ def add_parser(sub: Any) -> None:
         help="test cluster: simulated GPUs in DIR/<node> (any node, from here)",
     )
     r.set_defaults(func=run_resume)
+    rel = sp.add_parser(
+        "release",
+        help="uninstall/rollback: resume every node lamplighter took out (--yes), no GPU check",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    rel.add_argument("--slurm-conf", default=None, help="SLURM_CONF for the Slurm commands")
+    rel.add_argument("--yes", action="store_true", help="resume them (without it: only list what it would resume)")
+    rel.set_defaults(func=run_release)
 
 
 def _api(slurm_conf: str | None) -> SlurmActions:
@@ -189,3 +201,34 @@ def run_resume(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     print(f"resumed {args.node} (GPU check: {res_text}; was {info.state}: {info.reason or '-'})")
     return 0
+
+
+def run_release(args: argparse.Namespace) -> int:
+    """Hand every node lamplighter took out back to Slurm: what an admin does before removing lamplighter."""
+    api = _api(args.slurm_conf)
+    try:
+        out = out_of_service(api.nodes(), time.time(), only_lamplighter=True)
+    except SlurmError as e:
+        print(f"lamplighter nodes release: error: cannot read the nodes from Slurm: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    if not out:
+        print("no node is out of service by lamplighter: nothing to release")
+        return 0
+    # A GPU fault's drain is released too: with lamplighter gone, the node is the admin's to judge, so each
+    # reason is shown (a node drained for hardware keeps its fault).
+    print(f"{'resuming' if args.yes else 'would resume'} {len(out)} node(s) lamplighter took out:")
+    failed = 0
+    for o in out:
+        line = f"  {o.name:<10}{o.state:<18}{o.reason or '-'}"
+        if not args.yes:
+            print(line)
+            continue
+        try:
+            api.resume(o.name)
+            print(f"{line}  -> resumed")
+        except SlurmError as e:
+            failed += 1
+            print(f"{line}  -> Slurm refused: {e}")
+    if not args.yes:
+        print("nothing changed: add --yes to resume them")
+    return EXIT_FAILED if failed else 0

@@ -12,8 +12,7 @@ reader can tell a silent daemon (a stale report) from a healthy one.
 
 Health words: ok; gpu-fault (a GPU faulty or unresponsive); gpu-unknown (a
 GPU's health could not be read: the reason says why, e.g. amdsmi missing);
-lighthouse-down (head role, the Lighthouse it keeps is not running); and, from
-the reader, stale (no report for STALE_AFTER_S) or missing.
+and, from the reader, stale (no report for STALE_AFTER_S) or missing.
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ REFRESH_S = 10.0
 STALE_AFTER_S = 3 * REFRESH_S
 FILE_MODE = 0o644
 _NODE = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
-_SUMMARY_KEYS = ("health", "problems", "gpus", "trainers", "jobs", "lighthouse", "role")
+_SUMMARY_KEYS = ("health", "problems", "gpus", "trainers", "jobs", "role")
 
 
 def summarize(status: dict[str, Any], now: float) -> dict[str, Any]:
@@ -49,9 +48,6 @@ def summarize(status: dict[str, Any], now: float) -> dict[str, Any]:
         health = "gpu-fault"
     elif problems:
         health = "gpu-unknown"
-    lighthouse = status.get("lighthouse")
-    if status.get("role") == "head" and isinstance(lighthouse, dict) and not lighthouse.get("alive", True):
-        health, problems = "lighthouse-down", [*problems, f"Lighthouse on {lighthouse.get('address')} is not running"]
     trainers = status.get("trainers") or []
     # A job supervised with the fallback (daemon/job_settings.py): `lamplighter status` shows it on this node's line.
     problems += [
@@ -75,7 +71,6 @@ def summarize(status: dict[str, Any], now: float) -> dict[str, Any]:
         "gpus": by_status,
         "trainers": len(trainers),
         "jobs": sorted({str(t.get("job")) for t in trainers}),
-        "lighthouse": lighthouse if status.get("role") == "head" else None,
     }
 
 

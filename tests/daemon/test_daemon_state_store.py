@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -13,7 +14,7 @@ from lamplighter.daemon.actionlog import ActionLog
 from lamplighter.daemon.executor import Executor
 from lamplighter.daemon.journal import Journal, JournalError, read_journal
 from lamplighter.daemon.recovery import COMPLETED, CONFIRMED, recover_pending
-from lamplighter.daemon.state_store import JOURNAL, DaemonState, PendingAction, StateError
+from lamplighter.daemon.state_store import FORMAT_VERSION, JOURNAL, SNAPSHOT, DaemonState, PendingAction, StateError
 from lamplighter.slurm.parsers import JobInfo
 
 CHILD = Path(__file__).with_name("daemon_state_child.py")
@@ -239,3 +240,29 @@ def test_drain_history_counts_done_drains_and_mark_downs_only(tmp_path: Path) ->
     s.set_policy(6.0, "auto_resume", {"held": True})
     assert s.policy_entry("auto_resume") == {"held": True} and s.policy_entry("nothing") is None
     s.close()
+
+
+def test_an_older_daemon_refuses_a_newer_state_and_says_how_to_roll_back(tmp_path: Path) -> None:
+    """Rollback (deploy/README.md): a daemon meets a state a newer lamplighter wrote, a snapshot of a later
+    version or a journal record it does not know. It refuses (it would forget budgets it cannot read) with one
+    StateError, which `supervise` prints as one line, naming the file and what to do."""
+    d = tmp_path / "state"
+    s = DaemonState.load(d)
+    s.bump_restart(1.0, "job/g0")
+    s.save()
+    s.close()
+    snapshot = json.loads((d / SNAPSHOT).read_text())
+    (d / SNAPSHOT).write_text(json.dumps({**snapshot, "version": FORMAT_VERSION + 1}))
+    with pytest.raises(StateError, match=r"version 2, written by a newer lamplighter.*move the state directory away"):
+        DaemonState.load(d)
+
+    (d / SNAPSHOT).write_text(json.dumps(snapshot))
+    line = {"seq": snapshot["seq"] + 1, "type": "quarantine", "node": "n1"}
+    with (d / JOURNAL).open("a") as f:
+        f.write(json.dumps(line) + "\n")
+    with pytest.raises(StateError, match=r"unknown journal record type 'quarantine'.*reinstall the version"):
+        DaemonState.load(d)
+    # Moved away, as the message says: the daemon starts empty.
+    (d / JOURNAL).rename(tmp_path / "journal.old")
+    (d / SNAPSHOT).rename(tmp_path / "state.old")
+    assert DaemonState.load(d).restarts("job/g0") == 0
