@@ -48,6 +48,7 @@ FILES: tuple[DeployFile, ...] = (
     DeployFile(
         "prometheus/lamplighter-alerts.yml", 0o644, "Prometheus: rule_files (promtool check rules)", "alert rules"
     ),
+    DeployFile("RUNBOOK.md", 0o644, "/usr/share/doc/lamplighter/ (the alerts' runbook_url)", "the alerts' runbook"),
     DeployFile("node.yaml", 0o640, "/etc/lamplighter/node.yaml", "a compute node's config", "lamplighter.configs"),
     DeployFile("head.yaml", 0o640, "/etc/lamplighter/head.yaml", "the head node's config", "lamplighter.configs"),
 )

@@ -11,6 +11,7 @@ without it these tests skip, saying so.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -104,14 +105,19 @@ def test_alerts_fire_on_what_the_daemons_export(tmp_path: Path) -> None:
     # n2's daemon stops answering at minute 10: Prometheus' own `up` goes to 0.
     series.append({"series": 'up{instance="n1:9464",job="lamplighter"}', "values": "1+0x29"})
     series.append({"series": 'up{instance="n2:9464",job="lamplighter"}', "values": "1+0x9 0+0x19"})
-    n1_gpu1 = {"instance": "n1:9464", "gpu": "1", "severity": "warning"}
+    n1_gpu1 = {"instance": "n1:9464", "gpu": "1", "severity": "warning", "owner": "admin"}
     tests = [
-        alerts("LamplighterGroupGivenUp", "5m", {"job_name": "llama", "severity": "critical"}),
-        alerts("LamplighterDrainRefused", "5m", {"instance": "n2:9464", "severity": "warning"}),
+        # A user's group given up warns that user (owner job-owner); it never pages the admins.
+        alerts("LamplighterGroupGivenUp", "5m", {"job_name": "llama", "severity": "warning", "owner": "job-owner"}),
+        alerts("LamplighterDrainRefused", "5m", {"instance": "n2:9464", "severity": "warning", "owner": "admin"}),
         alerts("LamplighterGpuUnknown", "10m"),  # unknown since minute 2: not yet 15 minutes
         alerts("LamplighterGpuUnknown", "20m", n1_gpu1),
         alerts("LamplighterDaemonDown", "11m"),  # down for 1 minute: not yet
-        alerts("LamplighterDaemonDown", "13m", {"instance": "n2:9464", "job": "lamplighter", "severity": "critical"}),
+        alerts(
+            "LamplighterDaemonDown",
+            "13m",
+            {"instance": "n2:9464", "job": "lamplighter", "severity": "critical", "owner": "admin"},
+        ),
         alerts("LamplighterGpuFault", "20m"),
     ]
     run_promtool(tmp_path, [{"interval": "1m", "input_series": series, "promql_expr_test": tests}])
@@ -132,7 +138,7 @@ def test_a_node_left_observing_after_the_rollout_week_is_named(tmp_path: Path) -
     assert len(series) == 4
     tests = [
         alerts("LamplighterStillObserving", "7d"),
-        alerts("LamplighterStillObserving", "9d", {"instance": "n1:9464", "severity": "info"}),
+        alerts("LamplighterStillObserving", "9d", {"instance": "n1:9464", "severity": "info", "owner": "admin"}),
     ]
     run_promtool(tmp_path, [{"interval": "1m", "input_series": series, "promql_expr_test": tests}])
 
@@ -186,3 +192,22 @@ def test_the_dashboard_has_a_row_per_job_and_per_node_chosen_by_their_variables(
             assert "$job_name" in exprs, p["title"]
         if current == "Nodes ($node)":
             assert "$node" in exprs, p["title"]
+
+
+def test_every_alert_has_an_owner_and_a_runbook_section_and_no_users_alert_pages() -> None:
+    """Admin review P2-7: no runbooks, and a user's crash-looping script paged the admins at critical."""
+    rules = yaml.safe_load(RULES.read_text())
+    alerts = [r for g in rules["groups"] for r in g["rules"] if "alert" in r]
+    runbook = (REPO / "deploy" / "RUNBOOK.md").read_text()
+    sections = set(re.findall(r"(?m)^## (\S+)$", runbook))
+    assert len(alerts) >= 10
+    for a in alerts:
+        owner, severity = a["labels"].get("owner"), a["labels"]["severity"]
+        assert owner in ("admin", "job-owner"), a["alert"]
+        assert not (owner == "job-owner" and severity == "critical"), a["alert"]
+        if owner == "job-owner":
+            assert "job_name" in a["expr"], f"{a['alert']}: a job-owner alert must say whose job"
+        url = a["annotations"]["runbook_url"]
+        assert url.endswith("RUNBOOK.md#" + a["alert"].lower()) and a["alert"].lower() in sections, a["alert"]
+        assert f"**{a['alert']}**" in runbook
+    assert len(sections) == len(alerts), sections ^ {a["alert"].lower() for a in alerts}
