@@ -4,7 +4,8 @@ The Lighthouse job's script runs this beside the Lighthouse. It reads the
 group jobs from the submission record in the run directory (only a complete
 record naming this Lighthouse job: a record left by an earlier submission is
 not ours) and returns once every group job has been out of the queue
-(ended, or purged by Slurm) for `--grace` seconds. The script then stops the
+(ended, or purged by Slurm) for `--grace` seconds, or at once when every one
+ended COMPLETED and the job reached its target (its run dir's `completed`). The script then stops the
 Lighthouse and exits 0, so the Lighthouse job ends COMPLETED.
 
 Why here and not in a job of its own: a separate release job needs a CPU
@@ -35,9 +36,9 @@ GRACE_S = 15.0  # longer than a node daemon takes to requeue a failed group (abo
 # (make scale); at 30 s it is 0.07.
 POLL_S = 30.0
 # Once a group has reached the target (the run dir's `completed`, seen with a stat and no RPC) the others end
-# within seconds: polls come this often then, and the confirmation at the grace's end. A finished job's
-# Lighthouse ended 30-60 s after its groups with the 30-s poll alone; now about grace + this.
-FINISHING_POLL_S = 2.0
+# within seconds: polls come this often then. A finished job's Lighthouse ended 30-60 s after its groups with
+# the 30-s poll and the grace; now within about this.
+FINISHING_POLL_S = 2.0  # and with every group COMPLETED then, no grace (see decide)
 LOOK_S = 1.0  # how often the run dir is looked at between polls
 
 
@@ -48,8 +49,16 @@ class Decision:
     reason: str
 
 
-def decide(now: float, states: Mapping[int, str] | None, clear_since: float | None, grace_s: float) -> Decision:
-    """Release when every group job has been out of the queue for `grace_s` (None: groups not known yet)."""
+def decide(
+    now: float,
+    states: Mapping[int, str] | None,
+    clear_since: float | None,
+    grace_s: float,
+    reached_target: bool = False,
+) -> Decision:
+    """Release when every group job has been out of the queue for `grace_s` (None: groups not known yet), or at
+    once when every one ended COMPLETED in a job that reached its target: the grace waits for a requeue, and no
+    lamplighter part requeues a completed group."""
     if states is None:
         return Decision(False, None, "waiting for the submission record that names this Lighthouse job")
     if not states:
@@ -58,6 +67,8 @@ def decide(now: float, states: Mapping[int, str] | None, clear_since: float | No
     if queued:
         return Decision(False, None, f"group jobs still queued: {', '.join(f'{j} {states[j]}' for j in queued)}")
     since = now if clear_since is None else clear_since
+    if reached_target and all(s == "COMPLETED" for s in states.values()):
+        return Decision(True, since, f"every group job COMPLETED and the job reached its target ({_states(states)})")
     if now - since >= grace_s:
         return Decision(True, since, f"every group job ended ({_states(states)}) {now - since:.0f} s ago")
     return Decision(False, since, f"every group job ended ({_states(states)}); confirming for {grace_s:.0f} s")
@@ -102,7 +113,7 @@ def wait_for_release(
         groups = group_jobs(run_dir, lighthouse_job_id)
         states = None if groups is None else job_states(api, groups)
         last = clock()
-        d = decide(last, states, clear_since, grace_s)
+        d = decide(last, states, clear_since, grace_s, reached_target=completed.exists())
         clear_since = d.clear_since
         if d.release or d.reason.split(":")[0] != said:
             said = d.reason.split(":")[0]

@@ -34,6 +34,10 @@ def test_decide_waits_for_every_group_to_stay_out_of_the_queue() -> None:
     assert decide(16, {5: "COMPLETED", 6: GONE}, d.clear_since, 10).release
     # Slurm not answering is not "ended".
     assert decide(0, {5: UNKNOWN}, None, 10).clear_since is None
+    # The job reached its target and every group COMPLETED: no requeue can come, no grace.
+    assert decide(0, {5: "COMPLETED", 6: "COMPLETED"}, None, 10, reached_target=True).release
+    assert not decide(0, {5: "COMPLETED", 6: "COMPLETED"}, None, 10).release
+    assert not decide(0, {5: "COMPLETED", 6: "FAILED"}, None, 10, reached_target=True).release
 
 
 def test_only_a_complete_record_of_this_lighthouse_job_counts(tmp_path: Path) -> None:
@@ -123,7 +127,7 @@ def test_the_release_helper_asks_slurm_once_a_poll_however_many_groups(tmp_path:
 def test_a_finished_job_frees_its_lighthouse_a_grace_after_its_groups_not_a_poll_later(tmp_path: Path) -> None:
     """The Slurm lab's jobs held their Lighthouse job 30-60 s after every group had ended (a 30-s poll, then the
     grace confirmed at the next poll). A group that reached the target says so in the run dir (a stat, no RPC):
-    polls come every FINISHING_POLL_S from then, and the confirmation at the grace's end."""
+    polls come every FINISHING_POLL_S from then, and with every group COMPLETED there is no grace to wait."""
     from lamplighter.slurm.release import FINISHING_POLL_S
     from lamplighter.trainer.contract import RunPaths
 
@@ -142,5 +146,5 @@ def test_a_finished_job_frees_its_lighthouse_a_grace_after_its_groups_not_a_poll
     }
     d = wait_for_release(Path(sub.run_dir), 1, api, grace_s=15, poll_s=30, clock=clock, sleep=clock.sleep)
     assert d.release and d.clear_since is not None
-    assert d.clear_since - 42.5 <= FINISHING_POLL_S + 1 and clock.t == d.clear_since + 15
+    assert d.clear_since - 42.5 <= FINISHING_POLL_S + 1 and clock.t == d.clear_since
     assert calls[:2] == [0.0, 30.0]  # before the job finished: one call a poll, as before
