@@ -276,6 +276,11 @@ class ComputeLoop:
         self._first_node = {j: n for j, n in self._first_node.items() if j in keep}
         if self.metrics is not None:
             self.metrics.gpus(now, self.last_gpus)
+            per_job: dict[str, int] = {}
+            for t in self.trainers.values():
+                name = t.proc.job_name or "?"
+                per_job[name] = per_job.get(name, 0) + 1
+            self.metrics.set_trainers(per_job)
             mine = [e for e in events if self._first_node.get(getattr(e, "job_id", ""), self.node) == self.node]
             self.metrics.trainer_faults(now, mine, {a.target for a in actions if a.kind != "report"})
         actions += self._settings_notices() + self._watch_notices()

@@ -8,6 +8,8 @@ exporter and checks the dashboard uses only these names):
 |---|---|---|
 | lamplighter_build_info{version,python} | gauge, always 1 | at start: which lamplighter runs where (`count by (version)`) |
 | lamplighter_mode{mode} | gauge, 1 for the current mode | at start: act, or observe (decides and logs, acts on nothing) |
+| lamplighter_proctrack_cgroup | gauge, 1 or 0 | at start (compute): 0 when Slurm's ProctrackType is not proctrack/cgroup or unreadable: no trainer is adopted |
+| lamplighter_trainers_adopted{job_name} | gauge | compute loop, every cycle: the trainer processes supervised now, by job (a job with none loses its series) |
 | lamplighter_gpu_health{gpu,status} | gauge, 1 for the current status | compute loop, every GPU probe cycle |
 | lamplighter_faults_detected_total{kind,job_name} | counter | compute loop: a GPU turning faulty/unresponsive (job_name ""), a trainer fault acted on |
 | lamplighter_fault_detection_latency_seconds | histogram | same: from the last sign of health (exit time, last heartbeat, last healthy GPU reading) |
@@ -159,12 +161,34 @@ class DaemonMetrics:
             ["job_name"],
             registry=r,
         )
+        self.proctrack_cgroup = Gauge(
+            f"{PREFIX}_proctrack_cgroup",
+            "1 when Slurm tracks job processes with cgroups (ProctrackType=proctrack/cgroup); 0 when it does not or "
+            "cannot be read: the daemon then adopts no trainer, so it watches nothing",
+            registry=r,
+        )
+        self._trainers = Gauge(
+            f"{PREFIX}_trainers_adopted",
+            "Trainer processes this daemon supervises now (verified against Slurm and their cgroup), by job",
+            ["job_name"],
+            registry=r,
+        )
+        self._trainer_jobs: set[str] = set()
         self._quorum_ids: dict[str, int | None] = {}  # job -> the quorum id last read (None: not answering)
         self._last_quorum: dict[str, int] = {}  # job -> the last quorum id it answered
         self._statuses: dict[str, set[str]] = {}
         self._gpu_status: dict[int, str] = {}
         self._gpu_ok_t: dict[int, float] = {}
         self._lock = threading.Lock()
+
+    def set_trainers(self, per_job: dict[str, int]) -> None:
+        """The trainers adopted now, by job; a job with none left loses its series."""
+        with self._lock:
+            for job in self._trainer_jobs - set(per_job):
+                self._trainers.remove(job)
+            for job, n in per_job.items():
+                self._trainers.labels(job_name=job).set(n)
+            self._trainer_jobs = set(per_job)
 
     def set_mode(self, mode: str) -> None:
         """The node config's mode: 1 for it, 0 for the other (a dashboard counts the nodes still observing)."""

@@ -148,8 +148,11 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
     status: StatusServer | None = None
     try:
         recover_pending(executor)
-        if cfg.role == "compute" and (why := check_proctrack(api)) is not None:
-            log.error("%s", why)
+        if cfg.role == "compute":
+            why = check_proctrack(api)
+            metrics.proctrack_cgroup.set(1 if why is None else 0)
+            if why is not None:
+                log.error("%s", why)
         role_loop, recovery = build_loop(cfg, node, api, executor, env, state, metrics, wake.set)
         loop = role_loop  # set before the head loop starts: a failed start still closes it
         if isinstance(role_loop, HeadLoop):

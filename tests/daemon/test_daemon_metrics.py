@@ -43,6 +43,9 @@ def exercised() -> DaemonMetrics:
     """A registry in which every metric was updated once, through the functions the daemon calls."""
     m = DaemonMetrics()
     m.set_mode("act")
+    m.proctrack_cgroup.set(1)
+    m.set_trainers({"llama": 2, "old": 1})
+    m.set_trainers({"llama": 2})  # "old" has no trainer left here: its series goes
     gpu = [GpuObservation(0, "ok", "healthy", "GPU 0 healthy"), GpuObservation(1, "ok", "healthy", "GPU 1 healthy")]
     m.gpus(10.0, gpu)
     m.gpus(11.0, [gpu[0], GpuObservation(1, "fault", "ecc-uncorrectable", "GPU 1 uncorrectable ECC +2")])
@@ -213,6 +216,7 @@ def test_every_job_event_metric_carries_the_job_name() -> None:
         "lamplighter_gpu_health",
         "lamplighter_build_info",
         "lamplighter_mode",
+        "lamplighter_proctrack_cgroup",
         "lamplighter_fault_detection_latency_seconds",
     }
     m = DaemonMetrics()
@@ -220,3 +224,10 @@ def test_every_job_event_metric_carries_the_job_name() -> None:
         c._name for c in m.registry._collector_to_names if c._name not in node_level and "job_name" not in c._labelnames
     ]
     assert unlabelled == []
+
+
+def test_adopted_trainers_are_counted_by_job_and_a_job_gone_loses_its_series() -> None:
+    m = exercised()
+    assert m.registry.get_sample_value("lamplighter_trainers_adopted", {"job_name": "llama"}) == 2
+    assert m.registry.get_sample_value("lamplighter_trainers_adopted", {"job_name": "old"}) is None
+    assert m.registry.get_sample_value("lamplighter_proctrack_cgroup") == 1

@@ -143,6 +143,24 @@ def test_a_node_left_observing_after_the_rollout_week_is_named(tmp_path: Path) -
     run_promtool(tmp_path, [{"interval": "1m", "input_series": series, "promql_expr_test": tests}])
 
 
+def test_a_node_whose_slurm_tracks_no_cgroups_is_named(tmp_path: Path) -> None:
+    blind, tracking = DaemonMetrics(), DaemonMetrics()
+    blind.proctrack_cgroup.set(0)
+    tracking.proctrack_cgroup.set(1)
+    series = [
+        {"series": name, "values": f"{v!r}+0x20"}
+        for instance, m in (("n1:9464", blind), ("n2:9464", tracking))
+        for name, v in series_of(m, instance).items()
+        if name.startswith("lamplighter_proctrack_cgroup")
+    ]
+    assert len(series) == 2
+    tests = [
+        alerts("LamplighterNoCgroupTracking", "3m"),
+        alerts("LamplighterNoCgroupTracking", "10m", {"instance": "n1:9464", "severity": "warning", "owner": "admin"}),
+    ]
+    run_promtool(tmp_path, [{"interval": "1m", "input_series": series, "promql_expr_test": tests}])
+
+
 def dashboard_expr(title_start: str) -> str:
     dash = json.loads(DASHBOARD.read_text())
     panel = next(p for p in dash["panels"] if p["title"].startswith(title_start))
