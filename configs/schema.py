@@ -1274,7 +1274,8 @@ class NodeConfig(Strict):
         5.0,
         gt=0,
         description="Head role: a node whose slurmd is silent this long is drained and its lamplighter groups "
-        "moved; it is marked down only if Slurm too reports it not responding.",
+        "moved; it is marked down only if Slurm too reports it not responding, or if Slurm says every job on it "
+        "is a lamplighter group's and three probes in a row agree.",
     )
     head_probe_sweep: int = Field(
         8,

@@ -39,12 +39,16 @@ from lamplighter.daemon.state_store import DaemonState, PendingAction
 from lamplighter.slurm.actions import SlurmApi
 from lamplighter.slurm.requeue import ALREADY, JobUpdater, requeue_elsewhere, start_elsewhere
 from lamplighter.slurm.run import SlurmError
+from lamplighter.slurm.step_cgroup import parse_cgroup
 from lamplighter.supervisor import procfs
 from lamplighter.supervisor.procfs import same_process
 
 log = logging.getLogger(__name__)
 
 JOURNALED = ("kill_local", "drain", "requeue", "mark_down", "resume")
+# A kill leaves srun to end with its tasks: killed first, the step's slurmstepd retries its tasks' exit message
+# against the dead srun for about 2.3 s before the job can end (measured: a requeue's COMPLETING went 2.7 s ->).
+SLURM_CLIENT = "srun"
 
 
 @dataclass
@@ -66,18 +70,37 @@ class Executor:
         """Carry out the actions in order; returns one result per action (also logged)."""
         if self.observe:
             return [self._observe(now, a) for a in actions]
+        requeued = {a.target for a in actions if a.kind == "requeue"}
         intents: list[PendingAction | None] = []
         for a in actions:
-            intents.append(self._intent(now, a) if a.kind in JOURNALED else None)
+            intents.append(self._intent(now, a, a.target in requeued) if a.kind in JOURNALED else None)
         results = []
         for a, p in zip(actions, intents, strict=True):
             results.append(self._carry_out(a, p))
+        self._unfreeze_failed_requeues(actions, results)
         return results
 
-    def _intent(self, now: float, a: NodeAction) -> PendingAction:
+    def _unfreeze_failed_requeues(self, actions: list[NodeAction], results: list[dict[str, Any]]) -> None:
+        """A batch step stopped for a requeue that then failed is killed after all, as before (the head
+        requeues a failed group job): stopped, it would hold its job RUNNING for its time limit."""
+        failed = {
+            a.target for a, r in zip(actions, results, strict=True) if a.kind == "requeue" and r["outcome"] != "ok"
+        }
+        for a, r in zip(actions, results, strict=True):
+            if a.kind != "kill_local" or a.target not in failed:
+                continue
+            for pid in r.get("batch_step_stopped", []):
+                try:
+                    os.kill(pid, signal.SIGKILL)  # stopped by this daemon a moment ago: it cannot have exited
+                except ProcessLookupError:
+                    continue
+            if r.get("batch_step_stopped"):
+                log.warning("requeue of %s failed: its stopped batch step %s killed", a.target, r["batch_step_stopped"])
+
+    def _intent(self, now: float, a: NodeAction, requeue_follows: bool = False) -> PendingAction:
         before: dict[str, Any] = {}
         if a.kind == "kill_local":
-            before = {"pids": [list(p) for p in a.pids]}
+            before = {"pids": [list(p) for p in a.pids], "requeue_follows": requeue_follows}
         elif a.kind == "requeue":
             before = {
                 "restarts": self._restarts(a.target),
@@ -152,7 +175,7 @@ class Executor:
 
     def _do(self, kind: str, target: str, reason: str, before: dict[str, Any], now: float) -> dict[str, Any]:
         if kind == "kill_local":
-            return self._kill(before.get("pids", []))
+            return self._kill(before.get("pids", []), bool(before.get("requeue_follows")))
         if kind == "drain":
             self.api.drain(target, reason)
             return {}
@@ -175,33 +198,54 @@ class Executor:
             )
         raise ValueError(f"unknown action kind {kind!r}")
 
-    def _kill(self, pids: list[list[int]]) -> dict[str, Any]:
+    def _kill(self, pids: list[list[int]], requeue_follows: bool = False) -> dict[str, Any]:
         """SIGKILL each trainer still the one observed, then every process below it.
 
         torchrun starts its workers in sessions of their own: killing the agent alone leaves them training
         (orphans Slurm's linuxproc tracking no longer sees). Descendants are read before the first signal, so
-        an orphan is still known, and each is signalled only if it is still the process read."""
-        killed, gone, below = [], [], []
+        an orphan is still known, and each is signalled only if it is still the process read.
+
+        srun is left to end with its tasks (SLURM_CLIENT). When the job's requeue follows, the batch step's
+        processes (the batch script, the in-job agent) are stopped, not killed: stopped, the agent restarts
+        nothing, and the batch step's end would take srun with it; the requeue ends them (SIGCONT, SIGTERM)."""
+        killed: list[int] = []
+        gone: list[int] = []
+        below: list[int] = []
+        left: list[int] = []
+        stopped: list[int] = []
         snap = procfs.snapshot(self.proc_root)
+
+        def hit(st: procfs.ProcStat, out: list[int]) -> None:
+            if st.comm == SLURM_CLIENT:
+                left.append(st.pid)
+                return
+            batch = requeue_follows and self._in_batch_step(st.pid)
+            try:
+                os.kill(st.pid, signal.SIGSTOP if batch else signal.SIGKILL)
+                (stopped if batch else out).append(st.pid)
+            except ProcessLookupError:
+                gone.append(st.pid)
+
         for pid, start in pids:
-            if not same_process(self.proc_root, pid, start):
+            if not same_process(self.proc_root, pid, start) or (st0 := snap.get(pid)) is None:
                 gone.append(pid)  # exited, or its PID was reused: never signal a stranger
                 continue
             descendants = procfs.tree(snap, pid)[1:]
-            try:
-                os.kill(pid, signal.SIGKILL)  # the agent first: it restarts no worker after this
-                killed.append(pid)
-            except ProcessLookupError:
-                gone.append(pid)
+            hit(st0, killed)  # the agent first: it restarts no worker after this
             for st in descendants:
-                if not same_process(self.proc_root, st.pid, st.start_time):
-                    continue
-                try:
-                    os.kill(st.pid, signal.SIGKILL)
-                    below.append(st.pid)
-                except ProcessLookupError:
-                    continue
-        return {"killed": killed, "already_gone": gone, "descendants_killed": below}
+                if same_process(self.proc_root, st.pid, st.start_time):
+                    hit(st, below)
+        out: dict[str, Any] = {"killed": killed, "already_gone": sorted(set(gone)), "descendants_killed": below}
+        if left:
+            out["srun_left_to_end"] = sorted(set(left))
+        if stopped:
+            out["batch_step_stopped"] = sorted(set(stopped))
+        return out
+
+    def _in_batch_step(self, pid: int) -> bool:
+        text = procfs.read_cgroup(self.proc_root, pid)
+        cg = parse_cgroup(text) if text is not None else None
+        return cg is not None and cg.step == "batch"
 
     def _pause(self, p: PendingAction) -> None:
         log.warning("test hook: pausing for good before %s %s (intent %s journaled)", p.kind, p.target, p.id)

@@ -14,10 +14,14 @@ node-wide evidence:
   `*`, NOT_RESPONDING), the head marks it DOWN with lamplighter's reason,
   which makes Slurm requeue its jobs at once (JobRequeue=1), and the
   lamplighter jobs are kept off it and started now (slurm/requeue.py);
+- when Slurm says every job on the node is a lamplighter group's, and at
+  least AGREEING_PROBES probes in a row found it silent, it marks it DOWN
+  too: nobody else's job is there to lose, and a requeue on a node Slurm
+  still believes up waits for SlurmdTimeout (300 s by default) in COMPLETING;
 - otherwise it drains the node with that reason (new jobs stay away; every
   other tenant's job keeps running) and requeues only the lamplighter group
   jobs running there, each once.
-Both count against the same rate limit as drains. A node it drained for
+All count against the same rate limit as drains. A node it drained for
 silence is resumed once its slurmd answers the probe again and Slurm sees it
 registered and up (as ReturnToService=2 would a DOWN node): an outage of the
 head's own link costs the cluster no capacity beyond its length. The head
@@ -66,6 +70,9 @@ FAILED_GRACE_S = 3.0
 # A node drained for silence that answers again is watched with a read of Slurm every cycle for this long, then
 # every slurm_poll_s: long enough for its slurmd to register, short for a node Slurm keeps down.
 RESUME_WATCH_S = 30.0
+# Failed probes in a row before a silent node holding only lamplighter groups is marked DOWN: one lost
+# connection (a full accept queue, a blip on the head's link) is no node-wide evidence.
+AGREEING_PROBES = 3
 
 
 def silence_reason(node: str) -> str:
@@ -81,17 +88,25 @@ def decide_nodes(
     cfg: NodeConfig,
     groups_on: Mapping[str, list[tuple[int, str]]] | None = None,
     cluster_size: int | None = None,
+    others_on: Mapping[str, int] | None = None,
+    failed_probes: Mapping[str, int] | None = None,
 ) -> list[NodeAction]:
     """Pure: for nodes silent for node_silence_s and not down: mark_down when Slurm too sees the node not
-    responding, else drain it and requeue the lamplighter group jobs on it (`groups_on`: node -> (job id,
-    name)); within the rate limit either way, of `cluster_size` nodes (default: those given). And resume the
-    nodes drained for silence that answer again."""
+    responding, or when it holds only lamplighter groups (`others_on`: node -> how many other jobs Slurm
+    says hold it; absent: not known) and `failed_probes` (node -> probes in a row) reached AGREEING_PROBES;
+    else drain it and requeue the lamplighter group jobs on it (`groups_on`: node -> (job id, name)); within
+    the rate limit either way, of `cluster_size` nodes (default: those given). And resume the nodes drained
+    for silence that answer again."""
     out: list[NodeAction] = []
     hist = list(history)
     for name, back in sorted(nodes.items()):
-        silence_drain = back.is_drained and (back.reason or "").startswith(silence_reason(name))
-        if silence_drain and name not in silent_since and back.registered and not back.is_down:
-            why = f"{REASON_PREFIX}slurmd on {name} answers again and Slurm sees it up: resuming it (drained: {back.reason})"
+        # Drained or marked DOWN for silence: resumed once it answers and Slurm hears it (ReturnToService=1, the
+        # default, never returns a node someone marked DOWN).
+        held = (back.is_drained or back.is_down) and (back.reason or "").startswith(silence_reason(name))
+        if held and name not in silent_since and back.registered:
+            why = (
+                f"{REASON_PREFIX}slurmd on {name} answers again and Slurm sees it up: resuming it (was: {back.reason})"
+            )
             out.append(NodeAction("resume", name, why, {"type": "node-back", "node": name, "slurm_state": back.state}))
     for name, since in sorted(silent_since.items()):
         info = nodes.get(name)
@@ -107,6 +122,29 @@ def decide_nodes(
         }
         silent = f"slurmd on {name} silent for {now - since:.1f} s (node_silence_s {cfg.node_silence_s:g})"
         ours = bool(info.reason and info.reason.startswith(REASON_PREFIX))
+        probes = (failed_probes or {}).get(name, 0)
+        only_groups = (others_on or {}).get(name) == 0 and bool((groups_on or {}).get(name))
+        if only_groups and probes >= AGREEING_PROBES and not slurm_sees:
+            observation = {**observation, "failed_probes": probes, "other_jobs": 0}
+            why = (
+                f"{REASON_PREFIX}{silent}, {probes} probes in a row; every job Slurm has on it is a lamplighter "
+                "group's: marked down so that Slurm frees them now, not after SlurmdTimeout"
+            )
+            if info.is_drained and ours:  # drained for silence already: counted then
+                out.append(NodeAction("mark_down", name, why, observation))
+                continue
+            if not info.is_drained:
+                allowed, limit = may_drain(
+                    now, hist, cluster_size or len(nodes), cfg.max_drain_fraction, cfg.drain_window_s, node=name
+                )
+                if allowed:
+                    out.append(NodeAction("mark_down", name, why, {**observation, "rate_limit": limit}))
+                    hist.append((now, name))
+                else:
+                    out.append(
+                        NodeAction("log", name, f"NOT MARKING {name} DOWN although its {silent}: {limit}", observation)
+                    )
+                continue
         if info.is_drained and not slurm_sees:
             if ours:  # drained by us already: its groups still there get moved (each once)
                 out += _move_groups(now, name, silent, observation, groups_on)
@@ -166,7 +204,9 @@ def watch_ring(queue: list[QueueEntry], nodes: dict[str, NodeInfo]) -> Ring:
             watched.add(name)
             if group_of(j.name) is not None:
                 jobs_on.setdefault(name, []).append((j.job_id, j.name))
-    drained = {n for n, i in nodes.items() if i.is_drained and (i.reason or "").startswith(silence_reason(n))}
+    drained = {
+        n for n, i in nodes.items() if (i.is_drained or i.is_down) and (i.reason or "").startswith(silence_reason(n))
+    }
     where = {
         name: (info.fields.get("NodeAddr") or name, int(info.fields.get("Port") or 6818))
         for name in sorted(watched | drained)
@@ -198,6 +238,7 @@ class HeadLoop:
     _sweep_at: int = 0
     probed_last: int = 0  # nodes the last cycle probed: what its duration grows with
     answering_since: dict[str, float] = field(default_factory=dict)  # drained for silence, answering since
+    failed_probes: dict[str, int] = field(default_factory=dict)  # silent node -> its probes failed in a row
     _read_at: float | None = None
 
     def __post_init__(self) -> None:
@@ -218,6 +259,7 @@ class HeadLoop:
         for name in list(self.silent_since):
             if name not in ring.where:
                 del self.silent_since[name]
+                self.failed_probes.pop(name, None)
         probed = self._to_probe(now, ring)
         self.probed_last = len(probed)
         addrs = {name: ring.where[name] for name in probed}
@@ -225,8 +267,10 @@ class HeadLoop:
         for name, addr in addrs.items():
             if addr in heard:
                 self.silent_since.pop(name, None)
+                self.failed_probes.pop(name, None)
             else:
                 self.silent_since.setdefault(name, now)
+                self.failed_probes[name] = self.failed_probes.get(name, 0) + 1
         # Drained for silence and answering again: Slurm is read every cycle for a while, so that the node is
         # resumed as soon as Slurm has it back (its slurmd answers a little before it registers).
         self.answering_since = {
@@ -246,7 +290,10 @@ class HeadLoop:
             for node in self.silent_since
         }
         history = self.executor.state.drain_history()
-        actions = decide_nodes(now, self.silent_since, involved, history, self.cfg, groups_on, len(nodes))
+        others = self._others_on(now, involved, groups_on)
+        actions = decide_nodes(
+            now, self.silent_since, involved, history, self.cfg, groups_on, len(nodes), others, self.failed_probes
+        )
         self.cycles += 1
         if not actions:
             return []
@@ -257,9 +304,33 @@ class HeadLoop:
                 self.last_marked.append(a.target)
                 if r["outcome"] == "ok":
                     self._restart_jobs_of(a.target, jobs)
+                for j, _ in groups_on.get(a.target, []):
+                    self.moved.add((j, self._restarts_of(j)))
             if a.kind == "requeue" and a.target.isdigit():
                 self.moved.add((int(a.target), self._restarts_of(int(a.target))))
         return results
+
+    def _others_on(
+        self, now: float, involved: dict[str, NodeInfo], groups_on: Mapping[str, list[tuple[int, str]]]
+    ) -> dict[str, int]:
+        """For each silent node a mark_down could be due on (silent long enough, probes agreeing, lamplighter
+        groups there, not down): how many jobs Slurm has on it that are not lamplighter groups'. One squeue
+        per such node, asked only then; a node Slurm cannot answer for is left out (drained, never DOWN)."""
+        out: dict[str, int] = {}
+        for name, since in self.silent_since.items():
+            info = involved.get(name)
+            if info is None or info.is_down or not groups_on.get(name) or now - since < self.cfg.node_silence_s:
+                continue
+            if self.failed_probes.get(name, 0) < AGREEING_PROBES:
+                continue
+            try:
+                jobs = self.api.jobs_on(name)
+            except SlurmError as e:
+                log.warning("head: cannot list the jobs on silent node %s: %s", name, e)
+                continue
+            groups = {j for j, _ in self._ring.jobs_on.get(name, [])} if self._ring is not None else set()
+            out[name] = sum(1 for j in jobs if j.job_id not in groups)
+        return out
 
     def _to_probe(self, now: float, ring: Ring) -> set[str]:
         """Every watched node when the compute daemons cannot watch each other (no shared folder, or
@@ -286,9 +357,9 @@ class HeadLoop:
         return any(t != float("inf") and now < t + FAILED_GRACE_S for t in self.not_before.values())
 
     def _resumable(self, ring: Ring, nodes: dict[str, NodeInfo]) -> bool:
-        """A node drained for silence answers again, and the view says Slurm sees it up: a resume is due."""
+        """A node drained or marked DOWN for silence answers again, and the view says Slurm hears it: a resume is due."""
         return any(
-            n not in self.silent_since and (info := nodes.get(n)) is not None and info.registered and not info.is_down
+            n not in self.silent_since and (info := nodes.get(n)) is not None and info.registered
             for n in ring.silence_drained
         )
 

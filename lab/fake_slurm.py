@@ -269,6 +269,15 @@ class FakeSlurm:
             and (name_prefix is None or j.name.startswith(name_prefix))
         ]
 
+    def jobs_on(self, node: str) -> list[QueueEntry]:
+        self._controller()
+        self._advance()
+        return [
+            QueueEntry(j.job_id, j.name, j.state, j.reason, ",".join(j.on) or None, "root")
+            for j in self._jobs.values()
+            if j.state in ("RUNNING", "COMPLETING") and node in j.on
+        ]
+
     # -- the world outside Slurm --------------------------------------------
 
     def stop_controller(self, for_calls: int | None = None) -> None:

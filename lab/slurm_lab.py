@@ -171,6 +171,8 @@ class LabSettings:
     # its host name resolving to that address on every node (TestCluster's netns), so that nothing passes because
     # two nodes share a loopback. Needs root and iproute2; False only where a test says why it shares one.
     netns: bool = True
+    # slurm.conf lines replacing the lab's (testcluster_conf's overrides): e.g. SlurmdTimeout at Slurm's default.
+    slurm_conf: dict[str, str] = field(default_factory=dict)
 
 
 class SlurmLab:
@@ -180,7 +182,10 @@ class SlurmLab:
         self.root = Path(root).resolve()
         self.settings = settings or LabSettings()
         self.cluster = TestCluster(
-            self.root / "cluster", nodes=1 + self.settings.compute_nodes, netns=self.settings.netns
+            self.root / "cluster",
+            nodes=1 + self.settings.compute_nodes,
+            netns=self.settings.netns,
+            conf=self.settings.slurm_conf,
         )
         (self.root / "run").mkdir(parents=True, exist_ok=True)
         self.services = ServiceRunner(self.root / "run" / "services.json")

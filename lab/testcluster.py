@@ -351,6 +351,14 @@ class TestCluster:
             f"every process of node {name}'s namespace to die",
         )
 
+    def cut_node_link(self, name: str, cut: bool = True) -> None:
+        """Take the node's link down (or up again): slurmd and its jobs live on, unreachable from the controller
+        and every other node, as a node behind a failed switch port or too slow to answer. Needs netns."""
+        net = self.network
+        if net is None:
+            raise ClusterError("cutting a node's link needs the cluster's network namespaces (netns=True)")
+        subprocess.run(["ip", "link", "set", net.veth(name), "down" if cut else "up"], check=True, timeout=10)
+
     def silence_node(self, name: str, silent: bool = True) -> int:
         """Stop (SIGSTOP) or continue the node's slurmd alone: its step daemons and jobs live on, cut off
         from Slurm as by a partition. Returns slurmd's PID."""

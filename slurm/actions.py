@@ -85,6 +85,7 @@ class SlurmApi(Protocol):
     def node(self, name: str) -> NodeInfo: ...
     def nodes(self) -> list[NodeInfo]: ...
     def jobs(self, name_prefix: str | None = None) -> list[QueueEntry]: ...
+    def jobs_on(self, node: str) -> list[QueueEntry]: ...
     def all_jobs(self, name_prefix: str) -> list[JobInfo]: ...
     def partitions(self) -> list[PartitionInfo]: ...
 
@@ -203,6 +204,13 @@ class SlurmActions:
         if name_prefix is None:
             return entries
         return [e for e in entries if e.name.startswith(name_prefix)]
+
+    def jobs_on(self, node: str) -> list[QueueEntry]:
+        """Every user's jobs holding the node now (running, completing, suspended): whose a silent node is."""
+        out = self.cli.run(
+            "squeue", "--noheader", "--all", "--states=R,CG,CF,S,ST", "-w", check_node_name(node), "-o", SQUEUE_FORMAT
+        )
+        return parse_squeue(out)
 
     def all_jobs(self, name_prefix: str) -> list[JobInfo]:
         """Every job Slurm remembers (queued, running, or ended within MinJobAge) whose name starts with the

@@ -91,3 +91,29 @@ def test_the_rate_limit_holds_for_a_silent_node_too() -> None:
     nodes = {n: node_from_fields({"NodeName": n, "State": "MIXED"}) for n in ("n1", "n2", "n3", "n4")}
     acts = decide_nodes(100.0, {"n2": 90.0}, nodes, [(50.0, "n3")], cfg, {"n2": [(17, "ll-demo-g0")]})
     assert [a.kind for a in acts] == ["log"] and acts[0].reason.startswith("NOT DRAINING n2")
+
+
+def test_a_silent_node_holding_only_lamplighter_groups_is_marked_down_after_agreeing_probes() -> None:
+    cfg = NodeConfig(role="head", node_silence_s=5.0, max_drain_fraction=0.5)
+    nodes = {n: node_from_fields({"NodeName": n, "State": "MIXED"}) for n in ("n1", "n2", "n3", "n4")}
+    groups = {"n2": [(17, "ll-demo-g0")]}
+
+    def kinds(others: dict[str, int] | None, probes: int, history: list[tuple[float, str]] | None = None) -> list:
+        acts = decide_nodes(100.0, {"n2": 90.0}, nodes, history or [], cfg, groups, None, others, {"n2": probes})
+        return acts
+
+    # Slurm says nothing else holds it, and three probes in a row found it silent: DOWN, so that Slurm frees the
+    # group now instead of holding it COMPLETING until SlurmdTimeout.
+    [down] = kinds({"n2": 0}, 3)
+    assert (down.kind, down.target) == ("mark_down", "n2")
+    assert "every job Slurm has on it is a lamplighter group's" in down.reason
+    assert down.observation["failed_probes"] == 3 and down.observation["other_jobs"] == 0
+    # Another tenant's job there: drained and the groups moved, nobody else's job killed.
+    assert [a.kind for a in kinds({"n2": 1}, 5)] == ["drain", "requeue"]
+    # Too few probes agree, or Slurm could not say who holds the node: the drain, as before.
+    assert [a.kind for a in kinds({"n2": 0}, 2)] == ["drain", "requeue"]
+    assert [a.kind for a in kinds(None, 5)] == ["drain", "requeue"]
+    # The rate limit holds for it too.
+    cfg = NodeConfig(role="head", node_silence_s=5.0, max_drain_fraction=0.25)
+    [refused] = kinds({"n2": 0}, 3, [(50.0, "n3")])
+    assert refused.kind == "log" and refused.reason.startswith("NOT MARKING n2 DOWN")
