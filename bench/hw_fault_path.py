@@ -22,6 +22,7 @@ from typing import Any
 from bench import scale_groups
 from bench.results_io import spread, write_result
 from bench.slurm_rpc_scale import all_in_quorum, first_action, make_whole
+from lamplighter.daemon.status_socket import StatusError, read_status
 from lamplighter.gpusim.inject import inject as gpu_inject
 from lamplighter.gpusim.state import StateDir
 from lamplighter.lab.slurm_lab import LabSettings, running_lab
@@ -57,6 +58,21 @@ def running_elsewhere(cli: SlurmCli, job_id: str, struck: str, since: float) -> 
     return None
 
 
+def head_sees(lab: Any, since: float) -> None:
+    """Returns once the head has read Slurm after `since`: it watches the nodes of the jobs running then (a
+    group that moved a moment ago is otherwise unwatched for up to slurm_poll_s, which is not what a crash
+    of a node that has trained for hours costs)."""
+
+    def fresh() -> bool:
+        try:
+            at = read_status(lab.node_dir(lab.head) / "status.sock", timeout=5).get("slurm_read_at")
+        except (StatusError, OSError):
+            return False
+        return isinstance(at, int | float) and at > since
+
+    wait_until(fresh, 60, "the head's read of Slurm")
+
+
 def strike(lab: Any, kind: str, node: str) -> None:
     if kind == "gpu_fault":
         gpu_inject(StateDir(lab.gpusim_root / node), 0, "ecc-uncorrectable")
@@ -70,6 +86,7 @@ def rounds(lab: Any, cli: SlurmCli, job_ids: dict[int, str], run_dir: Path, owne
         for kind in ("gpu_fault", "node_crash"):
             wait_until(lambda: all_in_quorum(run_dir, owner, GROUPS), 300, f"both groups in one quorum ({kind})")
             _, node = where(cli, job_ids[0])
+            head_sees(lab, time.time())
             t = time.time()
             strike(lab, kind, node)
             back = running_elsewhere(cli, job_ids[0], node, t)

@@ -486,6 +486,7 @@ class HeadLoop:
             "silent_nodes": dict(self.silent_since),
             "probed_last_cycle": self.probed_last,
             "watched_nodes": 0 if self._ring is None else len(self._ring.where),
+            "slurm_read_at": self._read_at,  # the view the probes and decisions use: a job started since is unseen
             "marked_down": list(self.last_marked),
         }
 
