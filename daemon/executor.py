@@ -47,10 +47,8 @@ log = logging.getLogger(__name__)
 
 JOURNALED = ("kill_local", "drain", "requeue", "mark_down", "resume")
 # A kill leaves srun to end with its tasks: killed first, the step's slurmstepd retries its tasks' exit message
-# against the dead srun for about 2.3 s before the job can end (measured on the lab's slurmd logs).
+# against the dead srun for about 2.3 s before the job can end (measured: a requeue's COMPLETING went 2.7 s ->).
 SLURM_CLIENT = "srun"
-# How long a kill before a requeue waits for srun to end with its tasks before it kills the stopped batch step.
-SRUN_END_S = 0.5
 
 
 @dataclass
@@ -79,7 +77,25 @@ class Executor:
         results = []
         for a, p in zip(actions, intents, strict=True):
             results.append(self._carry_out(a, p))
+        self._unfreeze_failed_requeues(actions, results)
         return results
+
+    def _unfreeze_failed_requeues(self, actions: list[NodeAction], results: list[dict[str, Any]]) -> None:
+        """A batch step stopped for a requeue that then failed is killed after all, as before (the head
+        requeues a failed group job): stopped, it would hold its job RUNNING for its time limit."""
+        failed = {
+            a.target for a, r in zip(actions, results, strict=True) if a.kind == "requeue" and r["outcome"] != "ok"
+        }
+        for a, r in zip(actions, results, strict=True):
+            if a.kind != "kill_local" or a.target not in failed:
+                continue
+            for pid in r.get("batch_step_stopped", []):
+                try:
+                    os.kill(pid, signal.SIGKILL)  # stopped by this daemon a moment ago: it cannot have exited
+                except ProcessLookupError:
+                    continue
+            if r.get("batch_step_stopped"):
+                log.warning("requeue of %s failed: its stopped batch step %s killed", a.target, r["batch_step_stopped"])
 
     def _intent(self, now: float, a: NodeAction, requeue_follows: bool = False) -> PendingAction:
         before: dict[str, Any] = {}
@@ -190,27 +206,23 @@ class Executor:
         an orphan is still known, and each is signalled only if it is still the process read.
 
         srun is left to end with its tasks (SLURM_CLIENT). When the job's requeue follows, the batch step's
-        processes (the batch script, the in-job agent) are stopped first (the agent restarts nothing), and
-        killed once srun has ended (at most SRUN_END_S): killed before, the batch step's end takes srun with
-        it; left to the requeue, Slurm's teardown waits a second for them after its SIGTERM."""
+        processes (the batch script, the in-job agent) are stopped, not killed: stopped, the agent restarts
+        nothing, and the batch step's end would take srun with it; the requeue ends them (SIGCONT, SIGTERM)."""
         killed: list[int] = []
         gone: list[int] = []
         below: list[int] = []
-        left: list[tuple[int, int]] = []
-        stopped: list[tuple[int, int]] = []
+        left: list[int] = []
+        stopped: list[int] = []
         snap = procfs.snapshot(self.proc_root)
 
         def hit(st: procfs.ProcStat, out: list[int]) -> None:
             if st.comm == SLURM_CLIENT:
-                left.append((st.pid, st.start_time))
+                left.append(st.pid)
                 return
             batch = requeue_follows and self._in_batch_step(st.pid)
             try:
                 os.kill(st.pid, signal.SIGSTOP if batch else signal.SIGKILL)
-                if batch:
-                    stopped.append((st.pid, st.start_time))
-                else:
-                    out.append(st.pid)
+                (stopped if batch else out).append(st.pid)
             except ProcessLookupError:
                 gone.append(st.pid)
 
@@ -225,26 +237,10 @@ class Executor:
                     hit(st, below)
         out: dict[str, Any] = {"killed": killed, "already_gone": sorted(set(gone)), "descendants_killed": below}
         if left:
-            out["srun_left_to_end"] = sorted({p for p, _ in left})
+            out["srun_left_to_end"] = sorted(set(left))
         if stopped:
-            out["srun_ended"] = self._await_end(left, SRUN_END_S)
-            for pid, start in dict.fromkeys(stopped):
-                if same_process(self.proc_root, pid, start):  # stopped by this daemon: still the process read
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        continue
-            out["batch_step_killed"] = sorted({p for p, _ in stopped})
+            out["batch_step_stopped"] = sorted(set(stopped))
         return out
-
-    def _await_end(self, procs: list[tuple[int, int]], timeout_s: float) -> bool:
-        """Polls /proc until none of the processes lives (a zombie counts as ended), or the timeout."""
-        end = time.monotonic() + timeout_s
-        while any(same_process(self.proc_root, p, st) for p, st in procs):
-            if time.monotonic() >= end:
-                return False
-            time.sleep(0.01)
-        return True
 
     def _in_batch_step(self, pid: int) -> bool:
         text = procfs.read_cgroup(self.proc_root, pid)
