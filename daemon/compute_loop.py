@@ -172,6 +172,7 @@ class ComputeLoop:
     read_settings: Callable[[str | None, int], JobSettings] = read_job_settings
     links: LinkReader | None = None  # tests: a sys tree of their own; default: node.yaml's network links in /sys
     job_table: JobTable | None = None  # the head's published jobs; default: cluster_status_dir's, when set
+    _table_refused: str | None = None  # the reason last logged
     neighbours: NeighbourWatch | None = None  # slurmd watch for the head; default: cluster_status_dir's, when set
     policy: NodePolicyState = field(default_factory=NodePolicyState)
     trainers: dict[tuple[int, int], NodeTrainer] = field(default_factory=dict)  # every verified process here
@@ -361,6 +362,8 @@ class ComputeLoop:
         otherwise (stale, ended, unknown: maybe only older than the change) is asked again, so nothing is
         fenced or refused on a table's word."""
         got = self.job_table.lookup(job_ids) if self.job_table is not None and job_ids else None
+        if self.job_table is not None and job_ids:
+            self._note_table(self.job_table.refused)
         if got is None:
             return self._ask_slurm(job_ids)
         infos, lacking = got
@@ -380,6 +383,17 @@ class ComputeLoop:
         direct = self._ask_slurm(ask)
         # Slurm not answering about the rest (or knowing none of it) holds up none of what the table confirmed.
         return confirmed if direct is None else {**confirmed, **direct}
+
+    def _note_table(self, refused: str | None) -> None:
+        """The table's refusal in the metric, and in the log once per change of reason."""
+        if refused != self._table_refused:
+            if refused is not None:
+                log.warning("the head's job table is refused, asking slurmctld instead: %s", refused)
+            elif self._table_refused is not None:
+                log.info("the head's job table is taken again")
+            self._table_refused = refused
+        if self.metrics is not None:
+            self.metrics.job_table_refused.set(0 if refused is None else 1)
 
     def _ask_slurm(self, job_ids: set[int]) -> dict[int, JobInfo] | None:
         """One batched query for these jobs (and each new job's name, once); None when Slurm does not answer.

@@ -8,6 +8,7 @@ exporter and checks the dashboard uses only these names):
 |---|---|---|
 | lamplighter_build_info{version,python} | gauge, always 1 | at start: which lamplighter runs where (`count by (version)`) |
 | lamplighter_mode{mode} | gauge, 1 for the current mode | at start: act, or observe (decides and logs, acts on nothing) |
+| lamplighter_job_table_refused | gauge, 1 or 0 | each check against the head's job table (compute): 1 while the table is there but refused (not root's, too old, broken), so this daemon polls slurmctld itself; the reason is logged once per change |
 | lamplighter_proctrack_cgroup | gauge, 1 or 0 | at start (compute): 0 when Slurm's ProctrackType is not proctrack/cgroup or unreadable: no trainer is adopted |
 | lamplighter_trainers_adopted{job_name} | gauge | compute loop, every cycle: the trainer processes supervised now, by job (a job with none loses its series) |
 | lamplighter_gpu_health{gpu,status} | gauge, 1 for the current status | compute loop, every GPU probe cycle |
@@ -165,6 +166,12 @@ class DaemonMetrics:
             f"{PREFIX}_proctrack_cgroup",
             "1 when Slurm tracks job processes with cgroups (ProctrackType=proctrack/cgroup); 0 when it does not or "
             "cannot be read: the daemon then adopts no trainer, so it watches nothing",
+            registry=r,
+        )
+        self.job_table_refused = Gauge(
+            f"{PREFIX}_job_table_refused",
+            "1 while the head's job table in cluster_status_dir is there but not taken (not root's, as on a "
+            "root_squash export; too old; broken): this daemon then asks slurmctld itself; see its log",
             registry=r,
         )
         self._trainers = Gauge(

@@ -31,6 +31,9 @@ class JobTable:
     owner: int = 0  # the head daemon's uid: root
     clock: Any = time.time
     last_age_s: float | None = None  # how old the table was at the last read that found a fresh one
+    # Why the last read took no table (None: it took one): a table that is there and refused (not the owner's,
+    # as on a root_squash export; too old; broken) sends every node to slurmctld, which must not be silent.
+    refused: str | None = None
 
     def lookup(self, job_ids: Iterable[int]) -> tuple[dict[int, JobInfo], set[int]] | None:
         """The asked jobs the table holds (with their names), and the ones it lacks; None when there is no
@@ -60,15 +63,25 @@ class JobTable:
         return None if doc is None else doc["jobs"]
 
     def _fresh_doc(self) -> dict[str, Any] | None:
+        path = self.folder / TABLE_FILE
         try:
-            doc = json.loads(read_owned(self.folder / TABLE_FILE, owner=self.owner, max_bytes=MAX_TABLE_BYTES))
+            doc = json.loads(read_owned(path, owner=self.owner, max_bytes=MAX_TABLE_BYTES))
             age = self.clock() - float(doc["written_at"])
             jobs = doc["jobs"]
-        except (OwnedFileError, OSError, ValueError, KeyError, TypeError):
+        except OwnedFileError as e:
+            # No table (no head publishing yet) is no refusal: the daemons ask Slurm, as documented.
+            self.refused = None if e.why == "no such file" else f"{path}: {e.why}"
             return None
-        if not isinstance(jobs, dict) or not -self.max_age_s < age <= self.max_age_s:
-            return None  # a table from the future: a clock stepped, not trusted
-        self.last_age_s = age
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            self.refused = f"{path}: unreadable ({type(e).__name__})"
+            return None
+        if not isinstance(jobs, dict):
+            self.refused = f"{path}: no job records"
+            return None
+        if not -self.max_age_s < age <= self.max_age_s:  # from the future: a clock stepped, not trusted
+            self.refused = f"{path}: written {age:+.0f} s from now (taken within {self.max_age_s:g} s)"
+            return None
+        self.last_age_s, self.refused = age, None
         return doc
 
 

@@ -217,6 +217,7 @@ def test_every_job_event_metric_carries_the_job_name() -> None:
         "lamplighter_build_info",
         "lamplighter_mode",
         "lamplighter_proctrack_cgroup",
+        "lamplighter_job_table_refused",
         "lamplighter_fault_detection_latency_seconds",
     }
     m = DaemonMetrics()

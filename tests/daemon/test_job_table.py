@@ -4,6 +4,7 @@ it lacks or shows changed; a table never fences or refuses on its own word."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Iterator
 from dataclasses import replace
@@ -71,6 +72,50 @@ def test_no_table_is_taken_that_is_old_from_the_future_someone_elses_or_broken(
         (tmp_path / TABLE_FILE).write_text(text)
     table = JobTable(tmp_path, max_age_s=15.0, owner=os.getuid() + owner_shift, clock=Now(1000.0 + age))
     assert table.lookup([1]) is None
+    assert table.refused is not None and str(tmp_path / TABLE_FILE) in table.refused  # said, with its file
+    if owner_shift:
+        assert f"belongs to uid {os.getuid()}" in table.refused
+
+
+def test_no_table_at_all_is_no_refusal_and_a_taken_one_clears_it(tmp_path: Path) -> None:
+    table = JobTable(tmp_path, max_age_s=15.0, owner=os.getuid(), clock=Now(1000.0))
+    assert table.lookup([1]) is None and table.refused is None  # no head publishing: Slurm is asked, as documented
+    (tmp_path / TABLE_FILE).write_text("{not json")
+    assert table.lookup([1]) is None and table.refused is not None
+    publish(tmp_path, table_doc(1000.0, "n1", {}))
+    assert table.lookup([1]) is not None and table.refused is None
+
+
+def test_a_table_on_a_root_squash_export_is_refused_in_a_metric_and_one_log_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """root_squash maps the head's root to nobody: the table is there, owned by 65534, and every node would
+    poll slurmctld in silence."""
+    (tmp_path / "status").mkdir()
+    n = FakeNode(tmp_path, cluster_status_dir=str(tmp_path / "status"))
+    metrics = n.metrics
+    try:
+        n.loop.job_table.clock = n.clock  # type: ignore[union-attr]
+        run_dir, config = n.job_dir(JobConfig(name="llama", health={"progress": "off"}))
+        job = n.submit("llama", 1)
+        status = tmp_path / "status"
+        publish(status, written(n.slurm, n.clock.t))
+        os.chown(status / TABLE_FILE, 65534, 65534)  # as the export writes it
+        n.task(PID0 + 100, job, "llama", 1, run_dir=run_dir, config=config)
+
+        def republish() -> None:
+            publish(status, written(n.slurm, n.clock.t))
+            os.chown(status / TABLE_FILE, 65534, 65534)
+
+        with caplog.at_level(logging.WARNING, logger="lamplighter.daemon.compute_loop"):
+            n.run(30, each=republish)
+        assert n.loop.slurm_asked > 0  # polled slurmctld itself...
+        assert metrics.registry.get_sample_value("lamplighter_job_table_refused") == 1.0  # ...and said so
+        said = [r.getMessage() for r in caplog.records if "job table is refused" in r.getMessage()]
+        assert len(said) == 1 and "belongs to uid 65534, not to uid 0" in said[0], said
+    finally:
+        n.close()
+        n.remove()
 
 
 @pytest.fixture

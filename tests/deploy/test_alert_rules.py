@@ -161,6 +161,24 @@ def test_a_node_whose_slurm_tracks_no_cgroups_is_named(tmp_path: Path) -> None:
     run_promtool(tmp_path, [{"interval": "1m", "input_series": series, "promql_expr_test": tests}])
 
 
+def test_a_node_that_refuses_the_heads_job_table_is_named(tmp_path: Path) -> None:
+    refusing, taking = DaemonMetrics(), DaemonMetrics()
+    refusing.job_table_refused.set(1)
+    taking.job_table_refused.set(0)
+    series = [
+        {"series": name, "values": f"{v!r}+0x30"}
+        for instance, m in (("n1:9464", refusing), ("n2:9464", taking))
+        for name, v in series_of(m, instance).items()
+        if name.startswith("lamplighter_job_table_refused")
+    ]
+    assert len(series) == 2
+    tests = [
+        alerts("LamplighterJobTableRefused", "5m"),
+        alerts("LamplighterJobTableRefused", "15m", {"instance": "n1:9464", "severity": "warning", "owner": "admin"}),
+    ]
+    run_promtool(tmp_path, [{"interval": "1m", "input_series": series, "promql_expr_test": tests}])
+
+
 def dashboard_expr(title_start: str) -> str:
     dash = json.loads(DASHBOARD.read_text())
     panel = next(p for p in dash["panels"] if p["title"].startswith(title_start))
