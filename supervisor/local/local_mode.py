@@ -139,8 +139,12 @@ class LocalRun:
     def _say(self, text: str) -> None:
         self.view.event(self.clock(), self.t0, text)
 
-    def _start_group(self, g: int, attempt: int, now: float) -> bool:
-        """Start one attempt of a group; True when its ranks came from warm standbys."""
+    def _start_group(self, g: int, attempt: int) -> bool:
+        """Start one attempt of a group; True when its ranks came from warm standbys.
+
+        Its start time is read here, not the turn's: a killed rank's last step, written after the turn read
+        the clock and before the exit was seen, would otherwise count as the new attempt's commit (chaos's
+        gentle mode then struck the job's only live peer while this group had not yet healed)."""
         # A fault that never fired must not hit the new attempt.
         self.paths.inject_exception(g).unlink(missing_ok=True)
         self.paths.inject_hang_collective(g).unlink(missing_ok=True)
@@ -154,6 +158,7 @@ class LocalRun:
             python=self.opts.python,
         )
         log_path = self.paths.logs() / f"group{g}.log"
+        now = self.clock()
         popens = None
         if self.standbys is not None and attempt > 0:
             popens = self.standbys.take(argv, envs, cwd=Path.cwd(), log_path=log_path)
@@ -183,7 +188,7 @@ class LocalRun:
         elif d.action == "restart" and d.group is not None:
             attempt = self.state.groups[d.group].attempt
             try:
-                warm = self._start_group(d.group, attempt, now)
+                warm = self._start_group(d.group, attempt)
             except StartError as e:
                 return [StartFailed(group=d.group, attempt=attempt, message=str(e))]
             self.journal.restarted(d.group, now, warm)
@@ -319,7 +324,7 @@ class LocalRun:
                 f"{self.job.trainer.steps} steps, {chaos_plan_text(self.opts.chaos, self.job.groups.count)}"
             )
             for g in range(self.job.groups.count):
-                self._start_group(g, 0, self.clock())
+                self._start_group(g, 0)
             self.standbys = self._standby_pool()
             next_check = 0.0
             while not self.state.finished:
