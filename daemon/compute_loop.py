@@ -361,8 +361,9 @@ class ComputeLoop:
         processes judged here, else from Slurm itself. The table only ever confirms: a job it shows
         otherwise (stale, ended, unknown: maybe only older than the change) is asked again, so nothing is
         fenced or refused on a table's word."""
-        got = self.job_table.lookup(job_ids) if self.job_table is not None and job_ids else None
+        got = None
         if self.job_table is not None and job_ids:
+            got = self.job_table.lookup(job_ids)
             self._note_table(self.job_table.refused)
         if got is None:
             return self._ask_slurm(job_ids)

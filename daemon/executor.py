@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 
 JOURNALED = ("kill_local", "drain", "requeue", "mark_down", "resume")
 # A kill leaves srun to end with its tasks: killed first, the step's slurmstepd retries its tasks' exit message
-# against the dead srun for about 2.3 s before the job can end (measured: a requeue's COMPLETING went 2.7 s ->).
+# against the dead srun for about 2.3 s before the job can end (seen in the lab's slurmd logs).
 SLURM_CLIENT = "srun"
 
 

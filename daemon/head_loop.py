@@ -124,41 +124,30 @@ def decide_nodes(
         ours = bool(info.reason and info.reason.startswith(REASON_PREFIX))
         probes = (failed_probes or {}).get(name, 0)
         only_groups = (others_on or {}).get(name) == 0 and bool((groups_on or {}).get(name))
-        if only_groups and probes >= AGREEING_PROBES and not slurm_sees:
+        # Nobody else's job there, and enough probes agree: DOWN, as when Slurm sees it (never over another's drain).
+        sole = only_groups and probes >= AGREEING_PROBES and not slurm_sees and (ours or not info.is_drained)
+        if sole:
             observation = {**observation, "failed_probes": probes, "other_jobs": 0}
-            why = (
-                f"{REASON_PREFIX}{silent}, {probes} probes in a row; every job Slurm has on it is a lamplighter "
-                "group's: marked down so that Slurm frees them now, not after SlurmdTimeout"
-            )
-            if info.is_drained and ours:  # drained for silence already: counted then
-                out.append(NodeAction("mark_down", name, why, observation))
-                continue
-            if not info.is_drained:
-                allowed, limit = may_drain(
-                    now, hist, cluster_size or len(nodes), cfg.max_drain_fraction, cfg.drain_window_s, node=name
-                )
-                if allowed:
-                    out.append(NodeAction("mark_down", name, why, {**observation, "rate_limit": limit}))
-                    hist.append((now, name))
-                else:
-                    out.append(
-                        NodeAction("log", name, f"NOT MARKING {name} DOWN although its {silent}: {limit}", observation)
-                    )
-                continue
-        if info.is_drained and not slurm_sees:
+        if info.is_drained and not (slurm_sees or sole):
             if ours:  # drained by us already: its groups still there get moved (each once)
                 out += _move_groups(now, name, silent, observation, groups_on)
             continue
         allowed, limit = may_drain(
             now, hist, cluster_size or len(nodes), cfg.max_drain_fraction, cfg.drain_window_s, node=name
         )
-        what = "MARKING {} DOWN" if slurm_sees else "DRAINING {}"
+        what = "MARKING {} DOWN" if slurm_sees or sole else "DRAINING {}"
         if not allowed:
             out.append(NodeAction("log", name, f"NOT {what.format(name)} although its {silent}: {limit}", observation))
             continue
         observation = {**observation, "rate_limit": limit}
         if slurm_sees:
             reason = f"{REASON_PREFIX}{silent}, and Slurm reports it not responding"
+            out.append(NodeAction("mark_down", name, reason, observation))
+        elif sole:
+            reason = (
+                f"{REASON_PREFIX}{silent}, {probes} probes in a row; every job Slurm has on it is a lamplighter "
+                "group's: marked down so that Slurm frees them now, not after SlurmdTimeout"
+            )
             out.append(NodeAction("mark_down", name, reason, observation))
         else:
             reason = f"{REASON_PREFIX}{silent}; Slurm still sees it: drained, its lamplighter groups moved"

@@ -270,13 +270,7 @@ class FakeSlurm:
         ]
 
     def jobs_on(self, node: str) -> list[QueueEntry]:
-        self._controller()
-        self._advance()
-        return [
-            QueueEntry(j.job_id, j.name, j.state, j.reason, ",".join(j.on) or None, "root")
-            for j in self._jobs.values()
-            if j.state in ("RUNNING", "COMPLETING") and node in j.on
-        ]
+        return [e for e in self.jobs() if e.state != "PENDING" and node in (e.nodes or "").split(",")]
 
     # -- the world outside Slurm --------------------------------------------
 
