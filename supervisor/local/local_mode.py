@@ -191,7 +191,8 @@ class LocalRun:
                 warm = self._start_group(d.group, attempt)
             except StartError as e:
                 return [StartFailed(group=d.group, attempt=attempt, message=str(e))]
-            self.journal.restarted(d.group, now, warm)
+            # The group's own start, for the same reason: the report counts its first commit after it.
+            self.journal.restarted(d.group, self._started_at(d.group), warm)
             self.decisions[-1]["warm"] = warm
             self._say(f"restarted group {d.group} (attempt {attempt}{', from a warm standby' if warm else ''})")
         elif d.action == "restart_lighthouse":
