@@ -48,6 +48,16 @@ def series_of(m: DaemonMetrics, instance: str) -> dict[str, float]:
     return out
 
 
+def held(metric: str, daemons: dict[str, DaemonMetrics], minutes: int) -> list[dict[str, str]]:
+    """Each daemon's series of `metric` (by name prefix), one scrape held constant for `minutes` (set once)."""
+    return [
+        {"series": name, "values": f"{v!r}+0x{minutes}"}
+        for instance, m in daemons.items()
+        for name, v in series_of(m, instance).items()
+        if name.startswith(metric)
+    ]
+
+
 Step = Callable[[int], None]
 
 
@@ -127,14 +137,8 @@ def test_a_node_left_observing_after_the_rollout_week_is_named(tmp_path: Path) -
     observing, acting = DaemonMetrics(), DaemonMetrics()
     observing.set_mode("observe")
     acting.set_mode("act")
-    # The mode is set once, at the daemon's start: each series of one scrape, held for 10 days of minutes.
-    minutes = 10 * 24 * 60
-    series = [
-        {"series": name, "values": f"{v!r}+0x{minutes}"}
-        for instance, m in (("n1:9464", observing), ("n2:9464", acting))
-        for name, v in series_of(m, instance).items()
-        if name.startswith("lamplighter_mode")
-    ]
+    # The mode is set once, at the daemon's start: held for 10 days of minutes.
+    series = held("lamplighter_mode", {"n1:9464": observing, "n2:9464": acting}, 10 * 24 * 60)
     assert len(series) == 4
     tests = [
         alerts("LamplighterStillObserving", "7d"),
@@ -147,12 +151,7 @@ def test_a_node_whose_slurm_tracks_no_cgroups_is_named(tmp_path: Path) -> None:
     blind, tracking = DaemonMetrics(), DaemonMetrics()
     blind.proctrack_cgroup.set(0)
     tracking.proctrack_cgroup.set(1)
-    series = [
-        {"series": name, "values": f"{v!r}+0x20"}
-        for instance, m in (("n1:9464", blind), ("n2:9464", tracking))
-        for name, v in series_of(m, instance).items()
-        if name.startswith("lamplighter_proctrack_cgroup")
-    ]
+    series = held("lamplighter_proctrack_cgroup", {"n1:9464": blind, "n2:9464": tracking}, 20)
     assert len(series) == 2
     tests = [
         alerts("LamplighterNoCgroupTracking", "3m"),
@@ -165,12 +164,7 @@ def test_a_node_that_refuses_the_heads_job_table_is_named(tmp_path: Path) -> Non
     refusing, taking = DaemonMetrics(), DaemonMetrics()
     refusing.job_table_refused.set(1)
     taking.job_table_refused.set(0)
-    series = [
-        {"series": name, "values": f"{v!r}+0x30"}
-        for instance, m in (("n1:9464", refusing), ("n2:9464", taking))
-        for name, v in series_of(m, instance).items()
-        if name.startswith("lamplighter_job_table_refused")
-    ]
+    series = held("lamplighter_job_table_refused", {"n1:9464": refusing, "n2:9464": taking}, 30)
     assert len(series) == 2
     tests = [
         alerts("LamplighterJobTableRefused", "5m"),
