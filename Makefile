@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 
 TITAN_ENV := build/torchtitan-env
 
-.PHONY: install test test-fast busy-queue lint typecheck promtool dist titan-env demo demo-torchtitan demo-slurm demo-bare demo-results bench-slurm scale scale-lighthouse scale-slurm-rpc scale-etcd scale-report soak bench bench-costs bench-big bench-heal bench-stall cluster-up cluster-down gpusim readme clean
+.PHONY: install test test-fast busy-queue lint typecheck promtool dist titan-env demo demo-torchtitan demo-slurm demo-bare demo-results bench-slurm scale scale-lighthouse scale-slurm-rpc scale-etcd scale-report soak bench bench-costs bench-big bench-heal bench-stall plan-inputs cluster-up cluster-down gpusim readme clean
 
 install: $(STAMP)
 
@@ -99,6 +99,7 @@ demo-bare: $(STAMP) gpusim
 # (about 15 minutes; demo-bare needs root).
 demo-results: $(STAMP) gpusim
 	$(BIN)/python -m bench.demos
+	$(MAKE) plan-inputs
 
 # Slurm's own latencies on the test cluster, without lamplighter (about 2 minutes): bench/results/slurm_timings.json.
 bench-slurm: $(STAMP)
@@ -139,11 +140,13 @@ soak: $(STAMP) gpusim
 # bench/results/busy_queue.json, .png.
 busy-queue: $(STAMP) gpusim
 	$(BIN)/python -m bench.busy_queue
+	$(MAKE) plan-inputs
 
 # The benchmark that decides (about 45 minutes here): the same delivered faults for lamplighter, the poll runner and
 # checkpoint-restart, small and big state; what one fault costs, per kind; and what lamplighter costs. One commit, stamped.
 bench: $(STAMP) gpusim
 	$(BIN)/python -m bench
+	$(MAKE) plan-inputs
 
 # Parts of `make bench` on their own (their files then carry this run's stamp, not the full run's).
 bench-costs: $(STAMP) gpusim
@@ -161,6 +164,13 @@ bench-heal: $(STAMP)
 # The survivors' stall at 3, 6 and 12 groups for a kill, a silent node and a hang, local mode (about 10 minutes).
 bench-stall: $(STAMP)
 	$(BIN)/python -m bench --only stall
+	$(MAKE) plan-inputs
+
+# `lamplighter plan`'s measured inputs, read from bench/results into the snapshot the package ships
+# (tests/plan checks the two agree: run this after any run that rewrites a file plan reads).
+plan-inputs: $(STAMP)
+	$(BIN)/python -m lamplighter.plan.measured bench/results > plan/measured_inputs.json.tmp
+	mv plan/measured_inputs.json.tmp plan/measured_inputs.json
 
 cluster-up: $(STAMP)
 	$(BIN)/python -m lamplighter.lab cluster up --dir build/cluster

@@ -42,7 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.jobspec import BUILD, REPO, Workload
+from bench.jobspec import BUILD, HANG_TIMEOUT_S, REPO, Workload
 from bench.results_io import ENV_BENCH_RUN, RESULTS, environment, uncommitted_changes, write_result
 
 PARTS = ("goodput", "big", "cost", "model", "warm", "warm-slurm", "overhead", "quorum", "gpu-probe", "daemon")
@@ -126,7 +126,14 @@ def run_cost(args: argparse.Namespace) -> None:
     write_result(
         "fault_cost",
         {
-            "config": {"kinds": kinds, "n": n, "settle_s": args.settle_s, "cap_s": args.cap_s, "replicas": w.replicas},
+            "config": {
+                "kinds": kinds,
+                "n": n,
+                "settle_s": args.settle_s,
+                "cap_s": args.cap_s,
+                "replicas": w.replicas,
+                "hang_timeout_s": HANG_TIMEOUT_S,
+            },
             "table": summarize(costs),
             "faults": costs,
             "runs": runs,

@@ -12,6 +12,8 @@ from lamplighter.configs.schema import JobConfig
 REPO = Path(__file__).resolve().parent.parent
 BUILD = REPO / "build" / "bench"
 
+HANG_TIMEOUT_S = 5  # every lamplighter arm's health.hang_timeout_s (fault_cost.json records it for plan)
+
 
 # No step target: a run trains until the harness ends it, a fixed window after its first commit.
 UNTIL_STOPPED = 1_000_000
@@ -98,7 +100,7 @@ def job_config(
             # configs/demo.yaml's tuning for one machine, except pg_timeout_s: 3 s, the timeout every
             # strategy's process group shares (the DDP baseline's hang detection is that timeout).
             "torchft": {"pg_timeout_s": 3, "timeout_s": 3, "quorum_timeout_s": 4, "connect_timeout_s": 10},
-            "health": {"hang_timeout_s": 5, "poll_interval_s": 0.5},
+            "health": {"hang_timeout_s": HANG_TIMEOUT_S, "poll_interval_s": 0.5},
             "restart": {"budget_per_group": 100, "backoff_initial_s": 0, "crash_loop_max": 100},
             "slurm": {"partition": "debug", "requeue": requeue, "exclusive": True, "slurm_conf": slurm_conf},
         }

@@ -1,4 +1,4 @@
-"""A goodput model: lamplighter, checkpoint-restart and a 10 s poll runner on N GPUs.
+"""A goodput model: lamplighter, checkpoint-restart, torchft's 10 s poll runner and in-job restart on N GPUs.
 
 Pure functions of frozen dataclasses: no I/O, no torch. Every time is in seconds, every size in
 bytes, every bandwidth in bytes per second, every rate per second.
@@ -8,7 +8,8 @@ Notation (all per job):
     u      GPUs a fault takes out = max(g, GPUs per node): faults hit a node, and a node's
            groups all restart elsewhere (lamplighter drains the node); one group when g spans nodes
     lam    failures per GPU per second;  L = N * lam failures of the job per second;  M = 1 / L (job MTBF)
-    h      share of faults that are hangs (the process lives, the step never ends); the rest are exits
+    h      share of faults that are hangs (the process lives, the step never ends)
+    b      share of faults that are exits leaving their node bad until repaired (a lemon); the rest plain exits
     S      state bytes of one model replica = params * bytes_per_param
 
 Goodput is the fraction of the fault-free throughput that is kept: the share of GPU-seconds that train.
@@ -29,7 +30,7 @@ How losses compose (the same rule `replay` applies to a recorded run's faults):
   fallback checkpoint (every GPU down for detection, the job's restart, the read, and half the fallback
   interval of work redone), as every fault does for checkpoint-restart.
 
-Assumptions shared by all three:
+Assumptions shared by all:
 - Faults are a Poisson process in the running time of each unit (u GPUs), independent between units.
 - A free node takes a failed node's place at once (a spare, or the scheduler's idle pool); waiting for
   a repair is not modelled.
@@ -90,6 +91,8 @@ class Cluster:
     failures_per_gpu_s: float = LLAMA3_FAILURES_PER_GPU_S
     hang_share: float = 0.1  # assumption: Llama 3 published causes, not symptoms (hang vs exit)
     nonlocal_share: float = 0.0  # faults one group's restart cannot absorb: a job restart (plan/ranges.py)
+    bad_node_share: float = 0.0  # exits that leave their node bad until repaired (a lemon): a restart there fails
+    lighthouse_failures_per_s: float = 0.0  # the job's one Lighthouse lost (its host, its process)
 
     @property
     def groups(self) -> int:
@@ -128,9 +131,15 @@ class Costs:
     rejoin_stall_s: float = 0.0  # survivors stall again when the group rejoins (torchft's second quorum change)
     step_overhead: float = 0.0  # torchft's per-step throughput loss against plain DDP, a fraction
     fallback_interval_s: float = 300.0  # the fallback checkpoint's interval (trainer.checkpoint.interval_s)
+    bad_node_s: float = 5.0  # a bad node to its group running on another (bench/results/hw_fault_path.json)
+    queue_wait_s: float = 0.0  # a fresh submission's wait in the queue (bench/results/busy_queue.json)
+    lighthouse_out_s: float = 1.0  # a lost Lighthouse to the groups' next commit, restarted by lamplighter
     # poll runner
     poll_s: float = 10.0  # torchft's Slurm example polls squeue every 10 s
     time_limit_s: float = 24 * HOUR  # assumed Slurm time limit of a group's job: a hang holds it till then
+    # in-job restart: torchrun --max-restarts inside each group's job, no daemon and no resubmission
+    injob_detect_s: float = 0.1  # torchrun's --monitor-interval
+    injob_hang_detect_s: float = TORCH_DEFAULT_PG_TIMEOUT_S  # a hang ends when the watchdog's collective times out
 
 
 @dataclass(frozen=True)
@@ -154,6 +163,11 @@ NON_NEGATIVE_COSTS = (
     "hang_stall_s",
     "stall_per_group_s",
     "rejoin_stall_s",
+    "bad_node_s",
+    "queue_wait_s",
+    "lighthouse_out_s",
+    "injob_detect_s",
+    "injob_hang_detect_s",
 )
 
 
@@ -178,6 +192,14 @@ def check(cluster: Cluster, work: Workload, costs: Costs) -> list[str]:
         bad.append(f"hang_share must be within 0..1, not {cluster.hang_share}")
     if not 0.0 <= cluster.nonlocal_share <= 1.0:
         bad.append(f"nonlocal_share must be within 0..1, not {cluster.nonlocal_share}")
+    if not 0.0 <= cluster.bad_node_share <= 1.0:
+        bad.append(f"bad_node_share must be within 0..1, not {cluster.bad_node_share}")
+    elif cluster.hang_share + cluster.bad_node_share > 1.0 + 1e-12:
+        bad.append(
+            f"hang_share ({cluster.hang_share}) and bad_node_share ({cluster.bad_node_share}) add up to more than 1"
+        )
+    if cluster.lighthouse_failures_per_s < 0:
+        bad.append("the Lighthouse's failure rate must not be negative")
     if not 0.0 <= costs.step_overhead < 1.0:
         bad.append(f"step_overhead must be within 0..1 (a fraction), not {costs.step_overhead}")
     if work.params <= 0 or work.bytes_per_param <= 0:
@@ -260,37 +282,73 @@ def job_outage_s(cluster: Cluster, work: Workload, costs: Costs) -> float:
     return detect + costs.job_restart_s + work.state_bytes / costs.ckpt_read_bps + costs.fallback_interval_s / 2
 
 
+def by_kind(cluster: Cluster, exit_s: float, hang_s: float, bad_node_s: float) -> float:
+    """The mean over the kinds of local fault: exits, hangs and exits that leave their node bad."""
+    h, b = cluster.hang_share, cluster.bad_node_share
+    return (1 - h - b) * exit_s + h * hang_s + b * bad_node_s
+
+
 def torchft_goodput(
-    strategy: str, cluster: Cluster, work: Workload, costs: Costs, out_s: float, detail: dict[str, float]
+    strategy: str,
+    cluster: Cluster,
+    work: Workload,
+    costs: Costs,
+    out_s: float,
+    lighthouse_out_s: float,
+    detail: dict[str, float],
 ) -> Result:
-    """The composition both torchft strategies share: local faults take their group out for out_s and stall the
-    others; non-local ones take the job down (job_outage_s); every step pays torchft's overhead."""
+    """The composition the torchft strategies share: local faults take their group out for out_s and stall the
+    others; non-local ones take the job down (job_outage_s), and so does a lost Lighthouse, for lighthouse_out_s;
+    every step pays torchft's overhead."""
     lam, nl, n, u = cluster.failures_per_gpu_s, cluster.nonlocal_share, cluster.gpus, gpus_per_fault(cluster)
     stall = stalls(cluster, costs)
     local, available = groups_goodput(replace(cluster, failures_per_gpu_s=lam * (1 - nl)), out_s, stall)
     outage = job_outage_s(cluster, work, costs)
-    job_up = 1.0 / (1.0 + n * lam * nl * outage)
+    lh = cluster.lighthouse_failures_per_s
+    job_up = 1.0 / (1.0 + n * lam * nl * outage + lh * lighthouse_out_s)
     goodput = (1.0 - costs.step_overhead) * local * job_up
     per_fault = (1 - nl) * (u * out_s + (n - u) * stall) + nl * n * outage  # the failed GPUs' stall is in out_s
-    detail = {**detail, "stall_s": stall, "available": available, "job_outage_s": outage, "job_up": job_up}
+    detail = {
+        **detail,
+        "stall_s": stall,
+        "available": available,
+        "job_outage_s": outage,
+        "lighthouse_out_s": lighthouse_out_s,
+        "job_up": job_up,
+    }
     return _result(strategy, cluster, goodput, per_fault, detail)
 
 
-def lamplighter(cluster: Cluster, work: Workload, costs: Costs) -> Result:
-    """A fault takes the u GPUs of its unit out for detect + restart + heal, and stalls every survivor.
+def until_time_limit_s(costs: Costs) -> float:
+    """T / 2: a fault nothing repairs holds what it struck until the job's time limit, on average half of it away
+    (faults uniform in a job's life)."""
+    return costs.time_limit_s / 2
 
-    out = d + r_g + S / (g * b_heal), with d = (1-h) d_exit + h d_hang; the stall per fault
-    s = (1-h) s_exit + h s_hang + k R + s_rejoin (k: its growth per group, R groups; s_rejoin: the second
-    quorum change when the group comes back); goodput = (1 - overhead) * groups_goodput(out, s) at the rate
-    of the faults a group restart absorbs, times the share of time the job is up despite the others
-    (torchft_goodput). The heal's sender is taken as free (torchft sends from a live peer while it trains).
-    cost_per_fault_gpu_s = u * out + (N - u) * s for a local fault, N * job_outage_s for the others.
+
+def lamplighter(cluster: Cluster, work: Workload, costs: Costs) -> Result:
+    """A fault takes the u GPUs of its unit out until the group trains again, and stalls every survivor.
+
+    out = restart + heal after the detection of its kind: an exit d_exit, a hang d_hang (the hang timeout), a bad
+    node the requeue onto another node (bad_node_s) and the queue's wait; restart = r_g (detected to first commit,
+    heal aside), heal = S / (g * b_heal). The stall per fault s = (1-h) s_exit + h s_hang + k R + s_rejoin (k: its
+    growth per group, R groups; s_rejoin: the second quorum change when the group comes back); a lost Lighthouse
+    is restarted (lighthouse_out_s). goodput = (1 - overhead) * groups_goodput(out, s) at the rate of the faults
+    a group restart absorbs, times the share of time the job is up despite the others (torchft_goodput). The
+    heal's sender is taken as free (torchft sends from a live peer while it trains).
     """
-    h = cluster.hang_share
-    detect = (1 - h) * costs.detect_s + h * costs.hang_detect_s
-    out_s = detect + costs.group_restart_s + heal_s(cluster, work, costs)
+    back = costs.group_restart_s + heal_s(cluster, work, costs)
+    exit_s, hang_s = costs.detect_s + back, costs.hang_detect_s + back
+    bad_s = costs.bad_node_s + costs.queue_wait_s + back
+    out_s = by_kind(cluster, exit_s, hang_s, bad_s)
+    detail = {"group_out_s": out_s, "exit_out_s": exit_s, "hang_out_s": hang_s, "bad_node_out_s": bad_s}
     return torchft_goodput(
-        "lamplighter", cluster, work, costs, out_s, {"group_out_s": out_s, "heal_s": heal_s(cluster, work, costs)}
+        "lamplighter",
+        cluster,
+        work,
+        costs,
+        out_s,
+        costs.lighthouse_out_s,
+        {**detail, "heal_s": heal_s(cluster, work, costs)},
     )
 
 
@@ -302,7 +360,8 @@ def checkpoint_restart(cluster: Cluster, work: Workload, costs: Costs) -> Result
     computes tau, writes C = S / b_write, and so on; a fault loses the work since the last checkpoint. A
     run of length T keeps floor(T / (tau + C)) * tau, whose mean is tau * q / (1 - q), q = exp(-(tau + C) / M):
     goodput = tau * q / ((1 - q) * (M + D)). For C << tau << M this is Young's first-order
-    1 - C / tau - (D + tau / 2) / M, and tau = sqrt(2 C M) (or the fixed interval) is its optimum.
+    1 - C / tau - (D + tau / 2) / M, and tau = sqrt(2 C M) (or the fixed interval) is its optimum. A bad node is
+    taken as left out of the job's next allocation, and there is no Lighthouse to lose.
     """
     rate = job_failure_rate(cluster)
     write = checkpoint_write_s(work, costs)
@@ -330,20 +389,39 @@ def checkpoint_restart(cluster: Cluster, work: Workload, costs: Costs) -> Result
 
 
 def poll_runner(cluster: Cluster, work: Workload, costs: Costs) -> Result:
-    """lamplighter's costs with a poll's detection, and hangs never detected.
+    """torchft's Slurm runner: a group's job that has ended is resubmitted at the next poll; nothing else.
 
-    An exit: the group's Slurm job ends, the next poll (on average p / 2 later) resubmits it:
-    out p/2 + r_g + heal. A hang: the job stays RUNNING, holding its GPUs until its time limit T (on
-    average T / 2 away, faults uniform in a job's life), then as an exit: out T/2 + p/2 + r_g + heal.
-    The stalls, the non-local faults and the overhead as lamplighter's (torchft_goodput).
+    An exit (a bad node's too: its job fails, and the new one is taken as landing elsewhere): the next poll, on
+    average p / 2 later, resubmits it, which waits in the queue: out p/2 + wait + r_g + heal. A hang: the job stays
+    RUNNING, holding its GPUs until its time limit (until_time_limit_s), then as an exit. A lost Lighthouse is
+    not restarted (the runner does not start it): every group is out until the time limit. The stalls, the
+    non-local faults and the overhead as lamplighter's (torchft_goodput).
     """
-    h = cluster.hang_share
     heal = heal_s(cluster, work, costs)
-    back_s = costs.poll_s / 2 + costs.group_restart_s + heal
-    hang_out = costs.time_limit_s / 2 + back_s
-    out_s = (1 - h) * back_s + h * hang_out
-    detail = {"exit_out_s": back_s, "hang_out_s": hang_out, "heal_s": heal}
-    return torchft_goodput(f"poll-{costs.poll_s:g}s", cluster, work, costs, out_s, detail)
+    back_s = costs.poll_s / 2 + costs.queue_wait_s + costs.group_restart_s + heal
+    hang_out = until_time_limit_s(costs) + back_s
+    out_s = by_kind(cluster, back_s, hang_out, back_s)
+    detail = {"exit_out_s": back_s, "hang_out_s": hang_out, "bad_node_out_s": back_s, "heal_s": heal}
+    return torchft_goodput(f"poll-{costs.poll_s:g}s", cluster, work, costs, out_s, until_time_limit_s(costs), detail)
+
+
+def in_job_restart(cluster: Cluster, work: Workload, costs: Costs) -> Result:
+    """torchrun --max-restarts inside each group's job, submitted once, with no daemon (NVRx's ft_launcher or
+    plain torchrun users): the restart stays on the group's nodes.
+
+    An exit: torchrun sees it (injob_detect_s) and restarts the group in its allocation: out d + r_g + heal. A
+    hang: nothing watches progress; the collective's watchdog ends the process (injob_hang_detect_s), then as an
+    exit. A bad node: every restart fails on it until --max-restarts is spent, the job ends and nothing resubmits
+    it: the group is out until the time limit (until_time_limit_s). A lost Lighthouse is not restarted: every
+    group out until the time limit. The stalls, the non-local faults and the overhead as lamplighter's.
+    """
+    heal = heal_s(cluster, work, costs)
+    back = costs.group_restart_s + heal
+    exit_s, hang_s = costs.injob_detect_s + back, costs.injob_hang_detect_s + back
+    bad_s = until_time_limit_s(costs)
+    out_s = by_kind(cluster, exit_s, hang_s, bad_s)
+    detail = {"exit_out_s": exit_s, "hang_out_s": hang_s, "bad_node_out_s": bad_s, "heal_s": heal}
+    return torchft_goodput("in-job-restart", cluster, work, costs, out_s, until_time_limit_s(costs), detail)
 
 
 def replay(
@@ -385,11 +463,11 @@ def covered(spans: Sequence[tuple[float, float]], start: float, end: float) -> f
     return total
 
 
-STRATEGIES = (lamplighter, checkpoint_restart, poll_runner)
+STRATEGIES = (lamplighter, checkpoint_restart, poll_runner, in_job_restart)
 
 
 def compare(cluster: Cluster, work: Workload, costs: Costs) -> list[Result]:
-    """The three strategies on the same inputs; raises ValueError naming every bad input."""
+    """The strategies on the same inputs; raises ValueError naming every bad input."""
     bad = check(cluster, work, costs)
     if bad:
         raise ValueError("; ".join(bad))

@@ -16,12 +16,14 @@ import json
 import math
 import sys
 from dataclasses import asdict, replace
+from pathlib import Path
 from typing import Any
 
 from lamplighter.plan import goodput_model as gm
+from lamplighter.plan import measured as ms
 from lamplighter.plan import ranges as rg
 
-HELP = "goodput and lost GPU-hours per day of lamplighter, checkpoint-restart and a poll runner (a model)"
+HELP = "goodput and lost GPU-hours a day of lamplighter, checkpoint-restart, a poll runner and in-job restart (a model)"
 EPILOG = """\
 examples:
   lamplighter plan --gpus 16384 --model 70b
@@ -29,12 +31,14 @@ examples:
   lamplighter plan --gpus 16384 --stall-s 30 --hang-share 0.1   pin two of the uncertain inputs
   lamplighter plan --model 70b --sweep                 goodput at 64 .. 16384 GPUs
   lamplighter plan --plot goodput.png                  8B and 70B, 64 .. 16384 GPUs (needs matplotlib)
+  lamplighter plan --results bench/results             the measured inputs from a fresh `make bench` run
 
 exit status: 0 printed, 1 the plot could not be drawn, 2 bad input
 """
 
 D = gm.Costs()  # the defaults, for the help texts
 VARIES = "(default: varies with the scenario, see the table)"
+MEASURED = "(default: measured, see the table's sources)"
 
 
 def _positive(kind: type) -> Any:
@@ -160,14 +164,27 @@ def add_parser(sub: Any) -> None:
     ll.add_argument(
         "--detect-s",
         type=_non_negative,
-        default=D.detect_s,
-        help="seconds until lamplighter sees an exit (default 1: the node daemon's poll; 0.4 measured in bench/)",
+        default=None,
+        help=f"seconds until lamplighter sees an exit {MEASURED}",
     )
     ll.add_argument(
         "--hang-detect-s",
         type=_non_negative,
-        default=D.hang_detect_s,
-        help="seconds until lamplighter calls a hang (default 30: configs' health.hang_timeout_s)",
+        default=None,
+        help=f"seconds until lamplighter calls a hang (default: health.hang_timeout_s, 30, + the measured lag) {VARIES}",
+    )
+    ll.add_argument(
+        "--bad-node-share",
+        type=_share,
+        default=None,
+        help=f"share of faults that leave their node bad until repaired (a lemon: an in-job restart fails there) {VARIES}",
+    )
+    ll.add_argument(
+        "--queue-wait-s",
+        type=_non_negative,
+        default=None,
+        help=f"seconds a fresh submission waits in the queue (the poll runner's every restart; lamplighter's off a bad "
+        f"node) {MEASURED}",
     )
     ll.add_argument(
         "--group-restart-s",
@@ -220,7 +237,15 @@ def add_parser(sub: Any) -> None:
         default=D.time_limit_s / gm.HOUR,
         help="a poll-runner group job's time limit, h: a hang holds its GPUs until then (default 24, assumed)",
     )
-    out = p.add_argument_group("output")
+    out = p.add_argument_group("inputs and output")
+    out.add_argument(
+        "--results",
+        metavar="DIR",
+        type=Path,
+        default=None,
+        help="read the measured inputs from the benchmark's result files in DIR, e.g. bench/results after `make "
+        "bench` (default: the snapshot of bench/results shipped with lamplighter, plan/measured_inputs.json)",
+    )
     out.add_argument("--json", action="store_true", help="print JSON instead of a table")
     out.add_argument("--sweep", action="store_true", help="goodput at 64 .. 16384 GPUs for the model")
     out.add_argument(
@@ -245,6 +270,10 @@ PINNABLE = {
     "stall_per_group_s": "stall_per_group_s",
     "rejoin_stall_s": "rejoin_stall_s",
     "step_overhead": "step_overhead",
+    "detect_s": "detect_s",
+    "hang_detect_s": "hang_detect_s",
+    "bad_node_share": "bad_node_share",
+    "queue_wait_s": "queue_wait_s",
 }
 
 
@@ -279,8 +308,6 @@ def inputs(args: argparse.Namespace, model: str | None = None) -> tuple[gm.Clust
         ckpt_interval_s=args.ckpt_interval_s,
         ckpt_detect_s=args.ckpt_detect_s,
         ckpt_hang_detect_s=args.ckpt_hang_detect_s,
-        detect_s=args.detect_s,
-        hang_detect_s=args.hang_detect_s,
         heal_bps_per_gpu=args.heal_gbs_per_gpu * gm.GB,
         poll_s=args.poll_s,
         time_limit_s=args.time_limit_h * gm.HOUR,
@@ -313,21 +340,53 @@ def as_json(cluster: gm.Cluster, work: gm.Workload, costs: gm.Costs, results: li
     }
 
 
-def range_json(cluster: gm.Cluster, work: gm.Workload, costs: gm.Costs, pins: rg.Pinned) -> dict[str, Any]:
-    by = rg.ranges(cluster, work, costs, pins)
+def range_json(
+    cluster: gm.Cluster, work: gm.Workload, costs: gm.Costs, pins: rg.Pinned, m: rg.Measurements
+) -> dict[str, Any]:
+    by = rg.ranges(cluster, work, costs, pins, m)
     return {
         "scenarios": {s: as_json(c, work, k, results) for s, (c, k, results) in by.items()},
         "assumptions": [
             {"label": label, **dict(zip(rg.SCENARIOS, cells, strict=True))}
-            for label, cells in rg.assumption_rows(cluster, pins)
+            for label, cells in rg.assumption_rows(cluster, pins, m)
         ],
+        "measured": [asdict(x) for x in rg.sources(pins, m)],
+        "same_under_central": [list(pair) for pair in alike(by)],
+        "time_limit": {f"{h:g}h": row for h, row in time_limits(cluster, work, costs, pins, m).items()},
         "pinned": dict(pins),
         "published": [asdict(p) for p in rg.PUBLISHED],
     }
 
 
-def table(cluster: gm.Cluster, work: gm.Workload, costs: gm.Costs, pins: rg.Pinned) -> str:
-    by = rg.ranges(cluster, work, costs, pins)
+SAME = 0.0005  # central goodputs this close are called the same: below the model's resolution of its inputs
+TIME_LIMITS_H = (4.0, 24.0, 72.0)
+
+
+def alike(by: dict[str, tuple[gm.Cluster, gm.Costs, list[gm.Result]]]) -> list[tuple[str, str, float, float]]:
+    """Pairs of strategies whose central goodputs differ by less than SAME: (a, b, goodput a, goodput b)."""
+    central = by["central"][2]
+    return [
+        (x.strategy, y.strategy, x.goodput, y.goodput)
+        for i, x in enumerate(central)
+        for y in central[i + 1 :]
+        if abs(x.goodput - y.goodput) < SAME
+    ]
+
+
+def time_limits(
+    cluster: gm.Cluster, work: gm.Workload, costs: gm.Costs, pins: rg.Pinned, m: rg.Measurements
+) -> dict[float, dict[str, float]]:
+    """Central goodput per strategy at each time limit of TIME_LIMITS_H: what a fault nothing repairs costs
+    depends on how long the job still had to run."""
+    out = {}
+    for hours in TIME_LIMITS_H:
+        c, k = rg.inputs(cluster, replace(costs, time_limit_s=hours * gm.HOUR), "central", pins, m)
+        out[hours] = {r.strategy: r.goodput for r in gm.compare(c, work, k)}
+    return out
+
+
+def table(cluster: gm.Cluster, work: gm.Workload, costs: gm.Costs, pins: rg.Pinned, m: rg.Measurements) -> str:
+    by = rg.ranges(cluster, work, costs, pins, m)
     first = by["central"][2][0]
     lines = [
         f"{cluster.gpus} GPUs in {cluster.groups} groups of {cluster.group_gpus}; state "
@@ -336,46 +395,59 @@ def table(cluster: gm.Cluster, work: gm.Workload, costs: gm.Costs, pins: rg.Pinn
         "goodput against plain synchronous training with nothing failing; low / central / high: every uncertain "
         "input pessimistic / central / optimistic",
         "",
-        f"{'strategy':<13} {'low':>7} {'central':>8} {'high':>7}   {'GPU-h lost per day (low / central / high)'}",
+        f"{'strategy':<15} {'low':>7} {'central':>8} {'high':>7}   {'GPU-h lost per day (low / central / high)'}",
     ]
     for i, name in enumerate(r.strategy for r in by["central"][2]):
         rs = [by[s][2][i] for s in rg.SCENARIOS]
         lost = " / ".join(f"{r.lost_gpu_h_per_day:,.0f}" for r in rs)
-        lines.append(f"{name:<13} {rs[0].goodput:>7.3f} {rs[1].goodput:>8.3f} {rs[2].goodput:>7.3f}   {lost}")
-    lines += ["", "assumptions (low | central | high):"]
-    for label, cells in rg.assumption_rows(cluster, pins):
+        lines.append(f"{name:<15} {rs[0].goodput:>7.3f} {rs[1].goodput:>8.3f} {rs[2].goodput:>7.3f}   {lost}")
+    lines.append("")
+    for a, b, ga, gb in alike(by):
+        lines.append(f"{a} and {b} do not differ under the central inputs ({ga:.4f} and {gb:.4f})")
+    limits = time_limits(cluster, work, costs, pins, m)
+    names = list(next(iter(limits.values())))
+    lines += [
+        "central goodput against the job's time limit (a fault nothing repairs holds its GPUs until then):",
+        f"  {'limit':>6} " + " ".join(f"{n:>15}" for n in names),
+    ]
+    lines += [f"  {h:>5g}h " + " ".join(f"{row[n]:>15.4f}" for n in names) for h, row in limits.items()]
+    lines += ["", "inputs (low | central | high):"]
+    for label, cells in rg.assumption_rows(cluster, pins, m):
         lines.append(f"  {label}: " + " | ".join(cells))
+    lines += ["", "measured inputs, where each came from (low | central | high):"]
+    for x in rg.sources(pins, m):
+        lines.append(f"  {x.key} ({x.meaning}): {x.low:.4g} | {x.central:.4g} | {x.high:.4g} s; {x.source}")
     lines += ["", "published, for comparison:"]
     lines += [f"  {p.source}: {p.figure} ({p.scale})" for p in rg.PUBLISHED]
     return "\n".join(lines)
 
 
-def sweep_table(cluster: gm.Cluster, work: gm.Workload, costs: gm.Costs, pins: rg.Pinned) -> str:
-    swept = sweep_ranges(cluster, work, costs, pins)
+def sweep_table(cluster: gm.Cluster, work: gm.Workload, costs: gm.Costs, pins: rg.Pinned, m: rg.Measurements) -> str:
+    swept = sweep_ranges(cluster, work, costs, pins, m)
     names = [r.strategy for r in next(iter(swept.values()))["central"]]
-    lines = [f"{'GPUs':>6} {'MTBF h':>8} " + " ".join(f"{n + ' central [low-high]':>28}" for n in names)]
+    lines = [f"{'GPUs':>6} {'MTBF h':>8} " + " ".join(f"{n + ' central [low-high]':>30}" for n in names)]
     for n, by in swept.items():
         cells = [
             f"{by['central'][i].goodput:.4f} [{by['low'][i].goodput:.4f}-{by['high'][i].goodput:.4f}]"
             for i in range(len(names))
         ]
-        lines.append(f"{n:>6} {by['central'][0].job_mtbf_h:>8.1f} " + " ".join(f"{c:>28}" for c in cells))
+        lines.append(f"{n:>6} {by['central'][0].job_mtbf_h:>8.1f} " + " ".join(f"{c:>30}" for c in cells))
     return "\n".join(lines)
 
 
 def sweep_ranges(
-    cluster: gm.Cluster, work: gm.Workload, costs: gm.Costs, pins: rg.Pinned
+    cluster: gm.Cluster, work: gm.Workload, costs: gm.Costs, pins: rg.Pinned, m: rg.Measurements
 ) -> dict[int, dict[str, list[gm.Result]]]:
     """Per size of gm.SWEEP_SIZES that leaves two groups: each scenario's results."""
     out: dict[int, dict[str, list[gm.Result]]] = {}
     for n in gm.SWEEP_SIZES:
         sized = replace(cluster, gpus=n)
         if not gm.check(sized, work, costs):
-            out[n] = {s: results for s, (_c, _k, results) in rg.ranges(sized, work, costs, pins).items()}
+            out[n] = {s: results for s, (_c, _k, results) in rg.ranges(sized, work, costs, pins, m).items()}
     return out
 
 
-def plot(args: argparse.Namespace, path: str) -> None:
+def plot(args: argparse.Namespace, path: str, m: rg.Measurements) -> None:
     """Goodput against GPUs, one panel per model, central lines in low-high bands; raises ImportError without
     matplotlib."""
     try:
@@ -392,7 +464,7 @@ def plot(args: argparse.Namespace, path: str) -> None:
     for col, name in enumerate(sorted(gm.MODELS)):
         ax, lost_ax = grid[0][col], grid[1][col]
         cluster, work, costs = inputs(args, model=name)
-        swept = sweep_ranges(cluster, work, costs, pins)
+        swept = sweep_ranges(cluster, work, costs, pins, m)
         sizes = list(swept)
         for i, strategy in enumerate(r.strategy for r in swept[sizes[0]]["central"]):
             band = {k: [swept[n][k][i].goodput for n in sizes] for k in ("low", "central", "high")}
@@ -411,40 +483,44 @@ def plot(args: argparse.Namespace, path: str) -> None:
     grid[0][0].set_ylabel("goodput (fraction of plain training, nothing failing)")
     grid[1][0].set_ylabel("GPU-hours lost per day (log)")
     grid[0][0].legend()
-    fig.suptitle("lamplighter plan: central, and the low-high range of its assumptions (plan/ranges.py)")
+    fig.suptitle("lamplighter plan: central, and the low-high range of its inputs (plan/ranges.py)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
-def check(cluster: gm.Cluster, costs: gm.Costs, work: gm.Workload) -> list[str]:
-    return gm.check(cluster, work, costs)
+def measurements(args: argparse.Namespace) -> rg.Measurements:
+    """The measured inputs: --results DIR's files over the shipped snapshot (a file DIR lacks keeps the snapshot's)."""
+    if args.results is None:
+        return ms.snapshot()
+    if not args.results.is_dir():
+        raise ms.MalformedResult(f"--results {args.results}: not a directory")
+    return {**ms.snapshot(), **ms.load(args.results)}
 
 
 def run_plan(args: argparse.Namespace) -> int:
+    try:
+        m = measurements(args)
+    except ms.MalformedResult as e:
+        print(f"lamplighter plan: error: {e}", file=sys.stderr)
+        return 2
     cluster, work, costs = inputs(args)
     pins = pinned(args)
-    bad = sorted(
-        {
-            p
-            for s in rg.SCENARIOS
-            for p in gm.check(*rg.inputs(cluster, costs, s, pins)[:1], work, rg.inputs(cluster, costs, s, pins)[1])
-        }
-    )
+    bad = sorted({p for s in rg.SCENARIOS for p in gm.check(*_scenario(cluster, work, costs, s, pins, m))})
     if bad:
         for problem in bad:
             print(f"lamplighter plan: error: {problem}", file=sys.stderr)
         return 2
     if args.plot:
         try:
-            plot(args, args.plot)
+            plot(args, args.plot, m)
         except ImportError as e:
             print(f"lamplighter plan: error: {e}", file=sys.stderr)
             return 1
         print(f"wrote {args.plot}")
         return 0
     if args.sweep:
-        if not sweep_ranges(cluster, work, costs, pins):
+        if not sweep_ranges(cluster, work, costs, pins, m):
             print(
                 f"lamplighter plan: error: no size of {gm.SWEEP_SIZES} leaves two groups of {cluster.group_gpus}",
                 file=sys.stderr,
@@ -453,14 +529,23 @@ def run_plan(args: argparse.Namespace) -> int:
         if args.json:
             doc = {
                 str(n): {s: as_json(replace(cluster, gpus=n), work, costs, rs)["strategies"] for s, rs in by.items()}
-                for n, by in sweep_ranges(cluster, work, costs, pins).items()
+                for n, by in sweep_ranges(cluster, work, costs, pins, m).items()
             }
             print(json.dumps(doc, indent=2))
         else:
             print(f"model {args.model}, groups of {cluster.group_gpus} GPUs: goodput, central [low-high]")
-            print(sweep_table(cluster, work, costs, pins))
+            print(sweep_table(cluster, work, costs, pins, m))
         return 0
     print(
-        json.dumps(range_json(cluster, work, costs, pins), indent=2) if args.json else table(cluster, work, costs, pins)
+        json.dumps(range_json(cluster, work, costs, pins, m), indent=2)
+        if args.json
+        else table(cluster, work, costs, pins, m)
     )
     return 0
+
+
+def _scenario(
+    cluster: gm.Cluster, work: gm.Workload, costs: gm.Costs, s: str, pins: rg.Pinned, m: rg.Measurements
+) -> tuple[gm.Cluster, gm.Workload, gm.Costs]:
+    c, k = rg.inputs(cluster, costs, s, pins, m)
+    return c, work, k

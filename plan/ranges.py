@@ -1,10 +1,9 @@
-"""Honest ranges for `lamplighter plan`: the model under pessimistic, central and optimistic assumptions.
+"""Honest ranges for `lamplighter plan`: the model under pessimistic, central and optimistic inputs.
 
-At thousands of GPUs the projection is dominated by inputs nobody measured here: the survivors' stall
-at hundreds of groups, torchft's per-step cost on real steps, the failures one group's restart cannot
-absorb, the share of hangs. Each is an Assumption with three values (low goodput, central, high
-goodput) and the basis of each; a scenario sets all of them at once, so "low" is every assumption
-pessimistic together. A value the user gives (`pinned`) replaces all three. Pure: no I/O.
+Each input is an Assumption with three values (low goodput, central, high goodput) and the basis of each;
+where the benchmark measured it, the values are read from the measurements (plan/measured.py), and what the
+lab cannot measure (NCCL at scale, the split of fault kinds) is named as assumed. A scenario sets all of them
+at once, so "low" is every input pessimistic together. A value the user gives (`pinned`) replaces all three.
 
 Published figures to hold the projections against are in PUBLISHED.
 """
@@ -15,95 +14,124 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from lamplighter.plan import goodput_model as gm
+from lamplighter.plan import measured as ms
 
 SCENARIOS = ("low", "central", "high")  # goodput: every assumption pessimistic / central / optimistic
 
-# The survivors' stall on this project's own machine, the optimistic end (no NCCL, no cross-node fabric and
-# no step of seconds to throw away), from `make bench-stall` (bench/results/stall_groups.json at f05a235: local
-# mode, 3, 6 and 12 groups of one process, loopback, 3 faults of each kind per size). A kill: 0.58, 0.62 and
-# 0.61 s (median of the worst survivor), fitted 0.63 - 0.006 s per group: no growth measured, so none assumed
-# here. A hang-collective: 4.26, 4.27, 4.35 s (the process group's 3 s timeout, then the quorum). The rejoin's
-# second quorum change: 0.04-0.17 s median (one in three took 9.7-13.3 s at 3 and 12 groups: a join timeout).
-MEASURED_STALL_BASE_S = 0.63
-MEASURED_STALL_PER_GROUP_S = 0.0
-MEASURED_HANG_STALL_S = 4.35
-MEASURED_REJOIN_STALL_S = 0.17
 # Meta's FT-HSDP (arXiv 2602.00277, 2026): torchft's authors at O(100k) GPUs, about 3 minutes of stall
 # per failure (down from 10 with synchronous training), 80% effective training time.
 FT_HSDP_STALL_S = 180.0
 FT_HSDP_GPUS = 100_000
+# What the lab cannot measure: a group's start on a real cluster beyond what it measured here (NCCL's init
+# over the fabric, the weights and the data loader of a real model). A warm spare has done it already.
+SCALE_START_S = (240.0, 45.0, 0.0)
+LIGHTHOUSE_SHARE_OF_NODE = (1.0, 0.25, 0.1)  # the Lighthouse's host lost at this share of a node's fault rate
+STEP_S = 2.0  # the step that torchft's measured per-step cost is spread over at the optimistic end
+
+Measurements = Mapping[str, ms.Measured]
+Value = Callable[[gm.Cluster, Measurements], float]
 
 
 @dataclass(frozen=True)
 class Assumption:
     """One uncertain input: its value per scenario (low, central, high goodput) as a function of the
-    cluster, and why each."""
+    cluster and the measurements, and why each."""
 
     key: str  # the Costs or Cluster field it sets
     label: str
-    values: tuple[Callable[[gm.Cluster], float], Callable[[gm.Cluster], float], Callable[[gm.Cluster], float]]
+    values: tuple[Value, Value, Value]
     basis: tuple[str, str, str]
     unit: str = "s"
+    measured: tuple[str, ...] = ()  # the measured inputs it reads (their sources go with the table)
 
 
-def _const(x: float) -> Callable[[gm.Cluster], float]:
-    return lambda _c: x
+def _const(x: float) -> Value:
+    return lambda _c, _m: x
 
 
-def _measured(c: gm.Cluster) -> float:
-    return MEASURED_STALL_BASE_S + MEASURED_STALL_PER_GROUP_S * c.groups
+def measured(key: str, i: int, m: Measurements) -> float:
+    """The i-th scenario's value of a measured input; the snapshot's where `m` lacks it."""
+    return (m.get(key) or ms.snapshot()[key]).values()[i]
+
+
+def _read(key: str, i: int, plus: float = 0.0) -> Value:
+    return lambda _c, m: measured(key, i, m) + plus
+
+
+def _grown(key: str, i: int) -> Value:
+    """A measured stall at the lab's few groups, grown by the Lighthouse's measured quorum time per group."""
+    return lambda c, m: measured(key, i, m) + measured("quorum_per_group_s", i, m) * c.groups
 
 
 def _ft_hsdp_scaled(c: gm.Cluster) -> float:
-    """FT-HSDP's stall scaled down by GPUs, never below what was measured here."""
-    return max(_measured(c), FT_HSDP_STALL_S * min(1.0, c.gpus / FT_HSDP_GPUS))
+    return FT_HSDP_STALL_S * min(1.0, c.gpus / FT_HSDP_GPUS)
 
 
+def _central_stall(key: str, plus: float = 0.0) -> Value:
+    """FT-HSDP's stall scaled down by GPUs (what the lab's gloo on loopback cannot show: NCCL's reconfiguration
+    at scale), never below the measured stall grown to this many groups."""
+    return lambda c, m: max(_grown(key, 1)(c, m), _ft_hsdp_scaled(c) + plus)
+
+
+def _node_rate(share: float) -> Value:
+    return lambda c, _m: share * c.gpus_per_node * c.failures_per_gpu_s
+
+
+def _restart(i: int) -> Value:
+    key = "restart_warm_s" if i == 2 else "restart_cold_s"
+    return lambda _c, m: measured(key, i, m) + SCALE_START_S[i]
+
+
+GROWN = "measured here at 3-12 groups, grown by the Lighthouse's measured quorum time per group"
 ASSUMPTIONS: tuple[Assumption, ...] = (
     Assumption(
         "stall_s",
         "survivors' stall when a group fails",
-        (_const(FT_HSDP_STALL_S), _ft_hsdp_scaled, _measured),
+        (_const(FT_HSDP_STALL_S), _central_stall("stall_s"), _grown("stall_s", 2)),
         (
             "FT-HSDP's ~3 min at ~100k GPUs, at any size",
             "FT-HSDP's ~3 min scaled by GPUs, at least the measured",
-            "a kill, measured here at 3-12 groups (make bench-stall): 0.63 s, no growth per group",
+            f"a kill, {GROWN}",
         ),
+        measured=("stall_s", "quorum_per_group_s"),
     ),
     Assumption(
         "hang_stall_s",
         "survivors' stall when a group hangs",
         (
-            lambda c: FT_HSDP_STALL_S + gm.TORCHFT_PG_TIMEOUT_S,
-            lambda c: _ft_hsdp_scaled(c) + gm.TORCHFT_PG_TIMEOUT_S,
-            lambda c: MEASURED_HANG_STALL_S + MEASURED_STALL_PER_GROUP_S * c.groups,
+            _const(FT_HSDP_STALL_S + gm.TORCHFT_PG_TIMEOUT_S),
+            _central_stall("hang_stall_s", gm.TORCHFT_PG_TIMEOUT_S),
+            _grown("hang_stall_s", 2),
         ),
         (
             "the stall above, after the process group's timeout",
-            "the stall above, after the process group's timeout",
-            "a hang, measured here at 3-12 groups: 4.35 s (the process group's timeout, then the quorum)",
+            "the stall above, after the process group's timeout, at least the measured",
+            f"a hang (the process group's {gm.TORCHFT_PG_TIMEOUT_S:g} s timeout, then the quorum), {GROWN}",
         ),
+        measured=("hang_stall_s", "quorum_per_group_s"),
     ),
     Assumption(
         "rejoin_stall_s",
         "survivors' stall when the group rejoins",
-        (_const(FT_HSDP_STALL_S), _ft_hsdp_scaled, _const(MEASURED_REJOIN_STALL_S)),
+        (_const(FT_HSDP_STALL_S), _central_stall("rejoin_stall_s"), _grown("rejoin_stall_s", 2)),
         (
             "a second full quorum change (torchft reconfigures every member)",
-            "a second full quorum change",
-            "the rejoin's quorum change, measured here at 3-12 groups: 0.17 s median (2 of 9 kills 10-13 s)",
+            "a second full quorum change, at least the measured",
+            f"the rejoin's quorum change, {GROWN}",
         ),
+        measured=("rejoin_stall_s", "quorum_per_group_s"),
     ),
     Assumption(
         "step_overhead",
         "torchft's per-step cost against plain DDP",
-        (_const(0.05), _const(0.01), _const(0.002)),
+        (_const(0.05), _const(0.01), lambda _c, m: measured("step_extra_s", 1, m) / STEP_S),
         (
-            "a Lighthouse round trip and a commit vote per step on short steps",
+            "assumed: a Lighthouse round trip and a commit vote per step on short steps",
             "assumed",
-            "a few ms per step (bench/results/overhead.json) over a step of seconds",
+            f"torchft's measured time per step over a {STEP_S:g}-s step",
         ),
         unit="of throughput",
+        measured=("step_extra_s",),
     ),
     Assumption(
         "nonlocal_share",
@@ -124,10 +152,67 @@ ASSUMPTIONS: tuple[Assumption, ...] = (
         unit="of faults",
     ),
     Assumption(
+        "bad_node_share",
+        "faults that leave their node bad until repaired",
+        (_const(0.5), _const(0.4), _const(0.2)),
+        (
+            "assumed",
+            "Llama 3: faulty GPU 30.1% + GPU HBM3 17.2%, less those a reset clears (assumed)",
+            "assumed: most GPU faults cleared by a reset",
+        ),
+        unit="of faults",
+    ),
+    Assumption(
+        "detect_s",
+        "an exit seen",
+        (_read("detect_s", 0), _read("detect_s", 1), _read("detect_s", 2)),
+        ("measured, slowest", "measured, median", "measured, fastest"),
+        measured=("detect_s",),
+    ),
+    Assumption(
+        "hang_detect_s",
+        "a hang called",
+        tuple(_read("hang_detect_lag_s", i, gm.LAMPLIGHTER_HANG_TIMEOUT_S) for i in range(3)),  # type: ignore[arg-type]
+        (f"health.hang_timeout_s ({gm.LAMPLIGHTER_HANG_TIMEOUT_S:g} s) + the measured lag beyond it",) * 3,
+        measured=("hang_detect_lag_s",),
+    ),
+    Assumption(
         "group_restart_s",
         "a group's restart, detected to first commit (heal aside)",
-        (_const(300.0), _const(60.0), _const(15.0)),
-        ("requeue onto a new node, start, NCCL init", "assumed", "a warm spare in the allocation"),
+        (_restart(0), _restart(1), _restart(2)),
+        tuple(  # type: ignore[arg-type]
+            f"{what} measured here + {SCALE_START_S[i]:g} s of {'start at scale (assumed)' if i < 2 else 'nothing'}"
+            for i, what in enumerate(("a cold restart, slowest,", "a cold restart, median,", "a warm spare"))
+        ),
+        measured=("restart_cold_s", "restart_warm_s"),
+    ),
+    Assumption(
+        "bad_node_s",
+        "a bad node to its group running on another",
+        (_read("gpu_fault_s", 0), _read("gpu_fault_s", 1), _read("gpu_fault_s", 2)),
+        ("measured, slowest", "measured, median", "measured, fastest"),
+        measured=("gpu_fault_s",),
+    ),
+    Assumption(
+        "queue_wait_s",
+        "a fresh submission's wait in the queue",
+        (_read("queue_wait_s", 0), _read("queue_wait_s", 1), _read("queue_wait_s", 2)),
+        ("measured in a busy queue, longest", "measured in a busy queue, median", "measured, shortest"),
+        measured=("queue_wait_s",),
+    ),
+    Assumption(
+        "lighthouse_failures_per_s",
+        "the Lighthouse lost",
+        tuple(_node_rate(x) for x in LIGHTHOUSE_SHARE_OF_NODE),  # type: ignore[arg-type]
+        tuple(f"assumed: {x:g} x one node's fault rate" for x in LIGHTHOUSE_SHARE_OF_NODE),  # type: ignore[arg-type]
+        unit="/day",
+    ),
+    Assumption(
+        "lighthouse_out_s",
+        "a lost Lighthouse to the next commit, under lamplighter",
+        (_read("lighthouse_out_s", 0), _read("lighthouse_out_s", 1), _read("lighthouse_out_s", 2)),
+        ("measured (make demo-slurm)",) * 3,
+        measured=("lighthouse_out_s",),
     ),
     Assumption(
         "job_restart_s",
@@ -143,24 +228,28 @@ ASSUMPTIONS: tuple[Assumption, ...] = (
         unit="B/s",
     ),
 )
+CLUSTER_KEYS = ("hang_share", "nonlocal_share", "bad_node_share", "lighthouse_failures_per_s")
 # What the user set explicitly on the command line keeps its value in every scenario.
 Pinned = Mapping[str, float]
 
 
-def inputs(cluster: gm.Cluster, costs: gm.Costs, scenario: str, pinned: Pinned) -> tuple[gm.Cluster, gm.Costs]:
+def inputs(
+    cluster: gm.Cluster, costs: gm.Costs, scenario: str, pinned: Pinned, m: Measurements | None = None
+) -> tuple[gm.Cluster, gm.Costs]:
     """The model's inputs in one scenario: every assumption at its value there, unless pinned."""
     i = SCENARIOS.index(scenario)
-    value = {a.key: pinned[a.key] if a.key in pinned else a.values[i](cluster) for a in ASSUMPTIONS}
-    c = replace(cluster, hang_share=value["hang_share"], nonlocal_share=value["nonlocal_share"])
+    got = ms.snapshot() if m is None else m
+    value = {a.key: pinned[a.key] if a.key in pinned else a.values[i](cluster, got) for a in ASSUMPTIONS}
+    c = replace(
+        cluster,
+        hang_share=value["hang_share"],
+        nonlocal_share=value["nonlocal_share"],
+        bad_node_share=value["bad_node_share"],
+        lighthouse_failures_per_s=value["lighthouse_failures_per_s"],
+    )
     k = replace(
         costs,
-        stall_s=value["stall_s"],
-        hang_stall_s=value["hang_stall_s"],
-        rejoin_stall_s=value["rejoin_stall_s"],
-        step_overhead=value["step_overhead"],
-        group_restart_s=value["group_restart_s"],
-        job_restart_s=value["job_restart_s"],
-        ckpt_write_bps=value["ckpt_write_bps"],
+        **{a.key: value[a.key] for a in ASSUMPTIONS if a.key not in CLUSTER_KEYS},
         ckpt_read_bps=pinned.get("ckpt_read_bps", value["ckpt_write_bps"]),  # read as fast as written
         # The measured stall's growth per group is inside its value here; a pinned slope still applies.
         stall_per_group_s=pinned.get("stall_per_group_s", 0.0),
@@ -169,33 +258,43 @@ def inputs(cluster: gm.Cluster, costs: gm.Costs, scenario: str, pinned: Pinned) 
 
 
 def ranges(
-    cluster: gm.Cluster, work: gm.Workload, costs: gm.Costs, pinned: Pinned
+    cluster: gm.Cluster, work: gm.Workload, costs: gm.Costs, pinned: Pinned, m: Measurements | None = None
 ) -> dict[str, tuple[gm.Cluster, gm.Costs, list[gm.Result]]]:
-    """Per scenario: its inputs and the three strategies' results."""
+    """Per scenario: its inputs and every strategy's results."""
     out = {}
     for s in SCENARIOS:
-        c, k = inputs(cluster, costs, s, pinned)
+        c, k = inputs(cluster, costs, s, pinned, m)
         out[s] = (c, k, gm.compare(c, work, k))
     return out
 
 
-def assumption_rows(cluster: gm.Cluster, pinned: Pinned) -> list[tuple[str, list[str]]]:
+def assumption_rows(cluster: gm.Cluster, pinned: Pinned, m: Measurements | None = None) -> list[tuple[str, list[str]]]:
     """(label, [low, central, high] as text with their basis) for the table."""
+    got = ms.snapshot() if m is None else m
     rows = []
     for a in ASSUMPTIONS:
         if a.key in pinned:
             cells = [f"{_fmt(a, pinned[a.key])} (given)"] * 3
         else:
-            cells = [f"{_fmt(a, a.values[i](cluster))} ({a.basis[i]})" for i in range(3)]
+            cells = [f"{_fmt(a, a.values[i](cluster, got))} ({a.basis[i]})" for i in range(3)]
         rows.append((a.label, cells))
     return rows
+
+
+def sources(pinned: Pinned, m: Measurements | None = None) -> list[ms.Measured]:
+    """The measured inputs the unpinned assumptions read, each once, in the table's order."""
+    got = ms.snapshot() if m is None else m
+    keys = dict.fromkeys(k for a in ASSUMPTIONS if a.key not in pinned for k in a.measured)
+    return [got.get(k) or ms.snapshot()[k] for k in keys]
 
 
 def _fmt(a: Assumption, v: float) -> str:
     if a.unit == "B/s":
         return f"{v / gm.GB:g} GB/s"
+    if a.unit == "/day":
+        return f"{v * gm.DAY:.3g}/day"
     if a.unit.startswith("of"):
-        return f"{v:.0%}" if v >= 0.01 else f"{v:.1%}"
+        return f"{v:.0%}" if v >= 0.01 else f"{v:.2%}"
     return f"{v:.3g} s"
 
 

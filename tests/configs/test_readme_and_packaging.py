@@ -51,25 +51,28 @@ def test_the_readmes_payoff_paragraph_quotes_what_plan_prints() -> None:
     assert "**Where it pays off, and where it does not.**" in head
     para = head.split("**Where it pays off, and where it does not.**", 1)[1].split("\n\n", 1)[0]
     para = " ".join(para.split())
-    printed, gaps = "", []
+    printed, gaps, injob = "", [], []
     for model in ("8b", "70b"):
         assert f"`lamplighter plan --model {model} --sweep`" in para
         text = _plan("--model", model, "--sweep")
         printed += text
-        rows = {}  # GPUs -> central goodput of lamplighter, ckpt-restart, poll-10s
+        rows = {}  # GPUs -> central goodput of lamplighter, ckpt-restart, poll-10s, in-job-restart
         for line in text.splitlines():
             cells = line.split()
             if cells and cells[0].isdigit():
-                rows[int(cells[0])] = [float(cells[i]) for i in (2, 4, 6)]
+                rows[int(cells[0])] = [float(cells[i]) for i in (2, 4, 6, 8)]
         assert rows, text
-        ckpt_ahead = max(n for n, (lam, ckpt, _) in rows.items() if ckpt > lam)
-        lam_ahead = min(n for n, (lam, ckpt, _) in rows.items() if lam > ckpt)
+        ckpt_ahead = max(n for n, (lam, ckpt, _, _) in rows.items() if ckpt > lam)
+        lam_ahead = min(n for n, (lam, ckpt, _, _) in rows.items() if lam > ckpt)
         assert f"ahead up to {ckpt_ahead:,} GPUs" in para and f"ahead from {lam_ahead:,}" in para, (model, rows)
-        gaps += [round(lam - poll, 4) for lam, _, poll in rows.values()]
+        gaps += [round(lam - poll, 4) for lam, _, poll, _ in rows.values()]
+        injob += [round(lam - inj, 4) for lam, _, _, inj in rows.values()]
     quoted = re.findall(r"\b0\.\d{4}\b", para)
     assert quoted, para
-    assert [q for q in quoted if q not in printed] == [f"{min(gaps):.4f}", f"{max(gaps):.4f}"], (quoted, gaps)
-    assert f"within {min(gaps):.4f}-{max(gaps):.4f} of lamplighter" in para
+    spans = [f"{min(gaps):.4f}", f"{max(gaps):.4f}", f"{min(injob):.4f}", f"{max(injob):.4f}"]
+    assert [q for q in quoted if q not in printed] == [s for s in spans if s not in printed], (quoted, spans)
+    assert f"within {spans[0]}-{spans[1]} of lamplighter" in para
+    assert f"within {spans[2]}-{spans[3]}." in para
     assert "`lamplighter plan --gpus 1024 --model 8b --json`" in para
     central = json.loads(_plan("--gpus", "1024", "--model", "8b", "--json"))["scenarios"]["central"]["strategies"]
     assert f"for {round(central['poll-10s']['hang_out_s']):,} s" in para

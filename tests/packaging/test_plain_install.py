@@ -195,6 +195,9 @@ def _install_and_use(tmp_path: Path, wheel: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in home.iterdir()) == sorted([*before, "llama-sbatch"])
     assert (home / "llama-sbatch" / "lighthouse.sbatch").exists() and not Path("/shared/runs/llama").exists()
+    # plan's measured inputs ship with the wheel: it prints them with their sources, no checkout needed.
+    plan = cli("plan", "--gpus", "1024", "--model", "8b")
+    assert plan.returncode == 0 and "fault_cost.json@" in plan.stdout, plan.stderr
     d = cli("deploy-files", "--out", str(home / "deploy"))
     assert d.returncode == 0, d.stderr
     assert (home / "deploy" / "systemd" / "lamplighter-node.service").read_text().startswith("# lamplighter")

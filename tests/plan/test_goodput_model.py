@@ -66,7 +66,7 @@ def test_zero_failure_rate_leaves_only_the_checkpoint_overhead() -> None:
     assert fixed.lost_gpu_h_per_day == pytest.approx(write / (600.0 + write) * calm.gpus * 24)
     # Young/Daly with nothing failing never checkpoints; the others lose nothing.
     results = gm.compare(calm, WORK, COSTS)
-    assert [r.goodput for r in results] == [1.0, 1.0, 1.0]
+    assert [r.goodput for r in results] == [1.0] * len(gm.STRATEGIES)
     assert math.isinf(results[0].job_mtbf_h)
 
 
@@ -240,3 +240,52 @@ def test_a_fault_on_a_group_already_out_replaces_its_window() -> None:
     faults = [(1.0, 0, "kill"), (2.0, 0, "hang")]
     got = gm.replay(2, faults, 0.0, 10.0, {"kill": 4.0, "hang": math.inf}, {"kill": 0.5, "hang": 1.0})
     assert got == pytest.approx(1 - (9.0 + 1.5) / 20)
+
+
+def only(kind: str) -> gm.Cluster:
+    """Every fault of one kind: an exit, a hang, or an exit that leaves its node bad."""
+    return replace(CLUSTER, hang_share=1.0 if kind == "hang" else 0.0, bad_node_share=1.0 if kind == "bad" else 0.0)
+
+
+def test_each_strategy_repairs_each_kind_its_own_way() -> None:
+    costs = replace(COSTS, queue_wait_s=50.0, bad_node_s=2.5, time_limit_s=24 * gm.HOUR)
+    back = costs.group_restart_s + gm.heal_s(CLUSTER, WORK, costs)
+    half_limit, resubmit = 12 * gm.HOUR, costs.poll_s / 2 + 50.0 + back
+    for kind, lamp, poll, injob in (
+        ("exit", costs.detect_s + back, resubmit, costs.injob_detect_s + back),
+        ("hang", costs.hang_detect_s + back, half_limit + resubmit, 600.0 + back),
+        # lamplighter requeues off the bad node (and waits in the queue); in-job restarts fail there until the
+        # job ends, and nothing resubmits it; the poll runner resubmits it as an exit.
+        ("bad", 2.5 + 50.0 + back, resubmit, half_limit),
+    ):
+        c = only(kind)
+        assert gm.lamplighter(c, WORK, costs).detail["group_out_s"] == pytest.approx(lamp), kind
+        key = {"exit": "exit_out_s", "hang": "hang_out_s", "bad": "bad_node_out_s"}[kind]
+        assert gm.poll_runner(c, WORK, costs).detail[key] == pytest.approx(poll), kind
+        assert gm.in_job_restart(c, WORK, costs).detail[key] == pytest.approx(injob), kind
+
+
+def test_a_lemon_node_costs_in_job_restart_more_the_longer_the_time_limit_and_lamplighter_nothing_more() -> None:
+    c = replace(CLUSTER, bad_node_share=0.4)
+    short, long = replace(COSTS, time_limit_s=4 * gm.HOUR), replace(COSTS, time_limit_s=72 * gm.HOUR)
+    assert gm.in_job_restart(c, WORK, long).goodput < gm.in_job_restart(c, WORK, short).goodput
+    assert gm.lamplighter(c, WORK, long).goodput == gm.lamplighter(c, WORK, short).goodput
+
+
+def test_a_lost_lighthouse_is_restarted_by_lamplighter_and_ends_the_baselines_torchft() -> None:
+    calm = replace(CLUSTER, failures_per_gpu_s=0.0)
+    lost = replace(calm, lighthouse_failures_per_s=1 / gm.DAY)
+    costs = replace(COSTS, lighthouse_out_s=2.0)
+    assert gm.lamplighter(lost, WORK, costs).goodput == pytest.approx(1 / (1 + 2.0 / gm.DAY))
+    for strategy in (gm.poll_runner, gm.in_job_restart):
+        r = strategy(lost, WORK, costs)
+        assert r.detail["lighthouse_out_s"] == costs.time_limit_s / 2
+        assert r.goodput == pytest.approx(1 / (1 + costs.time_limit_s / 2 / gm.DAY))
+    assert gm.checkpoint_restart(lost, WORK, costs).goodput == 1.0  # no Lighthouse to lose
+
+
+def test_shares_of_kinds_that_add_up_to_more_than_one_are_refused() -> None:
+    bad = gm.check(replace(CLUSTER, hang_share=0.7, bad_node_share=0.5), WORK, COSTS)
+    assert any("add up to more than 1" in b for b in bad)
+    assert gm.check(replace(CLUSTER, hang_share=0.5, bad_node_share=0.5), WORK, COSTS) == []
+    assert any("Lighthouse" in b for b in gm.check(replace(CLUSTER, lighthouse_failures_per_s=-1.0), WORK, COSTS))

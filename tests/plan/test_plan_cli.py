@@ -52,7 +52,7 @@ def test_json_has_goodput_per_strategy_in_each_scenario(capsys: pytest.CaptureFi
     assert set(doc["scenarios"]) == {"low", "central", "high"}
     for scenario in doc["scenarios"].values():
         assert scenario["inputs"]["cluster"]["gpus"] == 1024 and scenario["inputs"]["cluster"]["group_gpus"] == 8
-        assert set(scenario["strategies"]) == {"lamplighter", "ckpt-restart", "poll-10s"}
+        assert set(scenario["strategies"]) == {"lamplighter", "ckpt-restart", "poll-10s", "in-job-restart"}
         assert all(0 < s["goodput"] <= 1 for s in scenario["strategies"].values())
         assert scenario["inputs"]["costs"]["ckpt_interval_s"] is None
     assert doc["published"][0]["source"].startswith("Llama 3")
@@ -139,3 +139,39 @@ def test_the_plot_shows_lost_gpu_hours_a_day_on_a_log_axis(
     # Every strategy drawn on both: goodput above, its lost hours below.
     goodput = [ax for ax in fig.axes if ax.get_yscale() == "linear"]
     assert all(len(a.lines) == len(b.lines) >= 3 for a, b in zip(goodput, lost, strict=True))
+
+
+def test_the_table_says_which_strategies_do_not_differ_and_how_the_time_limit_moves_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run(capsys, "--gpus", "1024", "--model", "8b")
+    assert code == 0
+    assert "poll-10s and in-job-restart do not differ under the central inputs" in out
+    limits = out.split("central goodput against the job's time limit", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
+    rows = {line.split()[0]: [float(x) for x in line.split()[1:]] for line in limits}
+    assert list(rows) == ["4h", "24h", "72h"]
+    # lamplighter repairs what the others leave to the time limit: only theirs falls as it grows.
+    assert rows["4h"][0] == rows["72h"][0] and rows["4h"][3] > rows["72h"][3]
+    assert "measured inputs, where each came from" in out and "fault_cost.json@" in out
+
+
+def test_results_read_from_a_directory_override_the_snapshot_and_a_bad_one_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    results = Path(__file__).resolve().parents[2] / "bench" / "results"
+    doc = json.loads((results / "busy_queue.json").read_text())
+    for a in doc["absences"]:
+        a["queue_wait_s"] = 600.0
+    (tmp_path / "busy_queue.json").write_text(json.dumps(doc))
+    _, out, _ = run(capsys, "--gpus", "1024", "--json", "--results", str(tmp_path))
+    central = json.loads(out)["scenarios"]["central"]["inputs"]["costs"]
+    assert central["queue_wait_s"] == 600.0
+    assert (
+        central["detect_s"]
+        == json.loads((results / "fault_cost.json").read_text())["table"]["kill"]["lamplighter"]["detect_s"]["median"]
+    )  # a file the directory lacks keeps the snapshot's
+    (tmp_path / "busy_queue.json").write_text('{"absences": []}')
+    code, _, err = run(capsys, "--results", str(tmp_path))
+    assert code == 2 and "busy_queue.json has no absences[].queue_wait_s" in err
+    code, _, err = run(capsys, "--results", str(tmp_path / "nowhere"))
+    assert code == 2 and "not a directory" in err

@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from lamplighter.plan import goodput_model as gm
+from lamplighter.plan import measured as ms
 from lamplighter.plan import ranges as rg
 
 CLUSTER = gm.Cluster(gpus=16_384, group_gpus=32)
@@ -35,13 +36,31 @@ def test_a_pinned_input_is_the_same_in_every_scenario_and_the_others_vary() -> N
     assert rows["survivors' stall when a group fails"] == ["12 s (given)"] * 3
 
 
-def test_the_central_stall_is_ft_hsdps_scaled_by_gpus_and_never_below_the_measured() -> None:
+def test_the_central_stall_is_ft_hsdps_scaled_by_gpus_and_never_below_the_measured_grown() -> None:
+    m = ms.snapshot()
     stall = next(a for a in rg.ASSUMPTIONS if a.key == "stall_s")
-    at = {n: [v(replace(CLUSTER, gpus=n)) for v in stall.values] for n in (256, 16_384, 131_072)}
+    at = {n: [v(replace(CLUSTER, gpus=n), m) for v in stall.values] for n in (256, 16_384, 131_072)}
     assert at[131_072][1] == rg.FT_HSDP_STALL_S  # beyond FT-HSDP's size: its figure
     assert at[16_384][1] == pytest.approx(rg.FT_HSDP_STALL_S * 16_384 / rg.FT_HSDP_GPUS)
-    # 8 groups: FT-HSDP scaled down (0.46 s) is less than this machine measured.
-    assert at[256][1] == at[256][2] == rg.MEASURED_STALL_BASE_S + rg.MEASURED_STALL_PER_GROUP_S * 8
+    # 8 groups: FT-HSDP scaled down (0.46 s) is less than this machine measured, grown by 8 groups' quorums.
+    grown = m["stall_s"].central + m["quorum_per_group_s"].central * 8
+    assert at[256][1] == pytest.approx(grown)
+    assert at[256][2] == pytest.approx(m["stall_s"].high + m["quorum_per_group_s"].high * 8)
+
+
+def test_every_measured_input_is_read_from_the_measurements_given() -> None:
+    """A measured input moves with its file: doubling each one's values changes the scenario's input (on two
+    groups, where no published figure scaled by GPUs outweighs the measured)."""
+    m, small = ms.snapshot(), gm.Cluster(gpus=16, group_gpus=8)
+    doubled = {k: replace(x, low=2 * x.low, central=2 * x.central, high=2 * x.high) for k, x in m.items()}
+    for a in rg.ASSUMPTIONS:
+        if not a.measured:
+            continue
+        moved = [i for i in range(3) if a.values[i](small, doubled) != a.values[i](small, m)]
+        # The pessimistic stalls are FT-HSDP's published figure, torchft's per-step cost is assumed but at its
+        # optimistic end; every other value reads its measurement.
+        expect = {"step_overhead": [2]}.get(a.key, [1, 2] if a.key.endswith("stall_s") else [0, 1, 2])
+        assert moved == expect, a.key
 
 
 def test_torchfts_per_step_cost_is_paid_when_nothing_fails_and_checkpoint_restart_does_not_pay_it() -> None:
