@@ -23,7 +23,7 @@ from typing import Any
 
 from bench.baselines.ckpt_restart import CheckpointRestart
 from bench.baselines.ckpt_trainer import read_events
-from bench.baselines.poll_runner import PollRunner, unexplained_resubmissions
+from bench.baselines.poll_runner import InJobRestart, PollRunner, unexplained_resubmissions
 from bench.fault_schedule import Schedule, draw
 from bench.jobspec import BUILD, Workload, job_config
 from bench.lamplighter_slurm import LamplighterSlurm, lamplighter_lab
@@ -35,13 +35,18 @@ from lamplighter.lab.testcluster import TestCluster, reset_cluster
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.supervisor.ports import free_port
 
-STRATEGIES = ("lamplighter", "ckpt-restart", "poll-10s")
+STRATEGIES = ("lamplighter", "ckpt-restart", "poll-10s", "in-job-restart")
 # The per-fault costs also measure lamplighter as recommended (a warm spare per group).
-COST_STRATEGIES = ("lamplighter", "lamplighter-spare", "ckpt-restart", "poll-10s")
+COST_STRATEGIES = ("lamplighter", "lamplighter-spare", "ckpt-restart", "poll-10s", "in-job-restart")
 FAULT_FREE = ("ddp", "torchft", "ckpt-restart")
 YARDSTICK = "ddp"
 # Each strategy's own fault-free run: lamplighter and the poll runner train the same torchft job.
-OWN_FAULT_FREE = {"lamplighter": "torchft", "poll-10s": "torchft", "ckpt-restart": "ckpt-restart"}
+OWN_FAULT_FREE = {
+    "lamplighter": "torchft",
+    "poll-10s": "torchft",
+    "in-job-restart": "torchft",
+    "ckpt-restart": "ckpt-restart",
+}
 
 
 @dataclass(frozen=True)
@@ -130,12 +135,12 @@ class Bench:
             return run
         reset_cluster(self.cluster)
         conf = str(self.cluster.conf_path)
-        strat: CheckpointRestart | PollRunner
+        strat: CheckpointRestart | PollRunner | InJobRestart
         if strategy in ("ckpt-restart", "ddp"):
             job = job_config(f"b-{tag}", run_dir, self.w, run_id=run_id, slurm_conf=conf)
             mtbf = ckpt_mtbf_s if strategy == "ckpt-restart" else None
             strat = CheckpointRestart(job, self.api, run_id, self.python, mtbf_s=mtbf)
-        elif strategy == "poll-10s":
+        elif strategy in ("poll-10s", "in-job-restart"):
             job = job_config(
                 f"b-{tag}",
                 run_dir,
@@ -146,7 +151,7 @@ class Bench:
                 lighthouse_port=free_port(),
                 under_slurm=True,
             )
-            strat = PollRunner(job, self.api, run_id, self.python)
+            strat = (PollRunner if strategy == "poll-10s" else InJobRestart)(job, self.api, run_id, self.python)
         else:
             raise ValueError(f"unknown strategy {strategy!r}")
         run = drive(strat, trigger, window_s=window_s, rep=rep, seed=seed, mtbf_s=mtbf_s, nodes=self.cluster)
@@ -158,8 +163,12 @@ class Bench:
             # The faithful arm, asserted: none of lamplighter's parts in its scripts, and every submission
             # past the first of each group brought about by a fault that ended that group's job.
             if strat.extra.get("agent_in_scripts"):
-                raise RuntimeError(f"{run_dir}: the poll-10s arm's scripts start lamplighter's in-job agent")
+                raise RuntimeError(f"{run_dir}: the {strategy} arm's scripts start lamplighter's in-job agent")
             run.extra["resubmissions_unexplained"] = unexplained_resubmissions(strat.submissions, run.faults)
+            if strategy == "in-job-restart" and strat.extra["submissions"] != strat.replicas:
+                raise RuntimeError(
+                    f"{run_dir}: the in-job arm submitted {strat.extra['submissions']} jobs, not one a group"
+                )
         return run
 
 

@@ -46,7 +46,7 @@ SEPARATE = {"heal": ("heal_bandwidth", "make bench-heal"), "stall": ("stall_grou
 DERIVED = {"model_check": ("goodput", "fault_cost")}
 HEAL_TRANSPORTS = ("http", "http-torchft", "pg", "pg-inplace", "tcp")
 PROJECTIONS = ((1024, "8b"), (1024, "70b"), (16384, "8b"), (16384, "70b"))
-STRATEGY_ORDER = ("lamplighter", "lamplighter-spare", "poll-10s", "ckpt-restart")
+STRATEGY_ORDER = ("lamplighter", "lamplighter-spare", "poll-10s", "in-job-restart", "ckpt-restart")
 
 
 def load(results: Path, name: str) -> dict[str, Any] | None:
@@ -245,15 +245,15 @@ def plan_lines() -> list[str]:
         "[low-high], where low and high have every uncertain input pessimistic or optimistic at once, named "
         "below): goodput against plain synchronous training with nothing failing.",
         "",
-        "| GPUs | model | lamplighter | poll runner (10 s) | checkpoint-restart |",
-        "|---|---|---|---|---|",
+        "| GPUs | model | lamplighter | poll runner (10 s) | in-job restart | checkpoint-restart |",
+        "|---|---|---|---|---|---|",
     ]
     for gpus, size in PROJECTIONS:
         preset = gm.MODELS[size]
         cluster = gm.Cluster(gpus=gpus, group_gpus=preset.group_gpus)
         by = rg.ranges(cluster, gm.Workload(params=preset.params), gm.Costs(), {})
         cells = []
-        for name in ("lamplighter", "poll-10s", "ckpt-restart"):
+        for name in ("lamplighter", "poll-10s", "in-job-restart", "ckpt-restart"):
             g = [next(r for r in by[s][2] if r.strategy == name).goodput for s in rg.SCENARIOS]
             cells.append(f"{g[1]:.3f} [{g[0]:.3f}-{g[2]:.3f}]")
         out.append(f"| {gpus} | {size} | " + " | ".join(cells) + " |")

@@ -180,9 +180,10 @@ ASSUMPTIONS: tuple[Assumption, ...] = (
         "group_restart_s",
         "a group's restart, detected to first commit (heal aside)",
         (_restart(0), _restart(1), _restart(2)),
-        tuple(  # type: ignore[arg-type]
-            f"{what} measured here + {SCALE_START_S[i]:g} s of {'start at scale (assumed)' if i < 2 else 'nothing'}"
-            for i, what in enumerate(("a cold restart, slowest,", "a cold restart, median,", "a warm spare"))
+        (
+            f"a cold restart measured here, slowest, + {SCALE_START_S[0]:g} s of start at scale (assumed)",
+            f"a cold restart measured here, median, + {SCALE_START_S[1]:g} s of start at scale (assumed)",
+            "a warm spare measured here, fastest (its start done before the fault)",
         ),
         measured=("restart_cold_s", "restart_warm_s"),
     ),

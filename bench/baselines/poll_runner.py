@@ -21,7 +21,7 @@ import urllib.request
 from pathlib import Path
 
 from bench.baselines.baseline import Baseline
-from bench.baselines.poll_script import has_agent, poll_group_script
+from bench.baselines.poll_script import INJOB_MAX_RESTARTS, has_agent, poll_group_script
 from bench.runrecord import Fault
 from lamplighter.configs.job_file import job_file_doc
 from lamplighter.configs.schema import JobConfig
@@ -35,6 +35,7 @@ POLL_S = 10.0
 
 class PollRunner(Baseline):
     name = "poll-10s"
+    max_restarts = 0  # torchrun's restarts inside a group's job: none, as torchx's dist.ddp has it
 
     def __init__(self, job: JobConfig, api: SlurmActions, run_id: str, python: str) -> None:
         super().__init__(job)
@@ -73,7 +74,17 @@ class PollRunner(Baseline):
         attempt = sum(1 for _, group, _ in self.submissions if group == g)
         script = self.run_dir / "sbatch" / f"group-{g}.{attempt}.sbatch"
         script.parent.mkdir(parents=True, exist_ok=True)
-        script.write_text(poll_group_script(self.job, g, attempt, self.run_dir / "job.json", self.python, self.address))
+        script.write_text(
+            poll_group_script(
+                self.job,
+                g,
+                attempt,
+                self.run_dir / "job.json",
+                self.python,
+                self.address,
+                max_restarts=self.max_restarts,
+            )
+        )
         self.scripts.append(script)
         jid = self.api.submit(script)
         self.jobs[g] = jid
@@ -105,6 +116,19 @@ class PollRunner(Baseline):
         if self.lighthouse is not None:
             self.lighthouse.kill()
             self.lighthouse.wait(10)
+
+
+class InJobRestart(PollRunner):
+    """The in-job restart baseline: each group's job, submitted once, runs its trainer under torchrun
+    --max-restarts (poll_script.torchrun_argv), the Lighthouse started by hand as the poll runner's; nothing
+    watches the queue, so a job that ends (its restarts spent, its node gone) stays ended. No health checks: a
+    hung trainer is never replaced."""
+
+    name = "in-job-restart"
+    max_restarts = INJOB_MAX_RESTARTS
+
+    def tick(self, now: float) -> None:
+        return None
 
 
 def wait_http(url: str, timeout_s: float) -> None:

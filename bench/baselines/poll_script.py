@@ -25,8 +25,43 @@ class PollScriptError(ValueError):
     """A job the poll runner's plain script cannot run as its arm says."""
 
 
-def poll_group_script(job: JobConfig, group: int, attempt: int, config: Path, python: str, lighthouse: str) -> str:
-    """The sbatch script of one group's `attempt`-th submission (its trainer logs that attempt number)."""
+# In-job restart (what a user picks without lamplighter's daemons: NVRx's ft_launcher, plain torchrun users):
+# torchrun restarts the group's failed worker inside the same job, at most this many times, and no one
+# resubmits the job once it ends. `env MASTER_PORT=0` gives the trainer's own TCPStore (rank 0 hosts it, as
+# torchft's Manager expects one per group) a port of its own, not torchrun's rendezvous store's.
+INJOB_MAX_RESTARTS = 3
+TORCHRUN_MONITOR_S = 0.1  # torchrun's --monitor-interval default (torch 2.13)
+
+
+def torchrun_argv(python: str, argv: list[str], max_restarts: int) -> list[str]:
+    """The trainer's argv under torchrun: one worker per node, restarted in place up to max_restarts times."""
+    return [
+        python,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node=1",
+        f"--max-restarts={max_restarts}",
+        f"--monitor-interval={TORCHRUN_MONITOR_S:g}",
+        "--no-python",
+        "env",
+        "MASTER_PORT=0",
+        *argv,
+    ]
+
+
+def poll_group_script(
+    job: JobConfig,
+    group: int,
+    attempt: int,
+    config: Path,
+    python: str,
+    lighthouse: str,
+    *,
+    max_restarts: int = 0,
+) -> str:
+    """The sbatch script of one group's `attempt`-th submission (its trainer logs that attempt number); with
+    max_restarts, the in-job restart baseline's: torchrun restarts the trainer inside the job."""
     g = job.groups
     if g.nproc_per_node != 1:
         raise PollScriptError(
@@ -42,13 +77,18 @@ def poll_group_script(job: JobConfig, group: int, attempt: int, config: Path, py
         run_dir=run_dir,
     )
     argv = render_command(job, replica_id=group, lighthouse=lighthouse, config_path=str(config), python=python)
+    if max_restarts:
+        argv = torchrun_argv(python, argv, max_restarts)
+    arm = f"in-job restart (torchrun --max-restarts={max_restarts})" if max_restarts else "poll-10s"
     output = slurm_path_pattern(str(contract.RunPaths(Path(run_dir)).logs())) + f"/g{group}-%j.out"
     header = sbatch_header(job, group_job_name(job, group), g.nodes, 1, output, requeue=False)
     return "\n".join(
         [
             "#!/bin/bash",
-            f"# poll-10s baseline: replica group {group} of {g.count}, submission {attempt} (torchft's Slurm example:",
-            "# a failed trainer ends this job; the runner's next poll submits a new one).",
+            f"# {arm} baseline: replica group {group} of {g.count}, submission {attempt}",
+            "# (torchrun restarts a failed trainer in this job; once it ends, nothing submits it again)."
+            if max_restarts
+            else "# (torchft's Slurm example: a failed trainer ends this job; the runner's next poll submits a new one).",
             *header,
             "",
             "set -euo pipefail",

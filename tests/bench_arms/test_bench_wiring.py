@@ -79,6 +79,31 @@ def test_the_poll_runners_group_script_is_torchfts_examples_and_none_of_lampligh
     assert has_agent(next(p for p in rendered if p.name == "group-0.sbatch").read_text())
 
 
+def test_the_in_job_arms_script_restarts_the_trainer_under_torchrun_and_nothing_of_lamplighters(
+    tmp_path: Path, bench: ModuleType
+) -> None:
+    """torchrun --max-restarts=3 around the same trainer, in a job submitted once: what a user without lamplighter's
+    daemons runs (#43 item 1); the trainer's own TCPStore gets a port of its own (MASTER_PORT=0), not torchrun's."""
+    import shlex
+
+    from bench.baselines.poll_runner import InJobRestart
+    from bench.baselines.poll_script import INJOB_MAX_RESTARTS, has_agent, poll_group_script
+    from bench.jobspec import Workload, job_config
+
+    job = job_config("b-inj", tmp_path / "run", Workload(steps=40, replicas=3), run_id="r", under_slurm=True)
+    text = poll_group_script(
+        job, 1, 0, tmp_path / "run" / "job.json", "/usr/bin/python3", "http://h:1", max_restarts=INJOB_MAX_RESTARTS
+    )
+    assert not has_agent(text) and "#SBATCH --no-requeue" in text
+    line = next(x for x in text.splitlines() if x.startswith("exec srun"))
+    argv = shlex.split(line)
+    assert argv[:4] == ["exec", "srun", "--kill-on-bad-exit=1", "/usr/bin/python3"]
+    assert argv[4:6] == ["-m", "torch.distributed.run"] and "--max-restarts=3" in argv and "--nproc-per-node=1" in argv
+    wrapped = argv[argv.index("--no-python") + 1 :]
+    assert wrapped[:4] == ["env", "MASTER_PORT=0", "/usr/bin/python3", "-m"]  # bench.procs finds it by its module
+    assert InJobRestart.max_restarts == INJOB_MAX_RESTARTS and InJobRestart.name == "in-job-restart"
+
+
 def test_detections_name_the_replica_of_a_daemon_action(tmp_path: Path, bench: ModuleType) -> None:
     from bench.lamplighter_slurm import read_detections
 
