@@ -28,7 +28,7 @@ class Workload:
     heads: int = 4
     seq_len: int = 64
     batch_size: int = 16
-    gpu_step_s: float = 0.15  # simulated accelerator time per step (bench.gpu_time_trainer)
+    step_period_s: float = 0.5  # every step starts this long after the last (bench.gpu_time_trainer)
     # State every replica holds besides the model, standing in for a large optimizer state: lamplighter's
     # groups send it with every heal (trainer.model.heal_pad_mb), the checkpoint-restart trainer writes it into
     # every checkpoint and reads it back on every restart.
@@ -78,7 +78,7 @@ def job_config(
                 # The run's marker lets the benchmark find (and hurt) exactly its own trainers.
                 "env": {
                     "BENCH_RUN": run_id,
-                    ENV_STEP_S: str(w.gpu_step_s),
+                    ENV_STEP_S: str(w.step_period_s),
                     "PYTHONPATH": str(REPO),
                     **({ENV_PORT_FROM_JOB: "1"} if under_slurm else {}),
                 },

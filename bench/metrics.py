@@ -73,7 +73,30 @@ def run_metrics(run: RunRecord) -> dict[str, Any]:
         "faults_absorbed": len(run.faults) - len(struck),
         "steps_lost": len(lost),
         "anatomy": [anatomy(run, f) for f in struck],
+        "step_period_by_participants": step_period_by_participants(run, stop),
     }
+
+
+def step_period_by_participants(run: RunRecord, until: float | None) -> dict[str, dict[str, float]]:
+    """A replica's median gap between consecutive committed steps, keyed by how many replicas committed the later
+    one: with the machine's effect removed (bench.gpu_time_trainer's deadlines) a survivor's period with a group
+    out is the same as with all in. Gaps of a stall (over twice the run's median gap) are left out."""
+    gaps: dict[int, list[float]] = {}
+    for recs in run.steps.values():
+        done = [r for r in committed(recs) if until is None or r.t <= until]
+        for a, b in itertools.pairwise(done):
+            if b.step == a.step + 1:
+                gaps.setdefault(b.participants, []).append(b.t - a.t)
+    every = sorted(g for gs in gaps.values() for g in gs)
+    if not every:
+        return {}
+    cap = 2 * every[len(every) // 2]
+    out = {}
+    for n, gs in sorted(gaps.items()):
+        kept = sorted(g for g in gs if g <= cap)
+        if kept:
+            out[str(n)] = {"median_s": round(kept[len(kept) // 2], 4), "n": len(kept)}
+    return out
 
 
 def anatomy(run: RunRecord, f: Fault) -> dict[str, Any]:

@@ -36,13 +36,13 @@ from lamplighter.trainer.steplog import read_steps
 WARMUP = 5
 SIZES = {
     "small (dim 64, 2 layers, seq 32, batch 8)": (
-        Workload(steps=40, replicas=2, dim=64, layers=2, seq_len=32, batch_size=8, gpu_step_s=0)
+        Workload(steps=40, replicas=2, dim=64, layers=2, seq_len=32, batch_size=8, step_period_s=0)
     ),
     "medium (dim 128, 2 layers, seq 64, batch 16)": (
-        Workload(steps=24, replicas=2, dim=128, layers=2, seq_len=64, batch_size=16, gpu_step_s=0)
+        Workload(steps=24, replicas=2, dim=128, layers=2, seq_len=64, batch_size=16, step_period_s=0)
     ),
     "large (dim 256, 4 layers, seq 128, batch 16)": (
-        Workload(steps=11, replicas=2, dim=256, layers=4, seq_len=128, batch_size=16, gpu_step_s=0)
+        Workload(steps=11, replicas=2, dim=256, layers=4, seq_len=128, batch_size=16, step_period_s=0)
     ),
 }
 

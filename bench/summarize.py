@@ -55,6 +55,18 @@ def run_entry(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def degraded_ratio(run: dict[str, Any]) -> float | None:
+    """A survivor's median step period with fewer replicas committing over that with all of them: 1.0 when the
+    machine's effect is removed (survivors on a shared CPU would otherwise run faster with a group out)."""
+    by = run["metrics"].get("step_period_by_participants") or {}
+    full = by.get(str(run["record"]["replicas"]))
+    fewer = [v for n, v in by.items() if int(n) < run["record"]["replicas"]]
+    if not full or not fewer:
+        return None
+    n = sum(v["n"] for v in fewer)
+    return sum(v["median_s"] * v["n"] for v in fewer) / n / full["median_s"]
+
+
 def add_ratios(runs: list[dict[str, Any]]) -> None:
     """goodput_abs (over the repetition's yardstick) and goodput_rel (over the strategy's own fault-free run)."""
     free = {(r["strategy"], r["rep"]): r["samples_per_s"] for r in runs if not r["faulted"]}
@@ -80,6 +92,7 @@ def goodput_table(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "struck": maybe_spread([sum(f["outcome"] == "struck" for f in r["faults"]) for r in rs]),
             "absorbed": maybe_spread([sum(f["outcome"] == "absorbed" for f in r["faults"]) for r in rs]),
             "steps_lost": maybe_spread([r["steps_lost"] for r in rs]),
+            "degraded_step_period_ratio": maybe_spread([degraded_ratio(r) for r in rs]),
         }
     fault_free: dict[str, Any] = {}
     for s in sorted({r["strategy"] for r in runs if not r["faulted"]}):

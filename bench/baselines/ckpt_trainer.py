@@ -38,7 +38,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from bench.gpu_time_trainer import ENV_STEP_S, add_gpu_time
+from bench.gpu_time_trainer import ENV_STEP_S, pace_steps
 from lamplighter.configs.job_file import load_job_file
 from lamplighter.configs.schema import JobConfig
 from lamplighter.trainer import contract
@@ -226,7 +226,7 @@ def main() -> int:
     ap.add_argument("--mtbf-s", type=float, default=None, help="the MTBF the Young/Daly interval is chosen for")
     ap.add_argument("--no-checkpoint", action="store_true", help="never checkpoint (the overhead bench)")
     args = ap.parse_args()
-    add_gpu_time(float(os.environ.get(ENV_STEP_S, "0") or 0))
+    pace_steps(float(os.environ.get(ENV_STEP_S, "0") or 0))
     job = load_job_file(args.config)
     assert job.run_dir is not None
     return train(job, Path(job.run_dir), None if args.no_checkpoint else (args.mtbf_s or 60.0))

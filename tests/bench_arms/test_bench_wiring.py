@@ -152,3 +152,21 @@ def test_every_result_file_of_one_bench_run_carries_its_stamp(
     assert results_io.environment()["bench_run"] == "abc1234 2026-11-26T08:00:00Z"
     monkeypatch.delenv(results_io.ENV_BENCH_RUN)
     assert results_io.environment()["bench_run"] is None
+
+
+def test_steps_start_on_deadlines_and_a_late_one_starts_a_new_phase(bench: ModuleType) -> None:
+    """A survivor's step period is the pacer's whatever CPU its peers leave it (#43 item 3): it waits out a
+    short step, and after a long one (a quorum change) it does not burst to catch up."""
+    from bench.gpu_time_trainer import Pacer
+
+    now = [100.0]
+    p = Pacer(0.5, clock=lambda: now[0])
+    assert p.wait_s() == 0.0  # the first step starts at once
+    now[0] += 0.1  # 0.1 s of CPU work
+    assert p.wait_s() == pytest.approx(0.4)
+    now[0] += 0.4 + 0.05
+    assert p.wait_s() == pytest.approx(0.45)
+    now[0] += 0.45 + 3.0  # a 3-s stall in this step
+    assert p.wait_s() == 0.0
+    now[0] += 0.1
+    assert p.wait_s() == pytest.approx(0.4)  # one period after the late step, not a burst of missed ones

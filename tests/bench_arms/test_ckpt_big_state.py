@@ -50,7 +50,7 @@ def test_checkpoints_carry_the_extra_state_and_a_restart_reads_it(tmp_path: Path
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    job = job_config("b-big", run_dir, Workload(steps=4, state_pad_mb=PAD_MB, gpu_step_s=0.0), run_id="t")
+    job = job_config("b-big", run_dir, Workload(steps=4, state_pad_mb=PAD_MB, step_period_s=0.0), run_id="t")
     config = tmp_path / "job.json"
     config.write_text(json.dumps(job.model_dump(mode="json")))
 
