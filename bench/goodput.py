@@ -35,7 +35,8 @@ from lamplighter.lab.testcluster import TestCluster, reset_cluster
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.supervisor.ports import free_port
 
-STRATEGIES = ("lamplighter", "ckpt-restart", "poll-10s", "in-job-restart")
+# lamplighter as `lamplighter init` writes it (cold starts) and as recommended (slurm.spare: a warm spare per group).
+STRATEGIES = ("lamplighter", "lamplighter-spare", "ckpt-restart", "poll-10s", "in-job-restart")
 # The per-fault costs also measure lamplighter as recommended (a warm spare per group).
 COST_STRATEGIES = ("lamplighter", "lamplighter-spare", "ckpt-restart", "poll-10s", "in-job-restart")
 FAULT_FREE = ("ddp", "torchft", "ckpt-restart")
@@ -43,6 +44,7 @@ YARDSTICK = "ddp"
 # Each strategy's own fault-free run: lamplighter and the poll runner train the same torchft job.
 OWN_FAULT_FREE = {
     "lamplighter": "torchft",
+    "lamplighter-spare": "torchft",
     "poll-10s": "torchft",
     "in-job-restart": "torchft",
     "ckpt-restart": "ckpt-restart",

@@ -74,7 +74,9 @@ def plot_recovery(rec: dict[str, Any], name: str = "recovery") -> None:
         ax.set_visible(False)
     for ax, kind in zip(axes.flat, kinds, strict=False):
         per = rec["table"][kind]
-        strategies = [s for s in ("lamplighter", "ckpt-restart", "poll-10s", "in-job-restart") if s in per]
+        strategies = [
+            s for s in ("lamplighter", "lamplighter-spare", "ckpt-restart", "poll-10s", "in-job-restart") if s in per
+        ]
         width = 0.8 / max(1, len(strategies))
         for j, s in enumerate(strategies):
             for i, p in enumerate(PHASE_LABELS):

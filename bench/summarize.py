@@ -58,9 +58,11 @@ def run_entry(row: dict[str, Any]) -> dict[str, Any]:
 def degraded_ratio(run: dict[str, Any]) -> float | None:
     """A survivor's median step period with fewer replicas committing over that with all of them: 1.0 when the
     machine's effect is removed (survivors on a shared CPU would otherwise run faster with a group out)."""
-    by = run["metrics"].get("step_period_by_participants") or {}
-    full = by.get(str(run["record"]["replicas"]))
-    fewer = [v for n, v in by.items() if int(n) < run["record"]["replicas"]]
+    by, replicas = run["metrics"].get("step_period_by_participants") or {}, run["record"].get("replicas")
+    if not by or replicas is None:
+        return None
+    full = by.get(str(replicas))
+    fewer = [v for n, v in by.items() if int(n) < replicas]
     if not full or not fewer:
         return None
     n = sum(v["n"] for v in fewer)
@@ -104,14 +106,16 @@ def goodput_table(runs: list[dict[str, Any]]) -> dict[str, Any]:
         }
     ratios: dict[str, Any] = {}
     by = {(r["strategy"], r["rep"]): r for r in faulted}
-    for b in (s for s in STRATEGIES if s != "lamplighter"):
-        vals = []
-        for (s, rep), r in sorted(by.items()):
-            other = by.get((b, rep))
-            if s == "lamplighter" and other and r["samples_per_s"] and other["samples_per_s"]:
-                vals.append(r["samples_per_s"] / other["samples_per_s"])
-        if vals:
-            ratios[f"lamplighter/{b}"] = spread(vals)
+    ours = ("lamplighter", "lamplighter-spare")
+    for head in ours:
+        for b in (s for s in STRATEGIES if s not in ours):
+            vals = []
+            for (s, rep), r in sorted(by.items()):
+                other = by.get((b, rep))
+                if s == head and other and r["samples_per_s"] and other["samples_per_s"]:
+                    vals.append(r["samples_per_s"] / other["samples_per_s"])
+            if vals:
+                ratios[f"{head}/{b}"] = spread(vals)
     return {"table": table, "fault_free": fault_free, "ratios": ratios}
 
 

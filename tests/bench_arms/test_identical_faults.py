@@ -127,3 +127,17 @@ def test_goodput_json_lists_each_runs_faults_and_rate_against_one_yardstick_and_
     assert same_faults(runs)
     runs[-1]["faults"][0]["group"] = 2  # another list for one strategy of the repetition
     assert not same_faults(runs)
+
+
+def test_the_degraded_step_period_ratio_compares_a_survivors_period_with_a_group_out_to_all_in(
+    bench: ModuleType,
+) -> None:
+    from bench.summarize import degraded_ratio
+
+    run = {
+        "record": {"replicas": 3},
+        "metrics": {"step_period_by_participants": {"3": {"median_s": 0.5, "n": 30}, "2": {"median_s": 0.6, "n": 10}}},
+    }
+    assert degraded_ratio(run) == pytest.approx(1.2)  # what the unpaced harness showed: survivors 1.2x faster
+    run["metrics"]["step_period_by_participants"] = {"3": {"median_s": 0.5, "n": 30}}
+    assert degraded_ratio(run) is None  # no group was ever out
