@@ -105,7 +105,7 @@ def run_goodput(args: argparse.Namespace, big_mb: int) -> None:
 
 
 def run_cost(args: argparse.Namespace) -> None:
-    from bench.fault_cost import run_costs, summarize
+    from bench.fault_cost import PHASE_S, run_costs, summarize
     from bench.goodput import COST_STRATEGIES, Bench
     from lamplighter.lab.testcluster import TestCluster
 
@@ -133,6 +133,7 @@ def run_cost(args: argparse.Namespace) -> None:
                 "cap_s": args.cap_s,
                 "replicas": w.replicas,
                 "hang_timeout_s": HANG_TIMEOUT_S,
+                "phase_s": PHASE_S,
             },
             "table": summarize(costs),
             "faults": costs,

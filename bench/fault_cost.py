@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import random
 import statistics
 import time
 from collections.abc import Callable
@@ -61,19 +62,34 @@ def whole_since(job: JobView, after: float) -> float | None:
     return max(firsts)
 
 
+# Each fault waits a further draw in [0, PHASE_S) after settling: the poll runner's 10 s cycle starts at a
+# resubmission, so a fault a fixed settle after the job is whole again lands at the same point of every
+# cycle (at f39fd4c, 2 s before the next poll: a kill's back_s 4.9-5.3 s against 8.8 in the goodput runs).
+PHASE_S = 10.0
+PHASE_SEED = 43
+
+
 @dataclass
 class OneAtATime:
-    """A trigger for bench.slurm_drive: each fault once the job is whole and has been for settle_s."""
+    """A trigger for bench.slurm_drive: each fault once the job is whole and has been for settle_s, plus its
+    phase (a seeded draw in [0, phase_s), the same list for every strategy)."""
 
     order: list[tuple[int, str]]
     settle_s: float
     cap_s: float
     repair: Callable[[], None] = lambda: None  # start crashed nodes again (blocking)
+    phase_s: float = 0.0
+    phases: list[float] = field(default_factory=list)
     next: int = 0
     last_t: float = 0.0
     released: bool = False
     done_after: float | None = None
     fired: list[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.phases:
+            rng = random.Random(PHASE_SEED)
+            self.phases = [rng.uniform(0.0, self.phase_s) for _ in self.order]
 
     def _whole(self, now: float, job: JobView) -> float | None:
         t = whole_since(job, self.last_t)
@@ -90,7 +106,7 @@ class OneAtATime:
         if self.next >= len(self.order):
             return None
         since = self._whole(now, job) if self.next else t_first
-        if since is None or now - since < self.settle_s:
+        if since is None or now - since < self.settle_s + self.phases[self.next]:
             return None
         self.repair()
         group, kind = self.order[self.next]
@@ -225,7 +241,7 @@ def run_costs(
     for strategy in strategies:
         order = sequence(kinds, n, bench.w.replicas)
         nodes = bench.lamplighter_lab().cluster if strategy.startswith("lamplighter") else bench.cluster
-        trigger = OneAtATime(order, settle_s, cap_s, repair=functools.partial(repair_nodes, nodes))
+        trigger = OneAtATime(order, settle_s, cap_s, repair=functools.partial(repair_nodes, nodes), phase_s=PHASE_S)
         t = time.monotonic()
         run = bench.one(
             strategy,

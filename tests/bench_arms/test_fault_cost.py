@@ -92,6 +92,24 @@ def test_the_next_fault_waits_until_every_group_committed_in_a_quorum_of_all_and
     assert trigger.release(43.0, job) is None  # once
 
 
+def test_each_fault_waits_its_own_phase_so_none_is_locked_to_the_poll_runners_cycle(bench: ModuleType) -> None:
+    """At f39fd4c every poll-runner kill landed 2 s before its next poll (back 4.9-5.3 s; 8.8 s in the goodput
+    runs, whose faults come at any phase): each fault now waits a seeded draw in [0, phase_s) past its settle."""
+    from bench.fault_cost import PHASE_S, OneAtATime
+    from bench.runrecord import StepFollower
+    from bench.slurm_drive import JobView
+
+    order = [(g % 3, "kill") for g in range(20)]
+    a, b = OneAtATime(order, 5.0, 20.0, phase_s=PHASE_S), OneAtATime(order, 5.0, 20.0, phase_s=PHASE_S)
+    assert a.phases == b.phases  # the same delays for every strategy
+    assert all(0.0 <= p < PHASE_S for p in a.phases) and max(a.phases) - min(a.phases) > PHASE_S / 2
+    job = JobView(3, StepFollower(Path("/nonexistent"), 3))
+    job.steps.records = {g: [rec(g, float(t), t) for t in range(1, 40)] for g in range(3)}
+    first_due = 1.0 + 5.0 + a.phases[0]
+    assert a.due(first_due - 0.01, 1.0, job) is None
+    assert a.due(first_due + 0.01, 1.0, job) is not None
+
+
 def test_a_job_restart_counts_its_redone_steps_and_the_rate_before_it_is_its_pace_not_its_progress(
     bench: ModuleType,
 ) -> None:
