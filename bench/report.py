@@ -221,7 +221,8 @@ def goodput_lines(results: Path) -> list[str]:
             f"| {rng((ff.get('ckpt-restart') or {}).get('over_yardstick'))} | {d['config']['reps']} |"
         )
         for pair, cell in sorted(d["ratios"].items()):
-            pairs.append(f"| {pair.split('/')[1]} | {label} | {rng(cell)} |")
+            ours, other = pair.split("/")
+            pairs.append(f"| {ours} | {other} | {label} | {rng(cell)} |")
     out += [
         "",
         "| state | plain DDP fault-free, samples/s (the yardstick) | torchft fault-free over it | checkpoint-restart "
@@ -229,8 +230,8 @@ def goodput_lines(results: Path) -> list[str]:
         "|---|---|---|---|---|",
         *frees,
         "",
-        "| lamplighter's samples/s over, paired by repetition (same faults) | state | median [range] |",
-        "|---|---|---|",
+        "| samples/s of | over, paired by repetition (same faults) | state | median [range] |",
+        "|---|---|---|---|",
         *pairs,
     ]
     return out

@@ -145,7 +145,7 @@ slurm:
   head_node: head01                    # CHANGE: the node the job's Lighthouse runs on (or delete: any node)
   # lighthouse_partition: service      # the Lighthouse job's own partition (default: the groups'; it never asks for their constraint)
   # helper_python: /shared/venvs/ll/bin/python3   # runs the Lighthouse (needs torchft on head_node) and the helpers; default: the submitting one
-  spare: true                          # a warm spare step per group, past `import torch`: a killed trainer trains again in 0.9 s instead of 3 s on the lab (bench/results/fault_cost.json); each spare rank holds about 300 MB of host memory
+  spare: true                          # a warm spare step per group, past `import torch`: a killed trainer trains again in 0.7 s instead of 3.8 s on the lab (bench/results/fault_cost.json); each spare rank holds about 300 MB of host memory
 health:
   progress: auto                       # from the Lighthouse (and heartbeat files, if you write them)
   hang_timeout_s: 300                  # above every torchft wait above
