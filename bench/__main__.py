@@ -25,8 +25,8 @@ Parts of their own (not in the default run; `--only NAME`, each with its own sta
   stall       the survivors' stall against the number of groups (3, 6, 12), local mode: stall_groups.json
 
 Every file's environment carries its run's `bench_run` (the commit and the start time); a run refuses
-uncommitted changes to tracked files, and bench_run.json (bench_run_heal.json, bench_run_stall.json)
-records each part's time.
+uncommitted changes to tracked files, and bench_run.json (bench_run_heal.json, bench_run_stall.json; a run
+of some parts, bench_run_partial.json) records each part's time.
 """
 
 from __future__ import annotations
@@ -47,6 +47,14 @@ from bench.results_io import ENV_BENCH_RUN, RESULTS, environment, uncommitted_ch
 
 PARTS = ("goodput", "big", "cost", "model", "warm", "warm-slurm", "overhead", "quorum", "gpu-probe", "daemon")
 SEPARATE = ("heal", "stall")  # make targets of their own: each writes bench_run_<part>.json
+
+
+def stamp_file(chosen: list[str]) -> str:
+    """The record a run writes: bench_run.json only for every part of `make bench`, so that a run of some parts
+    (`--only cost,model`) leaves the full run's record, which the READMEs' tables cite, in place."""
+    if len(chosen) == 1 and chosen[0] in SEPARATE:
+        return f"bench_run_{chosen[0]}"
+    return "bench_run" if set(chosen) == set(PARTS) else "bench_run_partial"
 
 
 def log(msg: str) -> None:
@@ -320,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     total = round(time.monotonic() - t0, 1)
     still = uncommitted_changes()
     write_result(
-        f"bench_run_{separate[0]}" if separate else "bench_run",
+        stamp_file(chosen),
         {
             "source": source,
             "parts_s": times,

@@ -143,6 +143,15 @@ def test_make_bench_names_its_parts_and_refuses_an_unknown_one(
     assert e.value.code == 2 and "a part of its own" in capsys.readouterr().err
 
 
+def test_a_run_of_some_parts_leaves_the_full_runs_record_alone(bench: ModuleType) -> None:
+    """`--only cost,model` at 90454b6 overwrote bench_run.json, the record of the full run the READMEs cite."""
+    main = importlib.import_module("bench.__main__")
+    assert main.stamp_file(list(main.PARTS)) == "bench_run"
+    assert main.stamp_file(["cost", "model"]) == "bench_run_partial"
+    assert main.stamp_file([p for p in main.PARTS if p != "big"]) == "bench_run_partial"  # --skip big
+    assert main.stamp_file(["heal"]) == "bench_run_heal"
+
+
 def test_every_result_file_of_one_bench_run_carries_its_stamp(
     tmp_path: Path, bench: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
