@@ -84,7 +84,6 @@ def _fault_cost(doc: Mapping[str, Any]) -> list[Measured]:
     cold = _spread(doc, (*path, "back_s"), "fault_cost")
     warm = _spread(doc, ("table", "kill", "lamplighter-spare", "back_s"), "fault_cost")
     hang = _spread(doc, ("table", "hang", "lamplighter", "detect_s"), "fault_cost")
-    poll = _spread(doc, ("table", "kill", "poll-10s", "back_s"), "fault_cost")
     d = detect["median"]
     return [
         _slower_is_worse("detect_s", detect, f"{at} table.kill.lamplighter.detect_s", "a trainer's exit seen"),
@@ -108,9 +107,6 @@ def _fault_cost(doc: Mapping[str, Any]) -> list[Measured]:
             f"{at} table.kill.lamplighter-spare.back_s, less the median detection",
             "a warm spare's restart to its first commit, heal included",
             minus=d,
-        ),
-        _slower_is_worse(
-            "poll_back_s", poll, f"{at} table.kill.poll-10s.back_s", "torchft's poll runner: a kill to a commit again"
         ),
     ]
 
@@ -229,17 +225,12 @@ def _busy_queue(doc: Mapping[str, Any]) -> list[Measured]:
 
 
 def _hw_fault_path(doc: Mapping[str, Any]) -> list[Measured]:
-    at = _at(doc, "hw_fault_path")
     return [
         _slower_is_worse(
-            key,
-            _spread(doc, ("summary", kind, "running_elsewhere_s"), "hw_fault_path"),
-            f"{at} summary.{kind}.running_elsewhere_s",
-            meaning,
-        )
-        for key, kind, meaning in (
-            ("gpu_fault_s", "gpu_fault", "a bad GPU to its group running on another node"),
-            ("node_crash_s", "node_crash", "a crashed node to its group running elsewhere (SlurmdTimeout 300 s)"),
+            "gpu_fault_s",
+            _spread(doc, ("summary", "gpu_fault", "running_elsewhere_s"), "hw_fault_path"),
+            f"{_at(doc, 'hw_fault_path')} summary.gpu_fault.running_elsewhere_s",
+            "a bad GPU to its group running on another node",
         )
     ]
 

@@ -103,3 +103,8 @@ def test_the_published_figures_are_listed_with_their_scale() -> None:
     for name in ("Llama 3", "ByteRobust", "HyperPod", "FT-HSDP"):
         assert name in sources
     assert all(p.figure and p.scale for p in rg.PUBLISHED)
+
+
+def test_every_measured_input_is_read_by_some_input_of_the_model() -> None:
+    """No measurement is parsed that nothing reads (poll_back_s and node_crash_s were, once)."""
+    assert set(ms.snapshot()) == {k for a in rg.ASSUMPTIONS for k in a.measured}
