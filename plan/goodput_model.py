@@ -336,7 +336,8 @@ def lamplighter(cluster: Cluster, work: Workload, costs: Costs) -> Result:
     a group restart absorbs, times the share of time the job is up despite the others (torchft_goodput). The
     heal's sender is taken as free (torchft sends from a live peer while it trains).
     """
-    back = costs.group_restart_s + heal_s(cluster, work, costs)
+    heal = heal_s(cluster, work, costs)
+    back = costs.group_restart_s + heal
     exit_s, hang_s = costs.detect_s + back, costs.hang_detect_s + back
     bad_s = costs.bad_node_s + costs.queue_wait_s + back
     out_s = by_kind(cluster, exit_s, hang_s, bad_s)
@@ -348,7 +349,7 @@ def lamplighter(cluster: Cluster, work: Workload, costs: Costs) -> Result:
         costs,
         out_s,
         costs.lighthouse_out_s,
-        {**detail, "heal_s": heal_s(cluster, work, costs)},
+        {**detail, "heal_s": heal},
     )
 
 

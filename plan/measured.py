@@ -7,6 +7,7 @@ bench/results gives (measured_inputs.json, `make plan-inputs`); `--results DIR` 
 
 from __future__ import annotations
 
+import functools
 import json
 import statistics
 import sys
@@ -277,9 +278,9 @@ def from_results(docs: Mapping[str, Mapping[str, Any]]) -> dict[str, Measured]:
         if name in docs:
             try:
                 out.update((m.key, m) for m in parse(docs[name]))
+            except MalformedResult:
+                raise
             except (KeyError, TypeError, ValueError) as e:
-                if isinstance(e, MalformedResult):
-                    raise
                 raise MalformedResult(f"{name}.json: {type(e).__name__}: {e}") from e
     return out
 
@@ -306,7 +307,13 @@ def load(directory: Path) -> dict[str, Measured]:
 
 
 def snapshot() -> dict[str, Measured]:
-    """What the package carries: bench/results' inputs when the snapshot was written."""
+    """What the package carries: bench/results' inputs when the snapshot was written (a copy: read once)."""
+    return dict(_snapshot())
+
+
+@functools.cache
+def _snapshot() -> dict[str, Measured]:
+    # Every scenario of every size of a sweep looks inputs up here: the file is read once per process.
     doc = json.loads(SNAPSHOT.read_text())
     return {k: Measured(**v) for k, v in doc["inputs"].items()}
 

@@ -58,6 +58,11 @@ def _read(key: str, i: int, plus: float = 0.0) -> Value:
     return lambda _c, m: measured(key, i, m) + plus
 
 
+def _reads(key: str, plus: float = 0.0) -> tuple[Value, Value, Value]:
+    """A measured input in every scenario: its slowest, median and fastest run."""
+    return _read(key, 0, plus), _read(key, 1, plus), _read(key, 2, plus)
+
+
 def _grown(key: str, i: int) -> Value:
     """A measured stall at the lab's few groups, grown by the Lighthouse's measured quorum time per group."""
     return lambda c, m: measured(key, i, m) + measured("quorum_per_group_s", i, m) * c.groups
@@ -82,6 +87,7 @@ def _restart(i: int) -> Value:
     return lambda _c, m: measured(key, i, m) + SCALE_START_S[i]
 
 
+MEASURED_BASIS = ("measured, slowest", "measured, median", "measured, fastest")
 GROWN = "measured here at 3-12 groups, grown by the Lighthouse's measured quorum time per group"
 ASSUMPTIONS: tuple[Assumption, ...] = (
     Assumption(
@@ -165,14 +171,14 @@ ASSUMPTIONS: tuple[Assumption, ...] = (
     Assumption(
         "detect_s",
         "an exit seen",
-        (_read("detect_s", 0), _read("detect_s", 1), _read("detect_s", 2)),
-        ("measured, slowest", "measured, median", "measured, fastest"),
+        _reads("detect_s"),
+        MEASURED_BASIS,
         measured=("detect_s",),
     ),
     Assumption(
         "hang_detect_s",
         "a hang called",
-        tuple(_read("hang_detect_lag_s", i, gm.LAMPLIGHTER_HANG_TIMEOUT_S) for i in range(3)),  # type: ignore[arg-type]
+        _reads("hang_detect_lag_s", gm.LAMPLIGHTER_HANG_TIMEOUT_S),
         (f"health.hang_timeout_s ({gm.LAMPLIGHTER_HANG_TIMEOUT_S:g} s) + the measured lag beyond it",) * 3,
         measured=("hang_detect_lag_s",),
     ),
@@ -190,14 +196,14 @@ ASSUMPTIONS: tuple[Assumption, ...] = (
     Assumption(
         "bad_node_s",
         "a bad node to its group running on another",
-        (_read("gpu_fault_s", 0), _read("gpu_fault_s", 1), _read("gpu_fault_s", 2)),
-        ("measured, slowest", "measured, median", "measured, fastest"),
+        _reads("gpu_fault_s"),
+        MEASURED_BASIS,
         measured=("gpu_fault_s",),
     ),
     Assumption(
         "queue_wait_s",
         "a fresh submission's wait in the queue",
-        (_read("queue_wait_s", 0), _read("queue_wait_s", 1), _read("queue_wait_s", 2)),
+        _reads("queue_wait_s"),
         ("measured in a busy queue, longest", "measured in a busy queue, median", "measured, shortest"),
         measured=("queue_wait_s",),
     ),
@@ -211,7 +217,7 @@ ASSUMPTIONS: tuple[Assumption, ...] = (
     Assumption(
         "lighthouse_out_s",
         "a lost Lighthouse to the next commit, under lamplighter",
-        (_read("lighthouse_out_s", 0), _read("lighthouse_out_s", 1), _read("lighthouse_out_s", 2)),
+        _reads("lighthouse_out_s"),
         ("measured (make demo-slurm)",) * 3,
         measured=("lighthouse_out_s",),
     ),
