@@ -114,7 +114,7 @@ def run_goodput(args: argparse.Namespace, big_mb: int) -> None:
 
 def run_cost(args: argparse.Namespace) -> None:
     from bench.fault_cost import PHASE_S, run_costs, summarize
-    from bench.goodput import COST_STRATEGIES, Bench
+    from bench.goodput import STRATEGIES, Bench
     from lamplighter.lab.testcluster import TestCluster
 
     need_slurm()
@@ -127,7 +127,7 @@ def run_cost(args: argparse.Namespace) -> None:
     kinds = tuple(args.cost_kinds.split(","))
     n = 1 if args.quick else args.cost_n
     try:
-        costs, runs = run_costs(b, COST_STRATEGIES, kinds, n, args.settle_s, args.cap_s, log)
+        costs, runs = run_costs(b, STRATEGIES, kinds, n, args.settle_s, args.cap_s, log)
     finally:
         b.close()
         cluster.down()

@@ -35,10 +35,9 @@ from lamplighter.lab.testcluster import TestCluster, reset_cluster
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.supervisor.ports import free_port
 
-# lamplighter as `lamplighter init` writes it (cold starts) and as recommended (slurm.spare: a warm spare per group).
+# lamplighter cold (as `lamplighter init` wrote it) and as recommended (slurm.spare: a warm spare per group); the
+# goodput runs and the per-fault costs measure the same arms.
 STRATEGIES = ("lamplighter", "lamplighter-spare", "ckpt-restart", "poll-10s", "in-job-restart")
-# The per-fault costs also measure lamplighter as recommended (a warm spare per group).
-COST_STRATEGIES = ("lamplighter", "lamplighter-spare", "ckpt-restart", "poll-10s", "in-job-restart")
 FAULT_FREE = ("ddp", "torchft", "ckpt-restart")
 YARDSTICK = "ddp"
 # Each strategy's own fault-free run: lamplighter and the poll runner train the same torchft job.
