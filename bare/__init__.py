@@ -8,11 +8,10 @@ Public modules (the package re-exports nothing: import them):
     placer       the placer role: won by election, its writes fenced by its leadership
     host_lease   a host's liveness: a lease kept alive, and when the host must fence itself
     host_agent   the pure decision of a host daemon: fence, kill stale epochs, start, restart or give up
-    job_cli      `lamplighter submit|status|cancel` of a bare-metal job (etcd), and `lamplighter hosts`
     accounts     whose local account a job's trainers run as: the etcd user who submitted it, never root unasked
     user_launch  trainers started, and run-dir lines written, as that account (setpriv: no capabilities)
     host_daemon  one host daemon: lease, placer role, trainers (die with the daemon: setpriv --pdeathsig)
 
-Layer: an adapter beside slurm (configs, gpusim -> trainer -> supervisor -> injob -> slurm, bare -> daemon; lab -> bench).
-May import: configs, gpusim, trainer, supervisor
+Layer: a runtime beside local (configs -> rundir -> system -> lighthouse, policy, chaos, trainer -> launch -> slurm -> report -> supervisor -> local, bare -> commands; lab -> bench).
+May import: configs, rundir, system, lighthouse, policy, launch, supervisor
 """

@@ -16,14 +16,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lamplighter.configs.schema import JobConfig
+from lamplighter.lighthouse.progress import LighthouseProgress
+from lamplighter.lighthouse.status import LighthouseStatus, fetch_status
+from lamplighter.policy.observations import Hung
+from lamplighter.rundir.heartbeats import Progress, ProgressSource
+from lamplighter.rundir.stop_at import final_target, read_stop_at
 from lamplighter.supervisor.checks.hang import HangCheck, progress_sources
-from lamplighter.supervisor.checks.lighthouse_progress import LighthouseProgress
-from lamplighter.supervisor.checks.progress import Progress, ProgressSource
 from lamplighter.supervisor.checks.progress_pace import pace_rule
-from lamplighter.supervisor.lighthouse_status import LighthouseStatus, fetch_status
-from lamplighter.supervisor.observations import Hung
-from lamplighter.supervisor.trainer_proc import TrainerProc
-from lamplighter.trainer.stop_at import final_target, read_stop_at
+from lamplighter.system.trainer_proc import TrainerProc
 
 FETCH_TIMEOUT_S = 0.5  # a dead Lighthouse must not stall the host's cycle
 

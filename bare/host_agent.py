@@ -25,7 +25,7 @@ from typing import Literal
 
 from lamplighter.bare.placement import Assignment
 from lamplighter.configs.schema import RestartConfig
-from lamplighter.supervisor.policy import judge_failure
+from lamplighter.policy.restart import judge_failure
 
 GroupRef = tuple[str, int]  # (job, group)
 

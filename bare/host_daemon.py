@@ -58,12 +58,12 @@ from lamplighter.bare.prefix_watch import PrefixWatch
 from lamplighter.bare.user_launch import append_as, base_env, start_ranks, trainer_argv
 from lamplighter.configs.job_file import job_file_json
 from lamplighter.configs.schema import JobConfig
+from lamplighter.launch.group import group_launch
+from lamplighter.rundir.actions import ACTIONS_FILE, append_line
 from lamplighter.supervisor.gpu.faults import gpu_response
 from lamplighter.supervisor.gpu.observation import GpuObservation
-from lamplighter.supervisor.local.local_launch import group_launch
-from lamplighter.supervisor.process_tree import GroupProcesses, StartError
-from lamplighter.supervisor.run_dir_actions import ACTIONS_FILE, append_line
-from lamplighter.supervisor.trainer_proc import TrainerProc
+from lamplighter.system.process_tree import GroupProcesses, StartError
+from lamplighter.system.trainer_proc import TrainerProc
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import requests
 
-from lamplighter.supervisor.bounded_read import bounded_lines
+from lamplighter.rundir.bounded_read import bounded_lines
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from lamplighter.bare.accounts import Account
-from lamplighter.supervisor.process_tree import StartError
+from lamplighter.system.process_tree import StartError
 
 SH = "/bin/sh"
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"

@@ -2,6 +2,6 @@
 
 Entry: `python -m bench` (bench/__main__.py); results in bench/results/.
 
-Layer: the top (configs, gpusim -> trainer -> supervisor -> injob -> slurm -> daemon; lab -> bench).
-May import: configs, gpusim, trainer, supervisor, injob, slurm, daemon, bare, lab, plan
+Layer: the top (configs -> rundir -> system -> lighthouse, policy, chaos, trainer -> launch -> slurm -> report -> supervisor -> local, bare -> commands; lab -> bench).
+May import: configs, rundir, system, lighthouse, policy, chaos, trainer, launch, slurm, report, supervisor, local, bare, commands, lab, plan, gpusim
 """

@@ -46,10 +46,10 @@ from lamplighter.lab.e2e_run import LabRun, lab_job_config
 from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, running_lab
 from lamplighter.lab.testcluster import wait_until
 from lamplighter.lab.throwaway_user import throwaway_user
-from lamplighter.slurm.renew import RENEWAL_DIR
+from lamplighter.rundir.contract import RunPaths
+from lamplighter.rundir.steplog import StepRecord, read_steps
+from lamplighter.slurm.injob.renew import RENEWAL_DIR
 from lamplighter.slurm.run import SlurmError
-from lamplighter.trainer.contract import RunPaths
-from lamplighter.trainer.steplog import StepRecord, read_steps
 
 GROUPS = 3
 WAITING = ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED")

@@ -27,18 +27,18 @@ import yaml
 
 from bench.results_io import write_result
 from lamplighter.configs.slurm_names import group_job_name
-from lamplighter.daemon.status_socket import StatusError, read_status
 from lamplighter.gpusim.build import ensure_built, sim_env
 from lamplighter.gpusim.state import StateDir
 from lamplighter.lab.testcluster import running_cluster, slurm_installed, wait_until
 from lamplighter.slurm.actions import SlurmActions
+from lamplighter.supervisor.status_socket import StatusError, read_status
 
 NODE = "n1"
 JOB = "bench"
 DUMMY = """\
 import os, time
 from pathlib import Path
-from lamplighter.trainer.contract import RunPaths, write_json_atomic
+from lamplighter.rundir.contract import RunPaths, write_json_atomic
 paths = RunPaths(Path(os.environ["LAMPLIGHTER_RUN_DIR"]))
 rid, rank, step = int(os.environ["LAMPLIGHTER_REPLICA_ID"]), int(os.environ.get("SLURM_PROCID", "0")), 0
 while True:

@@ -37,7 +37,7 @@ from lamplighter.configs.schema import JobConfig
 from lamplighter.lab.bare_hosts import HostLab
 from lamplighter.lab.etcd_cluster import EtcdCluster
 from lamplighter.lab.testcluster import wait_until
-from lamplighter.trainer.contract import ENV_REPLICA_ID, ENV_RUN_DIR
+from lamplighter.rundir.contract import ENV_REPLICA_ID, ENV_RUN_DIR
 
 SLEEP_MARK = "time.sleep(360000)"  # what tells the job's trainers from every other process here
 SLEEPER = [sys.executable, "-c", f"import time; {SLEEP_MARK}"]

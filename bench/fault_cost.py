@@ -35,7 +35,7 @@ from bench.metrics import anatomy, committed
 from bench.results_io import spread
 from bench.runrecord import Fault, RunRecord
 from bench.slurm_drive import JobView
-from lamplighter.trainer.steplog import StepRecord
+from lamplighter.rundir.steplog import StepRecord
 
 KINDS = ("kill", "hang", "hang-collective")
 

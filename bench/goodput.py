@@ -33,7 +33,7 @@ from bench.slurm_drive import Timed, Trigger, drive
 from lamplighter.lab.slurm_lab import SlurmLab
 from lamplighter.lab.testcluster import TestCluster, reset_cluster
 from lamplighter.slurm.actions import SlurmActions
-from lamplighter.supervisor.ports import free_port
+from lamplighter.system.ports import free_port
 
 # lamplighter cold (as `lamplighter init` wrote it) and as recommended (slurm.spare: a warm spare per group); the
 # goodput runs and the per-fault costs measure the same arms.

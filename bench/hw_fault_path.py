@@ -22,13 +22,13 @@ from typing import Any
 from bench import scale_groups
 from bench.results_io import spread, write_result
 from bench.slurm_rpc_scale import all_in_quorum, first_action, make_whole
-from lamplighter.daemon.status_socket import StatusError, read_status
 from lamplighter.gpusim.inject import inject as gpu_inject
 from lamplighter.gpusim.state import StateDir
 from lamplighter.lab.slurm_lab import LabSettings, running_lab
 from lamplighter.lab.testcluster import wait_until
 from lamplighter.lab.throwaway_user import throwaway_user
 from lamplighter.slurm.run import SlurmCli, SlurmError
+from lamplighter.supervisor.status_socket import StatusError, read_status
 
 GROUPS = 2
 COMPUTE = 3  # one spare for the struck group

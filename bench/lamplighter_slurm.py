@@ -26,14 +26,14 @@ import yaml
 from bench.jobspec import Workload, job_config
 from lamplighter.configs.loader import load_job
 from lamplighter.configs.schema import HealthConfig, JobConfig, RestartConfig
-from lamplighter.injob.journal import journal_path, read_events
 from lamplighter.lab.slurm_lab import LabSettings, SlurmLab
 from lamplighter.lab.testcluster import reset_cluster
+from lamplighter.rundir.contract import ATTEMPT_STRIDE
 from lamplighter.slurm.actions import SlurmActions
-from lamplighter.slurm.chaos_slurm import read_records
+from lamplighter.slurm.chaos.inject import read_records
+from lamplighter.slurm.injob.events import journal_path, read_events
 from lamplighter.slurm.run import SlurmError
-from lamplighter.slurm.submission import Submission, cancel_job, submit_job
-from lamplighter.trainer.contract import ATTEMPT_STRIDE
+from lamplighter.slurm.submit.submission import Submission, cancel_job, submit_job
 
 DETECT_ACTIONS = ("kill_local", "requeue", "mark_down")
 

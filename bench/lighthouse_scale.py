@@ -1,7 +1,7 @@
 """torchft's Lighthouse at scale (#31): 16 to 512 replica groups heartbeating and taking a quorum every step,
 one group killed, or hung, at a time; `make scale-lighthouse`.
 
-One real Lighthouse (lamplighter's lighthouse_main with the config's defaults: heartbeat timeout 500 ms,
+One real Lighthouse (lamplighter's lighthouse/main.py with the config's defaults: heartbeat timeout 500 ms,
 quorum tick 20 ms, join timeout 1 s) and N torch-free replica groups (lab/scale_replica.py: torchft's
 ManagerServer and ManagerClient through the native module, one quorum and one should_commit a step, no
 model, no collectives), packed several to a process except the groups that are killed, which run alone.
@@ -59,9 +59,9 @@ import psutil
 
 from bench.results_io import RESULTS, environment
 from lamplighter.configs.schema import LighthouseConfig, TorchftConfig
-from lamplighter.supervisor.lighthouse.lighthouse import Lighthouse
-from lamplighter.supervisor.process_tree import kill_tree
-from lamplighter.trainer.contract import write_text_atomic
+from lamplighter.lighthouse.spawn import Lighthouse
+from lamplighter.rundir.contract import write_text_atomic
+from lamplighter.system.process_tree import kill_tree
 
 REPLICA_MODULE = "lamplighter.lab.scale_replica"
 KILL_LEAD_S = 0.1  # a group dies (or hangs) this long before the others ask for their next quorum

@@ -9,7 +9,7 @@ Definitions:
   substrate, not by strategy) but reported as `startup_s`.
 - samples_per_s: committed samples within the window per second of it.
 - lost steps: step numbers committed, then committed again after a rollback
-  (lamplighter.supervisor.report.report.rolled_back: a restart count is the
+  (lamplighter.report.build.rolled_back: a restart count is the
   checkpoint-restart trainer's quorum id; a fallback checkpoint is the torchft
   strategies' rollback).
 - recovery anatomy of a struck fault at t0 on replica r, each a delay after t0:
@@ -28,8 +28,8 @@ from typing import Any
 
 from bench.delivery import STRUCK
 from bench.runrecord import Fault, RunRecord
-from lamplighter.supervisor.report.report import rolled_back
-from lamplighter.trainer.steplog import StepRecord
+from lamplighter.report.build import rolled_back
+from lamplighter.rundir.steplog import StepRecord
 
 
 def committed(recs: list[StepRecord]) -> list[StepRecord]:

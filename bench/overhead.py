@@ -30,8 +30,8 @@ import yaml
 from bench.jobspec import BUILD, REPO, Workload, job_config
 from bench.results_io import spread, write_result
 from lamplighter.configs.job_file import job_file_doc
-from lamplighter.trainer import contract
-from lamplighter.trainer.steplog import read_steps
+from lamplighter.rundir import contract
+from lamplighter.rundir.steplog import read_steps
 
 WARMUP = 5
 SIZES = {

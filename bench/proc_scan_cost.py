@@ -2,7 +2,7 @@
 
 Every node of make scale's Slurm lab shares this machine's /proc, so each node daemon scans every node's
 processes: at 64 nodes about 600 of them, where a cluster node holds its own. This measures the two reads
-that grow with it, as the compute loop does them: the trainer scan every cycle (daemon/node_trainers.py;
+that grow with it, as the compute loop does them: the trainer scan every cycle (supervisor/node/trainers.py;
 a full one every FULL_RESCAN_EVERY cycles) and the /proc snapshot every slow cycle (for D-state and memory).
 `--extra` sleeping processes are started for each point and ended after it. Cores are the CPU a daemon
 would spend on these reads at a cycle every 0.5 s.
@@ -21,9 +21,9 @@ from typing import Any
 
 from bench.plots import _plt
 from bench.results_io import RESULTS, write_result
-from lamplighter.daemon.compute_loop import ComputeLoop
-from lamplighter.daemon.node_trainers import FULL_RESCAN_EVERY, TrainerScanner
-from lamplighter.supervisor.procfs import PROC, pids, snapshot
+from lamplighter.supervisor.node.loop import ComputeLoop
+from lamplighter.supervisor.node.trainers import FULL_RESCAN_EVERY, TrainerScanner
+from lamplighter.system.procfs import PROC, pids, snapshot
 
 CYCLE_S = 0.5
 SLOW_EVERY: int = ComputeLoop.slow_every  # the compute loop's default

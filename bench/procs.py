@@ -11,15 +11,15 @@ from __future__ import annotations
 import os
 import signal
 
-from lamplighter.slurm.proc_find import in_trainer_steps
-from lamplighter.supervisor import procfs
-from lamplighter.supervisor.procfs import PROC
-from lamplighter.trainer.contract import ENV_REPLICA_ID
+from lamplighter.rundir.contract import ENV_REPLICA_ID
+from lamplighter.slurm.chaos.proc_find import in_trainer_steps
+from lamplighter.system import procfs
+from lamplighter.system.procfs import PROC
 
 ENV_MARK = "BENCH_RUN"  # set in every trainer a benchmark run starts: the run's unique id
 TRAINER_MODULES = ("lamplighter.trainer", "bench.gpu_time_trainer", "bench.baselines.ckpt_trainer")
 # A group's warm spare (slurm.spare) runs the standby; once it took over it is the trainer (its job's lowest step).
-STANDBY_MODULE = "lamplighter.supervisor.standby_main"
+STANDBY_MODULE = "lamplighter.launch.standby"
 
 
 def _environ(pid: int) -> dict[str, str]:

@@ -12,7 +12,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from lamplighter.trainer.contract import write_text_atomic
+from lamplighter.rundir.contract import write_text_atomic
 
 RESULTS = Path(__file__).resolve().parent / "results"
 # Set by `python -m bench` for the whole run: every file it writes, in any process, carries the same stamp.

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lamplighter.trainer.steplog import StepRecord, parse_step
+from lamplighter.rundir.steplog import StepRecord, parse_step
 
 
 @dataclass

@@ -22,7 +22,7 @@ from bench.fault_schedule import ScheduledFault
 from bench.procs import find_trainers, is_stopped, node_of, release, signal_pid
 from bench.runrecord import Fault, RunRecord, StepFollower
 from lamplighter.lab.testcluster import wait_until
-from lamplighter.trainer.contract import RunPaths
+from lamplighter.rundir.contract import RunPaths
 
 TICK_S = 0.1
 PROC_SCAN_S = 0.3  # /proc scans cost CPU on a busy 2-core machine

@@ -55,8 +55,6 @@ from bench.results_io import RESULTS, environment, spread
 from lamplighter.bare.accounts import Account
 from lamplighter.configs.schema import NodeConfig
 from lamplighter.configs.slurm_names import group_job_name
-from lamplighter.daemon.lighthouse_reads import READ_EVERY_S
-from lamplighter.daemon.status_socket import StatusError, read_status
 from lamplighter.gpusim.inject import clear as gpu_clear
 from lamplighter.gpusim.inject import inject as gpu_inject
 from lamplighter.gpusim.state import StateDir
@@ -64,11 +62,13 @@ from lamplighter.lab.sdiag import OWN, Sdiag, parse_sdiag
 from lamplighter.lab.slurm_lab import LabSettings, running_lab
 from lamplighter.lab.testcluster import wait_until
 from lamplighter.lab.throwaway_user import throwaway_user
-from lamplighter.slurm.chaos_slurm import read_records
-from lamplighter.slurm.proc_find import trainer_procs
+from lamplighter.lighthouse.status import LighthouseStatus, LighthouseStatusError, fetch_status
+from lamplighter.rundir.contract import read_lighthouse_address
+from lamplighter.slurm.chaos.inject import read_records
+from lamplighter.slurm.chaos.proc_find import trainer_procs
 from lamplighter.slurm.run import SlurmError
-from lamplighter.supervisor.lighthouse_status import LighthouseStatus, LighthouseStatusError, fetch_status
-from lamplighter.trainer.contract import read_lighthouse_address
+from lamplighter.supervisor.node.lighthouse_reads import READ_EVERY_S
+from lamplighter.supervisor.status_socket import StatusError, read_status
 
 JOB = scale_groups.JOB
 VICTIM = 1  # the group whose trainer is killed

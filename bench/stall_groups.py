@@ -42,7 +42,7 @@ import yaml
 from bench.jobspec import BUILD, REPO
 from bench.line_fit import least_squares
 from bench.results_io import RESULTS, spread, write_result
-from lamplighter.trainer.steplog import StepRecord, read_steps
+from lamplighter.rundir.steplog import StepRecord, read_steps
 
 # Labels of the results -> the local-mode chaos kind that delivers it (see the module docstring).
 KINDS = {"kill": "kill", "node-crash": "hang", "hang": "hang-collective"}

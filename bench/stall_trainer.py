@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lamplighter.trainer.contract import ENV_REPLICA_ID, ENV_RUN_DIR
+from lamplighter.rundir.contract import ENV_REPLICA_ID, ENV_RUN_DIR
 
 
 class Events:

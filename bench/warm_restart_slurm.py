@@ -14,7 +14,7 @@ rotating:
 Each job gets the same exact schedule of kills (SIGKILL of the group's trainer processes), `--gap` s
 apart, rotating over the groups, so a spare has been started again before the next kill lands.
 
-Per fault, from chaos.jsonl (slurm/chaos_slurm.py: what was seen from outside): kill -> the group's
+Per fault, from chaos.jsonl (slurm/chaos/inject.py: what was seen from outside): kill -> the group's
 trainer starting again (the agent's start record, or Slurm showing the requeued job RUNNING), and kill ->
 the group's first commit of a newer attempt. Writes bench/results/warm_restart_slurm.json.
 """
@@ -39,8 +39,8 @@ from lamplighter.configs.schema import ChaosConfig, ChaosEvent, HealthConfig, Re
 from lamplighter.lab.e2e_run import LabRun, lab_job_config
 from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, running_lab
 from lamplighter.lab.testcluster import slurm_installed
-from lamplighter.slurm.chaos_runner import run_schedule
-from lamplighter.slurm.submission import cancel_job
+from lamplighter.slurm.chaos.runner import run_schedule
+from lamplighter.slurm.submit.submission import cancel_job
 
 ARMS = ("spare", "cold", "requeue")
 TARGET_S = 1.0  # the issue's bound: a killed trainer commits again within this of the kill, with the spare

@@ -1,6 +1,6 @@
 """`validate`'s look at slurm.helper_python: the interpreter the job scripts run lamplighter's helpers with.
 
-The Lighthouse job runs `<helper_python> -m lamplighter.supervisor.lighthouse.lighthouse_main`, which needs torchft
+The Lighthouse job runs `<helper_python> -m lamplighter.lighthouse.main`, which needs torchft
 (its native extension) and lamplighter on the Lighthouse's node; the in-job agent and the renewal and
 release helpers need lamplighter on the groups' nodes. validate can only look on the machine it runs on:
 when the interpreter is here it checks it runs and finds both packages (without importing torch);

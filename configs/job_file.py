@@ -1,8 +1,8 @@
 """The job file, `<run_dir>/job.json`: a job's validated config as every reader of it takes it.
 
-Written by `submit` (slurm/render.py write_run_files), local mode, the bare-metal host (bare/host_daemon.py,
+Written by `submit` (slurm/submit/render.py write_run_files), local mode, the bare-metal host (bare/host_daemon.py,
 through its trainers' shell) and the benchmarks; read by the trainer (LAMPLIGHTER_CONFIG), the node daemon
-(daemon/job_settings.py, daemon/failed_jobs.py), the in-job agent (injob/agent.py), and every command that
+(supervisor/node/job_settings.py, supervisor/head/failed_jobs.py), the in-job agent (slurm/injob/agent.py), and every command that
 takes a config file (configs/loader.py load_job: `lamplighter validate runs/x/job.json`, `why runs/x/job.json`).
 
 Format: one JSON object, the job's fields as `JobConfig.model_dump(mode="json")` gives them, and one key of

@@ -1204,7 +1204,7 @@ class NetworkConfig(Strict):
 
 
 class AutoResumeConfig(Strict):
-    """When a node lamplighter drained comes back by itself (daemon/auto_resume.py)."""
+    """When a node lamplighter drained comes back by itself (supervisor/node/auto_resume.py)."""
 
     enabled: bool = Field(
         True,

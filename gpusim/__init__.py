@@ -7,6 +7,6 @@ Public modules (the package re-exports nothing: import them):
     symbols  which amdsmi symbols are bound and which are modelled
     cli      `lamplighter gpusim init|inject|clear|show`
 
-Layer: the bottom, beside configs (configs, gpusim -> trainer -> supervisor -> injob -> slurm -> daemon; lab -> bench).
+Layer: apart, at the bottom; the lab, the benchmarks and the commands that drive simulated GPUs use it.
 May import: nothing
 """

@@ -323,7 +323,7 @@ class StateDir:
             return state
 
 
-# Its own copy of trainer/contract.py's write_text_atomic: gpusim sits below trainer (May import: nothing).
+# Its own copy of rundir/contract.py's write_text_atomic: gpusim sits below trainer (May import: nothing).
 def _write_atomic(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

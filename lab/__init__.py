@@ -11,6 +11,6 @@ Public modules (the package re-exports nothing: import them):
     sdiag           slurmctld's RPC counts by type and user (`sdiag`), for the scale lab's control-plane load
     container_standin  a pyxis container stand-in: a command sees only an image's folders and the job's mounts
 
-Layer: on top of the product (configs, gpusim -> trainer -> supervisor -> injob -> slurm -> daemon; lab -> bench).
-May import: configs, gpusim, trainer, supervisor, injob, slurm, bare, daemon
+Layer: on top of the product (configs -> rundir -> system -> lighthouse, policy, chaos, trainer -> launch -> slurm -> report -> supervisor -> local, bare -> commands; lab -> bench).
+May import: configs, rundir, system, lighthouse, policy, chaos, trainer, launch, slurm, report, supervisor, local, bare, commands, gpusim
 """

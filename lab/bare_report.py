@@ -14,7 +14,7 @@ host, t) and the host daemons' action lines in `<run_dir>/actions.jsonl`
                step after the new start
 
 The rest (first commit after, survivors' stall, steps lost, identical weights)
-is `lamplighter.supervisor.report.report.build_report`, unchanged.
+is `lamplighter.report.build.build_report`, unchanged.
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from lamplighter.slurm.chaos_slurm import read_records
-from lamplighter.supervisor.report.fault_journal import FaultRecord
-from lamplighter.supervisor.report.report import build_report, run_ok
-from lamplighter.supervisor.run_dir_actions import ACTIONS_FILE
-from lamplighter.trainer.contract import RunPaths
-from lamplighter.trainer.steplog import StepRecord, read_steps
-from lamplighter.trainer.stop_at import read_stop_at
+from lamplighter.report.build import build_report, run_ok
+from lamplighter.report.fault_journal import FaultRecord
+from lamplighter.rundir.actions import ACTIONS_FILE
+from lamplighter.rundir.contract import RunPaths
+from lamplighter.rundir.steplog import StepRecord, read_steps
+from lamplighter.rundir.stop_at import read_stop_at
+from lamplighter.slurm.chaos.inject import read_records
 
 DETECTING = ("ended", "kill", "move", "out")
 
@@ -146,7 +146,7 @@ def build_bare_report(
     report["ok"] = all(checks.values())
     out_dir.mkdir(parents=True, exist_ok=True)
     if any(by_group.values()):
-        from lamplighter.supervisor.report.timeline import plot_timeline
+        from lamplighter.report.timeline import plot_timeline
 
         plot_timeline(by_group, report, out_dir / "timeline.png")
         report["timeline"] = str(out_dir / "timeline.png")

@@ -12,9 +12,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from lamplighter.commands.job import add_chaos_parser, run_chaos
 from lamplighter.lab.testcluster import TestCluster
-from lamplighter.slurm.job_cli import add_chaos_parser, run_chaos
-from lamplighter.slurm.submission import Submission
+from lamplighter.slurm.submit.submission import Submission
 
 
 def add_parser(subparsers: Any) -> None:

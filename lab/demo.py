@@ -22,8 +22,8 @@ from lamplighter.lab.e2e_run import bring_back, drained_nodes, per_kind_lines, p
 from lamplighter.lab.slurm_lab import LabSettings, running_lab
 from lamplighter.lab.source_stamp import source_stamp
 from lamplighter.lab.testcluster import slurm_installed, wait_until
-from lamplighter.slurm.chaos_slurm import KINDS
-from lamplighter.supervisor.report.report import run_ok
+from lamplighter.report.build import run_ok
+from lamplighter.slurm.chaos.inject import KINDS
 
 HANG_TIMEOUT_S = 8.0
 DEFAULT_KINDS = ("kill", "hang", "gpu", "node-crash", "lighthouse-kill", "supervisor-kill")

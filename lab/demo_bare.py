@@ -60,13 +60,13 @@ from lamplighter.lab.etcd_cluster import EtcdCluster
 from lamplighter.lab.run_end import stop_run
 from lamplighter.lab.source_stamp import source_stamp
 from lamplighter.lab.testcluster import ClusterError, wait_until
-from lamplighter.slurm.chaos_slurm import read_records
-from lamplighter.supervisor.lighthouse.lighthouse import Lighthouse
-from lamplighter.supervisor.ports import free_port
-from lamplighter.supervisor.run_dir_actions import ACTIONS_FILE
-from lamplighter.trainer.contract import RunPaths
-from lamplighter.trainer.steplog import read_steps
-from lamplighter.trainer.stop_at import final_target, read_stop_at
+from lamplighter.lighthouse.spawn import Lighthouse
+from lamplighter.rundir.actions import ACTIONS_FILE
+from lamplighter.rundir.contract import RunPaths
+from lamplighter.rundir.steplog import read_steps
+from lamplighter.rundir.stop_at import final_target, read_stop_at
+from lamplighter.slurm.chaos.inject import read_records
+from lamplighter.system.ports import free_port
 
 KINDS = ("kill", "hang", "gpu", "host-crash", "partition")
 HOSTS = ["h1", "h2", "h3", "h4"]

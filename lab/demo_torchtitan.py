@@ -35,7 +35,7 @@ import yaml
 
 from lamplighter.lab.source_stamp import source_stamp
 from lamplighter.lab.torchtitan_env import DEFAULT_DIR, TitanEnv, ensure
-from lamplighter.supervisor.report.report import run_ok
+from lamplighter.report.build import run_ok
 
 TORCHRUN = ["{python}", "-m", "torch.distributed.run", "--standalone", "--nnodes=1", "--nproc_per_node=1"]
 HANG_TIMEOUT_S = 10.0

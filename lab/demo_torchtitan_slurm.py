@@ -30,7 +30,7 @@ from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, running_lab
 from lamplighter.lab.source_stamp import source_stamp
 from lamplighter.lab.testcluster import slurm_installed
 from lamplighter.lab.torchtitan_env import DEFAULT_DIR, ensure
-from lamplighter.supervisor.report.report import run_ok
+from lamplighter.report.build import run_ok
 
 DEFAULT_KINDS = ("kill", "hang", "gpu", "node-crash")
 

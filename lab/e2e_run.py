@@ -19,13 +19,13 @@ from lamplighter.lab.run_end import stop_run
 from lamplighter.lab.run_report import write_report
 from lamplighter.lab.slurm_lab import SlurmLab
 from lamplighter.lab.testcluster import wait_until
+from lamplighter.rundir.contract import RunPaths
+from lamplighter.rundir.steplog import read_steps
 from lamplighter.slurm.actions import SlurmActions
-from lamplighter.slurm.chaos_slurm import ChaosContext, inject, observe_recovery
+from lamplighter.slurm.chaos.inject import ChaosContext, inject, observe_recovery
 from lamplighter.slurm.hostlist import expand_hostlist
 from lamplighter.slurm.run import SlurmError
-from lamplighter.slurm.submission import Submission, submit_job, wait_ended
-from lamplighter.trainer.contract import RunPaths
-from lamplighter.trainer.steplog import read_steps
+from lamplighter.slurm.submit.submission import Submission, submit_job, wait_ended
 
 
 def lab_job_config(

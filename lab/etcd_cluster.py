@@ -29,7 +29,7 @@ from pathlib import Path
 from lamplighter.bare import etcd_roles
 from lamplighter.bare.etcd_store import Credentials, Store, Tls
 from lamplighter.lab.etcd_tls import Pki, make_pki
-from lamplighter.supervisor.ports import free_port
+from lamplighter.system.ports import free_port
 
 ETCD = "etcd"
 

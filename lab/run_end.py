@@ -1,4 +1,4 @@
-"""Ending a job that trains "until told": its stop-at step (trainer/stop_at.py), chosen from its own pace.
+"""Ending a job that trains "until told": its stop-at step (rundir/stop_at.py), chosen from its own pace.
 
 A lab run, a test or the soak sets trainer.steps far out and, once what it
 came for has happened (every fault delivered and recovered), stops the job a
@@ -14,9 +14,9 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from lamplighter.trainer.contract import RunPaths
-from lamplighter.trainer.steplog import StepRecord, read_steps
-from lamplighter.trainer.stop_at import write_stop_at
+from lamplighter.rundir.contract import RunPaths
+from lamplighter.rundir.steplog import StepRecord, read_steps
+from lamplighter.rundir.stop_at import write_stop_at
 
 PACE_WINDOW_S = 30.0  # the recent pace: committed steps over this last stretch
 

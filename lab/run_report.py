@@ -14,9 +14,9 @@ Per fault:
                agent (in_job, how: warm from the spare or cold), or the
                Lighthouse listening again, or the daemon back.
 The rest (first commit after, survivor stall, steps lost, identical weights,
-goodput) is `lamplighter.supervisor.report.report.build_report`, unchanged; the
+goodput) is `lamplighter.report.build.build_report`, unchanged; the
 target it judges is the submission's trainer.steps, or the step the run
-directory's `stop-at` names when that is smaller (trainer/stop_at.py).
+directory's `stop-at` names when that is smaller (rundir/stop_at.py).
 """
 
 from __future__ import annotations
@@ -27,16 +27,16 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from lamplighter.slurm.chaos_slurm import CHAOS_FILE, read_records
-from lamplighter.slurm.submission import Submission
-from lamplighter.supervisor.action_history import job_refs
-from lamplighter.supervisor.chaos.chaos import UNTARGETED_KINDS
-from lamplighter.supervisor.lighthouse.lighthouse_steplog import read_lighthouse_steps
-from lamplighter.supervisor.report.fault_journal import FaultRecord
-from lamplighter.supervisor.report.report import build_report
-from lamplighter.trainer.contract import RunPaths
-from lamplighter.trainer.steplog import StepRecord, read_steps
-from lamplighter.trainer.stop_at import read_stop_at
+from lamplighter.chaos.plan import UNTARGETED_KINDS
+from lamplighter.lighthouse.steplog import read_lighthouse_steps
+from lamplighter.report.build import build_report
+from lamplighter.report.fault_journal import FaultRecord
+from lamplighter.rundir.action_history import job_refs
+from lamplighter.rundir.contract import RunPaths
+from lamplighter.rundir.steplog import StepRecord, read_steps
+from lamplighter.rundir.stop_at import read_stop_at
+from lamplighter.slurm.chaos.inject import CHAOS_FILE, read_records
+from lamplighter.slurm.submit.submission import Submission
 
 REPORT_FILE = "report.json"
 TIMELINE_FILE = "timeline.png"
@@ -174,7 +174,7 @@ def write_report(
         row.update(ex)
     out.mkdir(parents=True, exist_ok=True)
     if timeline and by_group:
-        from lamplighter.supervisor.report.timeline import plot_timeline
+        from lamplighter.report.timeline import plot_timeline
 
         plot_timeline(by_group, report, out / TIMELINE_FILE)
         report["timeline"] = str(out / TIMELINE_FILE)

@@ -3,7 +3,7 @@
     python -m lamplighter.lab.scale_replica [--lighthouse URL] --groups 0,1,2 [--out FILE] [--step-s 1.0]
 
 Each group does what torchft's Manager does for a group of one rank, without torch (the native module
-is loaded as the Lighthouse is, supervisor/lighthouse/lighthouse_main.py: about 14 MB instead of 230 MB): a
+is loaded as the Lighthouse is, lighthouse/main.py: about 14 MB instead of 230 MB): a
 `ManagerServer` (the group's gRPC server, which heartbeats to the Lighthouse every heartbeat interval and
 asks it for each quorum) and a `ManagerClient` that, every step, asks for a quorum (`_quorum`, as
 Manager.start_quorum does), "computes" for step_s (a sleep) and asks `should_commit`. A heal takes the
@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import IO, Any
 
-from lamplighter.supervisor.lighthouse.lighthouse_main import load_extension
+from lamplighter.lighthouse.main import load_extension
 
 
 class EventLog:

@@ -26,7 +26,7 @@ from lamplighter.lab.e2e_run import LabRun, lab_job_config
 from lamplighter.lab.slurm_lab import LabSettings, running_lab
 from lamplighter.lab.source_stamp import source_stamp
 from lamplighter.lab.testcluster import slurm_installed
-from lamplighter.slurm.chaos_runner import run_schedule
+from lamplighter.slurm.chaos.runner import run_schedule
 
 SCHEDULE = [
     ChaosEvent(at_s=3, kind="kill", group=1),

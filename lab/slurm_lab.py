@@ -37,9 +37,9 @@ import yaml
 
 from lamplighter.configs.schema import HealthConfig, NodeHealthConfig, RestartConfig
 from lamplighter.lab.testcluster import ClusterError, ProcRecord, TestCluster, pick_port_range, wait_until
-from lamplighter.slurm.proc_find import ENV_SUPERVISOR_NODE, find_by_env
-from lamplighter.supervisor.procfs import PROC, children, read_stat
-from lamplighter.trainer.contract import ENV_JOB, write_json_atomic
+from lamplighter.rundir.contract import ENV_JOB, write_json_atomic
+from lamplighter.slurm.chaos.proc_find import ENV_SUPERVISOR_NODE, find_by_env
+from lamplighter.system.procfs import PROC, children, read_stat
 
 RESTART_DELAY_S = 0.5  # systemd's RestartSec
 

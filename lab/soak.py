@@ -16,7 +16,7 @@ The job trains as long as the schedule needs, whatever the machine's speed:
 its trainer.steps is far out, faults are drawn until --faults of them struck
 something (a miss, a group between attempts, does not count), and once every
 one has been watched to its recovery and the operator has repaired
-everything, the soak writes the job's stop-at file (trainer/stop_at.py): a
+everything, the soak writes the job's stop-at file (rundir/stop_at.py): a
 step a few seconds ahead, which every group reads before it gets there. Only
 when the job has ended there does it check and print:
 
@@ -61,12 +61,12 @@ from lamplighter.lab.run_report import read_action_logs
 from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, leftover_job_processes, running_lab
 from lamplighter.lab.source_stamp import source_stamp
 from lamplighter.lab.testcluster import slurm_installed
-from lamplighter.slurm.chaos_runner import run_schedule
-from lamplighter.slurm.chaos_slurm import CHAOS_FILE, GPU_FAULTS, KINDS, read_records
+from lamplighter.rundir.contract import RunPaths
+from lamplighter.slurm.chaos.inject import CHAOS_FILE, GPU_FAULTS, KINDS, read_records
+from lamplighter.slurm.chaos.proc_find import listener_procs
+from lamplighter.slurm.chaos.runner import run_schedule
 from lamplighter.slurm.parsers import NodeInfo
-from lamplighter.slurm.proc_find import listener_procs
 from lamplighter.slurm.run import SlurmError
-from lamplighter.trainer.contract import RunPaths
 
 SOAK_KINDS = KINDS  # every kind lamplighter chaos can inject on the lab
 GPU_KINDS = tuple(GPU_FAULTS)

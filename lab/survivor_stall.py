@@ -23,11 +23,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from lamplighter.commands.local import add_parser, run_local
 from lamplighter.lab.source_stamp import source_stamp
-from lamplighter.supervisor.local.local_cli import add_parser, run_local
-from lamplighter.trainer.contract import RunPaths
+from lamplighter.rundir.contract import RunPaths
+from lamplighter.rundir.steplog import read_steps
 from lamplighter.trainer.quick_rendezvous import SETUP_FAILED
-from lamplighter.trainer.steplog import read_steps
 
 ARMS: dict[str, tuple[int, int | str | None]] = {
     "3-groups-pg-timeout": (3, None),

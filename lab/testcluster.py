@@ -43,10 +43,10 @@ from lamplighter.lab.testcluster_net import (
     recorded_network,
     remove_network,
 )
+from lamplighter.rundir.contract import write_json_atomic, write_text_atomic
 from lamplighter.slurm.parsers import NodeInfo, parse_scontrol_nodes
 from lamplighter.slurm.run import SlurmCli, SlurmError
-from lamplighter.supervisor.procfs import PROC, children, ns_pid, read_stat
-from lamplighter.trainer.contract import write_json_atomic, write_text_atomic
+from lamplighter.system.procfs import PROC, children, ns_pid, read_stat
 
 T = TypeVar("T")
 
@@ -157,7 +157,7 @@ def reserve_first_job_id(rng: random.Random | None = None, freezer: Path = FREEZ
         except FileExistsError:
             continue
         # Clusters side by side share this host's network: offset each block's ids so that their groups' store
-        # ports (slurm/render.py: 30000 + job id % 2000) start 100 apart instead of all at 30001.
+        # ports (slurm/submit/render.py: 30000 + job id % 2000) start 100 apart instead of all at 30001.
         return block * JOB_ID_BLOCK + (block % 20) * 100
     raise ClusterError(f"found no free block of {JOB_ID_BLOCK} Slurm job ids (reservations in {RESERVED_IDS})")
 

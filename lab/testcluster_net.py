@@ -22,7 +22,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from lamplighter.trainer.contract import write_json_atomic
+from lamplighter.rundir.contract import write_json_atomic
 
 NETWORK_FILE = "network.json"
 NETNS_RUN = Path("/run/netns")  # where `ip netns add` binds a namespace to its name

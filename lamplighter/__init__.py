@@ -1,11 +1,11 @@
 """lamplighter: keeps fault-tolerant (torchft) PyTorch training alive on Slurm and bare metal.
 
-The folders configs/ trainer/ supervisor/ slurm/ daemon/ lab/ gpusim/ plan/ are
-lamplighter.<folder> through committed links; this package itself is the
-`lamplighter` command (cli.py), which names its subcommands' modules.
+Every top-level folder of the repository (configs/, rundir/, supervisor/, slurm/, commands/, ...) is
+lamplighter.<folder> through a committed link here; docs/layout.md says what each holds.
+The `lamplighter` command is commands/cli.py.
 
-Layer: on top of the product, never the lab (configs, gpusim -> trainer -> supervisor -> injob -> slurm -> daemon; lab -> bench).
-May import: configs, gpusim, trainer, supervisor, injob, slurm, bare, daemon, plan
+Layer: the entry, on top of the commands (configs -> rundir -> system -> lighthouse, policy, chaos, trainer -> launch -> slurm -> report -> supervisor -> local, bare -> commands; lab -> bench).
+May import: commands
 """
 
 __version__ = "0.1.0"

@@ -1,5 +1,5 @@
 import sys
 
-from lamplighter.cli import main
+from lamplighter.commands.cli import main
 
 sys.exit(main())

@@ -5,8 +5,7 @@ Public modules (the package re-exports nothing: import them):
                     (Young/Daly interval) and a 10 s poll runner, from cluster size, failure rate and costs
     ranges          the uncertain inputs, each pessimistic / central / optimistic with its basis, and the
                     published figures the projections are held against
-    plan_cli        `lamplighter plan`: the range table, --json, --sweep over cluster sizes, --plot
 
-Layer: beside configs, at the bottom (its defaults that mirror configs/schema.py are checked by tests/plan).
+Layer: beside configs, at the bottom (its defaults that mirror configs/schema.py are checked by tests/plan). The command is commands/plan.py.
 May import: nothing
 """

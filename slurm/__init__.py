@@ -1,19 +1,17 @@
-"""slurm: the Slurm adapter: render, submit, watch and move jobs; the user's Slurm commands.
+"""slurm: everything that speaks Slurm, as root or as the job's user.
 
-Public modules (the package re-exports nothing: import them):
-    run           SlurmCli: the one way a Slurm command runs
-    parsers       pure parsers of sbatch, squeue and scontrol output
-    actions       SlurmApi (the protocol fakes implement) and SlurmActions
-    requeue       move a group's job off a failed node and start it now
-    render, submission   sbatch scripts, and the record of a submission
-    renew, release   torch-free helpers the rendered scripts run (the in-job agent is injob/agent.py)
-    step_cgroup      which Slurm job and step a process is in, from /proc/PID/cgroup
-    chaos_slurm, chaos_runner, chaos_healer, proc_find   faults on a real cluster, the Slurm half of chaos: paired with
-                  supervisor/chaos/ (the plans and the injector they run), which may not import slurm/
-    job_end       when a job is over, seen from outside
-    job_cli, render_cli, why_cli, nodes_cli, healthcheck_cli   `lamplighter submit|status|cancel|chaos|render|why|nodes|healthcheck`
-    job_logs, job_list   `lamplighter logs|list`; head_table: the head's published job table, read
+The Slurm API here (the package re-exports nothing: import them):
+    run            SlurmCli: the one way a Slurm command runs (a timeout, an error that names the command)
+    parsers        pure parsers of sbatch, squeue, sacct and scontrol output, tested on recorded output
+    actions        SlurmApi (the protocol fakes implement) and SlurmActions
+    requeue        move a group's job off a failed node and start it now
+    hostlist       Slurm's host lists; step_cgroup: which job and step a process is in, from /proc/PID/cgroup
+    drained_nodes  the nodes lamplighter drained; head_table: the head's published job table, read
+Subfolders:
+    submit/   a user's submission: sbatch scripts (render), the record of a submission, a job's end, its Lighthouse job
+    injob/    what runs inside a group's job as the user: the in-job agent and renew
+    chaos/    faults on a real cluster (`lamplighter chaos JOB`)
 
-Layer: above supervisor and injob (configs, gpusim -> trainer -> supervisor -> injob -> slurm -> daemon; lab -> bench).
-May import: configs, gpusim, trainer, supervisor, injob
+Layer: above trainer and launch (configs -> rundir -> system -> lighthouse, policy, chaos, trainer -> launch -> slurm -> report -> supervisor -> local, bare -> commands; lab -> bench).
+May import: configs, rundir, system, lighthouse, policy, chaos, trainer, launch, gpusim
 """

@@ -1,6 +1,6 @@
 """The head's published job table, read: the reader node daemons and `lamplighter status --watch` share.
 
-The head daemon writes `<cluster_status_dir>/slurm-jobs.json` (daemon/job_table.py:
+The head daemon writes `<cluster_status_dir>/slurm-jobs.json` (supervisor/job_table.py:
 what it asked Slurm about every lamplighter job, and when). A reader takes it
 only when it is a regular file of the head's user (root), bounded in size, and
 no older than `max_age_s`; a job the table lacks is asked of Slurm.
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lamplighter.rundir.owned_file import MIB, OwnedFileError, read_owned
 from lamplighter.slurm.parsers import JobInfo, job_from_fields
-from lamplighter.trainer.owned_file import MIB, OwnedFileError, read_owned
 
 TABLE_FILE = "slurm-jobs.json"  # in cluster_status_dir; no "node" key, so no node report reader takes it
 MAX_TABLE_BYTES = 16 * MIB  # about 200 bytes a job

@@ -1,26 +1,19 @@
-"""supervisor: the supervisor core, the same for local mode, the node daemon and bare metal.
+"""supervisor: the per-node supervisor (`lamplighter supervise`, root): its checks, the node and head loops.
 
-The core's public modules and packages (the package re-exports nothing: import them):
-    checks/, gpu/       the health checks (progress, hang, D state, memory, exits, links) and the GPU check
-    observations        what the checks saw; policy: the pure restart policy (judge_failure); node_faults
-    procfs, sysfs       the one reader of /proc, of /sys; discovery: trainer processes by their environment
-    process_tree        start and kill a group's OS process trees; ports: free_port; trainer_proc: what the checks watch
-    standby, standby_main   warm standbys past `import torch`
-    health_report, action_history, run_dir_actions, ratelimit   records the daemon writes and the CLIs read
-    installed           what is installed beside lamplighter (`lamplighter --version`)
-    lighthouse_status   fetch_status, parse_status: a Lighthouse's quorum from its /status page (the checks, the
-                        node daemon, slurm/, bare/ and the Lighthouse's own step log read it)
+Its core (the package re-exports nothing: import them):
+    executor        carries out the loops' actions: journals the intent, checks the world, then acts
+    node_policy     the pure decision of the node daemon: from events to actions, each with its reason
+    state_store, state_journal, recovery   the daemon's state, its fsync'd journal, and redoing an interrupted action
+    metrics         Prometheus metrics; status_socket, unix_server: the status socket; sd_notify: systemd
+    health_report   the node health reports the daemon publishes and the commands read
+    job_table       which jobs run on this node, from Slurm; neighbour_watch: a group's peers' Lighthouse
+    gpu_baselines   GPU error-counter baselines kept across daemon restarts; last_status: the last cycle's status
+Subfolders:
+    checks/   the trainer checks (exits, hangs, D state, memory, links), each one method given what it reads
+    gpu/      GPU health through amdsmi, probed in killable worker processes
+    node/     the compute node's loop: adoption and identity of trainers, exits, hang watches, node checks
+    head/     the head's loop: one batched view of the cluster, failed jobs, held jobs
 
-One subfolder per role (subpackages; each __init__.py says what it holds):
-    local/        `lamplighter local`: an adapter like slurm/ and bare/
-    lighthouse/   torchft's Lighthouse: its own process (lighthouse_main), its memory and the step log kept from it
-    report/       the run report, its fault journal, baseline, timeline and summary
-    chaos/        fault plans and their injector, pure; paired with the Slurm half in slurm/chaos_*.py
-
-Imports within supervisor/ (described here; tools/import_graph.py holds only the top-level folders to their
-`May import:` line): chaos/ imports nothing of supervisor/; lighthouse/ imports the core; report/ imports
-lighthouse/; local/ imports all of them. The core imports none of its subfolders.
-
-Layer: above trainer (configs, gpusim -> trainer -> supervisor -> injob -> slurm -> daemon; lab -> bench).
-May import: configs, gpusim, trainer
+Layer: above slurm (configs -> rundir -> system -> lighthouse, policy, chaos, trainer -> launch -> slurm -> report -> supervisor -> local, bare -> commands; lab -> bench).
+May import: configs, rundir, system, lighthouse, policy, slurm, supervisor/checks, supervisor/gpu
 """

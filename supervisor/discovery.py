@@ -18,8 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from lamplighter.supervisor.procfs import ProcStat, read_environ, read_stat
-from lamplighter.trainer.contract import ENV_JOB, ENV_REPLICA_ID
+from lamplighter.rundir.contract import ENV_JOB, ENV_REPLICA_ID
+from lamplighter.system.procfs import ProcStat, read_environ, read_stat
 
 SLURM_JOB_ID = "SLURM_JOB_ID"
 SLURM_STEP_ID = "SLURM_STEP_ID"

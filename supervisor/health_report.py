@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lamplighter.trainer.contract import write_json_atomic
+from lamplighter.rundir.contract import write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ _SUMMARY_KEYS = ("health", "problems", "gpus", "trainers", "jobs", "role")
 
 
 def summarize(status: dict[str, Any], now: float) -> dict[str, Any]:
-    """The published summary of a daemon's status document (status_socket's, see supervise_cli)."""
+    """The published summary of a daemon's status document (status_socket's, see commands/supervise.py)."""
     gpus = status.get("gpus") or []
     by_status: dict[str, int] = {}
     for g in gpus:
@@ -49,7 +49,7 @@ def summarize(status: dict[str, Any], now: float) -> dict[str, Any]:
     elif problems:
         health = "gpu-unknown"
     trainers = status.get("trainers") or []
-    # A job supervised with the fallback (daemon/job_settings.py): `lamplighter status` shows it on this node's line.
+    # A job supervised with the fallback (supervisor/node/job_settings.py): `lamplighter status` shows it on this node's line.
     problems += [
         f"job {j.get('job')}: settings not applied ({j['config_error']}): its hangs are reported, not acted on"
         for j in status.get("jobs") or []

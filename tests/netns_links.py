@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from lamplighter.supervisor.sysfs import LinkReading
+from lamplighter.system.sysfs import LinkReading
 
 
 def make_netns() -> Iterator[str]:
@@ -43,7 +43,7 @@ def read_in(ns: str, names: list[str]) -> list[LinkReading]:
     """The reader run inside the namespace: `ip netns exec` mounts the namespace's own /sys."""
     code = (
         "import json, dataclasses, sys; from pathlib import Path; "
-        "from lamplighter.supervisor.sysfs import read_links; "
+        "from lamplighter.system.sysfs import read_links; "
         "print(json.dumps([dataclasses.asdict(r) for r in read_links(Path('/sys'), sys.argv[1:], [])]))"
     )
     out = subprocess.run(

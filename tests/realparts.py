@@ -15,8 +15,8 @@ import pytest
 
 from lamplighter.lab.run_end import stop_run
 from lamplighter.lab.testcluster import slurm_installed
-from lamplighter.trainer.contract import RunPaths
-from lamplighter.trainer.steplog import StepRecord, read_steps
+from lamplighter.rundir.contract import RunPaths
+from lamplighter.rundir.steplog import StepRecord, read_steps
 
 T = TypeVar("T")
 

@@ -2,10 +2,10 @@
 
 The folders are installed under one `lamplighter` namespace (lamplighter/configs is a
 link to configs/, and so on), so `lamplighter.slurm.run` lives in the folder slurm/;
-the package's own files (lamplighter/cli.py) are the folder `lamplighter`. tests/ sits
+the package's own files (commands/cli.py) are the folder `lamplighter`. tests/ sits
 on top of everything and is not read. Only the stdlib: `make lint` runs it first.
 
-A string that is a module's whole dotted name ("lamplighter.slurm.job_cli", as
+A string that is a module's whole dotted name ("lamplighter.commands.job", as
 importlib.import_module or a list of command modules takes it) counts as an
 import too. Besides cycles, it fails when a product folder reaches the lab or
 the benchmarks (LAB), by import or by name: they sit on top of the product;
@@ -102,6 +102,48 @@ def python_files(folder: Path) -> list[Path]:
     return sorted(found)
 
 
+def unit_of(module: str, names: set[str], root: Path) -> str | None:
+    """The folder, or folder/subpackage, a module lives in (a subpackage is a node within its folder)."""
+    folder = folder_of(module, names)
+    if folder is None or folder == PACKAGE:
+        return folder
+    parts = module.split(".")
+    rest = parts[2:] if parts[0] == PACKAGE else parts[1:]
+    if len(rest) >= 2 and (root / folder / rest[0] / "__init__.py").exists():
+        return f"{folder}/{rest[0]}"
+    if len(rest) == 1 and (root / folder / rest[0] / "__init__.py").exists():
+        return f"{folder}/{rest[0]}"  # the subpackage itself
+    return folder
+
+
+def unit_of_file(path: Path, root: Path) -> str:
+    """The unit a file belongs to: its folder, or folder/subpackage for a file inside one."""
+    rel = path.relative_to(root).parts
+    if len(rel) >= 3 and (root / rel[0] / rel[1] / "__init__.py").exists():
+        return f"{rel[0]}/{rel[1]}"
+    return rel[0]
+
+
+def inner_edges(root: Path) -> dict[tuple[str, str], list[ImportLine]]:
+    """(from unit, to unit) within each product folder that has subpackages: folder -> folder/sub and back."""
+    names = set(folders(root))
+    found: dict[tuple[str, str], list[ImportLine]] = defaultdict(list)
+    for name in sorted(names - LAB):
+        for path in python_files(root / name):
+            here = unit_of_file(path, root)
+            tree = ast.parse(path.read_text(), filename=str(path))
+            rel = str(path.relative_to(root))
+            refs = [(line, module, "import") for line, module in imported_modules(tree)]
+            refs += [(line, module, "names") for line, module in named_modules(tree, names)]
+            for line, module, how in refs:
+                if folder_of(module, names) != name:
+                    continue
+                target = unit_of(module, names, root)
+                if target is not None and target != here:
+                    found[(here, target)].append(ImportLine(rel, line, module, how))
+    return dict(found)
+
+
 def edges(root: Path) -> dict[tuple[str, str], list[ImportLine]]:
     """(from folder, to folder) -> the import lines that make the arrow; none within a folder."""
     names = set(folders(root))
@@ -120,9 +162,18 @@ def edges(root: Path) -> dict[tuple[str, str], list[ImportLine]]:
 
 
 def declared(root: Path) -> dict[str, set[str]]:
-    """Each folder's `May import:` line from its __init__.py docstring; folders without one are not held to it."""
+    """Each folder's and subpackage's `May import:` line from its __init__.py docstring (folders, and units of
+    its own folder as folder/sub); those without one are not held to it."""
     out: dict[str, set[str]] = {}
-    for name in folders(root):
+    units = [*folders(root)]
+    units += [
+        f"{n}/{d.name}"
+        for n in folders(root)
+        if n not in LAB
+        for d in sorted((root / n).iterdir())
+        if d.is_dir() and not d.is_symlink() and (d / "__init__.py").exists()
+    ]
+    for name in units:
         doc = ast.get_docstring(ast.parse((root / name / "__init__.py").read_text())) or ""
         for line in doc.splitlines():
             if line.startswith("May import:"):
@@ -132,12 +183,17 @@ def declared(root: Path) -> dict[str, set[str]]:
 
 
 def undeclared(
-    arrows: dict[tuple[str, str], list[ImportLine]], allowed: dict[str, set[str]]
+    arrows: dict[tuple[str, str], list[ImportLine]], allowed: dict[str, set[str]], root: Path | None = None
 ) -> list[tuple[str, str, ImportLine]]:
-    """(folder, folder it may not import, the line) for each import a folder's declaration does not allow."""
-    return [
-        (a, b, imp) for (a, b), lines in sorted(arrows.items()) if a in allowed and b not in allowed[a] for imp in lines
-    ]
+    """(unit, folder or unit it may not import, the line) for each import a declaration does not allow: a
+    subpackage is held to its own line, a folder's own modules to the folder's."""
+    out = []
+    for (a, b), lines in sorted(arrows.items()):
+        for imp in lines:
+            who = unit_of_file(root / imp.path, root) if root is not None and "/" not in a else a
+            if who in allowed and b not in allowed[who]:
+                out.append((who, b, imp))
+    return out
 
 
 def reaches_lab(arrows: dict[tuple[str, str], list[ImportLine]]) -> list[ImportLine]:
@@ -231,19 +287,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.mermaid or args.text:
         print(mermaid(arrows) if args.mermaid else text(arrows))
         return 0
-    found = cycles(set(arrows))
+    inner = inner_edges(args.root)
+    found = cycles(set(arrows)) + cycles(set(inner))
+    arrows_all = {**arrows, **inner}
     to_lab = reaches_lab(arrows)
-    off_layer = undeclared(arrows, declared(args.root))
+    off_layer = undeclared(arrows, declared(args.root), args.root) + undeclared(inner, declared(args.root))
     if not found and not to_lab and not off_layer:
         print(
-            f"import graph: {len(arrows)} arrows between folders, no cycle, no product folder reaches the lab, "
-            "every folder within its declared imports"
+            f"import graph: {len(arrows)} arrows between folders and {len(inner)} within them, no cycle, "
+            "no product folder reaches the lab, every folder and subfolder within its declared imports"
         )
         return 0
     for cycle in found:
         print("import cycle: " + " -> ".join(cycle), file=sys.stderr)
         for a, b in itertools.pairwise(cycle):
-            for imp in arrows[(a, b)]:
+            for imp in arrows_all[(a, b)]:
                 print(f"  {imp.path}:{imp.line}: {imp.how} {imp.module}  ({a} -> {b})", file=sys.stderr)
     if to_lab:
         print(f"the product reaches the lab ({', '.join(sorted(LAB))} sit on top of it):", file=sys.stderr)

@@ -16,7 +16,7 @@ import os
 
 from lamplighter.configs import torchtitan_flags as torchtitan
 from lamplighter.configs.schema import TRAINER_PLACEHOLDERS, JobConfig
-from lamplighter.trainer import contract
+from lamplighter.rundir import contract
 
 DEFAULT_COMMAND = ["{python}", "-m", "lamplighter.trainer", "--config", "{config}"]
 

@@ -20,7 +20,7 @@ import shutil
 import time
 from pathlib import Path
 
-from lamplighter.trainer import contract
+from lamplighter.rundir import contract
 from lamplighter.trainer.adapter import TORCHTITAN_BOOT_DIR
 
 BOOT_PACKAGE = "lamplighter_torchtitan"

@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from lamplighter.trainer.contract import write_json_atomic
+from lamplighter.rundir.contract import write_json_atomic
 
 
 @dataclass(frozen=True)

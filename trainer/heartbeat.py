@@ -26,7 +26,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from lamplighter.trainer.contract import ENV_ATTEMPT, ENV_REPLICA_ID, ENV_RUN_DIR, RunPaths, write_json_atomic
+from lamplighter.rundir.contract import ENV_ATTEMPT, ENV_REPLICA_ID, ENV_RUN_DIR, RunPaths, write_json_atomic
 
 
 def write_heartbeat(path: Path, *, step: int, now: float, pid: int, attempt: int | None = None) -> None:

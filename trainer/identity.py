@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from lamplighter.trainer import contract
+from lamplighter.rundir import contract
 
 
 class IdentityError(ValueError):

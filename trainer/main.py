@@ -26,7 +26,9 @@ from pydantic import ValidationError
 
 from lamplighter.configs.job_file import load_job_file
 from lamplighter.configs.schema import JobConfig
-from lamplighter.trainer import contract
+from lamplighter.rundir import contract
+from lamplighter.rundir.steplog import StepRecord, append_step
+from lamplighter.rundir.stop_at import StopAt
 from lamplighter.trainer.adapter import job_run_dir
 from lamplighter.trainer.data import Slice, advance, make_batch, step_slice, transition_table
 from lamplighter.trainer.fallback_checkpoint import Checkpoint, FallbackWriter, load_checkpoint
@@ -35,8 +37,6 @@ from lamplighter.trainer.heartbeat import write_heartbeat
 from lamplighter.trainer.identity import Identity, IdentityError, current_identity
 from lamplighter.trainer.log import TrainerLog
 from lamplighter.trainer.progress import StartAction, decide_start, read_job_progress, write_progress
-from lamplighter.trainer.steplog import StepRecord, append_step
-from lamplighter.trainer.stop_at import StopAt
 
 if TYPE_CHECKING:
     import torch

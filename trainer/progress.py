@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from lamplighter.trainer.contract import write_json_atomic
+from lamplighter.rundir.contract import write_json_atomic
 
 
 def read_job_progress(progress_dir: Path) -> int:

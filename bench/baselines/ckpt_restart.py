@@ -19,10 +19,10 @@ from pathlib import Path
 from bench.baselines.baseline import Baseline
 from lamplighter.configs.job_file import job_file_doc
 from lamplighter.configs.schema import JobConfig
+from lamplighter.rundir import contract
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.slurm.requeue import requeue_now
 from lamplighter.slurm.run import SlurmError
-from lamplighter.trainer import contract
 
 WATCH_S = 0.5
 FAILED = frozenset({"FAILED", "NODE_FAIL", "TIMEOUT", "OUT_OF_MEMORY", "BOOT_FAIL", "CANCELLED", "PREEMPTED"})

@@ -20,7 +20,7 @@ With `trainer.model.heal_pad_mb` (the benchmark's big-state arm) every
 checkpoint carries that much more state, written and read back in full, as
 the optimizer state of a large model would be.
 The log's `quorum_id` is the restart count, so a step committed again after a
-restart shows up as lost work in lamplighter.supervisor.report.report.lost_steps.
+restart shows up as lost work in lamplighter.report.build.lost_steps.
 Like the reference trainer, it honours the benchmark's hang-collective
 (<run_dir>/inject/<rank>.hang-collective): the main thread blocks inside the
 step, and the peers' allreduce waits for it until the process group's timeout.
@@ -41,10 +41,10 @@ from typing import Any
 from bench.gpu_time_trainer import ENV_STEP_S, pace_steps
 from lamplighter.configs.job_file import load_job_file
 from lamplighter.configs.schema import JobConfig
-from lamplighter.trainer import contract
+from lamplighter.rundir import contract
+from lamplighter.rundir.steplog import StepRecord, append_step
 from lamplighter.trainer.data import advance, make_batch, step_slice, transition_table
 from lamplighter.trainer.heartbeat import write_heartbeat
-from lamplighter.trainer.steplog import StepRecord, append_step
 
 CKPT_FILE = "ckpt.pt"
 CKPT_LOG = "ckpt_log.jsonl"

@@ -25,10 +25,10 @@ from bench.baselines.poll_script import INJOB_MAX_RESTARTS, has_agent, poll_grou
 from bench.runrecord import Fault
 from lamplighter.configs.job_file import job_file_doc
 from lamplighter.configs.schema import JobConfig
+from lamplighter.lighthouse.spawn import lighthouse_argv
+from lamplighter.rundir.contract import RunPaths, write_json_atomic
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.slurm.run import SlurmError
-from lamplighter.supervisor.lighthouse.lighthouse import lighthouse_argv
-from lamplighter.trainer.contract import RunPaths, write_json_atomic
 
 POLL_S = 10.0
 

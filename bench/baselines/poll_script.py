@@ -16,8 +16,8 @@ import shlex
 from pathlib import Path
 
 from lamplighter.configs.schema import JobConfig
-from lamplighter.slurm.render import AGENT_MODULE, group_job_name, sbatch_header, slurm_path_pattern
-from lamplighter.trainer import contract
+from lamplighter.rundir import contract
+from lamplighter.slurm.submit.render import AGENT_MODULE, group_job_name, sbatch_header, slurm_path_pattern
 from lamplighter.trainer.adapter import render_command, trainer_env
 
 

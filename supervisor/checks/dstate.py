@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from lamplighter.supervisor.observations import DState
-from lamplighter.supervisor.procfs import ProcStat, snapshot, tree
-from lamplighter.supervisor.trainer_proc import ProcessTable
+from lamplighter.policy.observations import DState
+from lamplighter.system.procfs import ProcStat, snapshot, tree
+from lamplighter.system.trainer_proc import ProcessTable
 
 
 class DStateCheck:

@@ -15,8 +15,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lamplighter.supervisor.observations import LighthouseDown, Observation, ProcessExited
-from lamplighter.supervisor.trainer_proc import TrainerProc
+from lamplighter.policy.observations import LighthouseDown, Observation, ProcessExited
+from lamplighter.system.trainer_proc import TrainerProc
 
 
 @dataclass(frozen=True)

@@ -37,11 +37,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from lamplighter.supervisor.checks.lighthouse_progress import LighthouseProgress
-from lamplighter.supervisor.checks.progress import HeartbeatFiles, Progress, ProgressSource
+from lamplighter.lighthouse.progress import LighthouseProgress
+from lamplighter.policy.observations import Hung
+from lamplighter.rundir.heartbeats import HeartbeatFiles, Progress, ProgressSource
 from lamplighter.supervisor.checks.progress_pace import PaceRule, ProgressPace, hang_limit
-from lamplighter.supervisor.observations import Hung
-from lamplighter.supervisor.trainer_proc import ProcessTable
+from lamplighter.system.trainer_proc import ProcessTable
 
 __all__ = ["GroupAttempt", "HangCheck", "HeartbeatFiles", "group_attempts", "progress_sources"]
 

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Protocol
 
 from lamplighter.configs.schema import NetworkConfig
-from lamplighter.supervisor.observations import LinkFault
-from lamplighter.supervisor.sysfs import SYS, LinkReading, read_links
+from lamplighter.policy.observations import LinkFault
+from lamplighter.system.sysfs import SYS, LinkReading, read_links
 
 Sample = tuple[float, str, int]  # (time, link, its change counter)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from lamplighter.supervisor.observations import MemoryHigh
-from lamplighter.supervisor.procfs import PAGE_SIZE, ProcStat, mem_total_bytes, snapshot, tree
-from lamplighter.supervisor.trainer_proc import ProcessTable
+from lamplighter.policy.observations import MemoryHigh
+from lamplighter.system.procfs import PAGE_SIZE, ProcStat, mem_total_bytes, snapshot, tree
+from lamplighter.system.trainer_proc import ProcessTable
 
 
 class MemoryCheckError(RuntimeError):

@@ -1,1 +1,5 @@
-"""GPU health through amdsmi, probed in killable worker processes (see check.py)."""
+"""supervisor/gpu: GPU health through amdsmi, probed in killable worker processes (see check.py).
+
+Layer within supervisor/: the bottom, beside checks/.
+May import: configs, policy
+"""

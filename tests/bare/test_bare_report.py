@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from lamplighter.lab.bare_report import detection, fencing
-from lamplighter.trainer.steplog import StepRecord
+from lamplighter.rundir.steplog import StepRecord
 
 
 def line(

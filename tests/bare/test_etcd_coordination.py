@@ -133,7 +133,7 @@ def test_the_store_rides_through_a_dead_etcd_member(etcd: EtcdCluster, request: 
 
 
 def test_an_unreachable_etcd_is_an_error_that_names_every_endpoint(tmp_path: Path) -> None:
-    from lamplighter.supervisor.ports import free_port
+    from lamplighter.system.ports import free_port
 
     ends = [f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"]
     store = Store(ends, timeout_s=0.5)

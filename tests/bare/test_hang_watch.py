@@ -11,8 +11,8 @@ import pytest
 
 from lamplighter.bare.hang_watch import JobHangWatch
 from lamplighter.configs.schema import JobConfig
-from lamplighter.supervisor.trainer_proc import TrainerProc
-from lamplighter.trainer.contract import RunPaths
+from lamplighter.rundir.contract import RunPaths
+from lamplighter.system.trainer_proc import TrainerProc
 from lamplighter.trainer.heartbeat import write_heartbeat
 
 

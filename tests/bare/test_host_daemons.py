@@ -25,7 +25,7 @@ from lamplighter.lab.etcd_cluster import EtcdCluster
 from lamplighter.lab.host_daemons import lab_host_daemon
 from lamplighter.lab.tcp_link import TcpLink
 from lamplighter.lab.testcluster import wait_until
-from lamplighter.slurm.chaos_slurm import read_records
+from lamplighter.slurm.chaos.inject import read_records
 
 pytestmark = pytest.mark.integration
 

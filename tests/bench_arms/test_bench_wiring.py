@@ -12,7 +12,7 @@ from types import ModuleType
 
 import pytest
 
-from lamplighter.slurm.render import render_job
+from lamplighter.slurm.submit.render import render_job
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -56,7 +56,7 @@ def test_the_poll_runners_group_script_is_torchfts_examples_and_none_of_lampligh
     job = job_config("b-poll", tmp_path / "run", Workload(steps=40, replicas=3), run_id="r", under_slurm=True)
     hostile = "http://127.0.0.1:1/'$(touch " + str(tmp_path / "pwned") + ")'"
     text = poll_group_script(job, 2, 3, tmp_path / "run" / "job.json", "/usr/bin/python3", hostile)
-    assert not has_agent(text) and "lamplighter.injob" not in text and "renew" not in text
+    assert not has_agent(text) and "lamplighter.slurm.injob" not in text and "renew" not in text
     assert "#SBATCH --no-requeue" in text and "#SBATCH --requeue" not in text
     assert '#SBATCH --job-name="ll-b-poll-g2"' in text
     assert "\nexec srun --kill-on-bad-exit=1 /usr/bin/python3 -m bench.gpu_time_trainer" in text
@@ -118,7 +118,7 @@ def test_a_restart_inside_the_allocation_is_a_detection_at_the_agents_notice(tmp
     """Found in make bench: a kill that the in-job agent restarted read as detected 65 s later, at the next
     daemon action, because only the daemons' action logs were read."""
     from bench.lamplighter_slurm import injob_detections
-    from lamplighter.injob.journal import append_event, journal_path
+    from lamplighter.slurm.injob.events import append_event, journal_path
 
     append_event(journal_path(tmp_path, 1), "started", 90.0, how="cold", attempt=1)
     append_event(journal_path(tmp_path, 1), "ended", 100.5, status=-9)

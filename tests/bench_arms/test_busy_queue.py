@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from types import ModuleType
 
-from lamplighter.trainer.contract import RunPaths
-from lamplighter.trainer.steplog import StepRecord, append_step
+from lamplighter.rundir.contract import RunPaths
+from lamplighter.rundir.steplog import StepRecord, append_step
 
 
 def commit(group: int, t: float, attempt: int, healed: str | None = None) -> StepRecord:

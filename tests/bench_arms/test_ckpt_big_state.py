@@ -13,7 +13,7 @@ from types import ModuleType
 
 import pytest
 
-from lamplighter.supervisor.ports import free_port
+from lamplighter.system.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 PAD_MB = 3

@@ -8,7 +8,7 @@ from types import ModuleType
 
 import pytest
 
-from lamplighter.trainer.steplog import StepRecord
+from lamplighter.rundir.steplog import StepRecord
 
 REPO = Path(__file__).resolve().parents[2]
 

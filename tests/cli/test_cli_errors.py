@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lamplighter.cli import build_parser, main
+from lamplighter.commands.cli import build_parser, main
 
 
 def commands() -> dict[str, argparse.ArgumentParser]:

@@ -12,21 +12,23 @@ from typing import Any
 
 import pytest
 
-from lamplighter.cli import build_parser, main
+from lamplighter.commands import job as job_cli
+from lamplighter.commands import jobs as job_list
+from lamplighter.commands import logs as job_logs
+from lamplighter.commands.cli import build_parser, main
+from lamplighter.commands.revive import Plan, Refused, Seen, decide, revive
+from lamplighter.commands.status import collect, format_table, read_jobs
 from lamplighter.configs.schema import JobConfig
-from lamplighter.daemon.actionlog import format_action
-from lamplighter.daemon.job_table import publish, table_doc
-from lamplighter.daemon.revive_cli import Plan, Refused, Seen, decide, revive
 from lamplighter.lab.fake_slurm import FakeSlurm
-from lamplighter.slurm import job_cli, job_list, job_logs
+from lamplighter.rundir.action_line import format_action
+from lamplighter.rundir.actions import ACTIONS_FILE
+from lamplighter.rundir.contract import RunPaths
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.slurm.head_table import JobTable
-from lamplighter.slurm.job_index import remember
-from lamplighter.slurm.job_status import collect, format_table, read_jobs
-from lamplighter.slurm.release import decide as release_decide
-from lamplighter.slurm.submission import Submission, load, save, submit_job
-from lamplighter.supervisor.run_dir_actions import ACTIONS_FILE
-from lamplighter.trainer.contract import RunPaths
+from lamplighter.slurm.submit.job_index import remember
+from lamplighter.slurm.submit.release import decide as release_decide
+from lamplighter.slurm.submit.submission import Submission, load, save, submit_job
+from lamplighter.supervisor.job_table import publish, table_doc
 
 RECORDED = Path(__file__).parent.parent / "slurm" / "recorded"
 USER = 1000 if os.geteuid() == 0 else os.geteuid()  # revive refuses root: the job's owner, as a test makes one

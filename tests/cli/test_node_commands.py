@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from lamplighter.cli import main
-from lamplighter.daemon.status_socket import StatusServer
+from lamplighter.commands.cli import main
+from lamplighter.supervisor.status_socket import StatusServer
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -82,7 +82,7 @@ def test_hosts_with_a_missing_certificate_is_one_line_naming_it(tmp_path: Path) 
 
 
 def test_nodes_resume_defaults_to_this_host() -> None:
-    from lamplighter.cli import build_parser
+    from lamplighter.commands.cli import build_parser
 
     args = build_parser().parse_args(["nodes", "resume"])
     assert args.node is None  # run_resume takes local_node_name: SLURMD_NODENAME, node_name, the host name

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from lamplighter.cli import main
+from lamplighter.commands.cli import main
+from lamplighter.commands.deploy_files import FILES, write_all
+from lamplighter.commands.init import TEMPLATES, job_file
 from lamplighter.configs.loader import load_job
-from lamplighter.deploy_files import FILES, write_all
-from lamplighter.job_init import TEMPLATES, job_file
-from lamplighter.supervisor import installed
+from lamplighter.system import installed
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -92,7 +92,7 @@ def test_deploy_files_writes_with_modes_and_refuses_to_overwrite(tmp_path: Path)
 
 def test_version_lists_what_is_installed_without_importing_torch() -> None:
     code = (
-        "import sys; from lamplighter.cli import main; main(['--version']); "
+        "import sys; from lamplighter.commands.cli import main; main(['--version']); "
         "print('torch imported' if 'torch' in sys.modules else 'torch not imported')"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

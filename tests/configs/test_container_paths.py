@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lamplighter.cli import main
+from lamplighter.commands.cli import main
+from lamplighter.commands.init import job_file
 from lamplighter.configs.container_mounts import Mount, container_mounts
 from lamplighter.configs.schema import JobConfig, container_path_problems
-from lamplighter.job_init import job_file
 
 IMAGE = "--container-image=/shared/images/tt.sqsh"
 

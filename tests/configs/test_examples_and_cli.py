@@ -110,7 +110,7 @@ def test_validate_without_a_file_is_bad_input() -> None:
 
 
 def test_validate_a_node_config_given_as_a_job_checks_it_as_a_node_config(capsys: pytest.CaptureFixture[str]) -> None:
-    from lamplighter.cli import main
+    from lamplighter.commands.cli import main
 
     assert main(["validate", str(REPO / "configs" / "node.yaml")]) == 0
     out = capsys.readouterr()
@@ -123,7 +123,7 @@ def test_validate_json_of_an_invalid_file_is_a_document_ci_can_read(
 ) -> None:
     import json
 
-    from lamplighter.cli import main
+    from lamplighter.commands.cli import main
 
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\ngroups: {cont: 2}\nhealth: {hang_timeout_s: 3}\n")
@@ -142,7 +142,7 @@ def test_validate_json_of_an_invalid_file_is_a_document_ci_can_read(
 def test_the_set_example_of_node_commands_is_valid_for_a_node_config(command: list[str]) -> None:
     import re
 
-    from lamplighter.cli import build_parser
+    from lamplighter.commands.cli import build_parser
 
     parser = build_parser()
     sub = parser._subparsers._group_actions[0].choices[command[0]]  # type: ignore[union-attr]

@@ -20,8 +20,8 @@ from lamplighter.configs.job_file import (
 )
 from lamplighter.configs.loader import ConfigError, load_job
 from lamplighter.configs.schema import JobConfig
-from lamplighter.injob.agent import load_config
-from lamplighter.trainer import contract
+from lamplighter.rundir import contract
+from lamplighter.slurm.injob.agent import load_config
 from lamplighter.trainer.main import load_job as trainer_load_job
 from lamplighter.trainer.main import main as trainer_main
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from lamplighter.cli import build_parser
+from lamplighter.commands.cli import build_parser
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lamplighter.cli import main
+from lamplighter.commands.cli import main
 from lamplighter.configs.torchtitan_module import comm_timeouts
 
 MODULE = "llama3_8b_ft.py"

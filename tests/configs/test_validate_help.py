@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from lamplighter.configs import validate_cli
+from lamplighter.commands import validate as validate_cli
 from lamplighter.configs.schema import TRAINER_PLACEHOLDERS
 
 

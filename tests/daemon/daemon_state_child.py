@@ -12,7 +12,7 @@ import time
 from itertools import count
 from pathlib import Path
 
-from lamplighter.daemon.state_store import DaemonState
+from lamplighter.supervisor.state_store import DaemonState
 
 
 def churn(state_dir: Path) -> None:

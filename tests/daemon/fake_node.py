@@ -21,18 +21,18 @@ from pathlib import Path
 from typing import Any
 
 from lamplighter.configs.schema import JobConfig, NodeConfig
-from lamplighter.daemon.actionlog import ActionLog
-from lamplighter.daemon.compute_loop import ComputeLoop
-from lamplighter.daemon.executor import Executor
-from lamplighter.daemon.metrics import DaemonMetrics
-from lamplighter.daemon.state_store import DaemonState
 from lamplighter.lab.fake_slurm import FakeSlurm
+from lamplighter.lighthouse.status import LighthouseStatus, LighthouseStatusError, Member
+from lamplighter.policy.observations import Observation, ProcessExited
+from lamplighter.rundir.action_line import ActionLog
+from lamplighter.rundir.contract import ENV_CONFIG, ENV_JOB, ENV_REPLICA_ID, ENV_RUN_DIR, RunPaths, write_json_atomic
 from lamplighter.supervisor.checks.links import LinkReader
+from lamplighter.supervisor.executor import Executor
 from lamplighter.supervisor.gpu.observation import GpuObservation
-from lamplighter.supervisor.lighthouse_status import LighthouseStatus, LighthouseStatusError, Member
-from lamplighter.supervisor.observations import Observation, ProcessExited
-from lamplighter.supervisor.trainer_proc import TrainerProc
-from lamplighter.trainer.contract import ENV_CONFIG, ENV_JOB, ENV_REPLICA_ID, ENV_RUN_DIR, RunPaths, write_json_atomic
+from lamplighter.supervisor.metrics import DaemonMetrics
+from lamplighter.supervisor.node.loop import ComputeLoop
+from lamplighter.supervisor.state_store import DaemonState
+from lamplighter.system.trainer_proc import TrainerProc
 
 BTIME = 1_700_000_000
 CLK_TCK = 100

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from lamplighter.cli import main
-from lamplighter.daemon.state_store import DaemonState
-from lamplighter.supervisor.action_history import history, parse_lines, render
+from lamplighter.commands.cli import main
+from lamplighter.rundir.action_history import history, parse_lines, render
+from lamplighter.supervisor.state_store import DaemonState
 
 RECORDED = Path(__file__).parent / "recorded" / "actions_demo.jsonl"
 SUBMITTED = {"811": "demo/g0", "812": "demo/g1"}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from lamplighter.configs.schema import AutoResumeConfig
-from lamplighter.daemon.auto_resume import (
+from lamplighter.supervisor.node.auto_resume import (
     NodeView,
     ResumeLimit,
     ResumeState,

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from lamplighter.daemon.actionlog import ActionLog
-from lamplighter.supervisor.run_dir_actions import FileSink, format_action
+from lamplighter.rundir.action_line import ActionLog
+from lamplighter.rundir.actions import FileSink, format_action
 
 
 def test_one_line_with_everything() -> None:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from lamplighter.rundir.contract import ENV_JOB, ENV_REPLICA_ID
 from lamplighter.supervisor.discovery import find_trainers, read_process, roots
-from lamplighter.supervisor.procfs import parse_stat, same_process
-from lamplighter.trainer.contract import ENV_JOB, ENV_REPLICA_ID
+from lamplighter.system.procfs import parse_stat, same_process
 
 
 def _stat(pid: int, comm: str, state: str, ppid: int, start: int) -> str:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from lamplighter.configs.schema import NodeConfig
-from lamplighter.daemon.fencing import StaleWatch
-from lamplighter.daemon.node_policy import Context, JobTrack, LocalJob, NodePolicyState, TrainerEvent, decide
+from lamplighter.supervisor.node.fencing import StaleWatch
+from lamplighter.supervisor.node_policy import Context, JobTrack, LocalJob, NodePolicyState, TrainerEvent, decide
 
 
 def test_stale_only_after_the_grace_and_forgotten_when_it_clears() -> None:

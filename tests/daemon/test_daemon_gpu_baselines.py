@@ -9,15 +9,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from lamplighter.configs.schema import HealthConfig
-from lamplighter.daemon import gpu_baselines
-from lamplighter.daemon.state_store import DaemonState
 from lamplighter.gpusim.build import sim_env
 from lamplighter.gpusim.inject import inject
 from lamplighter.gpusim.state import StateDir
+from lamplighter.supervisor import gpu_baselines
 from lamplighter.supervisor.gpu.assess import Baseline
 from lamplighter.supervisor.gpu.check import GpuCheck
 from lamplighter.supervisor.gpu.observation import GpuObservation
 from lamplighter.supervisor.gpu.worker import WorkerSpec
+from lamplighter.supervisor.state_store import DaemonState
 
 CFG = HealthConfig(probe_deadline_s=2.0, poll_interval_s=1.0)
 GPUS = 2

@@ -16,15 +16,15 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 from lamplighter.configs.schema import HealthConfig
-from lamplighter.daemon.actionlog import ActionLog
-from lamplighter.daemon.job_settings import JobSettings
-from lamplighter.daemon.job_watch import JobWatch
-from lamplighter.daemon.metrics import DaemonMetrics, start_metrics_server
-from lamplighter.daemon.node_policy import TrainerEvent
-from lamplighter.daemon.recovery_watch import recovery_of
+from lamplighter.lighthouse.status import LighthouseStatus, LighthouseStatusError
+from lamplighter.rundir.action_line import ActionLog
+from lamplighter.rundir.steplog import StepRecord
 from lamplighter.supervisor.gpu.observation import GpuObservation
-from lamplighter.supervisor.lighthouse_status import LighthouseStatus, LighthouseStatusError
-from lamplighter.trainer.steplog import StepRecord
+from lamplighter.supervisor.metrics import DaemonMetrics, start_metrics_server
+from lamplighter.supervisor.node.job_settings import JobSettings
+from lamplighter.supervisor.node.job_watch import JobWatch
+from lamplighter.supervisor.node.recovery_watch import recovery_of
+from lamplighter.supervisor.node_policy import TrainerEvent
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "lamplighter.json"
 
@@ -72,7 +72,7 @@ def exercised() -> DaemonMetrics:
     watch = JobWatch("llama", None, settings, fetch, 0.5, Path("/proc"), dict, m)
     for t in range(6):
         watch.hangs(float(t))
-    # What the job watch will call once it names the job (daemon/metrics.py): quorum 3, 5, gone, 5.
+    # What the job watch will call once it names the job (supervisor/metrics.py): quorum 3, 5, gone, 5.
     for quorum in (3, 5, None, 5):
         m.lighthouse_read("llama", quorum)
     # The job watch's gauges (tests/daemon/test_settings_fallback.py drives them through the loop).
@@ -185,11 +185,11 @@ def test_bound_to_loopback_only_and_not_in_global_registry() -> None:
 
 
 def test_recovery_watch_measures_a_restarted_group_once_from_its_step_log(tmp_path: Path) -> None:
-    from lamplighter.daemon.node_trainers import NodeTrainer
-    from lamplighter.daemon.recovery_watch import RecoveryWatch
+    from lamplighter.rundir.contract import RunPaths
+    from lamplighter.rundir.steplog import append_step
     from lamplighter.supervisor.discovery import TrainerProcess
-    from lamplighter.trainer.contract import RunPaths
-    from lamplighter.trainer.steplog import append_step
+    from lamplighter.supervisor.node.recovery_watch import RecoveryWatch
+    from lamplighter.supervisor.node.trainers import NodeTrainer
 
     m = DaemonMetrics()
     watch = RecoveryWatch(m)

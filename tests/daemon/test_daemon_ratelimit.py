@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from lamplighter.supervisor.ratelimit import may_drain
+from lamplighter.policy.ratelimit import may_drain
 
 H = [(100.0, "n1"), (200.0, "n2")]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lamplighter.daemon.sd_notify import Notifier, NotifyError, socket_address, watchdog_interval
+from lamplighter.supervisor.sd_notify import Notifier, NotifyError, socket_address, watchdog_interval
 
 
 @pytest.fixture

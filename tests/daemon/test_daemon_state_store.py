@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from lamplighter.daemon.actionlog import ActionLog
-from lamplighter.daemon.executor import Executor
-from lamplighter.daemon.journal import Journal, JournalError, read_journal
-from lamplighter.daemon.recovery import COMPLETED, CONFIRMED, recover_pending
-from lamplighter.daemon.state_store import FORMAT_VERSION, JOURNAL, SNAPSHOT, DaemonState, PendingAction, StateError
+from lamplighter.rundir.action_line import ActionLog
 from lamplighter.slurm.parsers import JobInfo
+from lamplighter.supervisor.executor import Executor
+from lamplighter.supervisor.recovery import COMPLETED, CONFIRMED, recover_pending
+from lamplighter.supervisor.state_journal import Journal, JournalError, read_journal
+from lamplighter.supervisor.state_store import FORMAT_VERSION, JOURNAL, SNAPSHOT, DaemonState, PendingAction, StateError
 
 CHILD = Path(__file__).with_name("daemon_state_child.py")
 

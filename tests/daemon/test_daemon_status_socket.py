@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from lamplighter.daemon.status_socket import StatusError, StatusServer, read_status
+from lamplighter.supervisor.status_socket import StatusError, StatusServer, read_status
 
 
 @pytest.fixture

@@ -22,10 +22,10 @@ import pytest
 import yaml
 from realparts import wait_for
 
-from lamplighter.daemon.status_socket import StatusError, read_status
 from lamplighter.gpusim.build import sim_env
 from lamplighter.gpusim.state import StateDir
-from lamplighter.trainer.contract import ENV_ATTEMPT, ENV_JOB, ENV_REPLICA_ID, ENV_RUN_DIR
+from lamplighter.rundir.contract import ENV_ATTEMPT, ENV_JOB, ENV_REPLICA_ID, ENV_RUN_DIR
+from lamplighter.supervisor.status_socket import StatusError, read_status
 
 pytestmark = pytest.mark.integration
 GPUS = 2

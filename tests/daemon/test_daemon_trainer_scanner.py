@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lamplighter.daemon.node_trainers import (
+from lamplighter.supervisor.node.trainers import (
     FULL_RESCAN_EVERY,
     NodeTrainer,
     TrainerScanner,

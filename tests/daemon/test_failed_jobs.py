@@ -13,15 +13,15 @@ from dataclasses import replace
 from pathlib import Path
 
 from lamplighter.configs.schema import JobConfig, NodeConfig, RestartConfig
-from lamplighter.daemon.actionlog import ActionLog
-from lamplighter.daemon.executor import Executor
-from lamplighter.daemon.failed_jobs import FailedAttempt, exit_status, gave_up, group_of, judge, run_dir_of
-from lamplighter.daemon.head_loop import FAILED_GRACE_S, HeadLoop
-from lamplighter.daemon.state_store import DaemonState
 from lamplighter.lab.fake_slurm import FakeSlurm
+from lamplighter.rundir.action_line import ActionLog
+from lamplighter.rundir.contract import RunPaths
 from lamplighter.slurm.parsers import parse_scontrol_job, parse_squeue
-from lamplighter.slurm.submission import submit_job
-from lamplighter.trainer.contract import RunPaths
+from lamplighter.slurm.submit.submission import submit_job
+from lamplighter.supervisor.executor import Executor
+from lamplighter.supervisor.head.failed_jobs import FailedAttempt, exit_status, gave_up, group_of, judge, run_dir_of
+from lamplighter.supervisor.head.loop import FAILED_GRACE_S, HeadLoop
+from lamplighter.supervisor.state_store import DaemonState
 
 RECORDED = Path(__file__).parents[1] / "slurm" / "recorded"
 

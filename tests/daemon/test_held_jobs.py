@@ -11,13 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from lamplighter.configs.schema import NodeConfig
-from lamplighter.daemon.actionlog import ActionLog
-from lamplighter.daemon.executor import Executor
-from lamplighter.daemon.head_loop import HeadLoop
-from lamplighter.daemon.held_jobs import held_after_failed_launch, to_release
-from lamplighter.daemon.state_store import DaemonState
 from lamplighter.lab.fake_slurm import FakeSlurm
+from lamplighter.rundir.action_line import ActionLog
 from lamplighter.slurm.parsers import parse_squeue
+from lamplighter.supervisor.executor import Executor
+from lamplighter.supervisor.head.held_jobs import held_after_failed_launch, to_release
+from lamplighter.supervisor.head.loop import HeadLoop
+from lamplighter.supervisor.state_store import DaemonState
 
 RECORDED = Path(__file__).parents[1] / "slurm" / "recorded"
 

@@ -14,7 +14,7 @@ import pytest
 
 from lamplighter.configs.job_file import FORMAT_KEY, FORMAT_VERSION, job_file_doc
 from lamplighter.configs.schema import HealthConfig, JobConfig
-from lamplighter.daemon.job_settings import (
+from lamplighter.supervisor.node.job_settings import (
     RETRY_S,
     JobSettings,
     JobSettingsCache,

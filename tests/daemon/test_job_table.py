@@ -14,14 +14,14 @@ import pytest
 from fake_node import PID0, FakeNode
 
 from lamplighter.configs.schema import JobConfig, NodeConfig
-from lamplighter.daemon.actionlog import ActionLog
-from lamplighter.daemon.executor import Executor
-from lamplighter.daemon.head_loop import HeadLoop
-from lamplighter.daemon.job_table import TABLE_FILE, JobTable, publish, record, table_doc
-from lamplighter.daemon.state_store import DaemonState
 from lamplighter.lab.fake_slurm import FakeSlurm
+from lamplighter.rundir.action_line import ActionLog
 from lamplighter.slurm.parsers import job_from_fields, parse_squeue_jobs
+from lamplighter.supervisor.executor import Executor
+from lamplighter.supervisor.head.loop import HeadLoop
 from lamplighter.supervisor.health_report import read_reports
+from lamplighter.supervisor.job_table import TABLE_FILE, JobTable, publish, record, table_doc
+from lamplighter.supervisor.state_store import DaemonState
 
 
 class Now:
@@ -107,7 +107,7 @@ def test_a_table_on_a_root_squash_export_is_refused_in_a_metric_and_one_log_line
             publish(status, written(n.slurm, n.clock.t))
             os.chown(status / TABLE_FILE, 65534, 65534)
 
-        with caplog.at_level(logging.WARNING, logger="lamplighter.daemon.compute_loop"):
+        with caplog.at_level(logging.WARNING, logger="lamplighter.supervisor.node.loop"):
             n.run(30, each=republish)
         assert n.loop.slurm_asked > 0  # polled slurmctld itself...
         assert metrics.registry.get_sample_value("lamplighter_job_table_refused") == 1.0  # ...and said so

@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from lamplighter.configs.schema import HealthConfig
-from lamplighter.daemon.job_settings import JobSettings
-from lamplighter.daemon.job_watch import JobWatch
-from lamplighter.daemon.node_trainers import NodeTrainer
+from lamplighter.lighthouse.status import LighthouseStatus
+from lamplighter.rundir.contract import RunPaths
+from lamplighter.rundir.stop_at import write_stop_at
 from lamplighter.supervisor.discovery import TrainerProcess
-from lamplighter.supervisor.lighthouse_status import LighthouseStatus
-from lamplighter.trainer.contract import RunPaths
+from lamplighter.supervisor.node.job_settings import JobSettings
+from lamplighter.supervisor.node.job_watch import JobWatch
+from lamplighter.supervisor.node.trainers import NodeTrainer
 from lamplighter.trainer.heartbeat import write_heartbeat
-from lamplighter.trainer.stop_at import write_stop_at
 
 
 def no_lighthouse(address: str, timeout: float) -> LighthouseStatus:

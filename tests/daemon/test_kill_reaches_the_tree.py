@@ -11,11 +11,11 @@ from pathlib import Path
 
 import psutil
 
-from lamplighter.daemon.actionlog import ActionLog
-from lamplighter.daemon.executor import Executor
-from lamplighter.daemon.node_policy import NodeAction
-from lamplighter.daemon.state_store import DaemonState
-from lamplighter.supervisor import procfs
+from lamplighter.rundir.action_line import ActionLog
+from lamplighter.supervisor.executor import Executor
+from lamplighter.supervisor.node_policy import NodeAction
+from lamplighter.supervisor.state_store import DaemonState
+from lamplighter.system import procfs
 
 # An agent that starts a worker in a new session (as torchrun does) and prints the worker's pid.
 AGENT = """

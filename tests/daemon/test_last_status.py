@@ -6,10 +6,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from lamplighter.daemon.last_status import LastStatus
-from lamplighter.daemon.state_store import DaemonState
-from lamplighter.daemon.status_socket import StatusServer, read_status
-from lamplighter.daemon.supervise_cli import cycle, status_document
+from lamplighter.commands.supervise import cycle, status_document
+from lamplighter.supervisor.last_status import LastStatus
+from lamplighter.supervisor.state_store import DaemonState
+from lamplighter.supervisor.status_socket import StatusServer, read_status
 
 
 class HalfwayLoop:

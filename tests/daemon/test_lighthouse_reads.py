@@ -7,9 +7,9 @@ import threading
 
 import pytest
 
-from lamplighter.daemon.lighthouse_reads import LighthouseReads, Place, check_address, table_place
+from lamplighter.lighthouse.status import LighthouseStatus, LighthouseStatusError
 from lamplighter.slurm.parsers import JobInfo, job_from_fields
-from lamplighter.supervisor.lighthouse_status import LighthouseStatus, LighthouseStatusError
+from lamplighter.supervisor.node.lighthouse_reads import LighthouseReads, Place, check_address, table_place
 
 HEAD = Place("n1", frozenset({"n1", "head01"}), frozenset({"127.0.0.1"}))
 STATUS = LighthouseStatus(quorum_id=3, next_quorum="", previous_quorum_id=None, quorum_age_s=None)

@@ -13,10 +13,12 @@ import pytest
 from fake_node import FakeNode
 
 from lamplighter.configs.schema import NodeConfig
-from lamplighter.daemon.actionlog import ActionLog
-from lamplighter.daemon.executor import Executor
-from lamplighter.daemon.head_loop import HeadLoop
-from lamplighter.daemon.neighbour_watch import (
+from lamplighter.lab.fake_slurm import FakeSlurm
+from lamplighter.rundir.action_line import ActionLog
+from lamplighter.slurm.parsers import QueueEntry
+from lamplighter.supervisor.executor import Executor
+from lamplighter.supervisor.head.loop import HeadLoop
+from lamplighter.supervisor.neighbour_watch import (
     MAX_REPORT_BYTES,
     RING_FILE,
     SUSPECTS_DIR,
@@ -26,9 +28,7 @@ from lamplighter.daemon.neighbour_watch import (
     sweep,
     watched_by,
 )
-from lamplighter.daemon.state_store import DaemonState
-from lamplighter.lab.fake_slurm import FakeSlurm
-from lamplighter.slurm.parsers import QueueEntry
+from lamplighter.supervisor.state_store import DaemonState
 
 Addr = tuple[str, int]
 

@@ -11,10 +11,10 @@ import pytest
 from fake_node import BTIME, NODE, Clock, FakeNode
 from netns_links import NetnsLinks, ip
 
-from lamplighter.daemon.auto_resume import marked_at
-from lamplighter.daemon.compute_loop import CLUSTER_VIEW_S
 from lamplighter.lab.fake_slurm import FakeSlurm
 from lamplighter.supervisor.gpu.observation import GpuObservation
+from lamplighter.supervisor.node.auto_resume import marked_at
+from lamplighter.supervisor.node.loop import CLUSTER_VIEW_S
 
 
 def gpus(n: int) -> list[GpuObservation]:

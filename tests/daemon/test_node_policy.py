@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from lamplighter.configs.schema import NodeConfig, RestartConfig
-from lamplighter.daemon.node_policy import (
+from lamplighter.slurm.hostlist import expand_hostlist
+from lamplighter.supervisor.node_policy import (
     Context,
     GpuEvent,
     JobTrack,
@@ -14,7 +15,6 @@ from lamplighter.daemon.node_policy import (
     TrainerEvent,
     decide,
 )
-from lamplighter.slurm.hostlist import expand_hostlist
 
 CFG = NodeConfig()
 # The job's own restart policy (its job.json), given to the policy in the context.
@@ -268,7 +268,7 @@ def test_vm_fault_history_round_trips_and_drops_junk() -> None:
 
 
 def test_renewals_before_the_time_limit_do_not_count_against_the_budget() -> None:
-    """Slurm's restart count includes the group's own renewals (slurm/renew.py): only failures spend the budget."""
+    """Slurm's restart count includes the group's own renewals (slurm/injob/renew.py): only failures spend the budget."""
     job = LocalJob("17", "demo", 2, 5, ((4242, 99),), renewals=4)
     ctx = Context("n1", {"17": job}, total_nodes=4, restart={"17": RESTART})  # budget 3
     renewed = TrainerEvent("exit", "17", 5, "exit 1", code=1, group="demo/g2", renewals=4)
@@ -280,7 +280,7 @@ def test_renewals_before_the_time_limit_do_not_count_against_the_budget() -> Non
 
 
 def test_a_refused_drain_for_a_fault_that_stays_is_logged_once_per_repeat_interval() -> None:
-    from lamplighter.daemon.node_policy import REFUSAL_REPEAT_S
+    from lamplighter.supervisor.node_policy import REFUSAL_REPEAT_S
 
     # 1 of 4 nodes drained elsewhere just now: the limit refuses; the dead GPU is read again every cycle.
     ctx = Context("n1", {}, drain_history=((0.0, "n2"),), total_nodes=4)

@@ -10,9 +10,9 @@ import pytest
 from fake_node import PID0, FakeNode
 
 from lamplighter.configs.schema import JobConfig, NodeConfig
-from lamplighter.daemon.head_loop import decide_nodes
+from lamplighter.rundir.action_history import history, parse_lines, render
 from lamplighter.slurm.parsers import node_from_fields
-from lamplighter.supervisor.action_history import history, parse_lines, render
+from lamplighter.supervisor.head.loop import decide_nodes
 
 
 @pytest.fixture

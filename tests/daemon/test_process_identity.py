@@ -16,10 +16,10 @@ from fake_node import PID0, FakeNode
 
 from lamplighter.configs.schema import JobConfig
 from lamplighter.configs.slurm_names import parse_group_job_name
-from lamplighter.daemon.job_identity import verify
-from lamplighter.daemon.node_trainers import StepProcess
 from lamplighter.slurm.parsers import JobInfo, ParseError, parse_squeue_jobs
 from lamplighter.slurm.step_cgroup import StepCgroup, parse_cgroup
+from lamplighter.supervisor.node.identity import verify
+from lamplighter.supervisor.node.trainers import StepProcess
 
 RECORDED = Path(__file__).parent / "recorded"
 SLURM_RECORDED = Path(__file__).parent.parent / "slurm" / "recorded"

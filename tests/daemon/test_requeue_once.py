@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lamplighter.daemon.actionlog import ActionLog
-from lamplighter.daemon.executor import Executor
-from lamplighter.daemon.node_policy import NodeAction
-from lamplighter.daemon.state_store import DaemonState
 from lamplighter.lab.fake_slurm import FakeSlurm
+from lamplighter.rundir.action_line import ActionLog
 from lamplighter.slurm.requeue import requeue_job
+from lamplighter.supervisor.executor import Executor
+from lamplighter.supervisor.node_policy import NodeAction
+from lamplighter.supervisor.state_store import DaemonState
 
 
 class Clock:

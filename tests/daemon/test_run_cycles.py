@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from lamplighter.daemon.supervise_cli import run_cycles
+from lamplighter.commands.supervise import run_cycles
 
 BOUND_S = 30.0  # a bound on a wait for a thread, far beyond what it needs: a hang fails, never a slow machine
 

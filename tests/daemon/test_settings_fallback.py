@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from fake_node import PID0, FakeNode
 
+from lamplighter.commands.why import run_why
 from lamplighter.configs.job_file import FORMAT_KEY, FORMAT_VERSION, job_file_doc
 from lamplighter.configs.schema import JobConfig, NodeConfig
-from lamplighter.daemon.node_policy import Context, LocalJob, NodePolicyState, TrainerEvent, decide
-from lamplighter.slurm.why_cli import run_why
+from lamplighter.lighthouse.status import LighthouseStatus, parse_status
+from lamplighter.rundir.contract import RunPaths, write_json_atomic
 from lamplighter.supervisor.health_report import summarize
-from lamplighter.supervisor.lighthouse_status import LighthouseStatus, parse_status
-from lamplighter.trainer.contract import RunPaths, write_json_atomic
+from lamplighter.supervisor.node_policy import Context, LocalJob, NodePolicyState, TrainerEvent, decide
 
 # A large model's timeouts: what the defaults (hang 30 s, start-up 300 s) would cut short.
 BIG = {"hang_timeout_s": 600, "startup_timeout_s": 1200}

@@ -10,7 +10,7 @@ import os
 import time
 from pathlib import Path
 
-from lamplighter.trainer.contract import ENV_ATTEMPT, ENV_REPLICA_ID, ENV_RUN_DIR, RunPaths, write_json_atomic
+from lamplighter.rundir.contract import ENV_ATTEMPT, ENV_REPLICA_ID, ENV_RUN_DIR, RunPaths, write_json_atomic
 
 
 def main() -> None:

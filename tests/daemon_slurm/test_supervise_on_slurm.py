@@ -23,12 +23,12 @@ import yaml
 from realparts import require_netns, require_slurm, wait_for
 
 from lamplighter.configs.schema import JobConfig
-from lamplighter.daemon.status_socket import StatusError, read_status
 from lamplighter.gpusim.build import ensure_built
 from lamplighter.lab.testcluster import TestCluster, reset_cluster, running_cluster
 from lamplighter.slurm.actions import SlurmActions
-from lamplighter.slurm.render import render_job
+from lamplighter.slurm.submit.render import render_job
 from lamplighter.supervisor.health_report import read_reports
+from lamplighter.supervisor.status_socket import StatusError, read_status
 
 pytestmark = pytest.mark.integration
 HERE = Path(__file__).resolve().parent

@@ -23,8 +23,8 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from realparts import missing
 
-from lamplighter.daemon.metrics import DaemonMetrics
 from lamplighter.supervisor.gpu.observation import GpuObservation
+from lamplighter.supervisor.metrics import DaemonMetrics
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "deploy" / "prometheus" / "lamplighter-alerts.yml"

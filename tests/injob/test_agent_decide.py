@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from lamplighter.configs.schema import RestartConfig
-from lamplighter.injob.agent import Agent, mark_completed
-from lamplighter.injob.decide import AgentState, StepEnded, decide
-from lamplighter.injob.steps import TASK_MARK, StepCommand, activation_line
-from lamplighter.trainer.contract import RunPaths
+from lamplighter.rundir.contract import RunPaths
+from lamplighter.slurm.injob.agent import Agent, mark_completed
+from lamplighter.slurm.injob.decide import AgentState, StepEnded, decide
+from lamplighter.slurm.injob.steps import TASK_MARK, StepCommand, activation_line
 
 CFG = RestartConfig(in_job=2, crash_loop_max=3, crash_loop_window_s=100, backoff_initial_s=0)
 
@@ -68,7 +68,7 @@ def test_the_spare_is_the_trainers_step_sharing_the_allocation() -> None:
         *WRAP,
         "/venv/bin/python",
         "-m",
-        "lamplighter.supervisor.standby_main",
+        "lamplighter.launch.standby",
         "--preload",
         "torch",
         "--preload",
@@ -133,7 +133,7 @@ def make_agent(run_dir: Path, group: int) -> Agent:
 def test_a_group_that_never_trained_is_said_when_the_job_completes_without_it(tmp_path: Path) -> None:
     """Newcomer review P1-1: a group that never reached the Lighthouse ended COMPLETED like its peer, which
     trained alone; `why` must say so."""
-    from lamplighter.supervisor.action_history import history, parse_lines
+    from lamplighter.rundir.action_history import history, parse_lines
 
     paths = RunPaths(tmp_path)
     mark_completed(paths.completed(), 0)

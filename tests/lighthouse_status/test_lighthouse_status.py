@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lamplighter.supervisor.lighthouse_status import (
+from lamplighter.lighthouse.status import (
     LighthouseStatusError,
     LighthouseStatusUnreadable,
     fetch_status,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lamplighter.supervisor.lighthouse.lighthouse_steplog import LighthouseStepLog, read_lighthouse_steps
-from lamplighter.supervisor.lighthouse_status import LighthouseStatus, Member
-from lamplighter.supervisor.report.report import lost_steps
+from lamplighter.lighthouse.status import LighthouseStatus, Member
+from lamplighter.lighthouse.steplog import LighthouseStepLog, read_lighthouse_steps
+from lamplighter.report.build import lost_steps
 
 
 def status(*members: tuple[str, int, bool]) -> LighthouseStatus:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from lamplighter.supervisor.lighthouse.quorum_churn import CHANGES, REPEAT_S, QuorumChurn
-from lamplighter.supervisor.lighthouse_status import Heartbeat, LighthouseStatus, Member
+from lamplighter.lighthouse.quorum_churn import CHANGES, REPEAT_S, QuorumChurn
+from lamplighter.lighthouse.status import Heartbeat, LighthouseStatus, Member
 
 
 def status(quorum_id: int, in_quorum: list[str], alive: list[str]) -> LighthouseStatus:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from realparts import FAR_STEPS, STEP_SLEEP_S, stop_once_all_commit_after, stop_when
 
-from lamplighter.supervisor.local.local_cli import add_parser, run_local
-from lamplighter.trainer.steplog import StepRecord
+from lamplighter.commands.local import add_parser, run_local
+from lamplighter.rundir.steplog import StepRecord
 
 JOB = """
 name: chaos-all
@@ -139,8 +139,8 @@ def test_a_survivor_trains_alone_while_most_groups_restart(tmp_path: Path) -> No
     groups back before the survivor's 2 s ran out, and nothing could be asserted. Asserted
     without timing: a commit of the survivor alone after the kills, before either restarted
     group's first commit."""
-    from lamplighter.trainer.contract import RunPaths
-    from lamplighter.trainer.steplog import read_steps
+    from lamplighter.rundir.contract import RunPaths
+    from lamplighter.rundir.steplog import read_steps
 
     job = JOB.format(steps=FAR_STEPS, step_sleep_s=STEP_SLEEP_S).replace("backoff_initial_s: 0", "backoff_initial_s: 4")
     assert "backoff_initial_s: 4" in job

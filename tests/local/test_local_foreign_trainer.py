@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from realparts import FAR_STEPS, STEP_SLEEP_S
 
-from lamplighter.supervisor.local.local_cli import add_parser, run_local
-from lamplighter.trainer.stop_at import write_stop_at
+from lamplighter.commands.local import add_parser, run_local
+from lamplighter.rundir.stop_at import write_stop_at
 
 FT_TRAINER = Path(__file__).parent.parent / "foreign" / "ft_trainer.py"
 
@@ -161,8 +161,8 @@ def test_the_foreign_trainer_does_not_import_lamplighter() -> None:
 def test_run_dir_placeholder_is_the_runs_own_directory(tmp_path: Path) -> None:
     """Regression: {run_dir} rendered the config's default (runs/<name>, relative) instead of --run-dir."""
     from lamplighter.configs.schema import ChaosConfig, JobConfig
-    from lamplighter.supervisor.local.local_launch import group_launch
-    from lamplighter.supervisor.local.local_mode import LocalOptions, LocalRun
+    from lamplighter.launch.group import group_launch
+    from lamplighter.local.run import LocalOptions, LocalRun
 
     job = JobConfig.model_validate({"name": "x", "trainer": {"command": ["t", "--out={run_dir}/own"]}})
     run = LocalRun(job, LocalOptions(run_dir=tmp_path / "r", report_dir=tmp_path / "rep", chaos=ChaosConfig()))

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from lamplighter.configs.schema import ChaosConfig, JobConfig
-from lamplighter.supervisor.local.local_mode import LocalOptions, LocalRun
+from lamplighter.local.run import LocalOptions, LocalRun
 
 
 class Clock:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from realparts import FAR_STEPS, STEP_SLEEP_S, stop_once_all_commit_after
 
-from lamplighter.supervisor.local.local_cli import add_parser, run_local
+from lamplighter.commands.local import add_parser, run_local
 
 JOB = f"""
 name: warm

@@ -15,8 +15,8 @@ import psutil
 import pytest
 from realparts import wait_for
 
-from lamplighter.trainer import contract
-from lamplighter.trainer.steplog import read_steps
+from lamplighter.rundir import contract
+from lamplighter.rundir.steplog import read_steps
 
 JOB = """
 name: term

@@ -125,7 +125,7 @@ def test_sdist_and_wheel_pass_twine_check_and_the_wheel_carries_the_deploy_files
     assert out.returncode == 0 and out.stdout.count("PASSED") == 2, out.stdout + out.stderr
     wheel = next(p for p in dists if p.suffix == ".whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    from lamplighter.deploy_files import FILES
+    from lamplighter.commands.deploy_files import FILES
 
     for f in FILES:
         prefix = "lamplighter/deploy/" if f.package == "lamplighter.deploy" else "lamplighter/configs/"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lamplighter.cli import main
+from lamplighter.commands.cli import main
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

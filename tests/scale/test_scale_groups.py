@@ -9,7 +9,7 @@ from types import ModuleType
 import pytest
 
 from lamplighter.configs.schema import JobConfig
-from lamplighter.slurm.render import render_job
+from lamplighter.slurm.submit.render import render_job
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from lamplighter.configs.schema import LighthouseConfig
-from lamplighter.supervisor.lighthouse.lighthouse import Lighthouse
-from lamplighter.supervisor.process_tree import kill_tree
+from lamplighter.lighthouse.spawn import Lighthouse
+from lamplighter.system.process_tree import kill_tree
 
 
 def steps(path: Path) -> list[dict[str, Any]]:

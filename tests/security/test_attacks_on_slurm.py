@@ -26,13 +26,13 @@ from conftest import Tenant
 from realparts import require_slurm, wait_for
 
 from lamplighter.configs.schema import HealthConfig, JobConfig
-from lamplighter.daemon.status_socket import StatusError, read_status
 from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, running_lab
+from lamplighter.rundir.contract import RunPaths
 from lamplighter.slurm.actions import SlurmActions
-from lamplighter.slurm.render import render_job
 from lamplighter.slurm.step_cgroup import parse_cgroup
-from lamplighter.supervisor import procfs
-from lamplighter.trainer.contract import RunPaths
+from lamplighter.slurm.submit.render import render_job
+from lamplighter.supervisor.status_socket import StatusError, read_status
+from lamplighter.system import procfs
 
 pytestmark = pytest.mark.integration
 TRAINER = Path(__file__).resolve().parents[1] / "daemon_slurm" / "daemon_trainer.py"

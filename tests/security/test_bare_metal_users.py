@@ -37,7 +37,7 @@ from lamplighter.bare.placer import HostEntry
 from lamplighter.lab.etcd_cluster import EtcdCluster
 from lamplighter.lab.etcd_tls import make_pki
 from lamplighter.lab.throwaway_user import throwaway_user
-from lamplighter.supervisor.ports import free_port
+from lamplighter.system.ports import free_port
 
 pytestmark = [
     pytest.mark.integration,

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from lamplighter.configs.schema import JobConfig
-from lamplighter.slurm.render import render_job
+from lamplighter.slurm.submit.render import render_job
 
 # Writes <run_dir>/rec/<replica>-<attempt>-<rank>.json, then sleeps until killed.
 RECORD_AND_SLEEP = (

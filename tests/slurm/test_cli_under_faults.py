@@ -17,7 +17,7 @@ from realparts import require_netns, require_slurm, wait_for
 from lamplighter.configs.schema import JobConfig
 from lamplighter.lab.testcluster import TestCluster, running_cluster
 from lamplighter.slurm.actions import SlurmActions
-from lamplighter.slurm.submission import SUBMISSION_FILE, SubmitError, load, submit_job
+from lamplighter.slurm.submit.submission import SUBMISSION_FILE, SubmitError, load, submit_job
 
 pytestmark = pytest.mark.integration
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from lamplighter.cli import main
-from lamplighter.slurm.job_index import find_by_name, index_path, remember
-from lamplighter.slurm.submission import JobNotFound, find_run_dir
+from lamplighter.commands.cli import main
+from lamplighter.slurm.submit.job_index import find_by_name, index_path, remember
+from lamplighter.slurm.submit.submission import JobNotFound, find_run_dir
 
 NOBODY = 65534
 
@@ -69,7 +69,7 @@ def test_a_job_submitted_by_a_user_is_found_by_name_from_anywhere(tmp_path: Path
         (run_dir / "actions.jsonl").write_text("")
         env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "PYTHONPATH": os.pathsep.join(sys.path)}
         as_nobody = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", sys.executable]
-        code = f"from lamplighter.slurm.job_index import remember; print(remember('llama', {str(run_dir)!r}))"
+        code = f"from lamplighter.slurm.submit.job_index import remember; print(remember('llama', {str(run_dir)!r}))"
         wrote = subprocess.run([*as_nobody, "-c", code], env=env, capture_output=True, text=True, timeout=60)
         assert wrote.returncode == 0 and wrote.stdout.strip() == str(index_path(env)), wrote.stderr
         assert json.loads(index_path(env).read_text())["jobs"]["llama"]["run_dir"] == str(run_dir)

@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from lamplighter.cli import build_parser, main
-from lamplighter.daemon.actionlog import format_action
-from lamplighter.daemon.revive_cli import Refused, revive
+from lamplighter.commands import job as job_cli
+from lamplighter.commands.cli import build_parser, main
+from lamplighter.commands.revive import Refused, revive
 from lamplighter.lab.testcluster import TestCluster, wait_until
-from lamplighter.slurm import job_cli
+from lamplighter.rundir.action_line import format_action
 from lamplighter.slurm.actions import SlurmActions, poll_job
 from lamplighter.slurm.run import SlurmError
-from lamplighter.slurm.submission import Submission, load, save
+from lamplighter.slurm.submit.submission import Submission, load, save
 
 pytestmark = pytest.mark.integration
 WAIT = 60.0

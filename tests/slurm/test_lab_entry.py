@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from lamplighter.cli import COMMAND_MODULES, build_parser
+from lamplighter.commands.cli import COMMAND_MODULES, build_parser
 from lamplighter.lab import __main__ as lab_entry
 from lamplighter.lab import chaos_cli
 

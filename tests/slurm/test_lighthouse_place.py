@@ -12,8 +12,8 @@ import pytest
 from pydantic import ValidationError
 
 from lamplighter.configs.schema import JobConfig
-from lamplighter.slurm.render import LISTEN_TRIES, render_job
-from lamplighter.supervisor.lighthouse.lighthouse_main import CANNOT_LISTEN, NodeAddressError, node_address
+from lamplighter.lighthouse.main import CANNOT_LISTEN, NodeAddressError, node_address
+from lamplighter.slurm.submit.render import LISTEN_TRIES, render_job
 
 
 def job(**kw: object) -> JobConfig:
@@ -66,7 +66,7 @@ def test_the_lighthouse_on_a_loopback_only_node_stops_with_one_line(tmp_path: Pa
         pass
     else:
         pytest.skip("this machine's host name resolves to an address other than loopback")
-    argv = [sys.executable, "-m", "lamplighter.supervisor.lighthouse.lighthouse_main", "--bind-node-port", "0"]
+    argv = [sys.executable, "-m", "lamplighter.lighthouse.main", "--bind-node-port", "0"]
     proc = subprocess.run([*argv, "--min_replicas", "1"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == CANNOT_LISTEN
     lines = proc.stderr.strip().splitlines()
@@ -76,7 +76,7 @@ def test_the_lighthouse_on_a_loopback_only_node_stops_with_one_line(tmp_path: Pa
 NEVER_LISTENS = f"""\
 #!/bin/bash
 # As the release helper: never returns by itself (the script must end without it).
-if [ "$2" = lamplighter.slurm.release ]; then exec sleep 1000; fi
+if [ "$2" = lamplighter.slurm.submit.release ]; then exec sleep 1000; fi
 echo start >> "$RECORD_TO"
 echo "lighthouse_main: cannot listen on 10.9.9.9:0: Cannot assign requested address" >&2
 exit {CANNOT_LISTEN}

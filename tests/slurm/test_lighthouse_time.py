@@ -1,4 +1,4 @@
-"""The Lighthouse job's limit at its partition's MaxTime (slurm/lighthouse_time.py): a Lighthouse that need not
+"""The Lighthouse job's limit at its partition's MaxTime (slurm/submit/lighthouse_time.py): a Lighthouse that need not
 renew never waits in a busy queue mid-run (issue #41, busy queues). Parsed from recorded `scontrol show
 partition` (Slurm 22.05, the lab's two partitions)."""
 
@@ -11,9 +11,9 @@ import pytest
 
 from lamplighter.configs.schema import JobConfig
 from lamplighter.lab.fake_slurm import FakeSlurm
-from lamplighter.slurm.lighthouse_time import lighthouse_time
 from lamplighter.slurm.parsers import PartitionInfo, parse_scontrol_partitions
-from lamplighter.slurm.submission import submit_job
+from lamplighter.slurm.submit.lighthouse_time import lighthouse_time
+from lamplighter.slurm.submit.submission import submit_job
 
 RECORDED = Path(__file__).parent / "recorded" / "scontrol_show_partition.txt"
 

@@ -20,7 +20,7 @@ from lamplighter.lab.testcluster_conf import render_slurm_conf
 from lamplighter.lab.testcluster_net import IFNAMSIZ, MAX_NODES, NETNS_RUN, ClusterNet
 from lamplighter.slurm.actions import SlurmActions, poll_job
 from lamplighter.slurm.hostlist import expand_hostlist
-from lamplighter.supervisor.procfs import PROC, children
+from lamplighter.system.procfs import PROC, children
 
 WAIT = 60.0
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}

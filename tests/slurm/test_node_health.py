@@ -7,13 +7,13 @@ import json
 from datetime import datetime
 from pathlib import Path
 
+from lamplighter.commands.healthcheck import drain
+from lamplighter.commands.status import build_status, format_table
 from lamplighter.configs.schema import JobConfig, NodeConfig
 from lamplighter.lab.fake_slurm import FakeSlurm
 from lamplighter.slurm.drained_nodes import format_age, out_of_service, reason_time
-from lamplighter.slurm.healthcheck_cli import drain
-from lamplighter.slurm.job_status import build_status, format_table
 from lamplighter.slurm.parsers import parse_scontrol_nodes
-from lamplighter.slurm.submission import submit_job
+from lamplighter.slurm.submit.submission import submit_job
 from lamplighter.supervisor.health_report import HealthPublisher, judge, read_reports, summarize
 
 REC = Path(__file__).parent / "recorded"

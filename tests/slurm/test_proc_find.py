@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lamplighter.slurm.proc_find import ENV_SUPERVISOR_NODE, supervisor_procs
+from lamplighter.slurm.chaos.proc_find import ENV_SUPERVISOR_NODE, supervisor_procs
 
 
 @pytest.fixture

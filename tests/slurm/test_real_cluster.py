@@ -10,10 +10,10 @@ import pytest
 from slurm_jobs import group_script, wait_record
 
 from lamplighter.lab.testcluster import TestCluster, is_alive, running_cluster
+from lamplighter.rundir import contract
 from lamplighter.slurm.actions import SlurmActions, poll_job
 from lamplighter.slurm.requeue import requeue_now
 from lamplighter.slurm.run import SlurmError
-from lamplighter.trainer import contract
 
 pytestmark = pytest.mark.integration
 WAIT = 60.0

@@ -1,4 +1,4 @@
-"""The Lighthouse job ends itself once every group job has left the queue (slurm/release.py)."""
+"""The Lighthouse job ends itself once every group job has left the queue (slurm/submit/release.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 
 from lamplighter.configs.schema import JobConfig
 from lamplighter.lab.fake_slurm import FakeSlurm
-from lamplighter.slurm.release import decide, group_jobs, wait_for_release
-from lamplighter.slurm.render import render_job
-from lamplighter.slurm.submission import GONE, SUBMISSION_FILE, UNKNOWN, Submission, job_states, save, submit_job
+from lamplighter.slurm.submit.release import decide, group_jobs, wait_for_release
+from lamplighter.slurm.submit.render import render_job
+from lamplighter.slurm.submit.submission import GONE, SUBMISSION_FILE, UNKNOWN, Submission, job_states, save, submit_job
 
 
 def job(tmp: Path) -> JobConfig:
@@ -100,7 +100,7 @@ def test_a_group_requeued_after_the_others_ended_keeps_the_lighthouse(tmp_path: 
 def test_the_lighthouse_script_runs_the_release_helper_and_needs_no_second_job(tmp_path: Path) -> None:
     j = job(tmp_path).model_copy(update={"slurm": job(tmp_path).slurm.model_copy(update={"slurm_conf": "/a b/c"})})
     lighthouse = render_job(j, tmp_path / "out")[0].read_text()
-    assert "-m lamplighter.slurm.release --run-dir" in lighthouse and "--slurm-conf '/a b/c'" in lighthouse
+    assert "-m lamplighter.slurm.submit.release --run-dir" in lighthouse and "--slurm-conf '/a b/c'" in lighthouse
     assert '#SBATCH --nodelist="n1"' in lighthouse and "#SBATCH --exclusive" not in lighthouse
     assert "release.sbatch" not in {p.name for p in (tmp_path / "out").iterdir()}
 
@@ -128,8 +128,8 @@ def test_a_finished_job_frees_its_lighthouse_a_grace_after_its_groups_not_a_poll
     """The Slurm lab's jobs held their Lighthouse job 30-60 s after every group had ended (a 30-s poll, then the
     grace confirmed at the next poll). A group that reached the target says so in the run dir (a stat, no RPC):
     polls come every FINISHING_POLL_S from then, and with every group COMPLETED there is no grace to wait."""
-    from lamplighter.slurm.release import FINISHING_POLL_S
-    from lamplighter.trainer.contract import RunPaths
+    from lamplighter.rundir.contract import RunPaths
+    from lamplighter.slurm.submit.release import FINISHING_POLL_S
 
     clock = Clock({})
     api = FakeSlurm(["n1", "n2", "n3"], clock=clock, begin_delay_s=0)

@@ -11,9 +11,9 @@ import pytest
 from pydantic import ValidationError
 from test_slurm_render import harness, make_job, run_script  # noqa: F401  (the fixture)
 
+from lamplighter.commands.render import add_parser, run
 from lamplighter.configs.schema import JobConfig
-from lamplighter.slurm.render import render_job
-from lamplighter.slurm.render_cli import add_parser, run
+from lamplighter.slurm.submit.render import render_job
 
 HOSTILE_DIR = "env $(touch pwned) 'q' \"d\" ;x"
 
@@ -60,24 +60,26 @@ def test_helpers_run_the_interpreter_the_job_names(harness: dict[str, Path]) -> 
     lighthouse, group = (p.read_text() for p in scripts[:2])
     quoted = shlex.quote(str(helper))
     for module in (
-        "lamplighter.supervisor.lighthouse.lighthouse_main",
-        "lamplighter.slurm.release",
-        "lamplighter.slurm.renew",
+        "lamplighter.lighthouse.main",
+        "lamplighter.slurm.submit.release",
+        "lamplighter.slurm.injob.renew",
     ):
         assert f"{quoted} -m {module}" in lighthouse, module
-    assert f"{quoted} -m lamplighter.injob.agent" in group and f"{quoted} -m lamplighter.slurm.renew" in group
+    assert (
+        f"{quoted} -m lamplighter.slurm.injob.agent" in group and f"{quoted} -m lamplighter.slurm.injob.renew" in group
+    )
     assert "/login/venv/bin/python -m lamplighter" not in lighthouse + group  # the submitting one only for {python}
     # The hostile path runs as one word: the agent starts through it and nothing else is run.
     rec = run_script(scripts[1], harness)
     assert rec["argv"][0] == "a"
-    assert record.read_text().splitlines() == ["lamplighter.injob.agent"]
+    assert record.read_text().splitlines() == ["lamplighter.slurm.injob.agent"]
     assert not (harness["tmp"] / "pwned").exists() and not Path("pwned").exists()
 
 
 def test_helpers_default_to_the_submitting_interpreter(tmp_path: Path) -> None:
     job = JobConfig(name="d", run_dir=str(tmp_path / "run"))
     text = render_job(job, tmp_path / "out")[0].read_text()
-    assert f"{shlex.quote(sys.executable)} -m lamplighter.supervisor.lighthouse.lighthouse_main" in text
+    assert f"{shlex.quote(sys.executable)} -m lamplighter.lighthouse.main" in text
 
 
 @pytest.mark.parametrize("bad", ["", " ", "a\nb", "py\x00", " /usr/bin/python3"])

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from realparts import require_slurm
 
+from lamplighter.commands import render as render_cli
 from lamplighter.lab import cluster_cli
 from lamplighter.lab.testcluster import is_alive
-from lamplighter.slurm import render_cli
 
 
 def parse(*argv: str) -> argparse.Namespace:

@@ -25,8 +25,8 @@ from realparts import wait_for
 
 from lamplighter.configs.job_file import FORMAT_KEY, FORMAT_VERSION, load_job_file
 from lamplighter.configs.schema import JobConfig, slurm_time_seconds
-from lamplighter.slurm.render import MASTER_PORT_LINES, RenderError, render_job, sbatch_value
-from lamplighter.trainer import contract
+from lamplighter.rundir import contract
+from lamplighter.slurm.submit.render import MASTER_PORT_LINES, RenderError, render_job, sbatch_value
 
 RECORDER = """\
 import json, os, sys
@@ -168,7 +168,7 @@ def test_group_script_hostile_values_arrive_intact(harness: dict[str, Path]) -> 
 def test_attempt_follows_slurm_restart_count(harness: dict[str, Path]) -> None:
     job = make_job(harness, harness["tmp"] / "run", [], {})
     script = render_job(job, harness["tmp"] / "out", python=str(harness["shim"] / "python"))[1]
-    # Slurm's restart count times 100, plus the in-job agent's restarts (none here): trainer/contract.py.
+    # Slurm's restart count times 100, plus the in-job agent's restarts (none here): rundir/contract.py.
     assert run_script(script, harness, {"SLURM_RESTART_COUNT": "3"})["env"][contract.ENV_ATTEMPT] == "300"
 
 
@@ -285,7 +285,7 @@ def alive(pid: int) -> bool:
 FAKE_LIGHTHOUSE = """\
 #!/bin/bash
 # As the release helper: returns once the Lighthouse has been started twice.
-if [ "$2" = lamplighter.slurm.release ]; then
+if [ "$2" = lamplighter.slurm.submit.release ]; then
     until [ -s "$RECORD_TO.pid" ]; do sleep 0.05; done
     exit 0
 fi
@@ -324,7 +324,7 @@ def test_lighthouse_script_runs_its_own_lighthouse_and_restarts_it(harness: dict
     assert len(starts) == 2 and starts[0] == starts[1]
     assert starts[0].split() == [
         "-m",
-        "lamplighter.supervisor.lighthouse.lighthouse_main",
+        "lamplighter.lighthouse.main",
         "--bind-node-port",
         "0",  # the address of the node it lands on, found there: never a wildcard, never loopback
         "--min_replicas",
@@ -488,7 +488,7 @@ SLEEPER = (
 FAKE_HELPER = f"""\
 #!/bin/bash
 # Stands in for lamplighter's python: records how the renewal helper was called (the in-job agent runs).
-if [[ "$2" == lamplighter.slurm.renew ]]; then printf '%s\\n' "$@" > "$RENEW_RECORD"; exit 0; fi
+if [[ "$2" == lamplighter.slurm.injob.renew ]]; then printf '%s\\n' "$@" > "$RENEW_RECORD"; exit 0; fi
 exec {shlex.quote(sys.executable)} "$@"
 """
 
@@ -548,7 +548,7 @@ def test_renewal_signals_are_staggered_and_the_trap_keeps_the_trainer_running(ha
     args = record.read_text().splitlines()
     assert args == [
         "-m",
-        "lamplighter.slurm.renew",
+        "lamplighter.slurm.injob.renew",
         "--group",
         "1",
         "--groups",

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from lamplighter.slurm.parsers import JobInfo
-from lamplighter.slurm.renew import Lease, LeaseDir, Timeline, decide, end_time_epoch, live_groups, renew_group
-from lamplighter.supervisor.lighthouse_status import (
+from lamplighter.lighthouse.status import (
     Heartbeat,
     LighthouseStatus,
     LighthouseStatusError,
     Member,
 )
+from lamplighter.slurm.injob.renew import Lease, LeaseDir, Timeline, decide, end_time_epoch, live_groups, renew_group
+from lamplighter.slurm.parsers import JobInfo
 
 
 def status(

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from lamplighter.commands.status import collect, format_table
 from lamplighter.configs.schema import JobConfig
 from lamplighter.lab.fake_slurm import FakeSlurm
-from lamplighter.slurm.job_status import collect, format_table
-from lamplighter.slurm.lighthouse_log import lighthouse_log, lighthouse_log_problem
 from lamplighter.slurm.parsers import JobInfo
-from lamplighter.slurm.submission import SUBMISSION_FILE, SubmitError, submit_job
+from lamplighter.slurm.submit.lighthouse_log import lighthouse_log, lighthouse_log_problem
+from lamplighter.slurm.submit.submission import SUBMISSION_FILE, SubmitError, submit_job
 
 IMPORT_ERROR = """\
 Traceback (most recent call last):
@@ -163,8 +163,8 @@ def test_a_submitted_group_that_starts_before_its_lighthouse_published_waits_for
 
     from test_slurm_render import FAKE_SRUN, RECORDER, publish
 
-    from lamplighter.slurm.render import render_job
-    from lamplighter.trainer import contract
+    from lamplighter.rundir import contract
+    from lamplighter.slurm.submit.render import render_job
 
     shim = tmp_path / "shim"
     shim.mkdir()

@@ -18,8 +18,8 @@ import pytest
 
 from lamplighter.configs.schema import JobConfig
 from lamplighter.lab.fake_slurm import FakeSlurm
-from lamplighter.slurm.render import render_job
-from lamplighter.slurm.submission import SubmitError, submit_job
+from lamplighter.slurm.submit.render import render_job
+from lamplighter.slurm.submit.submission import SubmitError, submit_job
 from lamplighter.trainer.adapter import TORCHTITAN_BOOT_DIR, trainer_env
 from lamplighter.trainer.boot_copy import BOOT_PACKAGE, LEFTOVER_AGE_S, boot_sources, install_boot
 

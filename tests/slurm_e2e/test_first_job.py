@@ -15,7 +15,7 @@ from realparts import STEP_SLEEP_S
 from lamplighter.configs.loader import load_job
 from lamplighter.lab.e2e_run import LabRun
 from lamplighter.lab.slurm_lab import SlurmLab
-from lamplighter.trainer.contract import lighthouse_address
+from lamplighter.rundir.contract import lighthouse_address
 
 pytestmark = pytest.mark.integration
 

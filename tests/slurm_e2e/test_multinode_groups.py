@@ -35,10 +35,10 @@ from lamplighter.gpusim.state import StateDir
 from lamplighter.lab.e2e_run import LabRun, lab_job_config
 from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, leftover_job_processes, running_lab
 from lamplighter.lab.testcluster import wait_until
+from lamplighter.rundir.contract import ENV_JOB, ENV_REPLICA_ID, RunPaths
+from lamplighter.rundir.stop_at import write_stop_at
+from lamplighter.slurm.chaos.proc_find import find_by_env, in_trainer_steps, signal_procs
 from lamplighter.slurm.hostlist import expand_hostlist
-from lamplighter.slurm.proc_find import find_by_env, in_trainer_steps, signal_procs
-from lamplighter.trainer.contract import ENV_JOB, ENV_REPLICA_ID, RunPaths
-from lamplighter.trainer.stop_at import write_stop_at
 
 pytestmark = pytest.mark.integration
 FT_TRAINER = Path(__file__).resolve().parent.parent / "foreign" / "ft_trainer.py"

@@ -19,8 +19,8 @@ from realparts import require_netns, require_slurm, wait_for
 
 from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, running_lab
 from lamplighter.lab.testcluster import TestCluster, is_alive
-from lamplighter.slurm import proc_find
-from lamplighter.supervisor.procfs import PROC, ProcStat, children
+from lamplighter.slurm.chaos import proc_find
+from lamplighter.system.procfs import PROC, ProcStat, children
 
 MARK = "ll-mark-{node}"
 SLEEP = "import time; time.sleep(600)"

@@ -28,10 +28,10 @@ from lamplighter.lab.e2e_run import prepare_run
 from lamplighter.lab.run_report import read_action_logs
 from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, running_lab
 from lamplighter.lab.testcluster import wait_until
+from lamplighter.rundir.contract import RunPaths
+from lamplighter.rundir.steplog import read_steps
+from lamplighter.slurm.chaos.proc_find import trainer_procs
 from lamplighter.slurm.hostlist import expand_hostlist
-from lamplighter.slurm.proc_find import trainer_procs
-from lamplighter.trainer.contract import RunPaths
-from lamplighter.trainer.steplog import read_steps
 
 pytestmark = pytest.mark.integration
 

@@ -8,14 +8,18 @@ from pathlib import Path
 
 import pytest
 
+from lamplighter.commands.status import build_status, collect, format_table, steps_per_s, tail_steps
 from lamplighter.configs.schema import JobConfig
 from lamplighter.lab.fake_slurm import FakeSlurm
 from lamplighter.lab.run_report import write_report
-from lamplighter.slurm.chaos_slurm import append_record
+from lamplighter.lighthouse.status import parse_status
+from lamplighter.rundir import contract
+from lamplighter.rundir.contract import RunPaths
+from lamplighter.rundir.steplog import StepRecord, append_step
+from lamplighter.slurm.chaos.inject import append_record
 from lamplighter.slurm.hostlist import expand_hostlist
-from lamplighter.slurm.job_status import build_status, collect, format_table, steps_per_s, tail_steps
 from lamplighter.slurm.parsers import JobInfo
-from lamplighter.slurm.submission import (
+from lamplighter.slurm.submit.submission import (
     SUBMISSION_FILE,
     SubmitError,
     cancel_job,
@@ -24,10 +28,6 @@ from lamplighter.slurm.submission import (
     published_by,
     submit_job,
 )
-from lamplighter.supervisor.lighthouse_status import parse_status
-from lamplighter.trainer import contract
-from lamplighter.trainer.contract import RunPaths
-from lamplighter.trainer.steplog import StepRecord, append_step
 
 RECORDED = Path(__file__).parent.parent / "lighthouse_status" / "recorded"
 
@@ -156,7 +156,7 @@ def test_submit_waits_for_the_address_its_own_lighthouse_job_published(tmp_path:
 
 
 def test_the_lighthouse_job_never_takes_a_whole_node(tmp_path: Path) -> None:
-    from lamplighter.slurm.render import render_job
+    from lamplighter.slurm.submit.render import render_job
 
     job = lab_job(tmp_path, slurm={"head_node": "n1", "exclusive": True})
     lighthouse, group = (p.read_text() for p in render_job(job, tmp_path / "out")[:2])
@@ -271,8 +271,8 @@ def test_report_pairs_injections_with_daemon_actions_and_slurm_recovery(tmp_path
 
 def test_chaos_schedule_hits_a_healthy_group_and_records_it(tmp_path: Path) -> None:
     from lamplighter.configs.schema import ChaosConfig
-    from lamplighter.slurm.chaos_runner import healthy_groups, run_schedule
-    from lamplighter.slurm.chaos_slurm import CHAOS_FILE, ChaosContext, read_records
+    from lamplighter.slurm.chaos.inject import CHAOS_FILE, ChaosContext, read_records
+    from lamplighter.slurm.chaos.runner import healthy_groups, run_schedule
 
     api = FakeSlurm(["n1", "n2", "n3", "n4"])
     sub = submit_job(lab_job(tmp_path), api, config_path="x.yaml", probe=ok_probe, read_address=published)
@@ -293,8 +293,8 @@ def test_chaos_schedule_hits_a_healthy_group_and_records_it(tmp_path: Path) -> N
 
 def test_exact_chaos_fires_without_waiting_for_recovery_and_records_a_miss(tmp_path: Path) -> None:
     from lamplighter.configs.schema import ChaosConfig
-    from lamplighter.slurm.chaos_runner import run_schedule
-    from lamplighter.slurm.chaos_slurm import CHAOS_FILE, ChaosContext, read_records
+    from lamplighter.slurm.chaos.inject import CHAOS_FILE, ChaosContext, read_records
+    from lamplighter.slurm.chaos.runner import run_schedule
 
     api = FakeSlurm(["n1", "n2", "n3", "n4"])
     sub = submit_job(lab_job(tmp_path), api, config_path="x.yaml", probe=ok_probe, read_address=published)
@@ -407,7 +407,7 @@ def test_a_daemon_action_concerns_a_fault_by_exact_job_id_or_node() -> None:
 
 def test_injection_time_is_stamped_right_before_the_fault(tmp_path: Path) -> None:
     """Regression: stamped after the signal, the time left out how long the injection took."""
-    from lamplighter.slurm.chaos_slurm import ChaosContext, inject
+    from lamplighter.slurm.chaos.inject import ChaosContext, inject
 
     api = FakeSlurm(["n1", "n2", "n3", "n4"])
     sub = submit_job(lab_job(tmp_path), api, config_path="x.yaml", probe=ok_probe, read_address=published)
@@ -420,7 +420,7 @@ def test_injection_time_is_stamped_right_before_the_fault(tmp_path: Path) -> Non
 
 def test_a_partition_heals_itself_and_the_controller_comes_back(tmp_path: Path) -> None:
     """partition and slurmctld-restart end by themselves, journalled as "restored", in that order per fault."""
-    from lamplighter.slurm.chaos_slurm import CHAOS_FILE, ChaosContext, inject, read_records
+    from lamplighter.slurm.chaos.inject import CHAOS_FILE, ChaosContext, inject, read_records
 
     api = FakeSlurm(["n1", "n2", "n3", "n4"])
     sub = submit_job(lab_job(tmp_path), api, config_path="x.yaml", probe=ok_probe, read_address=published)
@@ -443,7 +443,7 @@ def test_a_partition_heals_itself_and_the_controller_comes_back(tmp_path: Path) 
 
 
 def test_faults_of_the_test_cluster_are_refused_without_one(tmp_path: Path) -> None:
-    from lamplighter.slurm.chaos_slurm import ChaosContext, ChaosError, inject
+    from lamplighter.slurm.chaos.inject import ChaosContext, ChaosError, inject
 
     api = FakeSlurm(["n1", "n2", "n3", "n4"])
     sub = submit_job(lab_job(tmp_path), api, config_path="x.yaml", probe=ok_probe, read_address=published)
@@ -459,9 +459,9 @@ def test_kill_healer_kills_the_group_then_the_peer_that_announces_a_send(tmp_pat
     import subprocess
 
     from lamplighter.configs.schema import ChaosConfig, ChaosEvent
-    from lamplighter.slurm.chaos_healer import drain
-    from lamplighter.slurm.chaos_runner import run_schedule
-    from lamplighter.slurm.chaos_slurm import ChaosContext
+    from lamplighter.slurm.chaos.healer import drain
+    from lamplighter.slurm.chaos.inject import ChaosContext
+    from lamplighter.slurm.chaos.runner import run_schedule
 
     api = FakeSlurm(["n1", "n2", "n3", "n4"])
     sub = submit_job(lab_job(tmp_path), api, config_path="x.yaml", probe=ok_probe, read_address=published)
@@ -500,9 +500,9 @@ def test_chaos_stops_with_the_job_and_its_open_watches_end_saying_so(tmp_path: P
     """Regression (make soak at 24f4ff1): faults were still drawn after the job had ended, and every fault
     struck near its end waited out its whole recovery watch (180 s) for a recovery that could not come."""
     from lamplighter.configs.schema import ChaosConfig
-    from lamplighter.slurm.chaos_runner import run_schedule
-    from lamplighter.slurm.chaos_slurm import ChaosContext
-    from lamplighter.slurm.job_end import JobEnd
+    from lamplighter.slurm.chaos.inject import ChaosContext
+    from lamplighter.slurm.chaos.runner import run_schedule
+    from lamplighter.slurm.submit.job_end import JobEnd
 
     api = FakeSlurm(["n1", "n2", "n3", "n4"])
     sub = submit_job(lab_job(tmp_path), api, config_path="x.yaml", probe=ok_probe, read_address=published)
@@ -523,8 +523,8 @@ def test_chaos_stops_with_the_job_and_its_open_watches_end_saying_so(tmp_path: P
 
 def test_chaos_draws_until_its_strikes_a_miss_not_counting_then_only_watches(tmp_path: Path) -> None:
     from lamplighter.configs.schema import ChaosConfig
-    from lamplighter.slurm.chaos_runner import run_schedule
-    from lamplighter.slurm.chaos_slurm import ChaosContext
+    from lamplighter.slurm.chaos.inject import ChaosContext
+    from lamplighter.slurm.chaos.runner import run_schedule
 
     now = [0.0]
     api = FakeSlurm(["n1", "n2", "n3", "n4"], clock=lambda: now[0])

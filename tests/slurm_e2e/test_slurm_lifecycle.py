@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from lamplighter.commands import job as job_cli
 from lamplighter.lab.run_report import write_report
 from lamplighter.lab.slurm_lab import leftover_job_processes
 from lamplighter.lab.testcluster import TestCluster, wait_until
-from lamplighter.slurm import job_cli
+from lamplighter.rundir.contract import RunPaths
+from lamplighter.rundir.steplog import read_steps
 from lamplighter.slurm.actions import SlurmActions
-from lamplighter.slurm.submission import Submission, find_run_dir, load, wait_ended
-from lamplighter.trainer.contract import RunPaths
-from lamplighter.trainer.steplog import read_steps
+from lamplighter.slurm.submit.submission import Submission, find_run_dir, load, wait_ended
 
 pytestmark = pytest.mark.integration
 
@@ -131,8 +131,8 @@ def test_slurm_chaos_hits_exactly_its_target(cluster: TestCluster, tmp_path: Pat
 
     from lamplighter.gpusim.state import StateDir
     from lamplighter.lab.slurm_lab import Service, ServiceRunner
-    from lamplighter.slurm.chaos_slurm import CHAOS_FILE, ChaosContext, inject, observe_recovery, read_records
-    from lamplighter.slurm.proc_find import ENV_SUPERVISOR_NODE, trainer_procs
+    from lamplighter.slurm.chaos.inject import CHAOS_FILE, ChaosContext, inject, observe_recovery, read_records
+    from lamplighter.slurm.chaos.proc_find import ENV_SUPERVISOR_NODE, trainer_procs
 
     sub, api, _ = submit_until_committing(cluster, tmp_path, "aim")
     for g in sub.groups:
@@ -180,7 +180,7 @@ def test_slurm_chaos_hits_exactly_its_target(cluster: TestCluster, tmp_path: Pat
 def test_slurm_requeued_group_heals_from_a_live_peer_bit_identically(cluster: TestCluster, tmp_path: Path) -> None:
     """kill a group's trainer, requeue its (ended) job as the node daemon would: it heals and matches its peer."""
     from lamplighter.lab.run_report import write_report
-    from lamplighter.slurm.chaos_slurm import ChaosContext, inject, observe_recovery
+    from lamplighter.slurm.chaos.inject import ChaosContext, inject, observe_recovery
     from lamplighter.slurm.requeue import requeue_now
 
     sub, api, paths = submit_until_committing(cluster, tmp_path, "heal")
@@ -194,7 +194,7 @@ def test_slurm_requeued_group_heals_from_a_live_peer_bit_identically(cluster: Te
         assert back["t_first_commit"] is not None, back
         info = api.job(job)
         assert info.restarts == 1 and info.state == "RUNNING"
-        # Slurm's first restart: attempt 100 (restarts * 100 + in-job restarts, trainer/contract.py).
+        # Slurm's first restart: attempt 100 (restarts * 100 + in-job restarts, rundir/contract.py).
         after = [r for r in read_steps(paths.steps(1)) if r.attempt == 100 and r.committed]
         assert after[0].healed_from == "peer:0", after[0]
         peer = {r.step: r.state_hash for r in read_steps(paths.steps(0)) if r.committed}

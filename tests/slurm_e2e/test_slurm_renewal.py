@@ -36,9 +36,9 @@ from lamplighter.lab.e2e_run import LabRun, lab_job_config
 from lamplighter.lab.run_report import read_action_logs
 from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, leftover_job_processes, running_lab
 from lamplighter.lab.testcluster import wait_until
-from lamplighter.slurm.renew import RENEWAL_DIR
-from lamplighter.trainer.contract import RunPaths, slurm_restarts_of
-from lamplighter.trainer.steplog import read_steps
+from lamplighter.rundir.contract import RunPaths, slurm_restarts_of
+from lamplighter.rundir.steplog import read_steps
+from lamplighter.slurm.injob.renew import RENEWAL_DIR
 
 pytestmark = pytest.mark.integration
 

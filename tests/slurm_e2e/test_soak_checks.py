@@ -11,8 +11,8 @@ from lamplighter.lab.soak import (
     slurm_drains_to_resume,
     wrong_node_actions,
 )
+from lamplighter.rundir.steplog import StepRecord
 from lamplighter.slurm.parsers import NodeInfo, split_state
-from lamplighter.trainer.steplog import StepRecord
 
 INJECTED = [
     {"t": 10.0, "kind": "gpu", "node": "n3"},

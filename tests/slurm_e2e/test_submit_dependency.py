@@ -13,13 +13,13 @@ import pytest
 import yaml
 from test_slurm_lifecycle import cli, write_config
 
+from lamplighter.commands.status import collect
 from lamplighter.lab.slurm_lab import leftover_job_processes
 from lamplighter.lab.testcluster import TestCluster, wait_until
+from lamplighter.rundir.contract import RunPaths
+from lamplighter.rundir.steplog import read_steps
 from lamplighter.slurm.actions import SlurmActions
-from lamplighter.slurm.job_status import collect
-from lamplighter.slurm.submission import SUBMISSION_FILE, find_run_dir, load
-from lamplighter.trainer.contract import RunPaths
-from lamplighter.trainer.steplog import read_steps
+from lamplighter.slurm.submit.submission import SUBMISSION_FILE, find_run_dir, load
 
 pytestmark = pytest.mark.integration
 
@@ -65,7 +65,7 @@ def test_submit_returns_on_a_busy_queue_and_groups_start_after_the_lighthouse_jo
 NO_TORCHFT = """\
 #!/bin/bash
 # The Lighthouse's node's interpreter without torchft: lamplighter's Lighthouse runs, torchft is missing.
-if [[ "$2" == lamplighter.supervisor.lighthouse.lighthouse_main ]]; then
+if [[ "$2" == lamplighter.lighthouse.main ]]; then
     export PYTHONPATH={site}
     exec /usr/bin/python3 -S "$@"
 fi

@@ -92,7 +92,7 @@ def test_torchtitan_job_through_rendered_scripts(lab: SlurmLab, tmp_path: Path) 
     cfg["lighthouse"]["min_replicas"] = 1
     # Steps here outlast the default 1 s join timeout under load (3 workers on 2 cores), and quorums then split
     # (bench/README's Lighthouse scale). (The requeued group that CI once saw train from step 0 alone had no
-    # live peer: group 0 had died with another test's job whose store port it shared; slurm/render.py.)
+    # live peer: group 0 had died with another test's job whose store port it shared; slurm/submit/render.py.)
     cfg["lighthouse"]["join_timeout_ms"] = 5000
     cfg["torchft"] = {"timeout_s": 10, "quorum_timeout_s": 10, "connect_timeout_s": 20, "pg_timeout_s": 5}
     cfg["slurm"]["cpus_per_task"] = 2

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from lamplighter.supervisor.report.baseline import BaselineError, from_report, parse_baseline, read_report
+from lamplighter.report.baseline import BaselineError, from_report, parse_baseline, read_report
 
 
 def clean_report(**kw: Any) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from lamplighter.supervisor.bounded_read import TooLarge, bounded_lines, read_bounded
+from lamplighter.rundir.bounded_read import TooLarge, bounded_lines, read_bounded
 
 
 def test_reads_to_the_end_a_line_or_refuses_more_than_the_limit() -> None:

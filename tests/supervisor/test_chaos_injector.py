@@ -6,9 +6,9 @@ import itertools
 
 import pytest
 
+from lamplighter.chaos.injector import ChaosInjector, Targets
+from lamplighter.chaos.plan import PlannedFault, plan
 from lamplighter.configs.schema import ChaosConfig
-from lamplighter.supervisor.chaos.chaos import PlannedFault, plan
-from lamplighter.supervisor.chaos.chaos_injector import ChaosInjector, Targets
 
 
 def seen(healthy: list[int], lighthouse: bool = True, present: list[int] | None = None) -> Targets:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from lamplighter.chaos.plan import ChaosSpecError, parse_chaos, parse_duration, pick_group, plan
 from lamplighter.configs.schema import ChaosConfig, ChaosEvent
-from lamplighter.supervisor.chaos.chaos import ChaosSpecError, parse_chaos, parse_duration, pick_group, plan
 
 
 @pytest.mark.parametrize("text,seconds", [("20s", 20.0), ("500ms", 0.5), ("1.5m", 90.0), ("2h", 7200.0), ("3", 3.0)])

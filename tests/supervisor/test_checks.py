@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from lamplighter.policy.observations import LighthouseDown, Observation, ProcessExited
 from lamplighter.supervisor.checks.dstate import DStateCheck
 from lamplighter.supervisor.checks.exit_watcher import ExitWatcher
 from lamplighter.supervisor.checks.memory import MemoryCheck, MemoryCheckError
-from lamplighter.supervisor.observations import LighthouseDown, Observation, ProcessExited
-from lamplighter.supervisor.procfs import parse_stat
-from lamplighter.supervisor.trainer_proc import StaticTable, TrainerProc
+from lamplighter.system.procfs import parse_stat
+from lamplighter.system.trainer_proc import StaticTable, TrainerProc
 
 
 def stat_line(pid: int, comm: str, state: str, ppid: int, rss_pages: int, starttime: int = 100) -> str:

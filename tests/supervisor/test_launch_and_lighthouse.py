@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from lamplighter.configs.schema import JobConfig
-from lamplighter.supervisor.lighthouse.lighthouse import Lighthouse, LighthouseError
-from lamplighter.supervisor.local.local_launch import group_launch
-from lamplighter.supervisor.ports import accepts_connections
+from lamplighter.launch.group import group_launch
+from lamplighter.lighthouse.spawn import Lighthouse, LighthouseError
+from lamplighter.system.ports import accepts_connections
 
 
 def test_each_rank_gets_its_identity_and_quorum_retries(tmp_path: Path) -> None:

@@ -18,11 +18,11 @@ import pytest
 from realparts import wait_for
 
 from lamplighter.configs.schema import JobConfig, LighthouseConfig
-from lamplighter.supervisor.lighthouse.lighthouse import Lighthouse, bind_address
-from lamplighter.supervisor.lighthouse.lighthouse_main import find_extension, own_url
-from lamplighter.supervisor.lighthouse.lighthouse_memory import Memory, stand_in, to_stand_in_for
-from lamplighter.supervisor.lighthouse_status import fetch_status
-from lamplighter.supervisor.ports import accepts_connections
+from lamplighter.lighthouse.main import find_extension, own_url
+from lamplighter.lighthouse.memory import Memory, stand_in, to_stand_in_for
+from lamplighter.lighthouse.spawn import Lighthouse, bind_address
+from lamplighter.lighthouse.status import fetch_status
+from lamplighter.system.ports import accepts_connections
 
 
 def test_only_a_recent_memory_is_stood_in_for(tmp_path: Path) -> None:

@@ -13,10 +13,10 @@ from netns_links import ip, read_in
 
 from lamplighter.configs.loader import ConfigError, parse
 from lamplighter.configs.schema import NetworkConfig, NodeConfig
+from lamplighter.policy.node_faults import NODE_FAULT_ACTIONS, gpu_count_fault, gpus_found, node_decision
 from lamplighter.supervisor.checks.links import LinkCheck, SysfsLinks, judge_links
 from lamplighter.supervisor.gpu.observation import GpuObservation
-from lamplighter.supervisor.node_faults import NODE_FAULT_ACTIONS, gpu_count_fault, gpus_found, node_decision
-from lamplighter.supervisor.sysfs import LinkReading, read_links
+from lamplighter.system.sysfs import LinkReading, read_links
 
 CFG = NetworkConfig(interfaces=["ens1"], rdma=["mlx5_0"], flap_max_changes=4, flap_window_s=60)
 

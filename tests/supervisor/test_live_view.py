@@ -5,9 +5,9 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from lamplighter.supervisor.local.live_view import GroupRow, LiveView
-from lamplighter.supervisor.report.step_tail import GroupProgress
-from lamplighter.supervisor.report.summary import summary_text
+from lamplighter.local.live_view import GroupRow, LiveView
+from lamplighter.report.step_tail import GroupProgress
+from lamplighter.report.summary import summary_text
 
 
 def test_plain_lines_are_rate_limited_and_events_always_print() -> None:

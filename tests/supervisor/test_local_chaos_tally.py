@@ -7,10 +7,10 @@ import itertools
 from dataclasses import replace
 from pathlib import Path
 
+from lamplighter.chaos.injector import Targets
+from lamplighter.chaos.plan import parse_chaos, plan
 from lamplighter.configs.schema import ChaosConfig, JobConfig
-from lamplighter.supervisor.chaos.chaos import parse_chaos, plan
-from lamplighter.supervisor.chaos.chaos_injector import Targets
-from lamplighter.supervisor.local.local_mode import LocalOptions, LocalRun
+from lamplighter.local.run import LocalOptions, LocalRun
 
 ALL = Targets(healthy=[0, 1], present=[0, 1], lighthouse_healthy=True)
 

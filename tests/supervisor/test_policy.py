@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 
 from lamplighter.configs.schema import RestartConfig
-from lamplighter.supervisor.observations import Hung, LighthouseDown, Observation, ProcessExited
-from lamplighter.supervisor.policy import GroupState, PolicyState, backoff_s, decide
+from lamplighter.policy.observations import Hung, LighthouseDown, Observation, ProcessExited
+from lamplighter.policy.restart import GroupState, PolicyState, backoff_s, decide
 
 
 def exited(g: int, rc: int, attempt: int = 0) -> ProcessExited:

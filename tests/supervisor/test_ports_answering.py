@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from lamplighter.supervisor.ports import answering, free_port
+from lamplighter.system.ports import answering, free_port
 
 
 @pytest.fixture

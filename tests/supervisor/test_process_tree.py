@@ -12,8 +12,8 @@ from pathlib import Path
 import psutil
 from realparts import wait_for
 
-from lamplighter.supervisor.ports import free_port
-from lamplighter.supervisor.process_tree import GroupProcesses
+from lamplighter.system.ports import free_port
+from lamplighter.system.process_tree import GroupProcesses
 
 # A parent that starts a child in the same process group and one that escapes to its own session.
 SPAWNER = """

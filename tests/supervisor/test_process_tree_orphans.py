@@ -16,8 +16,8 @@ from pathlib import Path
 
 import psutil
 
-from lamplighter.supervisor.process_tree import GroupProcesses
-from lamplighter.trainer.contract import ENV_ATTEMPT, ENV_REPLICA_ID, ENV_RUN_DIR
+from lamplighter.rundir.contract import ENV_ATTEMPT, ENV_REPLICA_ID, ENV_RUN_DIR
+from lamplighter.system.process_tree import GroupProcesses
 
 # An agent that starts a worker in a new session (as torchrun does) and prints the worker's pid.
 AGENT = """

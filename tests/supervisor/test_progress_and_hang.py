@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from lamplighter.supervisor.checks.hang import HangCheck, group_attempts, progress_sources
-from lamplighter.supervisor.checks.lighthouse_progress import LighthouseProgress, group_of
-from lamplighter.supervisor.checks.progress import HeartbeatFiles
-from lamplighter.supervisor.lighthouse_status import (
+from lamplighter.lighthouse.progress import LighthouseProgress, group_of
+from lamplighter.lighthouse.status import (
     LighthouseStatus,
     LighthouseStatusError,
     Member,
     parse_status,
 )
-from lamplighter.supervisor.trainer_proc import StaticTable, TrainerProc
-from lamplighter.trainer.contract import RunPaths, write_json_atomic
+from lamplighter.rundir.contract import RunPaths, write_json_atomic
+from lamplighter.rundir.heartbeats import HeartbeatFiles
+from lamplighter.supervisor.checks.hang import HangCheck, group_attempts, progress_sources
+from lamplighter.system.trainer_proc import StaticTable, TrainerProc
 from lamplighter.trainer.heartbeat import beat, heartbeat_path
 
 REC = Path(__file__).parent.parent / "lighthouse_status" / "recorded"

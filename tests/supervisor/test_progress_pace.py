@@ -9,11 +9,11 @@ from __future__ import annotations
 import pytest
 
 from lamplighter.configs.schema import HealthConfig
+from lamplighter.lighthouse.progress import LighthouseProgress
+from lamplighter.lighthouse.status import LighthouseStatus, Member
 from lamplighter.supervisor.checks.hang import HangCheck
-from lamplighter.supervisor.checks.lighthouse_progress import LighthouseProgress
 from lamplighter.supervisor.checks.progress_pace import PaceRule, ProgressPace, hang_limit, pace_rule
-from lamplighter.supervisor.lighthouse_status import LighthouseStatus, Member
-from lamplighter.supervisor.trainer_proc import StaticTable, TrainerProc
+from lamplighter.system.trainer_proc import StaticTable, TrainerProc
 
 SYNC_S = 12.0  # the DiLoCo sync interval: more than the hang timeout
 HEALTH = HealthConfig(hang_timeout_s=5.0, startup_timeout_s=60.0, hang_pace_factor=2.0, hang_timeout_max_s=40.0)

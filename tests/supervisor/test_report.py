@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from lamplighter.supervisor.report.fault_journal import FaultJournal, FaultRecord
-from lamplighter.supervisor.report.report import build_report, lost_steps
-from lamplighter.trainer.steplog import StepRecord
+from lamplighter.report.build import build_report, lost_steps
+from lamplighter.report.fault_journal import FaultJournal, FaultRecord
+from lamplighter.rundir.steplog import StepRecord
 
 
 def rec(

@@ -1,13 +1,13 @@
-"""One restart budget for local mode and the node daemon (supervisor/policy.py judge_failure)."""
+"""One restart budget for local mode and the node daemon (policy/restart.py judge_failure)."""
 
 from __future__ import annotations
 
 from lamplighter.configs.schema import NodeConfig, RestartConfig
-from lamplighter.daemon.node_policy import Context, LocalJob, NodePolicyState, TrainerEvent
-from lamplighter.daemon.node_policy import decide as node_decide
-from lamplighter.supervisor.observations import ProcessExited
-from lamplighter.supervisor.policy import PolicyState, judge_failure
-from lamplighter.supervisor.policy import decide as local_decide
+from lamplighter.policy.observations import ProcessExited
+from lamplighter.policy.restart import PolicyState, judge_failure
+from lamplighter.policy.restart import decide as local_decide
+from lamplighter.supervisor.node_policy import Context, LocalJob, NodePolicyState, TrainerEvent
+from lamplighter.supervisor.node_policy import decide as node_decide
 
 CFG = RestartConfig(
     budget_per_group=2,

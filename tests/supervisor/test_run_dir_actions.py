@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lamplighter.supervisor.run_dir_actions import ACTIONS_FILE, RunDirActions, RunDirWriteError, append_as
+from lamplighter.rundir.actions import ACTIONS_FILE, RunDirActions, RunDirWriteError, append_as
 
 UID = GID = 4242  # a uid with no passwd entry: append_as needs none (RunDirActions asks passwd for the group)
 

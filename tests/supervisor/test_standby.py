@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from lamplighter.supervisor.process_tree import GroupProcesses
-from lamplighter.supervisor.standby import MAX_DEATHS, StandbyPool
-from lamplighter.supervisor.standby_main import Activation, target_of
+from lamplighter.launch.standby import Activation, target_of
+from lamplighter.launch.standby_pool import MAX_DEATHS, StandbyPool
+from lamplighter.system.process_tree import GroupProcesses
 
 # Writes what it sees (argv, an env var, cwd, pid, sys.path[0]) and exits with the code it is given.
 PROBE = """

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from test_report import rec
 
-from lamplighter.supervisor.report.fault_journal import FaultJournal, FaultRecord
-from lamplighter.supervisor.report.report import build_report
-from lamplighter.trainer.steplog import StepRecord
+from lamplighter.report.build import build_report
+from lamplighter.report.fault_journal import FaultJournal, FaultRecord
+from lamplighter.rundir.steplog import StepRecord
 
 
 def steps(g: int, first: int, last: int, t0: float, period: float, **kw: object) -> list[StepRecord]:

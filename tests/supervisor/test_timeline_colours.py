@@ -7,8 +7,8 @@ import typing
 
 from lamplighter.configs.schema import ChaosKind
 from lamplighter.lab.demo_bare import KINDS as BARE_KINDS
-from lamplighter.slurm.chaos_slurm import KINDS as SLURM_KINDS
-from lamplighter.supervisor.report.timeline import COLOURS
+from lamplighter.report.timeline import COLOURS
+from lamplighter.slurm.chaos.inject import KINDS as SLURM_KINDS
 
 
 def test_every_fault_kind_has_a_colour_of_its_own() -> None:

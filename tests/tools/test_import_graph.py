@@ -118,3 +118,42 @@ def test_a_folder_importing_beyond_its_declared_layer_fails(tmp_path: Path) -> N
     assert "core/__init__.py does not allow importing util" in res.stderr
     assert "core/policy.py:1: import lamplighter.util.x" in res.stderr
     assert "adapter/run.py" not in res.stderr
+
+
+def test_a_cycle_between_subfolders_of_one_folder_fails(tmp_path: Path) -> None:
+    # The top-level graph cannot see it: both ends are in slurmish/.
+    root = _tree(
+        tmp_path,
+        {
+            "slurmish/api.py": "import json\n",
+            "slurmish/job/render.py": "AGENT = 'lamplighter.slurmish.agent.main'\n",
+            "slurmish/agent/main.py": "from lamplighter.slurmish.job.render import x\n",
+        },
+    )
+    res = _run(root)
+    assert res.returncode == 1
+    assert "import cycle: slurmish/agent -> slurmish/job -> slurmish/agent" in res.stderr
+    assert "slurmish/job/render.py:1: names lamplighter.slurmish.agent.main" in res.stderr
+
+
+def test_a_subfolder_is_held_to_its_own_declared_imports(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "core/policy.py": "import json\n",
+            "sup/loop.py": "from lamplighter.sup.head.loop import x\n",
+            "sup/head/loop.py": "from lamplighter.core.policy import y\n",
+        },
+    )
+    (root / "sup" / "head" / "__init__.py").write_text('"""head.\n\nMay import: sup\n"""\n')
+    res = _run(root)
+    assert res.returncode == 1
+    assert "sup/head/__init__.py does not allow importing core:" in res.stderr
+    assert "sup/head/loop.py:1: import lamplighter.core.policy" in res.stderr
+    # The folder's own modules are held to the folder's line, which names its subfolders as folder/sub.
+    (root / "sup" / "head" / "__init__.py").write_text('"""head.\n\nMay import: core\n"""\n')
+    (root / "sup" / "__init__.py").write_text('"""sup.\n\nMay import: core\n"""\n')
+    res = _run(root)
+    assert res.returncode == 1 and "sup/__init__.py does not allow importing sup/head:" in res.stderr
+    (root / "sup" / "__init__.py").write_text('"""sup.\n\nMay import: core, sup/head\n"""\n')
+    assert _run(root).returncode == 0

@@ -80,7 +80,7 @@ def test_the_launch_patches_the_trainer_module_whenever_it_is_imported(tmp_path:
 
 
 def test_the_jobs_stop_at_lowers_torchtitans_training_steps(tmp_path: Path) -> None:
-    """`<run_dir>/stop-at` ends a torchtitan job that trains "until told" (trainer/stop_at.py), as it does the
+    """`<run_dir>/stop-at` ends a torchtitan job that trains "until told" (rundir/stop_at.py), as it does the
     reference trainer's: training.steps drops to it, never below the step the trainer is at; a link is not
     followed."""
     run = _Run(False, None, False, False, None, None, None, stop_at=tmp_path / "stop-at")

@@ -22,10 +22,10 @@ from lamplighter.lab.e2e_run import LabRun
 from lamplighter.lab.slurm_lab import SlurmLab, running_lab
 from lamplighter.lab.testcluster import wait_until
 from lamplighter.lab.torchtitan_env import TitanEnv
+from lamplighter.rundir.contract import RunPaths, attempt_number
+from lamplighter.rundir.steplog import StepRecord, read_steps
+from lamplighter.rundir.stop_at import write_stop_at
 from lamplighter.slurm.requeue import requeue_now
-from lamplighter.trainer.contract import RunPaths, attempt_number
-from lamplighter.trainer.steplog import StepRecord, read_steps
-from lamplighter.trainer.stop_at import write_stop_at
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy(seconds=220)]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lamplighter.trainer.owned_file import OwnedFileError, read_owned, read_owned_tail
+from lamplighter.rundir.owned_file import OwnedFileError, read_owned, read_owned_tail
 
 ME = os.getuid()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from lamplighter.trainer.contract import RunPaths, write_json_atomic
+from lamplighter.rundir.contract import RunPaths, write_json_atomic
 from lamplighter.trainer.main import lighthouse_moved
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from lamplighter.trainer.contract import RunPaths
-from lamplighter.trainer.stop_at import StopAt, final_target, read_stop_at, write_stop_at
+from lamplighter.rundir.contract import RunPaths
+from lamplighter.rundir.stop_at import StopAt, final_target, read_stop_at, write_stop_at
 
 
 def test_only_a_small_regular_file_holding_a_number_counts(tmp_path: Path) -> None:
@@ -55,6 +55,6 @@ def test_the_module_imports_no_torch() -> None:
     import subprocess
     import sys
 
-    code = "import sys, lamplighter.trainer.stop_at; print('torch' in sys.modules)"
+    code = "import sys, lamplighter.rundir.stop_at; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

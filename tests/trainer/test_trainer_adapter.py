@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from lamplighter.configs.schema import JobConfig, TrainerConfig
-from lamplighter.trainer import contract
+from lamplighter.rundir import contract
 from lamplighter.trainer.adapter import DEFAULT_COMMAND, render_command, trainer_env
 
 KW = dict(replica_id=2, lighthouse="http://h:29510", config_path="/r/job.json", python="/venv/bin/python")

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from lamplighter.trainer import contract
+from lamplighter.rundir import contract
 from lamplighter.trainer.identity import IdentityError, identity_from_env
 
 BASE = {

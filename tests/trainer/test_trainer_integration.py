@@ -12,12 +12,12 @@ from conftest import Trainers
 from realparts import wait_for
 
 from lamplighter.configs.schema import JobConfig
-from lamplighter.trainer import contract
+from lamplighter.rundir import contract
+from lamplighter.rundir.steplog import StepRecord, read_steps
+from lamplighter.rundir.stop_at import write_stop_at
 from lamplighter.trainer.fallback_checkpoint import load_checkpoint
 from lamplighter.trainer.main import INJECTED_MESSAGE
 from lamplighter.trainer.progress import read_job_progress
-from lamplighter.trainer.steplog import StepRecord, read_steps
-from lamplighter.trainer.stop_at import write_stop_at
 
 pytestmark = pytest.mark.integration
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lamplighter.trainer.steplog import StepRecord, append_step, read_steps
+from lamplighter.rundir.steplog import StepRecord, append_step, read_steps
 
 
 def rec(step: int, healed: str | None = None) -> StepRecord:

@@ -5,7 +5,7 @@ starts torchft's quorum): the state-dict snapshot when torchft#347's fix applies
 "exception" of lamplighter's contract (`<run_dir>/inject/<group>.exception`, as the reference trainer
 honours it). During it: torchft's commit answers are recorded (the LR schedulers step only on a commit when
 that fix applies). After it: lamplighter's heartbeat with torchtitan's own step count, and one step-log line
-when the state hash is on (step_log.py), and the job's `<run_dir>/stop-at` (trainer/stop_at.py: the owner's
+when the state hash is on (step_log.py), and the job's `<run_dir>/stop-at` (rundir/stop_at.py: the owner's
 small regular file holding a step, looked at once a second) lowers `training.steps` to that step, so a
 torchtitan job that trains "until told" stops where the reference trainer would. Everything is decided at
 the first step, when the trainer's mode is known, and logged once.
@@ -26,7 +26,7 @@ from . import fixes
 from .step_log import StepLog, state_hash
 
 INJECTED_MESSAGE = "lamplighter chaos: injected exception"
-STOP_AT_MAX_BYTES = 64  # trainer/stop_at.py's: a step number and a newline
+STOP_AT_MAX_BYTES = 64  # rundir/stop_at.py's: a step number and a newline
 STOP_AT_EVERY_S = 1.0
 
 
@@ -146,7 +146,7 @@ def _watch_heals(manager: Any, healed: list[bool]) -> None:
 
 
 def read_stop_at(path: Path) -> int | None:
-    """The step `<run_dir>/stop-at` names, read as trainer/stop_at.py does: only a small regular file of this
+    """The step `<run_dir>/stop-at` names, read as rundir/stop_at.py does: only a small regular file of this
     process's user holding a number (no link followed, a FIFO not opened for long); else None."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)

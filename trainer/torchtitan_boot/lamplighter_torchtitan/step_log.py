@@ -1,6 +1,6 @@
 """One line per torchtitan step in lamplighter's step log, with a hash of the group's state.
 
-The line is lamplighter's StepRecord (trainer/steplog.py, whose reader the report uses): the torchft step
+The line is lamplighter's StepRecord (rundir/steplog.py, whose reader the report uses): the torchft step
 after this torchtitan step, whether it committed, the quorum, a heal, the attempt, and `trainer_step`,
 torchtitan's own count (it counts attempted steps: a failed commit is a step to torchtitan and not to
 torchft, so a job is judged against trainer.steps in torchtitan's counting).
