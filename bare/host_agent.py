@@ -64,7 +64,7 @@ class HostAction:
 
 
 @dataclass
-class Decision:
+class HostDecision:
     actions: list[HostAction] = field(default_factory=list)
     history: dict[GroupRef, GroupHistory] = field(default_factory=dict)
 
@@ -80,10 +80,10 @@ def decide(
     taken_out: str | None = None,
     hung: Mapping[GroupRef, str] | None = None,
     specs: Mapping[str, int] | None = None,
-) -> Decision:
+) -> HostDecision:
     """`trainers`: the live ones, and those that ended since the last decision (each reported once).
     `specs`: each job's current spec (create revision); a trainer started for another one is stale."""
-    out = Decision(history=dict(history))
+    out = HostDecision(history=dict(history))
     fence_now, why = fence
     live = [t for t in trainers if t.exit_code is None]
     specs = specs or {}

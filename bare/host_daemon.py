@@ -59,7 +59,7 @@ from lamplighter.bare.user_launch import append_as, base_env, start_ranks, train
 from lamplighter.configs.job_file import job_file_json
 from lamplighter.configs.schema import JobConfig
 from lamplighter.launch.group import group_launch
-from lamplighter.rundir.actions import ACTIONS_FILE, append_line
+from lamplighter.rundir.actions import ACTIONS_FILE, append_line, format_action
 from lamplighter.supervisor.gpu.faults import gpu_response
 from lamplighter.supervisor.gpu.observation import GpuObservation
 from lamplighter.system.process_tree import GroupProcesses, StartError
@@ -467,18 +467,17 @@ class HostDaemon:
         """One action line in this host's log and in its job's run directory; a log that cannot be written is
         said once and skipped (the action itself never fails for it)."""
         when = self.wall() if ts is None else ts
-        rec: dict[str, object] = {"ts": round(when, 3), "node": self.me, "action": action}
         # As a Slurm daemon names the groups a line concerns (`lamplighter why` reads it), with no Slurm job;
         # a host-wide line concerns every group running here.
         if job is not None:
-            rec.update(target=f"{job}/g{group}", job=job, group=group, epoch=epoch)
+            target = f"{job}/g{group}"
+            extra.update(job=job, group=group, epoch=epoch)
             refs = [(job, group, epoch)]
         else:
-            rec["target"] = self.me
+            target = self.me
             refs = [(j, g, e) for (j, g), (e, _) in self.running.items()]
-        rec["reason"] = reason
-        rec["jobs"] = [{"job_id": BARE_METAL, "group": f"{j}/g{g}", "attempt": e} for j, g, e in refs]
-        line = json.dumps({**rec, **extra})
+        jobs = [{"job_id": BARE_METAL, "group": f"{j}/g{g}", "attempt": e} for j, g, e in refs]
+        line = format_action(round(when, 3), self.me, action, target, reason, {}, jobs=jobs, **extra)
         # The host's own log as root (its state directory); a job's run directory as the job's account.
         targets: list[tuple[Path, Account | None]] = [(self.state_dir / ACTIONS_FILE, None)]
         mine = {(self._run_dir(j) / ACTIONS_FILE, self.submitted[j].account) for j, _, _ in refs if j in self.jobs}

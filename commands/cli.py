@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import importlib.util
 import io
 import json
 import os
@@ -32,11 +33,12 @@ COMMAND_MODULES = [
     "lamplighter.commands.nodes",
     "lamplighter.commands.daemon_status",
     "lamplighter.commands.bare_jobs",
-    "lamplighter.gpusim.cli",
     "lamplighter.commands.plan",
     "lamplighter.commands.deploy_files",
     "lamplighter.commands.completion",
 ]
+# The lab's commands, in a checkout only (the wheel carries no rig): `lamplighter gpusim` drives simulated GPUs.
+RIG_COMMAND_MODULES = ["lamplighter.gpusim.cli"]
 ENV_DEBUG = "LAMPLIGHTER_DEBUG"  # set: an unexpected error shows its traceback
 
 EPILOG = """\
@@ -74,7 +76,18 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).add_parser(sub)
+    for name in RIG_COMMAND_MODULES:
+        if rig_installed(name):
+            importlib.import_module(name).add_parser(sub)
     return parser
+
+
+def rig_installed(module: str) -> bool:
+    """Whether this install has the rig's package for module (a checkout does, the wheel does not)."""
+    try:
+        return importlib.util.find_spec(module.rsplit(".", 1)[0]) is not None
+    except ModuleNotFoundError:
+        return False
 
 
 def print_version() -> int:

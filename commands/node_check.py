@@ -39,7 +39,12 @@ def gpu_env(node: str, gpusim_root: Path | None, env: Mapping[str, str]) -> dict
     """The GPU workers' environment: this process's, or the node's simulated GPUs under gpusim_root/<node>."""
     if gpusim_root is None:
         return dict(env)
-    from lamplighter.gpusim.build import ensure_built, sim_env
+    try:
+        from lamplighter.gpusim.build import ensure_built, sim_env
+    except ModuleNotFoundError as e:
+        raise SystemExit(
+            f"--gpusim-root: simulated GPUs are the lab's, in a checkout of lamplighter, not in the wheel ({e})"
+        ) from e
 
     state = gpusim_root / node
     if not state.is_dir():

@@ -24,7 +24,7 @@ user's script submitted as root).
 
 What it did and why is appended to the job's action log, where `lamplighter why`
 shows it in the group's history (rundir/actions.py's line writer,
-rundir/action_line.py's format).
+rundir/actions.py's format).
 """
 
 from __future__ import annotations
@@ -315,8 +315,7 @@ def _record(
     now: float,
 ) -> str:
     """The action line in the job's run-dir action log, as the daemons write theirs; `why` shows it."""
-    from lamplighter.rundir.action_line import format_action
-    from lamplighter.rundir.actions import append_line
+    from lamplighter.rundir.actions import append_line, format_action
 
     by = _user()
     if plan.how == "release":

@@ -27,7 +27,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -37,8 +37,7 @@ from lamplighter.commands.supervise_bare import bare_host
 from lamplighter.commands.validate import add_override_args, report_invalid
 from lamplighter.configs.loader import ConfigError, load_node
 from lamplighter.configs.schema import NodeConfig
-from lamplighter.rundir.action_line import ActionLog, logging_sink
-from lamplighter.rundir.actions import ACTIONS_FILE, FileSink
+from lamplighter.rundir.actions import ACTIONS_FILE, ActionLog, FileSink, logging_sink
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.slurm.parsers import parse_show_config
 from lamplighter.slurm.requeue import ScontrolJobUpdate
@@ -48,7 +47,8 @@ from lamplighter.supervisor.head.loop import HeadLoop
 from lamplighter.supervisor.health_report import HealthPublisher, summarize
 from lamplighter.supervisor.last_status import LastStatus
 from lamplighter.supervisor.metrics import DaemonMetrics, MetricsServer, start_metrics_server
-from lamplighter.supervisor.node.loop import ComputeLoop
+from lamplighter.supervisor.node.adoption import JobsSeen
+from lamplighter.supervisor.node.loop import ComputeLoop, compute_executor_parts
 from lamplighter.supervisor.node.recovery_watch import RecoveryWatch
 from lamplighter.supervisor.sd_notify import Notifier, watchdog_interval
 from lamplighter.supervisor.state_store import DaemonState, StateError
@@ -134,7 +134,10 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
     metrics = DaemonMetrics()
     metrics.set_mode(cfg.mode)
     api = SlurmActions(SlurmCli(slurm_conf=cfg.slurm_conf))
-    executor = build_executor(env, node, state, api, sink, metrics)
+    # A compute node's executor copies action lines into each job's run directory: the jobs the loop sees.
+    seen, run_dir_writer = compute_executor_parts()
+    job_log = run_dir_writer if cfg.role == "compute" else None
+    executor = build_executor(env, node, state, api, sink, metrics, job_log, observe=cfg.mode == "observe")
     if cfg.mode == "observe":
         log.warning("mode observe: every action is decided and logged as 'would ...', none is taken")
     notifier = Notifier.from_env(env)
@@ -153,7 +156,7 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
             metrics.proctrack_cgroup.set(1 if why is None else 0)
             if why is not None:
                 log.error("%s", why)
-        role_loop, recovery = build_loop(cfg, node, api, executor, env, state, metrics, wake.set)
+        role_loop, recovery = build_loop(cfg, node, api, executor, seen, env, state, metrics, wake.set)
         loop = role_loop  # set before the head loop starts: a failed start still closes it
         if isinstance(role_loop, HeadLoop):
             role_loop.start(time.time())
@@ -220,7 +223,15 @@ def run_bare_metal(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) 
 
 
 def build_executor(
-    env: Mapping[str, str], node: str, state: DaemonState, api: SlurmActions, sink: FileSink, metrics: DaemonMetrics
+    env: Mapping[str, str],
+    node: str,
+    state: DaemonState,
+    api: SlurmActions,
+    sink: FileSink,
+    metrics: DaemonMetrics,
+    job_log: Callable[[str, Sequence[str]], None] | None = None,
+    *,
+    observe: bool = False,
 ) -> Executor:
     """The executor, its action lines to the state dir's actions file and to the log (the journal under systemd)."""
     to_log = logging_sink(log)
@@ -238,6 +249,8 @@ def build_executor(
         metrics,
         pause_before=env.get(ENV_PAUSE_BEFORE) or None,
         pause_file=Path(pause_file) if pause_file else None,
+        job_log=job_log,
+        observe=observe,
     )
 
 
@@ -269,6 +282,7 @@ def build_loop(
     node: str,
     api: SlurmActions,
     executor: Executor,
+    seen: JobsSeen,
     env: Mapping[str, str],
     state: DaemonState,
     metrics: DaemonMetrics,
@@ -278,7 +292,7 @@ def build_loop(
     if cfg.role == "head":
         return HeadLoop(cfg, api, executor, time.time, Path(cfg.state_dir) / "logs", metrics=metrics), None
     gpus = _gpu_check(cfg, env, state) if cfg.gpus else None
-    return ComputeLoop(cfg, node, api, executor, gpus, time.time, metrics, wake=wake), RecoveryWatch(metrics)
+    return ComputeLoop(cfg, node, api, executor, gpus, time.time, seen, metrics, wake=wake), RecoveryWatch(metrics)
 
 
 def status_document(

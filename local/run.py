@@ -9,7 +9,6 @@ at the end the report and the timeline are written from the step logs.
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import time
 from collections.abc import Callable
@@ -17,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from lamplighter.chaos.injector import ChaosInjector, Shot, Targets
-from lamplighter.chaos.plan import LOCAL_KINDS, ChaosSpecError, chaos_plan_text, is_random, plan
+from lamplighter.chaos.injector import Targets
+from lamplighter.chaos.plan import ChaosSpecError, chaos_plan_text
 from lamplighter.configs.job_file import job_file_json
 from lamplighter.configs.schema import ChaosConfig, JobConfig
 from lamplighter.launch.group import group_launch
@@ -27,11 +26,12 @@ from lamplighter.lighthouse.progress import LighthouseProgress
 from lamplighter.lighthouse.spawn import Lighthouse
 from lamplighter.lighthouse.status import LighthouseStatus, fetch_status
 from lamplighter.lighthouse.steplog import LighthouseStepLog, read_lighthouse_steps
+from lamplighter.local.chaos import LocalChaos
 from lamplighter.local.live_view import GroupRow, LiveView
 from lamplighter.policy.observations import LighthouseDown, Observation, ProcessExited, StartFailed
-from lamplighter.policy.restart import Decision, PolicyState, decide
+from lamplighter.policy.restart import GroupAction, PolicyState, decide
 from lamplighter.report.baseline import Baseline
-from lamplighter.report.fault_journal import FaultJournal, FaultRecord
+from lamplighter.report.fault_journal import FaultJournal
 from lamplighter.report.step_tail import StepTail
 from lamplighter.rundir.contract import RunPaths, write_json_atomic
 from lamplighter.rundir.stop_at import final_target, read_stop_at
@@ -70,14 +70,8 @@ class LocalRun:
         self.opts, self.clock = opts, clock
         self.paths = RunPaths(self.run_dir)
         n = job.groups.count
-        unsupported = sorted({e.kind for e in opts.chaos.schedule} | set(opts.chaos.kinds if opts.chaos.mtbf_s else []))
-        unsupported = [k for k in unsupported if k not in LOCAL_KINDS]
-        if opts.chaos.enabled and unsupported:
-            raise LocalModeError(
-                f"chaos kinds {unsupported} cannot be injected in local mode (supported: {', '.join(LOCAL_KINDS)})"
-            )
         try:
-            self.injector = ChaosInjector(plan(opts.chaos, n), opts.chaos.seed, opts.chaos.resolved_mode)
+            self.chaos = LocalChaos(opts.chaos, n)
         except ChaosSpecError as e:
             raise LocalModeError(str(e)) from e
         self.state = PolicyState.initial(n)
@@ -92,7 +86,6 @@ class LocalRun:
         self.t0 = clock()
         self.t_train: float | None = None  # first commit of the run: chaos times count from here
         self.decisions: list[dict[str, Any]] = []
-        self.chaos_missed: list[dict[str, Any]] = []  # exact-mode faults whose target had no process
         self._detected: set[tuple[int | None, int]] = set()
         self._pending: list[Observation] = []
         self.lh_progress = LighthouseProgress(self._fetch_lighthouse)
@@ -116,7 +109,7 @@ class LocalRun:
             preload=preload,
             env=env,
             log_dir=self.paths.logs(),
-            say=self._say,
+            say=self.say,
         )
 
     def _fetch_lighthouse(self) -> LighthouseStatus:
@@ -136,7 +129,7 @@ class LocalRun:
         return out
 
     # --- actions -------------------------------------------------------------------
-    def _say(self, text: str) -> None:
+    def say(self, text: str) -> None:
         self.view.event(self.clock(), self.t0, text)
 
     def _start_group(self, g: int, attempt: int) -> bool:
@@ -179,12 +172,12 @@ class LocalRun:
         if gp is not None:
             gp.kill()
 
-    def _apply(self, d: Decision, now: float) -> list[Observation]:
+    def _apply(self, d: GroupAction, now: float) -> list[Observation]:
         """Carry out one decision; a failed start comes back as an observation."""
         self.decisions.append({"t": now, "action": d.action, "group": d.group, "reason": d.reason})
         if d.action == "kill" and d.group is not None:
             self._kill_group(d.group)
-            self._say(f"kill group {d.group}: {d.reason}")
+            self.say(f"kill group {d.group}: {d.reason}")
         elif d.action == "restart" and d.group is not None:
             attempt = self.state.groups[d.group].attempt
             try:
@@ -194,55 +187,17 @@ class LocalRun:
             # The group's own start, for the same reason: the report counts its first commit after it.
             self.journal.restarted(d.group, self._started_at(d.group), warm)
             self.decisions[-1]["warm"] = warm
-            self._say(f"restarted group {d.group} (attempt {attempt}{', from a warm standby' if warm else ''})")
+            self.say(f"restarted group {d.group} (attempt {attempt}{', from a warm standby' if warm else ''})")
         elif d.action == "restart_lighthouse":
             self.lh.kill()
             pid = self.lh.start(now)
             assert self.watcher is not None
             self.watcher.watch_lighthouse(pid)
             self.journal.restarted(None, now)
-            self._say(f"restarted the Lighthouse on {self.lh.address} (pid {pid})")
+            self.say(f"restarted the Lighthouse on {self.lh.address} (pid {pid})")
         elif d.action in ("give_up", "stop", "done", "finish"):
-            self._say(f"{d.action.replace('_', ' ')}{'' if d.group is None else f' group {d.group}'}: {d.reason}")
+            self.say(f"{d.action.replace('_', ' ')}{'' if d.group is None else f' group {d.group}'}: {d.reason}")
         return []
-
-    def _inject(self, shot: Shot) -> None:
-        kind, g = shot.fault.kind, shot.group
-        if shot.missed is not None:
-            self.chaos_missed.append({"kind": kind, "planned_at_s": shot.fault.at_s, "why": shot.missed})
-            self._say(f"CHAOS #{shot.index + 1}: {kind} hits nothing: {shot.missed}")
-            return
-        attempt = self.state.lighthouse.attempt if g is None else self.state.groups[g].attempt
-        act = self._fault_action(kind, g)
-        # Stamped right before the signal (not the loop turn's time): detection latency starts here.
-        t = self.clock()
-        act()
-        self.journal.injected(
-            FaultRecord(
-                kind=kind,
-                group=g,
-                planned_at_s=shot.fault.at_s,
-                t_injected=t,
-                attempt=attempt,
-                t_planned=None if self.t_train is None else self.t_train + shot.fault.at_s,
-            )
-        )
-        self._say(f"CHAOS #{shot.index + 1}: {kind} -> {'the Lighthouse' if g is None else f'group {g}'}")
-
-    def _fault_action(self, kind: str, g: int | None) -> Callable[[], object]:
-        if kind == "lighthouse-kill":
-            popen = self.lh.popen
-            return lambda: None if popen is None else popen.send_signal(signal.SIGKILL)
-        assert g is not None
-        gp = self.groups[g]
-        assert gp is not None
-        if kind in ("kill", "hang"):
-            sig = signal.SIGKILL if kind == "kill" else signal.SIGSTOP
-            return lambda: gp.signal(sig)
-        assert kind in ("exception", "hang-collective"), kind
-        path = self.paths.inject_exception(g) if kind == "exception" else self.paths.inject_hang_collective(g)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return path.touch
 
     # --- the loop ------------------------------------------------------------------
     def _targets(self) -> Targets:
@@ -320,7 +275,7 @@ class LocalRun:
             self.watcher.watch_lighthouse(self.lh.start(self.clock()))
             self.lh.wait_ready(LIGHTHOUSE_READY_S)
             write_json_atomic(self.paths.lighthouse(), {"address": self.lh.address, "job": self.job.name})
-            self._say(
+            self.say(
                 f"Lighthouse up on {self.lh.address}; starting {self.job.groups.count} groups, target "
                 f"{self.job.trainer.steps} steps, {chaos_plan_text(self.opts.chaos, self.job.groups.count)}"
             )
@@ -340,7 +295,7 @@ class LocalRun:
                     try:
                         obs += memory.observe(now)
                     except MemoryCheckError as e:
-                        self._say(f"WARNING: {e}")
+                        self.say(f"WARNING: {e}")
                 self.tail.poll()
                 if self.t_train is None:
                     firsts = [gp.first_commit_t for gp in self.tail.groups if gp.first_commit_t]
@@ -348,9 +303,7 @@ class LocalRun:
                 # What was seen this turn happened before any fault injected in it.
                 self._journal_detections(obs, now)
                 if self.t_train is not None and self.state.finishing_since is None:
-                    shot = self.injector.due(self.clock() - self.t_train, self._targets())
-                    if shot is not None:
-                        self._inject(shot)
+                    self.chaos.maybe_strike(self, self.clock() - self.t_train, self._targets())
                 verdict = decide(now, self.state, obs, self.job.restart)
                 self.state = verdict.state
                 for d in verdict.decisions:
@@ -360,12 +313,14 @@ class LocalRun:
                     self.standbys.refill(quiet=self._quiet())
                 self._draw(now)
                 self.watcher.wait(
-                    max(0.0, min(next_check, self._next_fault_at(), self.clock() + MAX_WAIT_S) - self.clock())
+                    max(
+                        0.0, min(next_check, self.chaos.next_at(self.t_train), self.clock() + MAX_WAIT_S) - self.clock()
+                    )
                 )
         except KeyboardInterrupt as e:
             interrupted = True
             by = f" by {e}" if str(e) else ""  # Terminated names its signal; Ctrl-C's has no text
-            self._say(f"interrupted{by}: stopping the groups and the Lighthouse")
+            self.say(f"interrupted{by}: stopping the groups and the Lighthouse")
         finally:
             for g in range(len(self.groups)):
                 self._kill_group(g)
@@ -382,33 +337,9 @@ class LocalRun:
         running = [g for g, gs in enumerate(self.state.groups) if gs.status == "running"]
         return bool(t.present) and set(t.healthy) == set(t.present) == set(running)
 
-    def _next_fault_at(self) -> float:
-        """When the next planned fault is due (a loop turn wakes for it: exact schedules fire on time)."""
-        at = self.injector.next_at_s()
-        return float("inf") if at is None or self.t_train is None else self.t_train + at
-
     def _target(self) -> int:
         """trainer.steps, or the step the owner told the running job to stop at (the run dir's stop-at)."""
         return final_target(self.job.trainer.steps, read_stop_at(self.run_dir))
-
-    def _chaos_tally(self, t_end: float) -> dict[str, Any]:
-        """What chaos did within the run: faults planned up to when injection stopped (the job finishing, or
-        its end), how many fired; for a schedule, how many of its events fell after that. A random plan was
-        drawn only that far: it has no count beyond the run."""
-        cfg = self.opts.chaos
-        stop = t_end if self.state.finishing_since is None else min(t_end, self.state.finishing_since)
-        unfired = 0 if self.t_train is None else self.injector.unfired_by(stop - self.t_train)
-        planned = self.injector.fired + unfired
-        after = None
-        if cfg.enabled and not is_random(cfg):
-            after = sum(1 for _ in plan(cfg, self.job.groups.count)) - planned
-        return {
-            "chaos_plan": None if not cfg.enabled else "random" if is_random(cfg) else "schedule",
-            "chaos_planned": planned,
-            "chaos_struck": self.injector.fired - len(self.chaos_missed),
-            "chaos_not_injected": unfired,
-            "chaos_after_end": after,
-        }
 
     def _note_lighthouse(self, now: float) -> None:
         """Record the Lighthouse's steps (the report of a trainer that logs none), say once when it cannot be read."""
@@ -416,7 +347,7 @@ class LocalRun:
             self.lh_progress.refresh(now)  # health.progress without the Lighthouse: still read it for the report
         err = self.lh_progress.error
         if err != self._progress_error and self.state.lighthouse.status == "running":
-            self._say(f"WARNING: cannot read the Lighthouse's progress: {err}" if err else "Lighthouse readable again")
+            self.say(f"WARNING: cannot read the Lighthouse's progress: {err}" if err else "Lighthouse readable again")
         self._progress_error = err
         if self.lh_progress.last is not None and err is None:
             self.lh_steps.record(now, self.lh_progress.last)
@@ -473,9 +404,11 @@ class LocalRun:
                     for g, gs in enumerate(self.state.groups)
                 },
                 "lighthouse_restarts": self.state.lighthouse.restarts,
-                **self._chaos_tally(t_end),
-                "chaos_mode": self.injector.mode,
-                "chaos_missed": self.chaos_missed,
+                # Faults planned up to when injection stopped: the job finishing, or its end.
+                **self.chaos.tally(
+                    self.t_train,
+                    t_end if self.state.finishing_since is None else min(t_end, self.state.finishing_since),
+                ),
                 "decisions": self.decisions,
                 "standby": None
                 if self.standbys is None

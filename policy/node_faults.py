@@ -10,17 +10,16 @@
 | link-flapping: more than flap_max_changes      | drain (same), even while the link is up for a moment     |
 |   link changes within flap_window_s            |                                                          |
 
-A single GPU's faults are in supervisor/gpu/faults.py. The node daemon applies
-this table as it applies that one: the drain with its rate limit and the
-`lamplighter: ` reason prefix, the requeues after it, a node drained once.
-A kind not in the table drains, as there: a new fault kind errs on the side
-of the hardware.
+A single GPU's faults are in supervisor/gpu/faults.py. The node policy
+(supervisor/node_policy.py) reads this table through `response` as it reads
+that one: the drain with its rate limit and the `lamplighter: ` reason prefix,
+the requeues after it, a node drained once. A kind not in the table drains, as
+there: a new fault kind errs on the side of the hardware.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from lamplighter.policy.observations import GpuCountLow, LinkFault
@@ -35,11 +34,9 @@ NODE_FAULT_ACTIONS: dict[str, NodeResponse] = {
 NodeFault = GpuCountLow | LinkFault
 
 
-@dataclass(frozen=True)
-class NodeDecision:
-    action: NodeResponse
-    reason: str  # without the `lamplighter: ` prefix, which the drain adds
-    faults: tuple[NodeFault, ...] = ()
+def response(kind: str) -> NodeResponse:
+    """What the table says a node fault of this kind leads to (a kind not in it drains)."""
+    return NODE_FAULT_ACTIONS.get(kind, "drain")
 
 
 class ReadGpu(Protocol):
@@ -65,13 +62,3 @@ def gpu_count_fault(expected: int | None, found: int | None) -> GpuCountLow | No
     if expected is None or found is None or found >= expected:
         return None
     return GpuCountLow(expected, found)
-
-
-def node_decision(faults: Sequence[NodeFault]) -> NodeDecision:
-    """Drain on any fault of the table, with every fault's reason; else nothing."""
-    if not faults:
-        return NodeDecision("none", "no node fault")
-    draining = [f for f in faults if NODE_FAULT_ACTIONS.get(f.kind, "drain") == "drain"]
-    if not draining:
-        return NodeDecision("none", "; ".join(f.reason for f in faults), tuple(faults))
-    return NodeDecision("drain", "; ".join(f.reason for f in draining), tuple(draining))

@@ -36,7 +36,7 @@ FINISH_GRACE_S = 60.0
 
 
 @dataclass(frozen=True)
-class Decision:
+class GroupAction:
     """One thing to do now (or, for a restart, not before `not_before`); group None: the Lighthouse or the job."""
 
     action: Action
@@ -70,9 +70,9 @@ class PolicyState:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class PolicyStep:
     state: PolicyState
-    decisions: list[Decision]
+    decisions: list[GroupAction]
 
 
 def backoff_s(restarts_so_far: int, cfg: RestartConfig) -> float:
@@ -123,7 +123,9 @@ def _fail(now: float, gs: GroupState, why: str, cfg: RestartConfig, what: str) -
     return replace(gs, status="backoff", failures=verdict.failures, restart_at=restart_at, reason=reason), reason, False
 
 
-def _on_trainer(now: float, st: PolicyState, obs: Observation, cfg: RestartConfig, out: list[Decision]) -> PolicyState:
+def _on_trainer(
+    now: float, st: PolicyState, obs: Observation, cfg: RestartConfig, out: list[GroupAction]
+) -> PolicyState:
     assert not isinstance(obs, LighthouseDown)
     g = obs.group
     if not 0 <= g < len(st.groups):
@@ -134,42 +136,42 @@ def _on_trainer(now: float, st: PolicyState, obs: Observation, cfg: RestartConfi
     groups = list(st.groups)
     if isinstance(obs, ProcessExited) and obs.returncode == 0:
         groups[g] = replace(gs, status="done", reason=f"{obs.reason}: reached the target step")
-        out.append(Decision("done", g, groups[g].reason))
+        out.append(GroupAction("done", g, groups[g].reason))
         finishing = st.finishing_since if st.finishing_since is not None else now
         return replace(st, groups=tuple(groups), finishing_since=finishing)
     if st.finishing_since is not None:
         groups[g] = replace(gs, status="stopped", reason=f"{obs.reason}; not restarted: the job is finishing")
-        out += [Decision("kill", g, groups[g].reason), Decision("stop", g, groups[g].reason)]
+        out += [GroupAction("kill", g, groups[g].reason), GroupAction("stop", g, groups[g].reason)]
     elif isinstance(obs, ProcessExited) and obs.returncode in cfg.no_restart_exit_codes:
         reason = (
             f"GIVING UP on group {g}: {obs.reason}, which is in restart.no_restart_exit_codes "
             f"{cfg.no_restart_exit_codes} (the trainer says a restart cannot help)"
         )
         groups[g] = replace(gs, status="given_up", reason=reason)
-        out += [Decision("kill", g, reason), Decision("give_up", g, reason)]
+        out += [GroupAction("kill", g, reason), GroupAction("give_up", g, reason)]
     else:
         groups[g], reason, gave_up = _fail(now, gs, obs.reason, cfg, f"group {g}")
-        out.append(Decision("kill", g, reason))
+        out.append(GroupAction("kill", g, reason))
         if gave_up:
-            out.append(Decision("give_up", g, reason))
+            out.append(GroupAction("give_up", g, reason))
     return replace(st, groups=tuple(groups))
 
 
 def _on_lighthouse(
-    now: float, st: PolicyState, obs: LighthouseDown, cfg: RestartConfig, out: list[Decision]
+    now: float, st: PolicyState, obs: LighthouseDown, cfg: RestartConfig, out: list[GroupAction]
 ) -> PolicyState:
     if st.lighthouse.status != "running":
         return st
     lh, reason, gave_up = _fail(now, st.lighthouse, obs.reason, cfg, "the Lighthouse")
     if gave_up:
-        out.append(Decision("give_up", None, reason))
+        out.append(GroupAction("give_up", None, reason))
     return replace(st, lighthouse=lh)
 
 
-def _due_restarts(now: float, st: PolicyState, cfg: RestartConfig, out: list[Decision]) -> PolicyState:
+def _due_restarts(now: float, st: PolicyState, cfg: RestartConfig, out: list[GroupAction]) -> PolicyState:
     lh = st.lighthouse
     if lh.status == "backoff" and lh.restart_at is not None and now >= lh.restart_at:
-        out.append(Decision("restart_lighthouse", None, f"Lighthouse: {lh.reason}", lh.restart_at))
+        out.append(GroupAction("restart_lighthouse", None, f"Lighthouse: {lh.reason}", lh.restart_at))
         lh = replace(lh, status="running", attempt=lh.attempt + 1, restarts=lh.restarts + 1, restart_at=None)
     groups = list(st.groups)
     for g, gs in enumerate(groups):
@@ -179,14 +181,14 @@ def _due_restarts(now: float, st: PolicyState, cfg: RestartConfig, out: list[Dec
             groups[g] = replace(
                 gs, status="stopped", restart_at=None, reason=f"{gs.reason}; cancelled: the job is finishing"
             )
-            out.append(Decision("stop", g, groups[g].reason))
+            out.append(GroupAction("stop", g, groups[g].reason))
         elif now >= gs.restart_at:
-            out.append(Decision("restart", g, gs.reason, gs.restart_at))
+            out.append(GroupAction("restart", g, gs.reason, gs.restart_at))
             groups[g] = replace(gs, status="running", attempt=gs.attempt + 1, restarts=gs.restarts + 1, restart_at=None)
     return replace(st, groups=tuple(groups), lighthouse=lh)
 
 
-def _finish(now: float, st: PolicyState, grace_s: float, out: list[Decision]) -> PolicyState:
+def _finish(now: float, st: PolicyState, grace_s: float, out: list[GroupAction]) -> PolicyState:
     if st.finished:
         return st
     groups = list(st.groups)
@@ -194,20 +196,20 @@ def _finish(now: float, st: PolicyState, grace_s: float, out: list[Decision]) ->
         for g, gs in enumerate(groups):
             if gs.status == "running":
                 reason = f"group {g} did not reach the target within {grace_s:g} s of the first group that did"
-                out.append(Decision("kill", g, reason))
+                out.append(GroupAction("kill", g, reason))
                 groups[g] = replace(gs, status="stopped", reason=reason)
-                out.append(Decision("stop", g, reason))
+                out.append(GroupAction("stop", g, reason))
     st = replace(st, groups=tuple(groups))
     statuses = [gs.status for gs in st.groups]
     if st.lighthouse.status == "given_up":
-        out.append(Decision("finish", None, st.lighthouse.reason))
+        out.append(GroupAction("finish", None, st.lighthouse.reason))
         return replace(st, finished=True)
     if all(s in ("done", "stopped", "given_up") for s in statuses):
         done = statuses.count("done")
         reason = f"{done}/{len(statuses)} groups reached the target" + (
             "" if done else "; none did: " + "; ".join(gs.reason for gs in st.groups if gs.status == "given_up")
         )
-        out.append(Decision("finish", None, reason))
+        out.append(GroupAction("finish", None, reason))
         return replace(st, finished=True)
     return st
 
@@ -219,9 +221,9 @@ def decide(
     config: RestartConfig,
     *,
     finish_grace_s: float = FINISH_GRACE_S,
-) -> Verdict:
+) -> PolicyStep:
     """Decisions for these observations at time `now`, and the state to pass next time."""
-    out: list[Decision] = []
+    out: list[GroupAction] = []
     st = state
     for obs in observations:
         if isinstance(obs, LighthouseDown):
@@ -230,4 +232,4 @@ def decide(
             st = _on_trainer(now, st, obs, config, out)
     st = _due_restarts(now, st, config, out)
     st = _finish(now, st, finish_grace_s, out)
-    return Verdict(st, out)
+    return PolicyStep(st, out)

@@ -7,8 +7,8 @@ Public modules (the package re-exports nothing: import them):
     steplog         StepRecord and the per-step JSON-lines log each group writes
     stop_at         the stop-at file: the step every group stops at
     heartbeats      Progress, ProgressSource, HeartbeatFiles: when a group attempt last made progress
-    action_line     format_action: the one action line every supervisor writes (node daemon, host daemon, agent)
-    actions         RunDirActions: the action lines copied into the job's run directory, as the job's user
+    actions         the one action line: format_action, a daemon's ActionLog, and RunDirActions (its copy in the
+                    job's run directory, written as the job's user)
     action_history  reading the action lines back (`lamplighter why`)
 
 Layer: the bottom, beside configs (configs -> rundir -> system -> lighthouse, policy, chaos, trainer -> launch -> slurm -> report -> supervisor -> local, bare -> commands; lab -> bench).

@@ -1,9 +1,9 @@
 """A job's history from the daemons' action lines: per group and attempt, what was done, where, why, on what evidence.
 
 Pure: lines in, a history out, and a text rendering of it. The lines are the
-ones actionlog.py writes (one JSON object each); a line names the groups it
-concerns in `jobs` ([{"job_id", "group", "attempt"}]); older lines without it
-are placed by their target (a Slurm job id) and `attempt`.
+ones rundir/actions.py formats (one JSON object each); a line names the groups it
+concerns in `jobs` ([{"job_id", "group", "attempt"}]); a line without it (the
+in-job agent's, a node's own drain) is placed by its target and `attempt`.
 """
 
 from __future__ import annotations

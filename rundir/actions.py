@@ -31,6 +31,7 @@ import signal
 import stat
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,8 @@ ACTIONS_FILE = "actions.jsonl"
 WRITE_TIMEOUT_S = 2.0
 
 
-# The one action line: the daemons' (rundir/action_line.py) and the in-job agent's, which `lamplighter why` reads.
+# The one action line, which every writer formats here (the daemons' ActionLog below, the in-job agent, the
+# host daemon, healthcheck, revive) and `lamplighter why` reads (action_history.py).
 def format_action(
     now: float, node: str, action: str, target: str, reason: str, observation: dict[str, Any], **extra: Any
 ) -> str:
@@ -192,3 +194,30 @@ class RunDirActions:
                         e,
                     )
                     self._failed.add(run_dir)
+
+
+# A daemon's action log: each line says when, on which node, what was done to what, why, and the observation
+# that led to it, so an operator can audit every kill, drain and requeue from the log alone.
+@dataclass
+class ActionLog:
+    node: str
+    sink: Callable[[str], None]
+    on_action: Callable[[str, str], None] | None = None  # (action, outcome) of every line: the metrics
+
+    def write(
+        self, now: float, action: str, target: str, reason: str, observation: dict[str, Any], **extra: Any
+    ) -> str:
+        line = format_action(now, self.node, action, target, reason, observation, **extra)
+        self.sink(line)
+        if self.on_action is not None:
+            self.on_action(action, str(extra.get("outcome", "")))
+        return line
+
+
+def logging_sink(logger: logging.Logger) -> Callable[[str], None]:
+    """A sink through logging (stderr under systemd ends up in the journal), prefixed to be grep-able."""
+
+    def write(line: str) -> None:
+        logger.info("action %s", line)
+
+    return write

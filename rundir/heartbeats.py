@@ -50,7 +50,7 @@ class Beat:
     step: int
     time: float
     pid: int
-    attempt: int | None  # absent in heartbeats written by older trainers
+    attempt: int | None  # absent when the trainer was started without LAMPLIGHTER_ATTEMPT (by hand)
 
 
 def read_beat(path: Path, owner: int | None = None) -> Beat | None:
@@ -84,9 +84,6 @@ class HeartbeatFiles:
     def __init__(self, run_dir: Path, owner: int | None = None) -> None:
         self._paths = RunPaths(Path(run_dir))
         self._owner = owner  # whose heartbeat files count (the job's user; default: this process's)
-
-    def last_beat(self, group: int, rank: int) -> Beat | None:
-        return read_beat(self._paths.heartbeat(group, rank), self._owner)
 
     def refresh(self, now: float) -> None:
         return None  # files are read when asked

@@ -26,8 +26,3 @@ def expand_hostlist(spec: str | None) -> list[str]:
         return list(_hostlist.expand_hostlist(spec.strip()))
     except _hostlist.BadHostlist as e:
         raise HostlistError(f"cannot expand Slurm host list {spec!r}: {e}") from e
-
-
-def compress_hostlist(hosts: list[str]) -> str:
-    """The compressed form of some host names ("n[1-3]"), as Slurm accepts it in --exclude/ExcNodeList."""
-    return str(_hostlist.collect_hostlist(hosts)) if hosts else ""

@@ -252,15 +252,14 @@ class DaemonMetrics:
         self._lighthouse_unreadable.labels(job_name=job).set(1 if unreadable else 0)
 
     def job_watch_ended(self, job: str) -> None:
-        """The job's watch ended here: its gauges go (one left at 1 would alert for good)."""
+        """The job's watch ended here: its gauges go (one left at 1 would alert for good), and so does what was
+        kept of its quorum (a daemon that outlives many jobs would otherwise keep every one's); its counters
+        stay, as counters never go back."""
         for gauge in (self._settings_fallback, self._lighthouse_unreadable):
             try:
                 gauge.remove(job)
             except KeyError:
                 pass
-
-    def forget_job(self, job: str) -> None:
-        """The job left this node: its series stay (counters never go back), its memory goes."""
         self._quorum_ids.pop(job, None)
         self._last_quorum.pop(job, None)
 

@@ -58,6 +58,7 @@ from typing import Any, Literal
 
 from lamplighter.configs.schema import NodeConfig, RestartConfig
 from lamplighter.configs.slurm_names import REASON_PREFIX
+from lamplighter.policy import node_faults
 from lamplighter.policy.ratelimit import may_drain
 from lamplighter.policy.restart import judge_failure, restart_reason
 from lamplighter.supervisor.gpu.faults import (
@@ -487,7 +488,7 @@ def decide(
     out: list[NodeAction] = []
     gpu = [(o, gpu_response(o.status, o.kind, o.problems)) for o in observations if isinstance(o, GpuEvent)]
     drains: list[GpuEvent | NodeEvent] = [o for o, r in gpu if r == "drain"]
-    drains += [o for o in observations if isinstance(o, NodeEvent)]
+    drains += [o for o in observations if isinstance(o, NodeEvent) and node_faults.response(o.kind) == "drain"]
     restarts = [o for o, r in gpu if r == "restart"]
     vm_faults = recent_vm_faults(now, state.vm_faults, config.health.vm_fault_window_s)
     if drains:

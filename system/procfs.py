@@ -203,14 +203,6 @@ def read_cmdline(proc_root: Path, pid: int) -> list[bytes] | None:
         return None
 
 
-def read_fd_target(proc_root: Path, pid: int, fd: int) -> str | None:
-    """What the process's descriptor points at ("/path", "pipe:[123]", ...), or None if gone or not ours."""
-    try:
-        return os.readlink(proc_root / str(pid) / "fd" / str(fd))
-    except OSError:
-        return None
-
-
 def children(proc_root: Path, pid: int) -> list[int]:
     """The direct children of every thread of the process (/proc/PID/task/*/children)."""
     out: list[int] = []

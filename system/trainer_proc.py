@@ -21,13 +21,3 @@ class ProcessTable(Protocol):
     def trainers(self) -> list[TrainerProc]:
         """The trainer processes currently meant to be running."""
         ...
-
-
-class StaticTable:
-    """A fixed table (tests, and callers that already hold the list)."""
-
-    def __init__(self, procs: list[TrainerProc]) -> None:
-        self._procs = list(procs)
-
-    def trainers(self) -> list[TrainerProc]:
-        return list(self._procs)

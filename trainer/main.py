@@ -220,9 +220,9 @@ def train_to_target(run: Run, gate: StartGate) -> int:
         take_quorum(run)
         if not gate.decided:
             verdict = gate.decide()
-            if verdict is Verdict.DONE:
+            if verdict is StartVerdict.DONE:
                 return contract.EXIT_DONE
-            if verdict is Verdict.WAIT:
+            if verdict is StartVerdict.WAIT:
                 continue
         train_one_step(run)
     run.log(f"reached the target step {run.target}")
@@ -267,7 +267,7 @@ def take_quorum(run: Run) -> None:
         )
 
 
-class Verdict(Enum):
+class StartVerdict(Enum):
     DONE = "done"  # the job reached its target meanwhile: nothing to train
     WAIT = "wait"  # not yet: take another quorum
     GO = "go"  # train from the step this group has now
@@ -284,12 +284,12 @@ class StartGate:
         self.decided = False
         self._last_wait_log = ""
 
-    def decide(self) -> Verdict:
+    def decide(self) -> StartVerdict:
         run = self.run
         self.job_progress = max(self.job_progress, read_job_progress(run.paths.progress_dir()))
         if self.job_progress >= run.target:
             run.log(f"the job reached its target step {run.target} while this group was starting: nothing to do")
-            return Verdict.DONE
+            return StartVerdict.DONE
         d = decide_start(
             now=run.clock(),
             deadline=self.deadline,
@@ -306,7 +306,7 @@ class StartGate:
                 self._last_wait_log = d.reason
             run.heartbeat(0)  # waiting is alive, not hung
             time.sleep(WAIT_BACKOFF_S)
-            return Verdict.WAIT
+            return StartVerdict.WAIT
         if d.action is StartAction.REFUSE:
             raise Refused(d.reason)
         if d.action is StartAction.RESTART:
@@ -319,7 +319,7 @@ class StartGate:
                 f"fallback checkpoint of step {self.fallback.step} (written by replica {self.fallback.replica_id}) loaded"
             )
         self.decided = True
-        return Verdict.GO
+        return StartVerdict.GO
 
 
 def heal_error(manager: Manager) -> str | None:

@@ -51,10 +51,6 @@ class RendezvousBound:
         """A bound that never moves (torchft.rendezvous_timeout_ms set to a number)."""
         return cls(ceiling=bound, floor=bound)
 
-    @property
-    def recent_s(self) -> list[float]:
-        return [took for took, _ in self.recent]
-
     def current(self, members: int = FLOOR_MEMBERS) -> timedelta:
         """The bound for a setup of a quorum of `members` groups."""
         floor = self.floor.total_seconds() * max(1.0, members / FLOOR_MEMBERS)

@@ -260,8 +260,13 @@ def _prepare(ctx: ChaosContext, kind: str, tgt: ChaosTarget, detail: dict[str, A
     if kind in GPU_FAULTS:
         if ctx.gpusim_root is None:
             raise ChaosError(f"{kind}: give --gpusim-root (the folder holding one gpusim state folder per node)")
-        from lamplighter.gpusim.inject import inject as gpu_inject
-        from lamplighter.gpusim.state import StateDir
+        try:
+            from lamplighter.gpusim.inject import inject as gpu_inject
+            from lamplighter.gpusim.state import StateDir
+        except ModuleNotFoundError as e:
+            raise ChaosError(
+                f"{kind}: simulated GPUs are the lab's, in a checkout of lamplighter, not the wheel ({e})"
+            ) from e
 
         assert tgt.node is not None
         state = StateDir(ctx.gpusim_root / tgt.node)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -45,9 +44,11 @@ from lamplighter.lighthouse.steplog import groups_recorded
 from lamplighter.rundir import contract
 from lamplighter.rundir.actions import ACTIONS_FILE, append_line, format_action
 from lamplighter.rundir.owned_file import MIB, OwnedFileError, read_owned, read_owned_tail
-from lamplighter.slurm.injob.decide import AgentState, Decision, StepEnded, decide
+from lamplighter.slurm.injob.decide import AgentDecision, AgentState, StepEnded, decide
 from lamplighter.slurm.injob.events import append_event, journal_path
 from lamplighter.slurm.injob.steps import StepCommand, activate, activation_line, retire, start_step
+from lamplighter.slurm.parsers import parse_scontrol_job
+from lamplighter.slurm.run import SlurmError, run_slurm
 
 POLL_S = 0.05  # how often the agent looks at its steps: a restart waits at most this long to begin
 SPARE_AFTER_S = 60.0  # a trainer that beats no heartbeat gets its spare this long after it started
@@ -332,7 +333,7 @@ class Agent:
             retire(self.spare)
             self.spare = None
 
-    def finish(self, d: Decision) -> int:
+    def finish(self, d: AgentDecision) -> int:
         if d.action == "done" and self.completed() and not self.ever_committed():
             self.done_without_training()
         if d.action == "done" and d.exit_status == 0 and not self.completed():
@@ -355,17 +356,14 @@ def mark_completed(path: Path, group: int) -> None:
 
 
 def slurm_restarts(job_id: str | None, timeout: float = 10.0) -> int | None:
-    """Slurm's restart count of this job now (`scontrol show job`), or None when Slurm does not answer."""
+    """Slurm's restart count of this job now (`scontrol show job`, through the one Slurm call function and its
+    parser), or None when Slurm does not answer."""
     if not job_id or not job_id.isdigit():
         return None
     try:
-        out = subprocess.run(
-            ["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True, timeout=timeout, check=True
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
+        return parse_scontrol_job(run_slurm(["scontrol", "-o", "show", "job", job_id], timeout=timeout)).restarts
+    except (SlurmError, ValueError):
         return None
-    m = re.search(r"(?:^|\s)Restarts=(\d+)(?:\s|$)", out)
-    return int(m.group(1)) if m else None
 
 
 def load_config(path: str) -> JobConfig:

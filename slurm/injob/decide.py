@@ -39,23 +39,25 @@ class StepEnded:
 
 
 @dataclass(frozen=True)
-class Decision:
+class AgentDecision:
     action: Action
     reason: str
     exit_status: int = 0  # done, stop, end: the agent's own exit status
     delay_s: float = 0.0  # restart: not before this
 
 
-def decide(now: float, state: AgentState, seen: StepEnded, cfg: RestartConfig) -> tuple[AgentState, Decision]:
+def decide(now: float, state: AgentState, seen: StepEnded, cfg: RestartConfig) -> tuple[AgentState, AgentDecision]:
     code = seen.status
     if code == 0:
-        return state, Decision("done", "the trainer reached its target (exit 0)", 0)
+        return state, AgentDecision("done", "the trainer reached its target (exit 0)", 0)
     if seen.stopping:
-        return state, Decision("stop", f"told to stop (the trainer step ended with {code}): restarting nothing", code)
+        return state, AgentDecision(
+            "stop", f"told to stop (the trainer step ended with {code}): restarting nothing", code
+        )
     if seen.completed:
-        return state, Decision("done", f"the trainer ended with {code} after the job reached its target", 0)
+        return state, AgentDecision("done", f"the trainer ended with {code} after the job reached its target", 0)
     if code in cfg.no_restart_exit_codes:
-        return state, Decision(
+        return state, AgentDecision(
             "end",
             f"the trainer ended with {code}, in restart.no_restart_exit_codes {cfg.no_restart_exit_codes}: "
             "a restart cannot help",
@@ -66,7 +68,7 @@ def decide(now: float, state: AgentState, seen: StepEnded, cfg: RestartConfig) -
     verdict = judge_failure(now, state.failures, state.in_job, cfg.model_copy(update={"budget_per_group": budget}))
     state = replace(state, failures=verdict.failures)
     if verdict.give_up:
-        return state, Decision(
+        return state, AgentDecision(
             "end",
             f"the trainer ended with {code}; no in-job restart: {verdict.give_up.replace('budget_per_group', 'in_job')}"
             ": the job ends, for the node daemon to requeue",
@@ -76,7 +78,7 @@ def decide(now: float, state: AgentState, seen: StepEnded, cfg: RestartConfig) -
     n = state.in_job + 1
     state = replace(state, in_job=n)
     where = "from the warm spare" if seen.spare_ready else "cold"
-    return state, Decision(
+    return state, AgentDecision(
         how,
         f"the trainer ended with {code}: in-job restart {n}/{budget} {where} in {verdict.delay_s:.1f} s",
         delay_s=verdict.delay_s,

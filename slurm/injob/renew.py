@@ -64,7 +64,7 @@ class Lease:
 
 
 @dataclass(frozen=True)
-class Decision:
+class RenewDecision:
     renew: bool
     reason: str
 
@@ -103,7 +103,7 @@ def lease_released(lease: Lease, live: dict[int, str], me: int, now: float) -> b
 
 def decide(
     me: int, groups: int, status: LighthouseStatus | None, leases: list[Lease], now: float, deadline: float
-) -> Decision:
+) -> RenewDecision:
     """Renew now, or wait (and why). Pure: the caller reads the Lighthouse, the leases and the clock.
 
     Normally a group renews when every other group is live and caught up and none is away renewing,
@@ -118,10 +118,10 @@ def decide(
     live_others = [g for g in others if g in live and g not in away]
     if status is not None and len(live_others) == len(others) and (me in live or now >= deadline):
         if not others:
-            return Decision(True, "the only group: no peer to wait for")
-        return Decision(True, f"all {len(others)} other group(s) live in quorum {status.quorum_id}")
+            return RenewDecision(True, "the only group: no peer to wait for")
+        return RenewDecision(True, f"all {len(others)} other group(s) live in quorum {status.quorum_id}")
     if now >= deadline and live_others:
-        return Decision(
+        return RenewDecision(
             True, f"time limit near: {len(live_others)} of {len(others)} other group(s) live ({_groups(live_others)})"
         )
     if status is None:
@@ -134,7 +134,7 @@ def decide(
         why = f"waiting for group(s) {_groups([g for g in others if g not in live_others])} to be live"
     if now >= deadline:
         why = f"holding on past the renewal deadline, no other group live to keep the state ({why})"
-    return Decision(False, why)
+    return RenewDecision(False, why)
 
 
 def _groups(gs: list[int]) -> str:
@@ -246,7 +246,7 @@ def renew_group(
     sleep: Callable[[float], None] = time.sleep,
     guard_s: float = GUARD_S,
     poll_s: float = POLL_S,
-) -> Decision | None:
+) -> RenewDecision | None:
     """Wait until renewing is safe (or the limit is near), take a lease and requeue the job.
 
     None: the job's run ended meanwhile (its batch script is gone, or it is long past its limit).

@@ -43,7 +43,7 @@ LOOK_S = 1.0  # how often the run dir is looked at between polls
 
 
 @dataclass(frozen=True)
-class Decision:
+class ReleaseDecision:
     release: bool
     clear_since: float | None  # since when every group has been out of the queue
     reason: str
@@ -55,23 +55,25 @@ def decide(
     clear_since: float | None,
     grace_s: float,
     reached_target: bool = False,
-) -> Decision:
+) -> ReleaseDecision:
     """Release when every group job has been out of the queue for `grace_s` (None: groups not known yet), or at
     once when every one ended COMPLETED in a job that reached its target: the grace waits for a requeue, and no
     lamplighter part requeues a completed group."""
     if states is None:
-        return Decision(False, None, "waiting for the submission record that names this Lighthouse job")
+        return ReleaseDecision(False, None, "waiting for the submission record that names this Lighthouse job")
     if not states:
-        return Decision(False, None, "the submission names no group job")
+        return ReleaseDecision(False, None, "the submission names no group job")
     queued = sorted(j for j, s in states.items() if not has_ended(s))
     if queued:
-        return Decision(False, None, f"group jobs still queued: {', '.join(f'{j} {states[j]}' for j in queued)}")
+        return ReleaseDecision(False, None, f"group jobs still queued: {', '.join(f'{j} {states[j]}' for j in queued)}")
     since = now if clear_since is None else clear_since
     if reached_target and all(s == "COMPLETED" for s in states.values()):
-        return Decision(True, since, f"every group job COMPLETED and the job reached its target ({_states(states)})")
+        return ReleaseDecision(
+            True, since, f"every group job COMPLETED and the job reached its target ({_states(states)})"
+        )
     if now - since >= grace_s:
-        return Decision(True, since, f"every group job ended ({_states(states)}) {now - since:.0f} s ago")
-    return Decision(False, since, f"every group job ended ({_states(states)}); confirming for {grace_s:.0f} s")
+        return ReleaseDecision(True, since, f"every group job ended ({_states(states)}) {now - since:.0f} s ago")
+    return ReleaseDecision(False, since, f"every group job ended ({_states(states)}); confirming for {grace_s:.0f} s")
 
 
 def _states(states: Mapping[int, str]) -> str:
@@ -105,7 +107,7 @@ def wait_for_release(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     log: Callable[[str], None] = print,
-) -> Decision:
+) -> ReleaseDecision:
     clear_since: float | None = None
     said = ""
     completed = RunPaths(run_dir).completed()

@@ -61,26 +61,28 @@ class FailedAttempt:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class RequeueVerdict:
     requeue: bool
     reason: str
     delay_s: float = 0.0
 
 
-def judge(now: float, f: FailedAttempt) -> Verdict:
+def judge(now: float, f: FailedAttempt) -> RequeueVerdict:
     """Pure: requeue the failed attempt, or leave it FAILED; and why."""
     what = f"Slurm job {f.job_id} (group {f.group}) ended FAILED with status {f.status} on {f.node}"
     if f.completed:
-        return Verdict(False, f"{what}: the job already reached its target")
+        return RequeueVerdict(False, f"{what}: the job already reached its target")
     if f.given_up:
-        return Verdict(False, f"{what}: a node daemon gave this attempt up")
+        return RequeueVerdict(False, f"{what}: a node daemon gave this attempt up")
     if f.status is not None and f.status in f.restart.no_restart_exit_codes:
-        return Verdict(False, f"{what}: status in restart.no_restart_exit_codes {f.restart.no_restart_exit_codes}")
+        return RequeueVerdict(
+            False, f"{what}: status in restart.no_restart_exit_codes {f.restart.no_restart_exit_codes}"
+        )
     restarts = max(0, f.attempt - f.renewals)
     verdict = judge_failure(now, (), restarts, f.restart)
     if verdict.give_up:
-        return Verdict(False, f"GIVING UP on {what}: {verdict.give_up}")
-    return Verdict(
+        return RequeueVerdict(False, f"GIVING UP on {what}: {verdict.give_up}")
+    return RequeueVerdict(
         True,
         f"{what} and no daemon requeued it; restart {restarts + 1}/{f.restart.budget_per_group} "
         f"in {verdict.delay_s:.1f} s",

@@ -230,9 +230,6 @@ class HeadLoop:
     failed_probes: dict[str, int] = field(default_factory=dict)  # silent node -> its probes failed in a row
     _read_at: float | None = None
 
-    def __post_init__(self) -> None:
-        self.executor.observe = self.executor.observe or self.cfg.mode == "observe"
-
     def start(self, now: float) -> None:
         return None  # nothing to start: each job brings its own Lighthouse (a Slurm job of its own)
 

@@ -102,7 +102,7 @@ Action = Literal["none", "resume", "hold", "refused"]
 
 
 @dataclass(frozen=True)
-class Decision:
+class ResumeDecision:
     action: Action
     reason: str
     state: ResumeState
@@ -112,46 +112,46 @@ def _ours(view: NodeView) -> bool:
     return view.drained and (view.reason or "").startswith(OWN_DRAIN_PREFIX)
 
 
-def decide(now: float, state: ResumeState, view: NodeView, cfg: AutoResumeConfig, limit: ResumeLimit) -> Decision:
+def decide(now: float, state: ResumeState, view: NodeView, cfg: AutoResumeConfig, limit: ResumeLimit) -> ResumeDecision:
     if not cfg.enabled:
-        return Decision("none", "auto-resume is off (node.yaml auto_resume.enabled)", state)
+        return ResumeDecision("none", "auto-resume is off (node.yaml auto_resume.enabled)", state)
     if not _ours(view):
         # Not drained, or drained by someone else: nothing to count. The last resume is remembered (relapse).
         kept = ResumeState(resumed_at=state.resumed_at)
         why = "not drained" if not view.drained else f"drained by someone else ({(view.reason or '')[:80]!r})"
-        return Decision("none", why, kept)
+        return ResumeDecision("none", why, kept)
     if state.held or HELD_MARK in (view.reason or ""):
-        return Decision(
+        return ResumeDecision(
             "none", "held for a person: resume it with `lamplighter nodes resume`", replace(state, held=True)
         )
     if state.drained_at is None:
         state = replace(state, drained_at=now, passes=0, first_pass_at=None, last_pass_at=None)
         if state.resumed_at is not None and now - state.resumed_at < cfg.relapse_hold_s:
             minutes = (now - state.resumed_at) / 60
-            return Decision(
+            return ResumeDecision(
                 "hold",
                 f"{HELD_MARK}: drained again {minutes:.0f} min after lamplighter resumed it "
                 f"(auto_resume.relapse_hold_s {cfg.relapse_hold_s:g})",
                 replace(state, held=True),
             )
     if not view.checks_ok:
-        return Decision(
+        return ResumeDecision(
             "none",
             f"checks fail: {view.checks_said[:120]}; passes start again",
             replace(state, passes=0, first_pass_at=None, last_pass_at=None),
         )
     gap = cfg.over_s / cfg.passes
     if state.last_pass_at is not None and now - state.last_pass_at < gap:
-        return Decision("none", f"{state.passes}/{cfg.passes} passes; next counts after {gap:g} s", state)
+        return ResumeDecision("none", f"{state.passes}/{cfg.passes} passes; next counts after {gap:g} s", state)
     start = state.first_pass_at if state.first_pass_at is not None else now
     state = replace(state, passes=state.passes + 1, first_pass_at=start, last_pass_at=now)
     if state.passes < cfg.passes or now - start < cfg.over_s:
-        return Decision("none", f"{state.passes}/{cfg.passes} passes over {cfg.over_s:g} s", state)
+        return ResumeDecision("none", f"{state.passes}/{cfg.passes} passes over {cfg.over_s:g} s", state)
     allowed, why = may_resume(now, view.resumes, view.total_nodes, limit.max_fraction, limit.window_s, view.node)
     if not allowed:
         # The passes are kept: the node is resumed at the first look the limit allows.
-        return Decision("refused", f"checks passed {state.passes} times, resume refused: {why}", state)
-    return Decision(
+        return ResumeDecision("refused", f"checks passed {state.passes} times, resume refused: {why}", state)
+    return ResumeDecision(
         "resume",
         f"lamplighter: checks passed {state.passes} times over {(now - start) / 60:.0f} min "
         f"({view.checks_said[:80]}); was: {(view.reason or '')[:120]}",

@@ -26,8 +26,8 @@ from lamplighter.supervisor.checks.links import LinkCheck, LinkReader, SysfsLink
 from lamplighter.supervisor.gpu.observation import GpuObservation
 from lamplighter.supervisor.node.auto_resume import (
     STATE_KEY,
-    Decision,
     NodeView,
+    ResumeDecision,
     ResumeLimit,
     ResumeState,
     decide,
@@ -131,11 +131,11 @@ class NodeChecks:
 
     def _decide(
         self, now: float, state: ResumeState, gpus: Sequence[GpuObservation] | None, nodes: list[NodeInfo]
-    ) -> tuple[Decision, NodeInfo | None, str]:
+    ) -> tuple[ResumeDecision, NodeInfo | None, str]:
         """The decision on what Slurm lists, the node's own entry, and what its checks said."""
         info = next((n for n in nodes if n.name == self.node), None)
         if info is None:
-            return Decision("none", "not listed", state), None, ""
+            return ResumeDecision("none", "not listed", state), None, ""
         resumes = [(t, n.name) for n in nodes if (t := marked_at(n.fields.get("Comment"))) is not None]
         if state.resumed_at is not None:
             resumes.append((state.resumed_at, self.node))  # known here even where an admin's Comment kept no mark

@@ -37,40 +37,44 @@ Kind = Literal["ours", "stale", "not_ours", "unknown", "ended"]
 
 
 @dataclass(frozen=True)
-class Verdict:
+class IdentityVerdict:
     kind: Kind
     reason: str
     job_name: str | None = None  # the lamplighter job (from Slurm's name), when it is one
     replica_id: int | None = None
 
 
-def verify(p: StepProcess, info: JobInfo | None, name: str | None, node: str, prefix: str) -> Verdict:
+def verify(p: StepProcess, info: JobInfo | None, name: str | None, node: str, prefix: str) -> IdentityVerdict:
     """`info`: Slurm's batched answer about the process's job (None: Slurm does not know it, or did not
     answer); `name`: the job's name (scontrol, asked once per job)."""
     j = p.cgroup.job_id
     what = f"pid {p.pid} (uid {p.uid}, Slurm job {j} step {p.cgroup.step})"
     if info is None or name is None:
-        return Verdict("unknown", f"{what}: Slurm does not know job {j} (yet)")
+        return IdentityVerdict("unknown", f"{what}: Slurm does not know job {j} (yet)")
     owner = info.user_id
     if owner is None or owner != p.uid or (p.cgroup.uid is not None and p.cgroup.uid != owner):
-        return Verdict("not_ours", f"{what}: job {j} belongs to uid {owner}, the process runs as uid {p.uid}")
+        return IdentityVerdict("not_ours", f"{what}: job {j} belongs to uid {owner}, the process runs as uid {p.uid}")
     parsed = parse_group_job_name(name, prefix)
     if parsed is None:
-        return Verdict("not_ours", f"{what}: job {j} is {name!r}, no lamplighter group job ({prefix}<job>-g<N>)")
+        return IdentityVerdict(
+            "not_ours", f"{what}: job {j} is {name!r}, no lamplighter group job ({prefix}<job>-g<N>)"
+        )
     job_name, replica_id = parsed
     if info.state in STALE_STATES:
-        return Verdict("stale", f"{what}: job {j} is {info.state} while this process runs on {node}", *parsed)
+        return IdentityVerdict("stale", f"{what}: job {j} is {info.state} while this process runs on {node}", *parsed)
     if info.state != "RUNNING":
-        return Verdict("ended", f"{what}: job {j} is {info.state}", *parsed)
+        return IdentityVerdict("ended", f"{what}: job {j} is {info.state}", *parsed)
     nodes = expand_hostlist(info.node_list or "")
     if node not in nodes:
-        return Verdict("stale", f"{what}: job {j} runs on {info.node_list}, not on {node}", *parsed)
+        return IdentityVerdict("stale", f"{what}: job {j} runs on {info.node_list}, not on {node}", *parsed)
     start = info.start_epoch
     if start is not None and p.started_at < start - START_SLACK_S:
-        return Verdict(
+        return IdentityVerdict(
             "stale",
             f"{what}: started {start - p.started_at:.1f} s before job {j}'s current run (StartTime "
             f"{info.start_time} UTC, restart {info.restarts}): an earlier run's process",
             *parsed,
         )
-    return Verdict("ours", f"{what}: {job_name} group {replica_id}, restart {info.restarts}", job_name, replica_id)
+    return IdentityVerdict(
+        "ours", f"{what}: {job_name} group {replica_id}, restart {info.restarts}", job_name, replica_id
+    )

@@ -52,7 +52,7 @@ Fetch = Callable[[str, float], LighthouseStatus]  # (address, timeout) -> the Li
 def trainer_proc(t: NodeTrainer) -> TrainerProc:
     """The checks' view of a trainer: its attempt as the trainer counts it (what its heartbeats name)."""
     return TrainerProc(
-        group=t.proc.replica_id or 0, rank=t.rank, attempt=t.trainer_attempt, pid=t.proc.pid, started_at=t.started_at
+        group=t.replica_id or 0, rank=t.rank, attempt=t.trainer_attempt, pid=t.pid, started_at=t.started_at
     )
 
 
@@ -174,7 +174,7 @@ class JobWatch:
         )
         found = check.observe(now)
         self._log_lighthouse()
-        by_group = {(t.proc.replica_id or 0, t.trainer_attempt): t for t in reversed(self._table.roots)}
+        by_group = {(t.replica_id or 0, t.trainer_attempt): t for t in reversed(self._table.roots)}
         out = []
         for hung in found:
             t = by_group.get((hung.group, hung.attempt))
@@ -185,9 +185,9 @@ class JobWatch:
                     "hang",
                     t.job_id,
                     t.attempt,
-                    f"{t.proc.job_name} {hung.reason}",
-                    detail={"pid": t.proc.pid, "silent_s": round(hung.silent_s, 3), "source": hung.source},
-                    group=f"{t.proc.job_name}/g{t.proc.replica_id}",
+                    f"{t.job_name} {hung.reason}",
+                    detail={"pid": t.pid, "silent_s": round(hung.silent_s, 3), "source": hung.source},
+                    group=f"{t.job_name}/g{t.replica_id}",
                     renewals=t.renewals,
                     step=t.step,
                 )
@@ -253,7 +253,7 @@ class JobWatch:
 
     def stuck(self, now: float) -> list[TrainerEvent]:
         """D state and memory over each task's whole tree (the /proc snapshot is shared with other jobs)."""
-        by_task = {(t.proc.replica_id or 0, t.rank, t.trainer_attempt): t for t in self._table.roots}
+        by_task = {(t.replica_id or 0, t.rank, t.trainer_attempt): t for t in self._table.roots}
         found: list[DState | MemoryHigh] = [*self.dstate.observe(now), *self.memory.observe(now)]
         out = []
         for obs in found:
@@ -266,9 +266,9 @@ class JobWatch:
                     kind,
                     t.job_id,
                     t.attempt,
-                    f"{t.proc.job_name} {obs.reason}",
+                    f"{t.job_name} {obs.reason}",
                     detail={"pid": obs.pid},
-                    group=f"{t.proc.job_name}/g{t.proc.replica_id}",
+                    group=f"{t.job_name}/g{t.replica_id}",
                     renewals=t.renewals,
                 )
             )

@@ -63,12 +63,12 @@ class RecoveryWatch:
             if t.attempt < 1 or t.rank != 0 or t.step_number is None or not t.run_dir or key in self._done:
                 continue
             since = self._first_seen.setdefault(key, now)
-            steps = RunPaths(Path(t.run_dir)).steps(t.proc.replica_id or 0)
+            steps = RunPaths(Path(t.run_dir)).steps(t.replica_id or 0)
             found = recovery_of(tail_records(steps, t.uid), t.attempt)
             if found is not None:
                 seconds, source = found
-                self.metrics.recovery.labels(job_name=t.proc.job_name).observe(max(seconds, 0.0))
-                self.metrics.heals.labels(job_name=t.proc.job_name, source=source).inc()
+                self.metrics.recovery.labels(job_name=t.job_name).observe(max(seconds, 0.0))
+                self.metrics.heals.labels(job_name=t.job_name, source=source).inc()
                 self._done.add(key)
                 self._first_seen.pop(key, None)
             elif now - since > GIVE_UP_S:

@@ -35,7 +35,6 @@ from pathlib import Path
 
 from lamplighter.rundir.contract import ENV_ATTEMPT, ENV_CONFIG, ENV_RENEWALS, ENV_RUN_DIR
 from lamplighter.slurm.step_cgroup import StepCgroup, parse_cgroup
-from lamplighter.supervisor.discovery import TrainerProcess
 from lamplighter.system.procfs import boot_time, ns_pid, pids, read_cgroup, read_environ, read_stat, read_uid
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -67,9 +66,21 @@ class StepProcess:
 
 @dataclass(frozen=True)
 class NodeTrainer:
-    """A verified process of a lamplighter group job on this node."""
+    """A verified process of a lamplighter group job on this node.
 
-    proc: TrainerProcess  # job name and replica id from Slurm's job name; step from the cgroup
+    Three records of a process on the daemon's path, each for a reason: StepProcess is what the kernel says
+    before Slurm is asked (never acted on), NodeTrainer what Slurm vouched for, and system/trainer_proc.py's
+    TrainerProc the one view every runtime's checks share (local mode and bare metal have no Slurm)."""
+
+    pid: int
+    ppid: int
+    start_time: int  # clock ticks after boot: with pid, the process's identity
+    state: str  # R, S, D, Z, ... (/proc/PID/stat field 3)
+    job_name: str  # from Slurm's job name
+    replica_id: int  # from Slurm's job name
+    job_id: str  # Slurm job id, from the step's cgroup
+    step: str  # the Slurm step, from the cgroup: "batch", "extern" or a number
+    procid: int | None  # SLURM_PROCID: the rank within the step
     node: str
     run_dir: str | None  # LAMPLIGHTER_RUN_DIR (the job's own word, about itself)
     attempt: int  # Slurm's Restarts of the job
@@ -81,26 +92,16 @@ class NodeTrainer:
     trainer_attempt: int = 0  # LAMPLIGHTER_ATTEMPT: the trainer's own count (heartbeats name it)
 
     @property
-    def job_id(self) -> str:
-        assert self.proc.job_id is not None
-        return self.proc.job_id
-
-    @property
-    def step(self) -> str:
-        assert self.proc.step is not None
-        return self.proc.step
-
-    @property
     def step_number(self) -> int | None:
         return int(self.step) if self.step.isdigit() else None
 
     @property
     def rank(self) -> int:
-        return self.proc.procid or 0
+        return self.procid or 0
 
     @property
     def key(self) -> tuple[int, int]:
-        return self.proc.key
+        return (self.pid, self.start_time)
 
 
 def _int(value: str | None, default: int = 0) -> int:
@@ -114,19 +115,16 @@ def node_trainer(p: StepProcess, job_name: str, replica_id: int, node: str, rest
     """The record of a verified process (identity.verify said so)."""
     env = p.env
     procid = env.get("SLURM_PROCID")
-    proc = TrainerProcess(
-        pid=p.pid,
-        ppid=p.ppid,
-        start_time=p.start_time,
-        state=p.state,
-        job_name=job_name,
-        replica_id=replica_id,
-        job_id=p.job_id,
-        step=p.cgroup.step,
-        procid=int(procid) if procid is not None and procid.isdigit() else None,
-    )
     return NodeTrainer(
-        proc,
+        p.pid,
+        p.ppid,
+        p.start_time,
+        p.state,
+        job_name,
+        replica_id,
+        p.job_id,
+        p.cgroup.step,
+        int(procid) if procid is not None and procid.isdigit() else None,
         node,
         env.get(ENV_RUN_DIR) or None,
         restarts,
@@ -141,7 +139,7 @@ def node_trainer(p: StepProcess, job_name: str, replica_id: int, node: str, rest
 
 def trainer_step(trainers: list[NodeTrainer]) -> str | None:
     """The job's trainer step here: its lowest numbered step with a live process (higher ones are spares)."""
-    numbered = [n for t in trainers if t.proc.state != "Z" and (n := t.step_number) is not None]
+    numbered = [n for t in trainers if t.state != "Z" and (n := t.step_number) is not None]
     return str(min(numbered)) if numbered else None
 
 
@@ -150,8 +148,8 @@ def task_roots(trainers: list[NodeTrainer]) -> list[NodeTrainer]:
 
     A child (a torchrun worker, a data-loader worker) is its launcher's business (torchrun restarts
     workers), not a group failure; the batch step (the group script, the in-job agent) is no trainer."""
-    of_step = {(t.job_id, t.step, t.proc.pid) for t in trainers}
-    return [t for t in trainers if t.step_number is not None and (t.job_id, t.step, t.proc.ppid) not in of_step]
+    of_step = {(t.job_id, t.step, t.pid) for t in trainers}
+    return [t for t in trainers if t.step_number is not None and (t.job_id, t.step, t.ppid) not in of_step]
 
 
 class TrainerScanner:

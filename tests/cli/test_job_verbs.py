@@ -20,8 +20,7 @@ from lamplighter.commands.revive import Plan, Refused, Seen, decide, revive
 from lamplighter.commands.status import collect, format_table, read_jobs
 from lamplighter.configs.schema import JobConfig
 from lamplighter.lab.fake_slurm import FakeSlurm
-from lamplighter.rundir.action_line import format_action
-from lamplighter.rundir.actions import ACTIONS_FILE
+from lamplighter.rundir.actions import ACTIONS_FILE, format_action
 from lamplighter.rundir.contract import RunPaths
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.slurm.head_table import JobTable

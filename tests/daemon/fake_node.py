@@ -24,13 +24,13 @@ from lamplighter.configs.schema import JobConfig, NodeConfig
 from lamplighter.lab.fake_slurm import FakeSlurm
 from lamplighter.lighthouse.status import LighthouseStatus, LighthouseStatusError, Member
 from lamplighter.policy.observations import Observation, ProcessExited
-from lamplighter.rundir.action_line import ActionLog
+from lamplighter.rundir.actions import ActionLog
 from lamplighter.rundir.contract import ENV_CONFIG, ENV_JOB, ENV_REPLICA_ID, ENV_RUN_DIR, RunPaths, write_json_atomic
 from lamplighter.supervisor.checks.links import LinkReader
 from lamplighter.supervisor.executor import Executor
 from lamplighter.supervisor.gpu.observation import GpuObservation
 from lamplighter.supervisor.metrics import DaemonMetrics
-from lamplighter.supervisor.node.loop import ComputeLoop
+from lamplighter.supervisor.node.loop import ComputeLoop, compute_executor_parts
 from lamplighter.supervisor.state_store import DaemonState
 from lamplighter.system.trainer_proc import TrainerProc
 
@@ -134,17 +134,28 @@ class FakeNode:
         tmp = self.tmp
         self.lines: list[str] = []
         self.state = DaemonState.load(tmp / "state")
+        cfg = NodeConfig(node_name=self.name, **self.node_cfg)
+        # As `lamplighter supervise` builds them: the executor with its run-dir writer over the jobs seen here.
+        seen, run_dir_writer = compute_executor_parts()
         executor = Executor(
-            self.state, self.slurm, None, ActionLog(self.name, self.lines.append), proc_root=self.proc, clock=self.clock
+            self.state,
+            self.slurm,
+            None,
+            ActionLog(self.name, self.lines.append),
+            proc_root=self.proc,
+            clock=self.clock,
+            job_log=run_dir_writer,
+            observe=cfg.mode == "observe",
         )
         self.metrics = DaemonMetrics()
         self.loop = ComputeLoop(
-            NodeConfig(node_name=self.name, **self.node_cfg),
+            cfg,
             self.name,
             self.slurm,
             executor,
             self.gpus,
             self.clock,
+            seen,
             metrics=self.metrics,
             proc_root=self.proc,
             watcher=self.exits,

@@ -5,8 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from lamplighter.rundir.action_line import ActionLog
-from lamplighter.rundir.actions import FileSink, format_action
+from lamplighter.rundir.actions import ActionLog, FileSink, format_action
 
 
 def test_one_line_with_everything() -> None:

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from lamplighter.configs.schema import HealthConfig
 from lamplighter.lighthouse.status import LighthouseStatus, LighthouseStatusError
-from lamplighter.rundir.action_line import ActionLog
+from lamplighter.rundir.actions import ActionLog
 from lamplighter.rundir.steplog import StepRecord
 from lamplighter.supervisor.gpu.observation import GpuObservation
 from lamplighter.supervisor.metrics import DaemonMetrics, start_metrics_server
@@ -187,14 +187,12 @@ def test_bound_to_loopback_only_and_not_in_global_registry() -> None:
 def test_recovery_watch_measures_a_restarted_group_once_from_its_step_log(tmp_path: Path) -> None:
     from lamplighter.rundir.contract import RunPaths
     from lamplighter.rundir.steplog import append_step
-    from lamplighter.supervisor.discovery import TrainerProcess
     from lamplighter.supervisor.node.recovery_watch import RecoveryWatch
     from lamplighter.supervisor.node.trainers import NodeTrainer
 
     m = DaemonMetrics()
     watch = RecoveryWatch(m)
-    proc = TrainerProcess(10, 1, 5, "S", "lab", 2, "77", "0", 0)
-    trainer = NodeTrainer(proc, "n1", str(tmp_path), 1, os.getuid(), 0.0, 10)
+    trainer = NodeTrainer(10, 1, 5, "S", "lab", 2, "77", "0", 0, "n1", str(tmp_path), 1, os.getuid(), 0.0, 10)
     log = RunPaths(tmp_path).steps(2)
     append_step(log, step(200.0, 0))
     append_step(log, step(200.5, 1))  # an in-job restart of Slurm's first run: still restart 0
@@ -232,3 +230,19 @@ def test_adopted_trainers_are_counted_by_job_and_a_job_gone_loses_its_series() -
     assert m.registry.get_sample_value("lamplighter_trainers_adopted", {"job_name": "llama"}) == 2
     assert m.registry.get_sample_value("lamplighter_trainers_adopted", {"job_name": "old"}) is None
     assert m.registry.get_sample_value("lamplighter_proctrack_cgroup") == 1
+
+
+def test_a_jobs_quorum_memory_goes_with_its_watch_and_its_counter_stays() -> None:
+    """A daemon outlives many jobs: what it keeps per job ends with the job's watch here."""
+    m = DaemonMetrics()
+    for quorum in (1, 4):
+        m.lighthouse_read("llama", quorum)
+    changes = {"job_name": "llama"}
+    assert m.registry.get_sample_value("lamplighter_quorum_changes_total", changes) == 3.0
+    m.job_watch_ended("llama")
+    assert "llama" not in m._quorum_ids and "llama" not in m._last_quorum
+    # Back on this node later: its first read is a first read again, and the counter never went back.
+    m.lighthouse_read("llama", 9)
+    assert m.registry.get_sample_value("lamplighter_quorum_changes_total", changes) == 3.0
+    m.lighthouse_read("llama", 10)
+    assert m.registry.get_sample_value("lamplighter_quorum_changes_total", changes) == 4.0

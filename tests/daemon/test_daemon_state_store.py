@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lamplighter.rundir.action_line import ActionLog
+from lamplighter.rundir.actions import ActionLog
 from lamplighter.slurm.parsers import JobInfo
 from lamplighter.supervisor.executor import Executor
 from lamplighter.supervisor.recovery import COMPLETED, CONFIRMED, recover_pending

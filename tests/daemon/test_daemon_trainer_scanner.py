@@ -93,8 +93,8 @@ def test_task_roots_are_the_processes_whose_parent_is_not_of_the_same_step(tmp_p
     proc(root, 44, step_cgroup(step="1"), ppid=9)  # the warm spare step's task
     proc(root, 45, step_cgroup(job=43), ppid=40)  # another job's task under it (cannot happen in Slurm)
     found = verified(root, TrainerScanner(root, "n2"))
-    assert [t.proc.pid for t in found] == [39, 40, 41, 42, 44, 45]
-    assert [t.proc.pid for t in task_roots(found)] == [40, 44, 45]
+    assert [t.pid for t in found] == [39, 40, 41, 42, 44, 45]
+    assert [t.pid for t in task_roots(found)] == [40, 44, 45]
     assert trainer_step([t for t in found if t.job_id == "42"]) == "0"  # the spare's step is higher
 
 
@@ -106,8 +106,8 @@ def test_a_child_gives_away_a_root_seen_before_its_move(tmp_path: Path) -> None:
     proc(root, 50, step_cgroup(), ppid=7)  # moved, exec'd: the task wrapper, then the trainer, same pid
     proc(root, 51, step_cgroup(), ppid=50)  # and it started a worker
     found = verified(root, scanner)  # not a full rescan: 50 is cached as in no job, but 51 names it
-    assert [t.proc.pid for t in found] == [50, 51]
-    assert [t.proc.pid for t in task_roots(found)] == [50]
+    assert [t.pid for t in found] == [50, 51]
+    assert [t.pid for t in task_roots(found)] == [50]
 
 
 def test_a_task_read_in_the_middle_of_its_exec_is_read_again(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from lamplighter.configs.schema import JobConfig, NodeConfig, RestartConfig
 from lamplighter.lab.fake_slurm import FakeSlurm
-from lamplighter.rundir.action_line import ActionLog
+from lamplighter.rundir.actions import ActionLog
 from lamplighter.rundir.contract import RunPaths
 from lamplighter.slurm.parsers import parse_scontrol_job, parse_squeue
 from lamplighter.slurm.submit.submission import submit_job

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from lamplighter.configs.schema import NodeConfig
 from lamplighter.lab.fake_slurm import FakeSlurm
-from lamplighter.rundir.action_line import ActionLog
+from lamplighter.rundir.actions import ActionLog
 from lamplighter.slurm.parsers import parse_squeue
 from lamplighter.supervisor.executor import Executor
 from lamplighter.supervisor.head.held_jobs import held_after_failed_launch, to_release

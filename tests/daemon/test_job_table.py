@@ -15,7 +15,7 @@ from fake_node import PID0, FakeNode
 
 from lamplighter.configs.schema import JobConfig, NodeConfig
 from lamplighter.lab.fake_slurm import FakeSlurm
-from lamplighter.rundir.action_line import ActionLog
+from lamplighter.rundir.actions import ActionLog
 from lamplighter.slurm.parsers import job_from_fields, parse_squeue_jobs
 from lamplighter.supervisor.executor import Executor
 from lamplighter.supervisor.head.loop import HeadLoop

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 
-from lamplighter.rundir.action_line import ActionLog
+from lamplighter.rundir.actions import ActionLog
 from lamplighter.supervisor.executor import Executor
 from lamplighter.supervisor.node_policy import NodeAction
 from lamplighter.supervisor.state_store import DaemonState

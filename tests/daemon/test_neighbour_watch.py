@@ -14,7 +14,7 @@ from fake_node import FakeNode
 
 from lamplighter.configs.schema import NodeConfig
 from lamplighter.lab.fake_slurm import FakeSlurm
-from lamplighter.rundir.action_line import ActionLog
+from lamplighter.rundir.actions import ActionLog
 from lamplighter.slurm.parsers import QueueEntry
 from lamplighter.supervisor.executor import Executor
 from lamplighter.supervisor.head.loop import HeadLoop

@@ -5,12 +5,14 @@ from __future__ import annotations
 import pytest
 
 from lamplighter.configs.schema import NodeConfig, RestartConfig
+from lamplighter.policy.node_faults import NODE_FAULT_ACTIONS
 from lamplighter.slurm.hostlist import expand_hostlist
 from lamplighter.supervisor.node_policy import (
     Context,
     GpuEvent,
     JobTrack,
     LocalJob,
+    NodeEvent,
     NodePolicyState,
     TrainerEvent,
     decide,
@@ -291,3 +293,14 @@ def test_a_refused_drain_for_a_fault_that_stays_is_logged_once_per_repeat_interv
     assert len(said) == 1 and "NOT DRAINING n1" in said[0]
     _, actions = decide(1.0 + REFUSAL_REPEAT_S, st, [ECC], CFG, ctx)
     assert kinds(actions) == ["log"]  # said again after the interval: the refusal still stands
+
+
+@pytest.mark.parametrize("kind", [*sorted(NODE_FAULT_ACTIONS), "a-kind-from-a-newer-check"])
+def test_a_node_fault_drains_as_the_node_fault_table_says(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The policy reads policy/node_faults.py's table: a kind it maps to "none" is reported, never drained."""
+    ev = NodeEvent(kind, f"{kind} on n1")
+    _, acts = decide(10.0, NodePolicyState(), [ev], CFG, CTX)
+    assert kinds(acts) == ["kill_local", "drain", "requeue"], acts
+    monkeypatch.setitem(NODE_FAULT_ACTIONS, kind, "none")
+    _, acts = decide(10.0, NodePolicyState(), [ev], CFG, CTX)
+    assert "drain" not in kinds(acts) and "requeue" not in kinds(acts), acts

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lamplighter.lab.fake_slurm import FakeSlurm
-from lamplighter.rundir.action_line import ActionLog
+from lamplighter.rundir.actions import ActionLog
 from lamplighter.slurm.requeue import requeue_job
 from lamplighter.supervisor.executor import Executor
 from lamplighter.supervisor.node_policy import NodeAction

@@ -150,7 +150,7 @@ def test_a_lighthouse_page_the_daemon_cannot_parse_is_said_in_the_run_dir_and_th
     def fetch(address: str, timeout_s: float) -> LighthouseStatus:
         return parse_status((RECORDED / pages["page"]).read_text())
 
-    node.loop.fetch_lighthouse = fetch  # before the job's first cycle: its watch reads through it
+    node.loop.hang_watches.fetch_lighthouse = fetch  # before the job's first cycle: its watch reads through it
     health = {**BIG, "progress": "lighthouse"}
     run_dir, _, job = start(node, "titan", job_file_doc(JobConfig(name="titan", health=health)), PID0 + 730)
     write_json_atomic(RunPaths(run_dir).lighthouse(), {"address": "http://head01:29777"}, mode=0o644)

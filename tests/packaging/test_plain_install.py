@@ -131,6 +131,10 @@ def test_sdist_and_wheel_pass_twine_check_and_the_wheel_carries_the_deploy_files
         prefix = "lamplighter/deploy/" if f.package == "lamplighter.deploy" else "lamplighter/configs/"
         assert prefix + f.path in names, f.path
     assert not any("standby" in n for n in names if n.startswith("lamplighter/deploy/")), "#27 removes the standbys"
+    # The rig stays in the checkout: no test cluster, demos or simulated GPUs on a node.
+    rig = sorted(n for n in names if n.startswith(("lamplighter/lab/", "lamplighter/gpusim/")))
+    assert rig == [], rig[:5]
+    assert "lamplighter/commands/cli.py" in names and "lamplighter/supervisor/node/loop.py" in names
     sdist = next(p for p in dists if p.suffix == ".gz")
     with tarfile.open(sdist) as tar:
         assert any(n.endswith("lamplighter/deploy/prometheus/lamplighter-alerts.yml") for n in tar.getnames())
@@ -215,3 +219,7 @@ def _install_and_use(tmp_path: Path, wheel: Path) -> None:
     ):
         h = cli(*cmd)
         assert h.returncode == 0, (cmd, h.stderr)
+    # `lamplighter gpusim` is the lab's: a checkout has it, the wheel does not, and --help does not offer it.
+    assert "gpusim" not in cli("--help").stdout.split("positional arguments:")[1].split("options:")[0]
+    sim = cli("healthcheck", "--gpusim-root", str(home), "--node", "n1")
+    assert sim.returncode != 0 and "not in the wheel" in sim.stderr, sim.stdout + sim.stderr

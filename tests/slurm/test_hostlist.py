@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lamplighter.slurm.hostlist import HostlistError, compress_hostlist, expand_hostlist
+from lamplighter.slurm.hostlist import HostlistError, expand_hostlist
 from lamplighter.slurm.requeue import script_exclusions
 from lamplighter.slurm.run import run_slurm
 
@@ -54,12 +54,6 @@ def test_empty_values_slurm_prints() -> None:
 def test_malformed_list_is_an_error_naming_it() -> None:
     with pytest.raises(HostlistError, match=r"'n\[1-'"):
         expand_hostlist("n[1-")
-
-
-def test_compress_round_trips() -> None:
-    names = ["rack1-node01", "rack1-node02", "rack2-node01", "rack2-node02"]
-    assert sorted(expand_hostlist(compress_hostlist(names))) == sorted(names)
-    assert compress_hostlist([]) == ""
 
 
 def test_script_exclusion_with_two_bracket_groups() -> None:

@@ -16,7 +16,7 @@ from lamplighter.commands import job as job_cli
 from lamplighter.commands.cli import build_parser, main
 from lamplighter.commands.revive import Refused, revive
 from lamplighter.lab.testcluster import TestCluster, wait_until
-from lamplighter.rundir.action_line import format_action
+from lamplighter.rundir.actions import format_action
 from lamplighter.slurm.actions import SlurmActions, poll_job
 from lamplighter.slurm.run import SlurmError
 from lamplighter.slurm.submit.submission import Submission, load, save

@@ -620,11 +620,11 @@ def test_a_group_that_starts_or_fails_after_the_job_completed_ends_completed(
     # job since) must not mark the job complete (found on the test cluster: a node cut off from Slurm).
     completed.unlink()
     scontrol = harness["shim"] / "scontrol"
-    scontrol.write_text('#!/bin/bash\necho "JobId=4242 JobName=x Restarts=1 BatchFlag=1"\n')
+    scontrol.write_text('#!/bin/bash\necho "JobId=4242 JobName=x JobState=RUNNING Restarts=1 BatchFlag=1"\n')
     scontrol.chmod(0o755)
     proc = run(0)
     assert proc.returncode == 0 and not completed.exists() and "stale attempt (Slurm is at restart 1)" in proc.stderr
-    scontrol.write_text('#!/bin/bash\necho "JobId=4242 JobName=x Restarts=0 BatchFlag=1"\n')
+    scontrol.write_text('#!/bin/bash\necho "JobId=4242 JobName=x JobState=RUNNING Restarts=0 BatchFlag=1"\n')
     assert run(0).returncode == 0 and completed.exists()
 
 

@@ -9,13 +9,14 @@ import time
 from pathlib import Path
 
 import pytest
+from static_table import StaticTable
 
 from lamplighter.policy.observations import LighthouseDown, Observation, ProcessExited
 from lamplighter.supervisor.checks.dstate import DStateCheck
 from lamplighter.supervisor.checks.exit_watcher import ExitWatcher
 from lamplighter.supervisor.checks.memory import MemoryCheck, MemoryCheckError
 from lamplighter.system.procfs import parse_stat
-from lamplighter.system.trainer_proc import StaticTable, TrainerProc
+from lamplighter.system.trainer_proc import TrainerProc
 
 
 def stat_line(pid: int, comm: str, state: str, ppid: int, rss_pages: int, starttime: int = 100) -> str:

@@ -13,7 +13,7 @@ from netns_links import ip, read_in
 
 from lamplighter.configs.loader import ConfigError, parse
 from lamplighter.configs.schema import NetworkConfig, NodeConfig
-from lamplighter.policy.node_faults import NODE_FAULT_ACTIONS, gpu_count_fault, gpus_found, node_decision
+from lamplighter.policy.node_faults import NODE_FAULT_ACTIONS, gpu_count_fault, gpus_found, response
 from lamplighter.supervisor.checks.links import LinkCheck, SysfsLinks, judge_links
 from lamplighter.supervisor.gpu.observation import GpuObservation
 from lamplighter.system.sysfs import LinkReading, read_links
@@ -104,11 +104,9 @@ def test_fewer_gpus_than_the_node_names_is_a_drain_with_the_count() -> None:
     low = gpu_count_fault(8, 7)
     assert low is not None and low.reason == "7 of 8 GPUs found (gpu_count 8 in the node config)"
     assert gpu_count_fault(8, 8) is None and gpu_count_fault(None, 3) is None and gpu_count_fault(8, None) is None
-    d = node_decision([low])
-    assert d.action == "drain" and d.reason.startswith("7 of 8 GPUs found")
-    link = judge_links(0.0, [reading("ens1", False, 0)], (), CFG)[0]
-    both = node_decision([low, *link])
-    assert both.action == "drain" and "7 of 8 GPUs" in both.reason and "link ens1 down" in both.reason
+    assert response(low.kind) == "drain"
+    [link] = judge_links(0.0, [reading("ens1", False, 0)], (), CFG)[0]
+    assert response(link.kind) == "drain" and "link ens1 down" in link.reason
 
 
 def test_a_cycle_that_read_no_gpu_has_no_count_and_a_lost_gpu_is_not_found() -> None:
@@ -121,7 +119,6 @@ def test_a_cycle_that_read_no_gpu_has_no_count_and_a_lost_gpu_is_not_found() -> 
     assert gpus_found(seen) == 6
     low = gpu_count_fault(8, gpus_found(seen))
     assert low is not None and low.reason.startswith("6 of 8 GPUs found")
-    assert node_decision([]).action == "none"
     assert set(NODE_FAULT_ACTIONS) == {"gpu-count", "link-missing", "link-down", "link-flapping"}
 
 
@@ -157,7 +154,7 @@ def test_a_real_veth_link_taken_down_and_flapping_in_a_network_namespace(netns: 
     assert back.up
     faults, history = judge_links(2.0, [back], history, cfg)
     assert [(f.link, f.kind) for f in faults] == [("lla0", "link-flapping")], faults
-    assert node_decision(faults).action == "drain" and "lla0" in node_decision(faults).reason
+    assert response(faults[0].kind) == "drain" and "lla0" in faults[0].reason
 
     [missing] = read_in(netns, ["lla9"])
     assert not missing.present

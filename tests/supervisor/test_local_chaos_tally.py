@@ -24,8 +24,8 @@ def ended_run(tmp_path: Path, chaos: ChaosConfig, trained_s: float, finishing_s:
     )
     run = LocalRun(job, opts, clock=lambda: now[0])
     run.t_train = 1000.0
-    first = run.injector.next_at_s()
-    assert first is not None and run.injector.due(first, ALL) is not None  # one fault struck
+    first = run.chaos.injector.next_at_s()
+    assert first is not None and run.chaos.injector.due(first, ALL) is not None  # one fault struck
     if finishing_s is not None:
         run.state = replace(run.state, finishing_since=1000.0 + finishing_s)
     now[0] = 1000.0 + trained_s

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from static_table import StaticTable
 
 from lamplighter.lighthouse.progress import LighthouseProgress, group_of
 from lamplighter.lighthouse.status import (
@@ -21,7 +22,7 @@ from lamplighter.lighthouse.status import (
 from lamplighter.rundir.contract import RunPaths, write_json_atomic
 from lamplighter.rundir.heartbeats import HeartbeatFiles
 from lamplighter.supervisor.checks.hang import HangCheck, group_attempts, progress_sources
-from lamplighter.system.trainer_proc import StaticTable, TrainerProc
+from lamplighter.system.trainer_proc import TrainerProc
 from lamplighter.trainer.heartbeat import beat, heartbeat_path
 
 REC = Path(__file__).parent.parent / "lighthouse_status" / "recorded"

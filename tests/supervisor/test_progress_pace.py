@@ -7,13 +7,14 @@ trainer; the time is passed in, so nothing sleeps.
 from __future__ import annotations
 
 import pytest
+from static_table import StaticTable
 
 from lamplighter.configs.schema import HealthConfig
 from lamplighter.lighthouse.progress import LighthouseProgress
 from lamplighter.lighthouse.status import LighthouseStatus, Member
 from lamplighter.supervisor.checks.hang import HangCheck
 from lamplighter.supervisor.checks.progress_pace import PaceRule, ProgressPace, hang_limit, pace_rule
-from lamplighter.system.trainer_proc import StaticTable, TrainerProc
+from lamplighter.system.trainer_proc import TrainerProc
 
 SYNC_S = 12.0  # the DiLoCo sync interval: more than the hang timeout
 HEALTH = HealthConfig(hang_timeout_s=5.0, startup_timeout_s=60.0, hang_pace_factor=2.0, hang_timeout_max_s=40.0)

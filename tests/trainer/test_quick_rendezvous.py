@@ -62,7 +62,7 @@ def test_a_learning_bound_measures_real_setups_and_a_missing_member_fails_at_it_
     errors = in_threads(
         lambda rank: reconfigure_with_store(pgs[rank], f"127.0.0.1:{host.port}/first", rank, 2, timedelta(seconds=20))
     )
-    assert errors == [] and len(bound.recent_s) == 1 and heard == []
+    assert errors == [] and len(bound.recent) == 1 and heard == []
     assert bound.current() == FLOOR  # a setup on loopback takes far less than FLOOR / MARGIN
 
     # The next quorum takes in the third group, which never sets up (it died right after asking).
