@@ -454,12 +454,21 @@ class HeadLoop:
                 self.not_before[key] = now + RETRY_S
 
     def _restart_jobs_of(self, node: str, jobs: list[Any]) -> None:
-        """Slurm requeued them when the node went down; start them now, elsewhere."""
+        """Slurm requeued them when the node went down; start them now, elsewhere: off every node of their last
+        allocation, each of which revoked the job's credential (a multi-node group started at once on its
+        surviving node is killed for good, "Job credential revoked", and Slurm requeues it a second time)."""
         for j in jobs:
-            if node in expand_hostlist(j.nodes):
+            last = expand_hostlist(j.nodes)
+            if node in last:
+                off = list(dict.fromkeys([node, *last]))
                 try:
                     res = start_elsewhere(
-                        self.api, None if self.executor.updater is None else self.executor.updater, j.job_id, node, 0.0
+                        self.api,
+                        None if self.executor.updater is None else self.executor.updater,
+                        j.job_id,
+                        off,
+                        0.0,
+                        nodes_needed=len(last),
                     )
                     log.info("head: job %s of dead node %s: %s", j.job_id, node, res)
                 except (SlurmError, TimeoutError) as e:

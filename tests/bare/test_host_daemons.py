@@ -327,6 +327,14 @@ def test_a_quiet_host_asks_etcd_nothing_between_renewals_and_reads_when_its_watc
             return h2.store.requests_made - before
 
         lead.cycle()  # the placer's own writes read back: quiet from here on
+        # Its watch delivers them on a thread of its own: wait for it (found by CI: on a loaded machine they came
+        # after the next cycle, whose renewal then carried their revision and a read followed it).
+        newest = max(e.mod_revision for e in hosts.admin.prefix(hosts.keys.root)[1])
+        wait_until(
+            lambda: h2._watch is not None and max(h2._watch.newest, h2._seen[0] if h2._seen else 0) >= newest,
+            10,
+            "the watch to see the writes",
+        )
         made(at)  # reads what changed since its last read (the placer's writes, its own)
         seen = h2._seen
         every = renew_every(h2.ttl_s, h2.margin_s)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,9 +11,14 @@ import pytest
 from fake_node import PID0, FakeNode
 
 from lamplighter.configs.schema import JobConfig, NodeConfig
+from lamplighter.lab.fake_slurm import FakeSlurm
 from lamplighter.rundir.action_history import history, parse_lines, render
-from lamplighter.slurm.parsers import node_from_fields
-from lamplighter.supervisor.head.loop import decide_nodes
+from lamplighter.rundir.actions import ActionLog
+from lamplighter.slurm.hostlist import expand_hostlist
+from lamplighter.slurm.parsers import QueueEntry, node_from_fields
+from lamplighter.supervisor.executor import Executor
+from lamplighter.supervisor.head.loop import HeadLoop, decide_nodes
+from lamplighter.supervisor.state_store import DaemonState
 
 
 @pytest.fixture
@@ -117,3 +123,37 @@ def test_a_silent_node_holding_only_lamplighter_groups_is_marked_down_after_agre
     cfg = NodeConfig(role="head", node_silence_s=5.0, max_drain_fraction=0.25)
     [refused] = kinds({"n2": 0}, 3, [(50.0, "n3")])
     assert refused.kind == "log" and refused.reason.startswith("NOT MARKING n2 DOWN")
+
+
+class Updates:
+    """`scontrol update` and `write batch_script` as the head's executor sends them (the fake has no CLI)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[int, dict[str, str]]] = []
+
+    def update_job(self, job_id: int, settings: dict[str, str]) -> None:
+        self.sent.append((job_id, settings))
+
+    def batch_script(self, job_id: int) -> str:
+        return "#!/bin/bash\n#SBATCH --exclude=n6\n"
+
+
+def test_a_group_of_a_dead_node_starts_off_every_node_of_its_last_allocation(tmp_path: Path) -> None:
+    """Found by CI: a two-node group whose first node crashed was started at once on its surviving node, whose
+    slurmd had revoked the job's credential ("Job credential revoked"), and Slurm requeued it a second time."""
+    slurm = FakeSlurm([f"n{i}" for i in range(1, 7)])
+    script = tmp_path / "g1.sbatch"
+    script.write_text("#!/bin/bash\n#SBATCH --job-name=ll-mn-g1\n#SBATCH --nodes=2\n")
+    job = slurm.submit(script)
+    last = slurm.job(job).node_list
+    assert last is not None and len(expand_hostlist(last)) == 2
+    slurm.requeue(job)  # as Slurm does when the head marks the node down
+    updates = Updates()
+    cfg = NodeConfig.model_validate({"role": "head", "state_dir": str(tmp_path / "state")})
+    executor = Executor(DaemonState.load(tmp_path / "head"), slurm, updates, ActionLog("head", lambda line: None))
+    head = HeadLoop(cfg, slurm, executor, time.time, tmp_path / "logs")
+    dead = expand_hostlist(last)[0]
+    head._restart_jobs_of(dead, [QueueEntry(job, "ll-mn-g1", "RUNNING", None, last, "root")])
+    [(jid, settings)] = updates.sent
+    assert jid == job and settings["StartTime"] == "now"
+    assert set(settings["ExcNodeList"].split(",")) == {"n6", *expand_hostlist(last)}
