@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 
 TITAN_ENV := build/torchtitan-env
 
-.PHONY: install test test-fast busy-queue lint typecheck promtool dist titan-env demo demo-torchtitan demo-slurm demo-bare demo-results bench-slurm scale scale-lighthouse scale-slurm-rpc scale-etcd scale-report soak bench bench-costs bench-big bench-heal bench-stall plan-inputs cluster-up cluster-down gpusim readme clean
+.PHONY: install test test-fast busy-queue lint typecheck promtool dist titan-env demo demo-torchtitan demo-slurm demo-bare demo-results bench-slurm scale scale-lighthouse scale-slurm-rpc scale-etcd scale-report soak bench bench-costs bench-big bench-heal bench-stall bench-hw plan-inputs cluster-up cluster-down gpusim readme clean
 
 install: $(STAMP)
 
@@ -165,6 +165,11 @@ bench-heal: $(STAMP)
 bench-stall: $(STAMP)
 	$(BIN)/python -m bench --only stall
 	$(MAKE) plan-inputs
+
+# A GPU fault and a node crash to the group running elsewhere on the Slurm lab, 5 rounds (#43 item 8):
+# bench/results/hw_fault_path.json, one of plan's measured inputs.
+bench-hw: $(STAMP) gpusim
+	$(BIN)/python -m bench.hw_fault_path
 
 # `lamplighter plan`'s measured inputs, read from bench/results into the snapshot the package ships
 # (tests/plan checks the two agree: run this after any run that rewrites a file plan reads).

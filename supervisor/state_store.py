@@ -1,7 +1,7 @@
 """The daemon's persisted state: what a restarted daemon needs to carry on.
 
 A snapshot (``state.json``, replaced atomically and fsync'd) plus the journal
-of changes since (``journal.jsonl``, see journal.py). Every change is one
+of changes since (``journal.jsonl``, see state_journal.py). Every change is one
 journal record written before the call returns, so SIGKILL at any point loses
 nothing that was acknowledged; ``load`` replays the journal onto the snapshot.
 

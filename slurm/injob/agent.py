@@ -20,7 +20,7 @@ the allocation. It
   stale attempt Slurm moved on from), an in-job restart (the spare, else cold), or the end of the job
   with the trainer's status, for the node daemon to requeue;
 - on SIGTERM, SIGINT or SIGHUP (scancel, a requeue, the time limit) restarts nothing.
-Each thing it does is a line in `<run_dir>/injob/g<N>.jsonl` (journal.py) and on its stderr (the job's log).
+Each thing it does is a line in `<run_dir>/injob/g<N>.jsonl` (events.py) and on its stderr (the job's log).
 """
 
 from __future__ import annotations
