@@ -287,7 +287,7 @@ class Executor:
         def redo(p: PendingAction) -> dict[str, Any]:
             return self._do(p.kind, p.target, p.reason, p.before, self.clock())
 
-        out = recover_pending(self.state, now, self.happened, redo)
+        out = recover_pending(self.state, now, self.happened, redo, observe=self.observe)
         for r in out:
             a = r.action
             self.actions.write(

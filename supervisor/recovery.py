@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 CONFIRMED = "confirmed"  # it had happened before the crash
 COMPLETED = "ok"  # it had not; done now
 FAILED = "failed"  # it had not, and doing it now failed: the policy decides again from fresh observations
+OBSERVED = "observed"  # it had not, and this daemon observes (node.yaml mode: observe): not done, only said
 
 
 @dataclass(frozen=True)
@@ -36,8 +37,10 @@ def recover_pending(
     now: float,
     happened: Callable[[PendingAction], bool],
     redo: Callable[[PendingAction], dict[str, Any] | None],
+    observe: bool = False,
 ) -> list[Resolution]:
-    """Resolve every pending action, oldest first, journaling each outcome."""
+    """Resolve every pending action, oldest first, journaling each outcome; observing, none is carried out (a
+    daemon restarted in observe mode must not act on what its acting predecessor left half done)."""
     out: list[Resolution] = []
     for action in sorted(state.pending(), key=lambda a: (a.time, a.id)):
         prefix = f"recovery {action.id} {action.kind} {action.target}:"
@@ -47,6 +50,12 @@ def recover_pending(
             state.record_done(now, action.id, CONFIRMED, detail)
             log.info("%s had already happened; not repeating it", prefix)
             out.append(Resolution(action, CONFIRMED, detail))
+            continue
+        if observe:
+            detail = {"after_restart": True, "not_done": "mode observe"}
+            state.record_done(now, action.id, OBSERVED, detail)
+            log.warning("%s had not happened; would do it now (mode observe: not done)", prefix)
+            out.append(Resolution(action, OBSERVED, detail))
             continue
         try:
             detail = {"after_restart": True, **(redo(action) or {})}

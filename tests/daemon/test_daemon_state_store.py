@@ -266,3 +266,30 @@ def test_an_older_daemon_refuses_a_newer_state_and_says_how_to_roll_back(tmp_pat
     (d / JOURNAL).rename(tmp_path / "journal.old")
     (d / SNAPSHOT).rename(tmp_path / "state.old")
     assert DaemonState.load(d).restarts("job/g0") == 0
+
+
+@pytest.mark.parametrize("observe", [False, True])
+def test_a_daemon_restarted_in_observe_mode_does_not_redo_what_its_predecessor_left(
+    tmp_path: Path, observe: bool
+) -> None:
+    """Found in the #47 restructure, when the executor got its observe flag at build time: recovery ran before
+    the loop set it, so a daemon restarted with `mode: observe` requeued what an acting predecessor had only
+    intended. Observing, the intent is said (`observed`) and dropped; acting, it is done."""
+    from lamplighter.lab.fake_slurm import FakeSlurm
+
+    slurm = FakeSlurm(["n1", "n2"])
+    script = tmp_path / "g0.sbatch"
+    script.write_text("#!/bin/bash\n#SBATCH --job-name=ll-demo-g0\n")
+    job = slurm.submit(script)
+    s = DaemonState.load(tmp_path / "state")
+    s.record_intent(1.0, "requeue", str(job), "exit 1", before={"restarts": 0}, restart_group="demo/0")
+    lines: list[str] = []
+    ex = Executor(s, slurm, None, ActionLog("n1", lines.append), observe=observe)
+    [r] = ex.recover(2.0)
+    assert s.pending() == []
+    if observe:
+        assert r.outcome == "observed" and slurm.job(job).restarts == 0
+        assert json.loads(lines[0])["outcome"] == "observed"
+    else:
+        assert r.outcome == COMPLETED and slurm.job(job).restarts == 1
+    s.close()
