@@ -10,6 +10,8 @@ Public modules (the package re-exports nothing: import them):
     host_agent   the pure decision of a host daemon: fence, kill stale epochs, start, restart or give up
     accounts     whose local account a job's trainers run as: the etcd user who submitted it, never root unasked
     user_launch  trainers started, and run-dir lines written, as that account (setpriv: no capabilities)
+    prefix_reader  the cluster's prefix, read only when its watch (prefix_watch) or an answer says it changed
+    host_actions the host's action lines (rundir/actions.py's), in its log and as each job's account in its run dir
     host_daemon  one host daemon: lease, placer role, trainers (die with the daemon: setpriv --pdeathsig)
 
 Layer: a runtime beside local (configs -> rundir -> system -> lighthouse, policy, chaos, trainer -> launch -> slurm -> report -> supervisor -> local, bare -> commands; lab -> bench).

@@ -1,8 +1,8 @@
 """One host daemon of a bare-metal cluster: its lease, the placer role when it wins it, and its trainers.
 
 Each cycle: renew the lease when due (host_lease: every (ttl - margin) / 2),
-read this cluster's assignments when they may have changed (a watch on the
-prefix says so: prefix_watch), keep or campaign for the placer role and, as
+read this cluster's assignments when they may have changed (prefix_reader:
+a watch on the prefix says so), keep or campaign for the placer role and, as
 placer, place every job's groups on what changed (placer); run
 host_agent.decide on them, then carry its actions out. A quiet cluster costs
 etcd one lease renewal per host per renewal interval, and no reads. Trainers are
@@ -27,8 +27,8 @@ host runs, as whom (etcd_roles.py; skipped for `insecure_lab`).
 Every action (a trainer ended, killed or started, a failure reported, the host
 taken out, a group moved by the placer, the placer role won) is one JSON line
 in `<state_dir>/actions.jsonl` and, appended as the job's account, in its
-`<run_dir>/actions.jsonl`, as a Slurm node daemon writes them: `lamplighter why`
-and the demo's report read them.
+`<run_dir>/actions.jsonl` (host_actions.py), the line a Slurm node daemon writes:
+`lamplighter why` and the demo's report read them.
 """
 
 from __future__ import annotations
@@ -47,19 +47,20 @@ from pydantic import ValidationError
 
 from lamplighter.bare import etcd_roles
 from lamplighter.bare.accounts import Account, Refused, trainer_account
-from lamplighter.bare.etcd_store import Entry, EtcdError, Store, delete
+from lamplighter.bare.etcd_store import EtcdError, Store, delete
 from lamplighter.bare.hang_watch import JobHangWatch, lighthouse_address
+from lamplighter.bare.host_actions import HostActions
 from lamplighter.bare.host_agent import GroupHistory, GroupRef, HostAction, Trainer, decide
 from lamplighter.bare.host_lease import HostLease, renew_every, renewal_due
 from lamplighter.bare.keys import Keys
 from lamplighter.bare.placement import Assignment
 from lamplighter.bare.placer import HostEntry, Placer
-from lamplighter.bare.prefix_watch import PrefixWatch
-from lamplighter.bare.user_launch import append_as, base_env, start_ranks, trainer_argv
+from lamplighter.bare.prefix_reader import PrefixReader
+from lamplighter.bare.user_launch import base_env, start_ranks, trainer_argv
 from lamplighter.configs.job_file import job_file_json
 from lamplighter.configs.schema import JobConfig
 from lamplighter.launch.group import group_launch
-from lamplighter.rundir.actions import ACTIONS_FILE, append_line, format_action
+from lamplighter.rundir.actions import format_action
 from lamplighter.supervisor.gpu.faults import gpu_response
 from lamplighter.supervisor.gpu.observation import GpuObservation
 from lamplighter.system.process_tree import GroupProcesses, StartError
@@ -130,17 +131,18 @@ class HostDaemon:
     _specs: dict[tuple[str, int], Submitted] = field(default_factory=dict)  # (spec key, create revision) ->
     _forget: list[str] = field(default_factory=list)  # jobs with keys under jobs/ but no spec (cancelled)
     _refusals_seen: dict[str, str] = field(default_factory=dict)  # job -> this host's refusal in etcd
-    _journal_failed: set[Path] = field(default_factory=set)
+    actions: HostActions = field(init=False)  # this host's action lines, and its jobs' run-dir copies
     _started_under: dict[GroupRef, int] = field(default_factory=dict)  # a running trainer's spec revision
-    _seen: tuple[int, list[Entry]] | None = None  # the last read of the cluster prefix: (revision, entries)
-    _watch: PrefixWatch | None = None  # says when to read again
-    _watch_opened_at: float | None = None  # a watch that keeps failing is opened again at the lease's interval
+    reader: PrefixReader = field(init=False)  # the cluster's prefix, read when it may have changed
     _placer_kept_at: float | None = None  # when the placer's lease was last renewed (the role kept)
     _placed_at: int | None = None  # the read revision the last placement round ran on
 
     def __post_init__(self) -> None:
         self.lease = HostLease(self.store, self.keys, self.me, self.ttl_s, {"host": self.me})
         self.placer = Placer(self.store, self.keys, self.me, self.ttl_s)
+        self.actions = HostActions(self.me, self.state_dir, self.daemon_uid)
+        every = renew_every(self.ttl_s, self.margin_s)
+        self.reader = PrefixReader(self.store, self.keys.root, every, lambda: self.clock(), self.me)
 
     def cycle(self) -> list[HostAction]:
         # Every etcd call before the kills has a deadline: on a cut link each member costs its whole timeout,
@@ -152,7 +154,7 @@ class HostDaemon:
                 self.lease.renew(self.clock())
         if not self.lease.fence_due(self.clock(), self.margin_s)[0]:
             with self.store.until(self.lease.fence_at(self.margin_s), self.clock):
-                if self._read_due():
+                if self.reader.due():
                     self._read()
                 self._check_gpus()
                 self._place()
@@ -179,14 +181,6 @@ class HostDaemon:
             self.lease.renew(self.clock())
         return d.actions
 
-    def _read_due(self) -> bool:
-        """Read the prefix only when it may have changed since the last read: the watch saw it change (or is
-        down), or an answer showed a newer revision of the store (a stalled watch; this host's own writes)."""
-        w = self._watch
-        if self._seen is None or w is None or not w.alive:
-            return True
-        return max(w.newest, self.store.seen_revision) > self._seen[0]
-
     def _place(self) -> None:
         if self.placer_seen not in (None, self.me) and not self.placer.leading:
             # Another daemon holds the role: a campaign would cost 3 requests a cycle for nothing. Its key
@@ -209,18 +203,20 @@ class HostDaemon:
             if leader == self.me:
                 if not was:
                     self._journal("placer", None, None, None, "won the placer role")
-                if was and self._seen is not None and self._placed_at == self._seen[0]:
+                seen = self.reader.seen
+                if was and seen is not None and self._placed_at == seen[0]:
                     return  # nothing changed since the last round: it would place the same
-                self._placed_at = self._seen[0] if self._seen is not None else None
+                self._placed_at = seen[0] if seen is not None else None
                 refused = len(self.placer.refused)
                 # Every job is placed, also one this host refuses: another host may have its user's account.
                 for name, sub in self.submitted.items():
                     if sub.job is None:
                         continue
-                    for m in self.placer.step(name, sub.key, sub.job.groups.count, self.hosts, self._seen):
+                    for m in self.placer.step(name, sub.key, sub.job.groups.count, self.hosts, seen):
                         self._journal("move", name, m.group, m.new.epoch, m.new.reason, to=m.new.host)
                 if len(self.placer.refused) > refused:
-                    self._seen = self._placed_at = None  # placed on an old read: read again and place anew
+                    self.reader.forget()  # placed on an old read: read again and place anew
+                    self._placed_at = None
                 for name in self._forget:
                     if self.placer.forget(name):
                         log.warning(
@@ -276,20 +272,10 @@ class HostDaemon:
         self._journal("out", None, None, None, reason)
 
     def _read(self) -> None:
-        try:
-            rev, entries = self.store.prefix(self.keys.root)
-        except EtcdError as e:
-            log.warning("%s: cannot read the assignments (keeping the last ones): %s", self.me, e)
-            self._seen = None  # read again next cycle, whatever the watch says
+        got = self.reader.read()
+        if got is None:
             return
-        self._seen, now = (rev, entries), self.clock()
-        w, every = self._watch, renew_every(self.ttl_s, self.margin_s)
-        # A watch that lasted is opened again at once (on etcd 3.4 one client closing its watch can end the
-        # others' on that member: each host then pays one read, not a read a cycle); one that keeps failing,
-        # once per renewal interval.
-        if w is None or (not w.alive and ((w.lived_s or 0) >= every or now - (self._watch_opened_at or 0) >= every)):
-            self._watch_opened_at = now
-            self._watch = self.store.watch(self.keys.root, rev)  # events after this read
+        _, entries = got
         placer = next((x for x in entries if x.key == self.keys.placer), None)
         self.placer_seen = placer.value if placer else None
         out = next((x for x in entries if x.key == self.keys.out(self.me)), None)
@@ -478,27 +464,7 @@ class HostDaemon:
             refs = [(j, g, e) for (j, g), (e, _) in self.running.items()]
         jobs = [{"job_id": BARE_METAL, "group": f"{j}/g{g}", "attempt": e} for j, g, e in refs]
         line = format_action(round(when, 3), self.me, action, target, reason, {}, jobs=jobs, **extra)
-        # The host's own log as root (its state directory); a job's run directory as the job's account.
-        targets: list[tuple[Path, Account | None]] = [(self.state_dir / ACTIONS_FILE, None)]
-        mine = {(self._run_dir(j) / ACTIONS_FILE, self.submitted[j].account) for j, _, _ in refs if j in self.jobs}
-        targets += sorted(mine, key=lambda t: str(t[0]))
-        for path, account in targets:
-            try:
-                if account is None:
-                    self._append_own(path, line)
-                else:
-                    append_as(account, self.daemon_uid, path.parent, path.name, line)
-                self._journal_failed.discard(path)
-            except OSError as e:
-                if path not in self._journal_failed:
-                    log.warning("%s: cannot append the action to %s: %s", self.me, path, e)
-                    self._journal_failed.add(path)
-
-    @staticmethod
-    def _append_own(path: Path, line: str) -> None:
-        """The host's own log, in its state directory (root's)."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        append_line(path, line)
+        self.actions.append(line, {(self._run_dir(j), self.submitted[j].account) for j, _, _ in refs if j in self.jobs})
 
     def _run_dir(self, job: str) -> Path:
         run_dir = self.jobs[job].run_dir
@@ -527,8 +493,7 @@ class HostDaemon:
         for _, gp in self.running.values():
             gp.kill()
         self.running.clear()
-        if self._watch is not None:
-            self._watch.close()
+        self.reader.close()
         if self.gpus is not None:
             self.gpus.close()
         try:

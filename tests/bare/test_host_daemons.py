@@ -319,7 +319,7 @@ def test_a_quiet_host_asks_etcd_nothing_between_renewals_and_reads_when_its_watc
         h2 = next(d for d in hosts.daemons.values() if not d.placer.leading)
         lead = next(d for d in hosts.daemons.values() if d.placer.leading)
         at = h2.lease.renewed_at
-        assert at is not None and h2._watch is not None and h2._watch.alive
+        assert at is not None and h2.reader.watch is not None and h2.reader.watch.alive
 
         def made(clock: float) -> int:
             h2.clock, before = (lambda: clock), h2.store.requests_made
@@ -331,21 +331,26 @@ def test_a_quiet_host_asks_etcd_nothing_between_renewals_and_reads_when_its_watc
         # after the next cycle, whose renewal then carried their revision and a read followed it).
         newest = max(e.mod_revision for e in hosts.admin.prefix(hosts.keys.root)[1])
         wait_until(
-            lambda: h2._watch is not None and max(h2._watch.newest, h2._seen[0] if h2._seen else 0) >= newest,
+            lambda: (
+                h2.reader.watch is not None
+                and max(h2.reader.watch.newest, h2.reader.seen[0] if h2.reader.seen else 0) >= newest
+            ),
             10,
             "the watch to see the writes",
         )
         made(at)  # reads what changed since its last read (the placer's writes, its own)
-        seen = h2._seen
+        seen = h2.reader.seen
         every = renew_every(h2.ttl_s, h2.margin_s)
         assert made(at + every / 2) == 0  # no renewal due, nothing changed: not one request
         assert made(at + every) == 1 and h2.lease.renewed_at == at + every  # the renewal, and no read
-        assert h2._seen is seen
+        assert h2.reader.seen is seen
         # Something under the cluster's prefix changes: the watch says so, and the next cycle reads.
         hosts.admin.put(hosts.keys.root + "note", "x")
-        wait_until(lambda: h2._watch is not None and h2._watch.newest > seen[0], 10, "the watch to see the write")
-        assert made(at + every) == 1 and h2._seen is not seen and h2._seen is not None
-        assert any(e.key == hosts.keys.root + "note" for e in h2._seen[1])
+        wait_until(
+            lambda: h2.reader.watch is not None and h2.reader.watch.newest > seen[0], 10, "the watch to see the write"
+        )
+        assert made(at + every) == 1 and h2.reader.seen is not seen and h2.reader.seen is not None
+        assert any(e.key == hosts.keys.root + "note" for e in h2.reader.seen[1])
         # The placer between its renewals: nothing either (it made 3 requests a cycle to keep its role, and one
         # read per job besides the host's own).
         kept = lead._placer_kept_at
@@ -357,11 +362,11 @@ def test_a_quiet_host_asks_etcd_nothing_between_renewals_and_reads_when_its_watc
         assert lead.store.requests_made == before
         # The watch ends (a member went): the next cycle reads, and opens another from that read (at once
         # here: its last renewal interval is over).
-        h2._watch.close()
-        wait_until(lambda: h2._watch is not None and not h2._watch.alive, 10, "the watch to end")
-        seen = h2._seen
+        h2.reader.watch.close()
+        wait_until(lambda: h2.reader.watch is not None and not h2.reader.watch.alive, 10, "the watch to end")
+        seen = h2.reader.seen
         assert made(at + 2 * every) == 3  # the renewal (due again), a read, a new watch
-        assert h2._seen is not seen and h2._watch.alive
+        assert h2.reader.seen is not seen and h2.reader.watch.alive
         assert made(at + 2 * every) == 0
     finally:
         hosts.close()
