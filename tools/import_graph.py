@@ -109,10 +109,8 @@ def unit_of(module: str, names: set[str], root: Path) -> str | None:
         return folder
     parts = module.split(".")
     rest = parts[2:] if parts[0] == PACKAGE else parts[1:]
-    if len(rest) >= 2 and (root / folder / rest[0] / "__init__.py").exists():
-        return f"{folder}/{rest[0]}"
-    if len(rest) == 1 and (root / folder / rest[0] / "__init__.py").exists():
-        return f"{folder}/{rest[0]}"  # the subpackage itself
+    if rest and (root / folder / rest[0] / "__init__.py").exists():
+        return f"{folder}/{rest[0]}"  # a module in the subpackage, or the subpackage itself
     return folder
 
 
@@ -124,41 +122,33 @@ def unit_of_file(path: Path, root: Path) -> str:
     return rel[0]
 
 
-def inner_edges(root: Path) -> dict[tuple[str, str], list[ImportLine]]:
-    """(from unit, to unit) within each product folder that has subpackages: folder -> folder/sub and back."""
-    names = set(folders(root))
-    found: dict[tuple[str, str], list[ImportLine]] = defaultdict(list)
-    for name in sorted(names - LAB):
-        for path in python_files(root / name):
-            here = unit_of_file(path, root)
-            tree = ast.parse(path.read_text(), filename=str(path))
-            rel = str(path.relative_to(root))
-            refs = [(line, module, "import") for line, module in imported_modules(tree)]
-            refs += [(line, module, "names") for line, module in named_modules(tree, names)]
-            for line, module, how in refs:
-                if folder_of(module, names) != name:
-                    continue
-                target = unit_of(module, names, root)
-                if target is not None and target != here:
-                    found[(here, target)].append(ImportLine(rel, line, module, how))
-    return dict(found)
+Arrows = dict[tuple[str, str], list[ImportLine]]
 
 
-def edges(root: Path) -> dict[tuple[str, str], list[ImportLine]]:
-    """(from folder, to folder) -> the import lines that make the arrow; none within a folder."""
+def scan(root: Path) -> tuple[Arrows, Arrows]:
+    """Every file read once: (from folder, to folder) -> the import lines that make the arrow, none within a
+    folder; and (from unit, to unit) within each product folder that has subpackages (folder -> folder/sub
+    and back)."""
     names = set(folders(root))
-    found: dict[tuple[str, str], list[ImportLine]] = defaultdict(list)
+    outer: Arrows = defaultdict(list)
+    inner: Arrows = defaultdict(list)
     for name in sorted(names):
         for path in python_files(root / name):
             tree = ast.parse(path.read_text(), filename=str(path))
-            rel = str(path.relative_to(root))
+            rel, here = str(path.relative_to(root)), unit_of_file(path, root)
             refs = [(line, module, "import") for line, module in imported_modules(tree)]
             refs += [(line, module, "names") for line, module in named_modules(tree, names)]
             for line, module, how in refs:
                 target = folder_of(module, names)
-                if target is not None and target != name:
-                    found[(name, target)].append(ImportLine(rel, line, module, how))
-    return dict(found)
+                if target is None:
+                    continue
+                if target != name:
+                    outer[(name, target)].append(ImportLine(rel, line, module, how))
+                elif name not in LAB:
+                    unit = unit_of(module, names, root)
+                    if unit is not None and unit != here:
+                        inner[(here, unit)].append(ImportLine(rel, line, module, how))
+    return dict(outer), dict(inner)
 
 
 def declared(root: Path) -> dict[str, set[str]]:
@@ -283,11 +273,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mermaid", action="store_true", help="print the folder graph as mermaid")
     parser.add_argument("--text", action="store_true", help="print the folder graph as text")
     args = parser.parse_args(argv)
-    arrows = edges(args.root)
+    arrows, inner = scan(args.root)
     if args.mermaid or args.text:
         print(mermaid(arrows) if args.mermaid else text(arrows))
         return 0
-    inner = inner_edges(args.root)
     found = cycles(set(arrows)) + cycles(set(inner))
     arrows_all = {**arrows, **inner}
     to_lab = reaches_lab(arrows)

@@ -37,7 +37,7 @@ from lamplighter.configs.schema import JobConfig, container_path_problems
 from lamplighter.configs.slurm_names import job_name_prefix
 from lamplighter.lighthouse.status import LighthouseStatusError, fetch_status
 from lamplighter.rundir import contract
-from lamplighter.slurm.actions import SlurmApi
+from lamplighter.slurm.actions import ENDED_STATES, SlurmApi
 from lamplighter.slurm.parsers import JobInfo
 from lamplighter.slurm.run import SlurmError
 from lamplighter.slurm.submit.lighthouse_log import lighthouse_log_problem
@@ -49,10 +49,6 @@ GONE = "GONE"  # purged by Slurm (MinJobAge): long over
 UNKNOWN = "UNKNOWN"  # Slurm did not answer
 INCOMPLETE = "incomplete"  # in Submission.extra while a submission is unfinished or its rollback failed
 SCRIPTS_DIR = "sbatch"
-# Slurm states after which a job never runs again (unless someone requeues it).
-ENDED_STATES = frozenset(
-    {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
-)
 
 
 class SubmitError(RuntimeError):

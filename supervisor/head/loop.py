@@ -460,13 +460,12 @@ class HeadLoop:
         for j in jobs:
             last = expand_hostlist(j.nodes)
             if node in last:
-                off = list(dict.fromkeys([node, *last]))
                 try:
                     res = start_elsewhere(
                         self.api,
-                        None if self.executor.updater is None else self.executor.updater,
+                        self.executor.updater,
                         j.job_id,
-                        off,
+                        last,
                         0.0,
                         nodes_needed=len(last),
                     )

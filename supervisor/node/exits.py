@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from lamplighter.policy.observations import Observation, ProcessExited
-from lamplighter.slurm.actions import SlurmApi
+from lamplighter.slurm.actions import ENDED_STATES, SlurmApi
 from lamplighter.slurm.run import SlurmError
 from lamplighter.supervisor.node.job_settings import JobSettingsCache
 from lamplighter.supervisor.node.job_watch import trainer_proc
@@ -23,18 +23,6 @@ from lamplighter.supervisor.node_policy import TrainerEvent
 from lamplighter.system.trainer_proc import TrainerProc
 
 log = logging.getLogger(__name__)
-
-ENDED = (
-    "COMPLETED",
-    "FAILED",
-    "CANCELLED",
-    "TIMEOUT",
-    "NODE_FAIL",
-    "OUT_OF_MEMORY",
-    "PREEMPTED",
-    "BOOT_FAIL",
-    "DEADLINE",
-)
 
 # While a trainer's exit awaits Slurm's word that its job ended (its exit code decides a restart), the next
 # cycles come this soon: the job's end reaches slurmctld a fraction of a second after its trainer's, and a
@@ -138,8 +126,7 @@ class ExitResolver:
             if info.state in ("PENDING", "REQUEUED") or info.restarts > t.attempt:
                 del self._exits[job_id]  # requeued already (by us, by Slurm, by a person)
                 continue
-            others = sorted({r.step for r in all_roots if r.job_id == t.job_id and r.step != t.step}, key=int)
-            if info.state == "RUNNING" and others:
+            if info.state == "RUNNING" and (others := _other_steps(t, all_roots)):
                 # The job's own agent started the trainer's successor (the spare, or a cold step) in the
                 # allocation; or a spare ended beside a live trainer.
                 del self._exits[job_id]
@@ -160,7 +147,7 @@ class ExitResolver:
                 del self._exits[job_id]
                 log.info("%s group %s: Slurm job %s was cancelled: not restarted", t.job_name, t.replica_id, job_id)
                 continue
-            if info.state in ENDED:
+            if info.state in ENDED_STATES:
                 code = parse_exit_code(info.exit_code)
                 why = f"Slurm job {job_id} {info.state} ExitCode={info.exit_code}"
             elif now - when > self.exit_grace_s:
@@ -185,3 +172,8 @@ class ExitResolver:
 
     def close(self) -> None:
         self.source.close()
+
+
+def _other_steps(t: NodeTrainer, roots: list[NodeTrainer]) -> list[str]:
+    """Numbered steps of t's job, other than t's, with task roots here now."""
+    return sorted({r.step for r in roots if r.job_id == t.job_id and r.step != t.step}, key=int)
