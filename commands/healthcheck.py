@@ -4,12 +4,15 @@ Healthy: exit 0, nothing changed. Faulty (a GPU faulty, unresponsive or
 missing): the node is drained with the reason `lamplighter: healthcheck: ...`
 and the exit status is 1; as a Prolog (--prolog) that non-zero status also
 makes Slurm requeue the job, which then starts on another node. An admin's
-drain is never overwritten. The drain rate limit of the node config
-(max_drain_fraction within drain_window_s, counting the nodes drained now with
-a lamplighter reason) holds in a Prolog too, so a wrong threshold cannot
-drain the whole cluster within one HealthCheckInterval or as jobs land on
-nodes; beyond it, a Prolog still fails the job's start (exit 1: Slurm starts
-it elsewhere) without draining the node.
+drain is never overwritten. The cluster's one drain budget (max_drain_fraction
+of the nodes out by lamplighter at once, within drain_window_s) holds when
+Slurm runs this check on every node at the same instant: each drain is checked
+against the others' after it is made, and undone if the budget was spent first
+(slurm/drain_budget.py), so a wrong threshold cannot drain the whole cluster
+within one HealthCheckInterval or as jobs land on nodes. Beyond the budget a
+Prolog exits 0 and says so: the job starts on this node, since a failed Prolog
+makes Slurm drain the node itself (`Prolog error`, measured on 22.05), past
+the budget.
 With `mode: observe` in the node config nothing is drained and a Prolog
 exits 0 (no job's start fails): the drain it would have made is printed and
 written, outcome "observed", to the node's action log (state_dir/actions.jsonl),
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -117,6 +121,10 @@ def run(args: argparse.Namespace) -> int:
         else:
             api = SlurmActions(SlurmCli(slurm_conf=args.slurm_conf or cfg.slurm_conf or env.get("SLURM_CONF")))
             out["drain"] = drain(api, node, out["summary"], cfg, limit=True, now=time.time())
+            if args.prolog and not out["drain"].startswith("drained"):
+                # A failed Prolog makes Slurm drain the node itself, past the budget: the job starts here, said.
+                out["drain"] += "; the job starts on this node (a failed Prolog would make Slurm drain it)"
+                code = EXIT_HEALTHY
         if not args.no_drain:
             audit(cfg, node, "prolog" if args.prolog else "healthcheck", out)
     elif res.verdict == "unknown":
@@ -159,6 +167,23 @@ def audit(cfg: Any, node: str, entry: str, out: dict[str, Any]) -> None:
         print(f"lamplighter healthcheck: {node}: cannot write the action log {path}: {e}", file=sys.stderr)
 
 
+ENV_DRAIN_BARRIER = "LAMPLIGHTER_TEST_DRAIN_BARRIER"  # DIR:N, tests only
+
+
+def test_barrier(node: str) -> None:
+    """Tests only: wait, between the limit's check and the drain, until N checks have reached this point, so
+    every node's check has read the cluster before any drains: the interleaving a limit checked beforehand
+    cannot survive, made certain rather than hoped for."""
+    spec = os.environ.get(ENV_DRAIN_BARRIER)
+    if not spec:
+        return
+    folder, _, count = spec.rpartition(":")
+    Path(folder, node).touch()
+    deadline = time.monotonic() + 60
+    while len(os.listdir(folder)) < int(count) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def summary_with_count(res: Any, expected: int | None) -> str:
     """The check's summary, led by the GPU count when fewer than expected answered (a GPU off the bus is lost)."""
     from lamplighter.policy.node_faults import gpu_count_fault, gpus_found
@@ -168,8 +193,10 @@ def summary_with_count(res: Any, expected: int | None) -> str:
 
 
 def drain(api: SlurmActions, node: str, why: str, cfg: Any, limit: bool, now: float) -> str:
-    """Drain `node` with lamplighter's reason; what was done, in words. Never overwrites another drain's reason."""
+    """Drain `node` with lamplighter's reason; what was done, in words. Never overwrites another drain's reason,
+    nor re-stamps lamplighter's own (its place in the cluster's budget is its stamp: slurm/drain_budget.py)."""
     from lamplighter.policy.ratelimit import may_drain
+    from lamplighter.slurm.drain_budget import confirm_drain
 
     reason = (REASON_PREFIX + "healthcheck: " + why)[:MAX_REASON]
     try:
@@ -181,13 +208,20 @@ def drain(api: SlurmActions, node: str, why: str, cfg: Any, limit: bool, now: fl
         return f"NOT drained: Slurm has no node {node!r} (give --node)"
     if (mine.is_drained or mine.is_down) and not by_lamplighter(mine):
         return f"NOT drained: already out of service by someone else ({mine.state}: {mine.reason})"
+    if mine.is_drained and by_lamplighter(mine):
+        return f"drained already: {mine.reason}"
     if limit:
         history = [(now, n.name) for n in out_of_service(nodes, now, only_lamplighter=True)]
         allowed, why_limit = may_drain(now, history, len(nodes), cfg.max_drain_fraction, cfg.drain_window_s, node=node)
         if not allowed:
             return f"NOT drained: {why_limit}"
+    test_barrier(node)
     try:
         api.drain(node, reason)
     except SlurmError as e:
         return f"NOT drained: {e}"
+    if limit:
+        claim = confirm_drain(api, node, cfg.max_drain_fraction)
+        if not claim.kept:
+            return f"NOT drained: {claim.reason}"
     return f"drained: {reason}"

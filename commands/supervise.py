@@ -137,7 +137,17 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
     # A compute node's executor copies action lines into each job's run directory: the jobs the loop sees.
     seen, run_dir_writer = compute_executor_parts()
     job_log = run_dir_writer if cfg.role == "compute" else None
-    executor = build_executor(env, node, state, api, sink, metrics, job_log, observe=cfg.mode == "observe")
+    executor = build_executor(
+        env,
+        node,
+        state,
+        api,
+        sink,
+        metrics,
+        job_log,
+        observe=cfg.mode == "observe",
+        drain_budget=cfg.max_drain_fraction,
+    )
     if cfg.mode == "observe":
         log.warning("mode observe: every action is decided and logged as 'would ...', none is taken")
     notifier = Notifier.from_env(env)
@@ -232,6 +242,7 @@ def build_executor(
     job_log: Callable[[str, Sequence[str]], None] | None = None,
     *,
     observe: bool = False,
+    drain_budget: float | None = None,
 ) -> Executor:
     """The executor, its action lines to the state dir's actions file and to the log (the journal under systemd)."""
     to_log = logging_sink(log)
@@ -251,6 +262,7 @@ def build_executor(
         pause_file=Path(pause_file) if pause_file else None,
         job_log=job_log,
         observe=observe,
+        drain_budget=drain_budget,
     )
 
 

@@ -23,11 +23,18 @@ import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from lamplighter.slurm.actions import FAILED_STATES, check_job_id, check_node_name, check_reason
 from lamplighter.slurm.parsers import LAUNCH_FAILED_HELD, JobInfo, NodeInfo, PartitionInfo, QueueEntry
 from lamplighter.slurm.run import SlurmError
+
+
+def stamp_of(t: float) -> str:
+    """Slurm's reason stamp for epoch time `t`: `2026-11-23T10:11:12`, local time, whole seconds."""
+    return datetime.fromtimestamp(int(t)).isoformat()
+
 
 _SBATCH = re.compile(r"^#SBATCH\s+(--[a-z-]+)(?:=\"?([^\"]*)\"?)?\s*$")
 
@@ -60,6 +67,7 @@ class _Node:
     drain: bool = False
     responding: bool = True
     reason: str | None = None
+    reason_at: float | None = None  # the controller's clock when the reason was set: Slurm's stamp
     silent_since: float | None = None
     comment: str | None = None
 
@@ -159,7 +167,7 @@ class FakeSlurm:
     def drain(self, node: str, reason: str) -> None:
         self._controller()
         n = self._node(node)
-        n.drain, n.reason = True, check_reason(reason)
+        n.drain, n.reason, n.reason_at = True, check_reason(reason), self._clock()
 
     def resume(self, node: str, comment: str | None = None) -> None:
         self._controller()
@@ -179,7 +187,7 @@ class FakeSlurm:
     def mark_down(self, node: str, reason: str) -> None:
         self._controller()
         n = self._node(node)
-        n.base, n.reason = "DOWN", check_reason(reason)
+        n.base, n.reason, n.reason_at = "DOWN", check_reason(reason), self._clock()
         self._fail_jobs_on(node)
 
     def job(self, job_id: int) -> JobInfo:
@@ -253,11 +261,17 @@ class FakeSlurm:
         flags = frozenset(f for f, on in (("DRAIN", n.drain), ("NOT_RESPONDING", not n.responding)) if on)
         state = "+".join([base, *sorted(flags)])
         fields = {"Comment": n.comment} if n.comment else {}  # real scontrol prints no Comment line when unset
-        return NodeInfo(name, state, base, flags, False, n.reason, "root" if n.reason else None, None, fields)
+        # Slurm stamps a reason to the second, in the controller's local time.
+        stamp = None if n.reason is None or n.reason_at is None else stamp_of(n.reason_at)
+        return NodeInfo(name, state, base, flags, False, n.reason, "root" if n.reason else None, stamp, fields)
 
     def nodes(self) -> list[NodeInfo]:
         self._controller()
         return [self._node_info(n) for n in sorted(self._nodes)]
+
+    def controller_time(self) -> float:
+        self._controller()
+        return float(int(self._clock()))  # sdiag prints whole seconds
 
     def jobs(self, name_prefix: str | None = None) -> list[QueueEntry]:
         self._controller()

@@ -58,3 +58,32 @@ def may_resume(
 ) -> tuple[bool, str]:
     """May one more node be resumed automatically now? The drain limit's rule over (time, node) of resumes."""
     return may_drain(now, resumed_history, total_nodes, max_fraction, window_s, node, verb="resume")
+
+
+def budget_limit(total_nodes: int, max_fraction: float) -> int:
+    """The cluster's drain budget: how many nodes lamplighter may hold out of service at once."""
+    return math.floor(max_fraction * total_nodes + 1e-9) if total_nodes > 0 and 0 < max_fraction <= 1 else 0
+
+
+def claim_holds(
+    node: str, held: Iterable[tuple[float | None, str]], total_nodes: int, max_fraction: float
+) -> tuple[bool, str]:
+    """After draining `node`, does its drain fit the cluster's budget? Returns (keep, reason).
+
+    held: (Slurm's reason stamp, name) of every node lamplighter has out of service now, `node` included.
+    Every component of every node drains on its own (Slurm runs the HealthCheckProgram on all nodes at once),
+    so each checks its drain against the others' afterwards: first come, first kept, in the order of the one
+    controller's stamps (ties by name; a node without a stamp counts as earliest). Every racer reads the same
+    order once the controller's clock has passed its own stamp (drain_budget.settle), so at most the budget
+    keeps its drain whatever the interleaving."""
+    limit = budget_limit(total_nodes, max_fraction)
+    order = sorted(held, key=lambda sn: (float("-inf") if sn[0] is None else sn[0], sn[1]))
+    names = [n for _, n in order]
+    if node not in names:
+        return True, f"{node} is no longer out of service by lamplighter: nothing to keep"
+    rank = names.index(node)
+    scope = f"{len(names)} of {total_nodes} nodes out by lamplighter, budget {limit} ({max_fraction:g})"
+    if rank < limit:
+        return True, f"within the cluster's drain budget: {node} is {rank + 1} of {limit}; {scope}"
+    ahead = ", ".join(names[:limit]) or "none allowed"
+    return False, f"cluster drain budget spent by earlier drains ({ahead}); {scope}"

@@ -30,6 +30,7 @@ from lamplighter.slurm.parsers import (
     parse_scontrol_node,
     parse_scontrol_nodes,
     parse_scontrol_partitions,
+    parse_sdiag_time,
     parse_squeue,
     parse_squeue_jobs,
 )
@@ -88,6 +89,7 @@ class SlurmApi(Protocol):
     def jobs_on(self, node: str) -> list[QueueEntry]: ...
     def all_jobs(self, name_prefix: str) -> list[JobInfo]: ...
     def partitions(self) -> list[PartitionInfo]: ...
+    def controller_time(self) -> float: ...
 
 
 def poll_job(
@@ -197,6 +199,10 @@ class SlurmActions:
 
     def nodes(self) -> list[NodeInfo]:
         return parse_scontrol_nodes(self.cli.run("scontrol", "show", "nodes"))
+
+    def controller_time(self) -> float:
+        """slurmctld's clock (epoch seconds), which stamps every drain's reason: drain_budget.settle waits on it."""
+        return float(parse_sdiag_time(self.cli.run("sdiag")))
 
     def jobs(self, name_prefix: str | None = None) -> list[QueueEntry]:
         """Jobs in the queue (pending, running, completing), optionally only names with a prefix."""

@@ -351,6 +351,17 @@ def parse_squeue(text: str) -> list[QueueEntry]:
     return out
 
 
+_SDIAG_AT = re.compile(r"^\s*sdiag output at .*\((\d+)\)\s*$", re.M)
+
+
+def parse_sdiag_time(text: str) -> int:
+    """slurmctld's clock, from `sdiag`'s first line (`sdiag output at Sat Dec 05 07:28:26 2026 (1796455706)`)."""
+    m = _SDIAG_AT.search(text)
+    if m is None:
+        raise ParseError("sdiag output", text[:200])
+    return int(m.group(1))
+
+
 def parse_show_config(text: str) -> dict[str, str]:
     """`scontrol show config`: its `Key = Value` lines (the header and blank lines skipped)."""
     out: dict[str, str] = {}

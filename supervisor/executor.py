@@ -33,6 +33,7 @@ from typing import Any
 
 from lamplighter.rundir.actions import ActionLog
 from lamplighter.slurm.actions import SlurmApi
+from lamplighter.slurm.drain_budget import confirm_drain
 from lamplighter.slurm.requeue import ALREADY, JobUpdater, requeue_elsewhere, start_elsewhere
 from lamplighter.slurm.run import SlurmError
 from lamplighter.slurm.step_cgroup import parse_cgroup
@@ -65,6 +66,9 @@ class Executor:
     # (line, job ids): each action line also goes to the run directory of the jobs it concerns (rundir/actions.py)
     job_log: Callable[[str, Sequence[str]], None] | None = None
     observe: bool = False  # decide and log, take no action (node.yaml mode: observe)
+    # max_drain_fraction: each drain made is checked against the cluster's one budget (slurm/drain_budget.py)
+    drain_budget: float | None = None
+    sleep: Callable[[float], None] = time.sleep
 
     def execute(self, now: float, actions: list[NodeAction]) -> list[dict[str, Any]]:
         """Carry out the actions in order; returns one result per action (also logged)."""
@@ -78,7 +82,30 @@ class Executor:
         for a, p in zip(actions, intents, strict=True):
             results.append(self._carry_out(a, p))
         self._unfreeze_failed_requeues(actions, results)
+        self._confirm_drains(actions, intents, results)
         return results
+
+    def _confirm_drains(
+        self, actions: list[NodeAction], intents: list[PendingAction | None], results: list[dict[str, Any]]
+    ) -> None:
+        """Each drain made, against the cluster's budget: kept, or undone when others spent it first. After the
+        batch, so the wait on slurmctld's clock never delays a requeue (which avoids this node by itself)."""
+        if self.drain_budget is None:
+            return
+        for a, p, r in zip(actions, intents, results, strict=True):
+            if a.kind != "drain" or r["outcome"] != "ok" or p is None:
+                continue
+            claim = confirm_drain(self.api, a.target, self.drain_budget, self.sleep)
+            r["budget"] = claim.reason
+            if not claim.undone:
+                continue
+            r["outcome"] = "undone"
+            undo = replace(a, kind="resume", reason=claim.reason, jobs=())
+            self.state.record_event(
+                self.clock(), "drain_undone", {"id": p.id, "target": a.target, "reason": claim.reason}
+            )
+            self._write(self.clock(), undo, outcome="undone")
+            log.warning("%s: %s", a.target, claim.reason)
 
     def _unfreeze_failed_requeues(self, actions: list[NodeAction], results: list[dict[str, Any]]) -> None:
         """A batch step stopped for a requeue that then failed is killed after all, as before (the head

@@ -319,11 +319,13 @@ def _read_snapshot(path: Path, max_events: int) -> dict[str, Any]:
 
 
 def drain_history(events: list[dict[str, Any]]) -> list[tuple[float, str]]:
-    """(time, node) of drains and mark-downs this daemon carried out, from its journaled events."""
+    """(time, node) of drains and mark-downs this daemon carried out, from its journaled events; a drain undone
+    at once for the cluster's budget (drain_undone) drained nothing that stays, and is left out."""
     intents = {e["action"]["id"]: e["action"] for e in events if e.get("type") == "intent"}
+    undone = {e["data"].get("id") for e in events if e.get("type") == "event" and e.get("kind") == "drain_undone"}
     out = []
     for e in events:
-        if e.get("type") == "done" and e.get("outcome") in ("ok", "confirmed"):
+        if e.get("type") == "done" and e.get("outcome") in ("ok", "confirmed") and e.get("id") not in undone:
             a = intents.get(e.get("id", ""))
             if a is not None and a["kind"] in ("drain", "mark_down"):
                 out.append((float(a["time"]), str(a["target"])))

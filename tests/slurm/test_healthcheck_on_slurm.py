@@ -3,6 +3,7 @@ with simulated GPUs per node; and `lamplighter nodes` / `nodes resume` on what i
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -11,8 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from realparts import require_slurm, wait_for
+from realparts import require_netns, require_slurm, wait_for
 
+from lamplighter.commands.healthcheck import ENV_DRAIN_BARRIER
 from lamplighter.gpusim.inject import clear, inject
 from lamplighter.gpusim.state import StateDir
 from lamplighter.lab.testcluster import TestCluster, running_cluster
@@ -197,3 +199,88 @@ def test_observe_mode_drains_nothing_and_fails_no_job_start_and_logs_what_it_wou
         assert not n1.is_drained, (n1.state, n1.reason)
         assert api.job(jid).running  # its Prolog did not fail it
         assert "OBSERVE ONLY: would drain" in Path(f"{check}.log").read_text()
+
+
+def test_a_threshold_every_node_fails_checked_on_every_node_at_once_drains_only_the_clusters_budget(
+    tmp_path: Path, gpusim_root: Path
+) -> None:
+    """The newcomer review's P1-5: Slurm runs the HealthCheckProgram on every node at the same instant, so a
+    limit each node checks before it drains lets all of them drain. Eight nodes, each in a network of its own,
+    run the check at once, with a temperature limit every GPU exceeds, and every check reads the cluster before
+    any drains (the test barrier); the budget is 2 (0.25 of 8): exactly 2 nodes stay drained, and every other
+    says why not."""
+    require_slurm()
+    require_netns()
+    nodes = 8
+    gpus = gpu_folders(tmp_path / "gpus", nodes)
+    go = tmp_path / "go"
+    arrived = tmp_path / "arrived"
+    arrived.mkdir()
+    with running_cluster(tmp_path / "c", nodes, netns=True) as cluster:
+        node_yaml = tmp_path / "node.yaml"
+        node_yaml.write_text(f"slurm_conf: {cluster.conf_path}\nmax_drain_fraction: 0.25\n")
+        procs = {}
+        for i in range(1, nodes + 1):
+            name = f"n{i}"
+            check = [sys.executable, "-m", "lamplighter", "healthcheck", "--config", str(node_yaml)]
+            check += [
+                "--gpusim-root",
+                str(gpus),
+                "--node",
+                name,
+                "--json",
+                "--set",
+                "health.temperature_hotspot_max_c=1",
+            ]
+            check += ["--set", f"state_dir={tmp_path / 'state' / name}"]
+            barrier = f"while [ ! -e {shlex.quote(str(go))} ]; do sleep 0.01; done; exec {shlex.join(check)}"
+            procs[name] = subprocess.Popen(
+                cluster.node_argv(name, ["bash", "-c", barrier]),
+                env=dict(os.environ, SLURM_CONF=str(cluster.conf_path), **{ENV_DRAIN_BARRIER: f"{arrived}:{nodes}"}),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        go.touch()
+        outs = {}
+        for name, p in procs.items():
+            out, err = p.communicate(timeout=120)
+            outs[name] = json.loads(out)
+            assert p.returncode == 1, (name, err)  # faulty, whether drained or refused
+        api = SlurmActions(cluster.cli())
+        drained = sorted(n.name for n in api.nodes() if n.is_drained)
+        said = {name: str(o["drain"]) for name, o in outs.items()}
+        print({name: s[:90] for name, s in said.items()})
+        assert len(drained) == 2, (drained, said)
+        assert sorted(n for n, s in said.items() if s.startswith("drained: lamplighter: healthcheck: ")) == drained
+        refused = {n: s for n, s in said.items() if n not in drained}
+        assert all(s.startswith("NOT drained: drain undone: cluster drain budget spent") for s in refused.values()), (
+            said
+        )
+        for name in refused:  # each node's action log holds its refusal, for `lamplighter why` and the on-call
+            assert [r["outcome"] for r in observed_drains(tmp_path / "state", name)] == ["refused"]
+
+
+def test_a_prolog_past_the_budget_lets_the_job_start_and_slurm_drains_nothing(
+    prolog_cluster: tuple[TestCluster, Path], tmp_path: Path
+) -> None:
+    """A failed Prolog makes Slurm drain the node itself (`Prolog error`), past lamplighter's budget: beyond the
+    budget the Prolog lets the job start and says so."""
+    cluster, gpus = prolog_cluster
+    api = SlurmActions(cluster.cli())
+    inject(StateDir(gpus / "n1"), 0, "thermal", value=120)
+    api.drain("n2", "lamplighter: healthcheck: an earlier drain spends the budget (1 of 3 at 0.5)")
+    api.drain("n3", "test: busy")
+    script = tmp_path / "job.sbatch"
+    script.write_text(
+        f"#!/bin/bash\n#SBATCH --job-name=ll-b-g0\n#SBATCH --output={tmp_path}/job-%j.out\nexec sleep 300\n"
+    )
+    jid = api.submit(script)
+    job = wait_for(lambda: (j := api.job(jid)).running and j, 60, "the job running on n1")
+    assert job.node_list == "n1"
+    prolog_log = Path(f"{tmp_path / 'prolog.sh'}.log")
+    log = wait_for(lambda: prolog_log.exists() and "starts" in (t := prolog_log.read_text()) and t, 60, "the Prolog")
+    n1 = api.node("n1")
+    assert not n1.is_drained, (n1.state, n1.reason)
+    assert api.job(jid).running  # its Prolog did not fail it
+    assert "NOT drained: drain limit reached" in log and "the job starts on this node" in log, log

@@ -228,3 +228,11 @@ def test_show_config_recorded() -> None:
     conf = parse_show_config((REC / "scontrol_show_config.txt").read_text())
     assert conf["ProctrackType"] == "proctrack/cgroup" and conf["TaskPlugin"] == "task/cgroup"
     assert "Configuration data as of 2026-11-27T01:54:46" not in conf
+
+
+def test_sdiag_time_recorded() -> None:
+    from lamplighter.slurm.parsers import parse_sdiag_time
+
+    assert parse_sdiag_time((REC / "sdiag.txt").read_text()) == 1796455888
+    with pytest.raises(ParseError, match="sdiag"):
+        parse_sdiag_time("Data since      Thu Jan 01 00:00:00 1970 (0)\n")
