@@ -45,6 +45,7 @@ from lamplighter.slurm.run import SlurmCli, SlurmError
 from lamplighter.supervisor.executor import Executor
 from lamplighter.supervisor.head.loop import HeadLoop
 from lamplighter.supervisor.health_report import HealthPublisher, summarize
+from lamplighter.supervisor.job_table import PRIVATE_MODE, table_mode
 from lamplighter.supervisor.last_status import LastStatus
 from lamplighter.supervisor.metrics import DaemonMetrics, MetricsServer, start_metrics_server
 from lamplighter.supervisor.node.adoption import JobsSeen
@@ -162,7 +163,7 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
     try:
         recover_pending(executor)
         if cfg.role == "compute":
-            why = check_proctrack(api)
+            why = check_proctrack(slurm_config(api))
             metrics.proctrack_cgroup.set(1 if why is None else 0)
             if why is not None:
                 log.error("%s", why)
@@ -266,13 +267,20 @@ def build_executor(
     )
 
 
-def check_proctrack(api: SlurmActions) -> str | None:
-    """Why this daemon cannot tell a job's processes (None: Slurm tracks them with cgroups)."""
+def slurm_config(api: SlurmActions) -> dict[str, str] | SlurmError:
+    """`scontrol show config`, or the error that kept it from being read."""
     try:
-        conf = parse_show_config(api.cli.run("scontrol", "show", "config"))
+        return parse_show_config(api.cli.run("scontrol", "show", "config"))
     except SlurmError as e:
+        return e
+
+
+def check_proctrack(conf: dict[str, str] | SlurmError) -> str | None:
+    """Why this daemon cannot tell a job's processes (None: Slurm tracks them with cgroups)."""
+    if isinstance(conf, SlurmError):
         return (
-            f"cannot read Slurm's configuration ({e}): if ProctrackType is not proctrack/cgroup, no trainer is adopted"
+            f"cannot read Slurm's configuration ({conf}): if ProctrackType is not proctrack/cgroup, no trainer is "
+            "adopted"
         )
     kind = conf.get("ProctrackType", "")
     if kind != "proctrack/cgroup":
@@ -302,7 +310,13 @@ def build_loop(
 ) -> tuple[ComputeLoop | HeadLoop, RecoveryWatch | None]:
     """The role's loop (a head loop is started by the caller); a compute node also watches its groups' recoveries (for the metrics)."""
     if cfg.role == "head":
-        return HeadLoop(cfg, api, executor, time.time, Path(cfg.state_dir) / "logs", metrics=metrics), None
+        conf = slurm_config(api)
+        # A config that cannot be read is taken as private: the table then shows users nothing squeue might hide.
+        mode = table_mode(conf) if not isinstance(conf, SlurmError) else PRIVATE_MODE
+        if isinstance(conf, SlurmError):
+            log.error("head: cannot read Slurm's configuration (%s): the job table is written 0600", conf)
+        head = HeadLoop(cfg, api, executor, time.time, Path(cfg.state_dir) / "logs", metrics=metrics, table_mode=mode)
+        return head, None
     gpus = _gpu_check(cfg, env, state) if cfg.gpus else None
     return ComputeLoop(cfg, node, api, executor, gpus, time.time, seen, metrics, wake=wake), RecoveryWatch(metrics)
 

@@ -1246,6 +1246,15 @@ class NodeConfig(Strict):
         description="Folder shared by all nodes and login nodes where the daemon publishes its health "
         "(<node>.json) for `lamplighter status` and `lamplighter nodes`; null: not published.",
     )
+    cluster_status_owner: str = Field(
+        "root",
+        min_length=1,
+        pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$",
+        description="Whose files in cluster_status_dir the daemons take (the head's table and ring, the nodes' "
+        "suspect reports), a user name or uid: root; `nobody` where the folder is on an NFS export with "
+        "root_squash (root writes there as nobody); the dedicated user the daemons run as. A file of anyone "
+        "else is refused (a log line and lamplighter_job_table_refused).",
+    )
     job_prefix: str = Field(
         JOB_PREFIX,
         description="Slurm job names of lamplighter jobs start with this (as `lamplighter render` names them).",

@@ -31,6 +31,7 @@ from lamplighter.slurm.parsers import JobInfo
 __all__ = ["MAX_TABLE_BYTES", "TABLE_FILE", "JobTable", "publish", "record", "table_doc", "table_max_age_s"]
 
 FILE_MODE = 0o644
+PRIVATE_MODE = 0o600
 
 
 def table_max_age_s(slurm_poll_s: float) -> float:
@@ -64,5 +65,12 @@ def record(info: JobInfo, name: str) -> dict[str, str]:
     return {**out, **{k: v for k, v in optional.items() if v is not None}}
 
 
-def publish(folder: Path, doc: dict[str, Any]) -> None:
-    write_json_atomic(folder / TABLE_FILE, doc, mode=FILE_MODE)
+def publish(folder: Path, doc: dict[str, Any], mode: int = FILE_MODE) -> None:
+    write_json_atomic(folder / TABLE_FILE, doc, mode=mode)
+
+
+def table_mode(slurm_config: dict[str, str]) -> int:
+    """The table's mode: readable by every user (as squeue is) unless Slurm's PrivateData hides jobs, then by the
+    daemons' own user alone (root, or the owner the shared folder writes as)."""
+    private = {p.strip().lower() for p in slurm_config.get("PrivateData", "").split(",")}
+    return PRIVATE_MODE if "jobs" in private else FILE_MODE

@@ -7,6 +7,7 @@ Public modules (the package re-exports nothing: import them):
     trainer_proc  TrainerProc, ProcessTable: the one record of a trainer process the checks watch
     ports         free_port, accepts_connections
     installed     the versions beside lamplighter (`lamplighter --version`)
+    users         uid_of: a configured owner's uid
 
 Layer: above rundir (configs -> rundir -> system -> lighthouse, policy, chaos, trainer -> launch -> slurm -> report -> supervisor -> local, bare -> commands; lab -> bench).
 May import: rundir

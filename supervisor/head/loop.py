@@ -55,11 +55,13 @@ from lamplighter.slurm.run import SlurmError
 from lamplighter.supervisor.executor import Executor
 from lamplighter.supervisor.head.failed_jobs import group_of, judge, read_attempt, run_dir_of
 from lamplighter.supervisor.head.held_jobs import to_release
+from lamplighter.supervisor.job_table import FILE_MODE as TABLE_MODE
 from lamplighter.supervisor.job_table import publish, table_doc
 from lamplighter.supervisor.metrics import DaemonMetrics
 from lamplighter.supervisor.neighbour_watch import publish_ring, read_suspects, sweep
 from lamplighter.supervisor.node_policy import REASON_PREFIX, NodeAction
 from lamplighter.system.ports import answering
+from lamplighter.system.users import uid_of
 
 log = logging.getLogger(__name__)
 
@@ -229,6 +231,8 @@ class HeadLoop:
     answering_since: dict[str, float] = field(default_factory=dict)  # drained for silence, answering since
     failed_probes: dict[str, int] = field(default_factory=dict)  # silent node -> its probes failed in a row
     _read_at: float | None = None
+    # 0600 under Slurm's PrivateData=jobs: the table must not show users what squeue hides from them
+    table_mode: int = TABLE_MODE
 
     def start(self, now: float) -> None:
         return None  # nothing to start: each job brings its own Lighthouse (a Slurm job of its own)
@@ -324,7 +328,7 @@ class HeadLoop:
         and the sweep's next few (neighbour_watch.py)."""
         if not self.cfg.cluster_status_dir or self.cfg.head_probe_sweep <= 0:
             return set(ring.where)
-        reported = read_suspects(Path(self.cfg.cluster_status_dir), now)
+        reported = read_suspects(Path(self.cfg.cluster_status_dir), now, uid_of(self.cfg.cluster_status_owner))
         turn, self._sweep_at = sweep(ring.names, self._sweep_at, self.cfg.head_probe_sweep)
         own = set(self.silent_since) | ring.silence_drained | set(turn) | set(reported)
         return {n for n in own if n in ring.where}
@@ -376,7 +380,8 @@ class HeadLoop:
         if self.cfg.cluster_status_dir:
             infos = {r.job_id: r for r in records}
             try:
-                publish(Path(self.cfg.cluster_status_dir), table_doc(now, self.cfg.node_name or "head", infos))
+                doc = table_doc(now, self.cfg.node_name or "head", infos)
+                publish(Path(self.cfg.cluster_status_dir), doc, self.table_mode)
             except OSError as e:
                 log.warning("head: cannot publish the job table to %s: %s", self.cfg.cluster_status_dir, e)
             if self._ring.where != self._published_ring and self.cfg.head_probe_sweep > 0:

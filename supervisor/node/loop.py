@@ -69,6 +69,7 @@ from lamplighter.supervisor.node_policy import (
     decide,
 )
 from lamplighter.system.procfs import read_uid
+from lamplighter.system.users import uid_of
 
 log = logging.getLogger(__name__)
 
@@ -106,10 +107,13 @@ class ComputeLoop:
     last_gpus: list[GpuObservation] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        if self.job_table is None and self.cfg.cluster_status_dir:
-            self.job_table = JobTable(Path(self.cfg.cluster_status_dir), table_max_age_s(self.cfg.slurm_poll_s))
-        if self.neighbours is None and self.cfg.cluster_status_dir:
-            self.neighbours = NeighbourWatch(Path(self.cfg.cluster_status_dir), self.node, clock=self.clock)
+        folder = self.cfg.cluster_status_dir
+        if folder and (self.job_table is None or self.neighbours is None):
+            owner = uid_of(self.cfg.cluster_status_owner)
+            if self.job_table is None:
+                self.job_table = JobTable(Path(folder), table_max_age_s(self.cfg.slurm_poll_s), owner=owner)
+            if self.neighbours is None:
+                self.neighbours = NeighbourWatch(Path(folder), self.node, owner=owner, clock=self.clock)
         self.scanner = TrainerScanner(self.proc_root, self.node)
         self.adoption = Adoption(self.cfg, self.node, self.api, self.clock, self.seen, self.job_table, self.metrics)
         source = self.watcher if self.watcher is not None else ExitWatcher(self.clock, self.wake)

@@ -16,7 +16,7 @@ from fake_node import PID0, FakeNode
 from lamplighter.configs.schema import JobConfig, NodeConfig
 from lamplighter.lab.fake_slurm import FakeSlurm
 from lamplighter.rundir.actions import ActionLog
-from lamplighter.slurm.parsers import job_from_fields, parse_squeue_jobs
+from lamplighter.slurm.parsers import job_from_fields, parse_show_config, parse_squeue_jobs
 from lamplighter.supervisor.executor import Executor
 from lamplighter.supervisor.head.loop import HeadLoop
 from lamplighter.supervisor.health_report import read_reports
@@ -220,3 +220,79 @@ def test_the_table_finds_jobs_by_name_only_while_fresh(tmp_path: Path) -> None:
     assert table.named("ll-other-lighthouse") == []
     clock.t += 16
     assert table.named("ll-llama-lighthouse") is None  # too old: Slurm is asked instead
+
+
+def test_a_table_on_a_root_squash_export_is_taken_when_node_yaml_names_the_owner_it_writes_as(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """deploy/README.md: on a root_squash export the daemons write as nobody; `cluster_status_owner: nobody`
+    makes the nodes take the head's table (and ring) of that owner, as the docs say, and nothing else."""
+    (tmp_path / "status").mkdir()
+    n = FakeNode(tmp_path, cluster_status_dir=str(tmp_path / "status"), cluster_status_owner="nobody")
+    try:
+        assert n.loop.job_table is not None and n.loop.job_table.owner == 65534
+        assert n.loop.neighbours is not None and n.loop.neighbours.owner == 65534
+        n.loop.job_table.clock = n.clock
+        run_dir, config = n.job_dir(JobConfig(name="llama", health={"progress": "off"}))
+        job = n.submit("llama", 1)
+        status = tmp_path / "status"
+
+        def republish() -> None:
+            publish(status, written(n.slurm, n.clock.t))
+            os.chown(status / TABLE_FILE, 65534, 65534)
+
+        republish()
+        n.task(PID0 + 100, job, "llama", 1, run_dir=run_dir, config=config)
+        with caplog.at_level(logging.WARNING, logger="lamplighter.supervisor.node.loop"):
+            n.run(30, each=republish)
+        assert n.loop.trainers  # adopted, on the table's word
+        assert n.metrics.registry.get_sample_value("lamplighter_job_table_refused") == 0.0
+        assert not [r for r in caplog.records if "job table is refused" in r.getMessage()]
+        os.chown(status / TABLE_FILE, 0, 0)  # root's is now someone else's
+        assert n.loop.job_table.lookup([job]) is None and "not to uid 65534" in str(n.loop.job_table.refused)
+    finally:
+        n.close()
+        n.remove()
+
+
+def test_an_owner_this_machine_lacks_is_an_error_naming_it() -> None:
+    from lamplighter.system.users import uid_of
+
+    assert uid_of("root") == 0 and uid_of("65534") == 65534
+    with pytest.raises(ValueError, match="no user 'lamplighter-none' on this machine"):
+        uid_of("lamplighter-none")
+
+
+def test_the_table_is_private_under_slurms_private_data_jobs(tmp_path: Path) -> None:
+    from lamplighter.supervisor.job_table import FILE_MODE, PRIVATE_MODE, table_mode
+
+    rec = (Path(__file__).parents[1] / "slurm" / "recorded" / "scontrol_show_config.txt").read_text()
+    conf = parse_show_config(rec)
+    assert conf["PrivateData"] == "none" and table_mode(conf) == FILE_MODE == 0o644
+    assert table_mode({**conf, "PrivateData": "accounts,jobs,usage"}) == PRIVATE_MODE == 0o600
+    clock = Now(1000.0)
+    slurm = FakeSlurm(["n1"], clock=clock)
+    cfg = NodeConfig.model_validate(
+        {"role": "head", "state_dir": str(tmp_path / "s"), "cluster_status_dir": str(tmp_path)}
+    )
+    executor = Executor(DaemonState.load(tmp_path / "head"), slurm, None, ActionLog("head", lambda line: None))
+    head = HeadLoop(cfg, slurm, executor, clock, tmp_path / "logs", table_mode=PRIVATE_MODE)
+    head.probe = lambda addrs, timeout: set(addrs)
+    head.cycle()
+    assert (tmp_path / TABLE_FILE).stat().st_mode & 0o777 == 0o600
+
+
+def test_a_proctrack_other_than_cgroup_is_said_at_start() -> None:
+    """deploy/README.md: the daemon logs an error at start, and its gauge says 0, when Slurm does not track
+    processes with cgroups (it then adopts no trainer)."""
+    from lamplighter.commands.supervise import check_proctrack
+    from lamplighter.slurm.run import SlurmError
+
+    rec = (Path(__file__).parents[1] / "slurm" / "recorded" / "scontrol_show_config.txt").read_text()
+    conf = parse_show_config(rec)
+    assert check_proctrack(conf) is None
+    why = check_proctrack({**conf, "ProctrackType": "proctrack/linuxproc"})
+    assert why is not None and "proctrack/linuxproc, not proctrack/cgroup" in why and "adopts no trainer" in why
+    assert "cannot read Slurm's configuration" in str(
+        check_proctrack(SlurmError(["scontrol", "show", "config"], None, "", timed_out=True))
+    )
