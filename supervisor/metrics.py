@@ -10,6 +10,8 @@ exporter and checks the dashboard uses only these names):
 | lamplighter_mode{mode} | gauge, 1 for the current mode | at start: act, or observe (decides and logs, acts on nothing) |
 | lamplighter_job_table_refused | gauge, 1 or 0 | each check against the head's job table (compute): 1 while the table is there but refused (not root's, too old, broken), so this daemon polls slurmctld itself; the reason is logged once per change |
 | lamplighter_proctrack_cgroup | gauge, 1 or 0 | at start (compute): 0 when Slurm's ProctrackType is not proctrack/cgroup or unreadable: no trainer is adopted |
+| lamplighter_drain_budget_nodes | gauge | head, each read of Slurm: the cluster's drain budget, floor(max_drain_fraction x nodes) |
+| lamplighter_nodes_out | gauge | head, each read of Slurm: the nodes drained or down with a `lamplighter: ` reason now, against that budget |
 | lamplighter_trainers_adopted{job_name} | gauge | compute loop, every cycle: the trainer processes supervised now, by job (a job with none loses its series) |
 | lamplighter_gpu_health{gpu,status} | gauge, 1 for the current status | compute loop, every GPU probe cycle |
 | lamplighter_faults_detected_total{kind,job_name} | counter | compute loop: a GPU turning faulty/unresponsive (job_name ""), a trainer fault acted on |
@@ -59,7 +61,14 @@ BAD_GPU = ("fault", "unresponsive")
 NO_JOB = ""  # job_name of what concerns the node, not a job (a GPU fault, a drain)
 # Series that exist from the start at 0, so that the first event is an increase() the alert rules see
 # (a counter child created at its first event starts at 1, and increase() sees no change).
-PRESET_ACTIONS = (("drain", "ok"), ("drain", "failed"), ("log", "logged"), ("give_up", "logged"), ("requeue", "failed"))
+PRESET_ACTIONS = (
+    ("drain", "ok"),
+    ("drain", "failed"),
+    ("log", "logged"),
+    ("give_up", "logged"),
+    ("requeue", "failed"),
+    ("resume", "undone"),  # a drain taken back: the cluster's budget was spent first (slurm/drain_budget.py)
+)
 
 
 @dataclass
@@ -172,6 +181,17 @@ class DaemonMetrics:
             f"{PREFIX}_job_table_refused",
             "1 while the head's job table in cluster_status_dir is there but not taken (not root's, as on a "
             "root_squash export; too old; broken): this daemon then asks slurmctld itself; see its log",
+            registry=r,
+        )
+        self.drain_budget = Gauge(
+            f"{PREFIX}_drain_budget_nodes",
+            "The cluster's drain budget (head): how many nodes lamplighter may hold out of service at once, "
+            "floor(max_drain_fraction x nodes)",
+            registry=r,
+        )
+        self.nodes_out = Gauge(
+            f"{PREFIX}_nodes_out",
+            "Nodes drained or down with a lamplighter reason now (head), against lamplighter_drain_budget_nodes",
             registry=r,
         )
         self._trainers = Gauge(

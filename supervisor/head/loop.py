@@ -46,8 +46,9 @@ from typing import Any
 
 from lamplighter.configs.loader import ConfigError
 from lamplighter.configs.schema import NodeConfig
-from lamplighter.policy.ratelimit import may_drain
+from lamplighter.policy.ratelimit import budget_limit, may_drain
 from lamplighter.slurm.actions import ENDED_STATES, FAILED_STATES, SlurmApi
+from lamplighter.slurm.drain_budget import held_out
 from lamplighter.slurm.hostlist import expand_hostlist
 from lamplighter.slurm.parsers import JobInfo, NodeInfo, QueueEntry, queue_entry
 from lamplighter.slurm.requeue import requeue_elsewhere, start_elsewhere
@@ -375,6 +376,9 @@ class HeadLoop:
             return False
         queue = [queue_entry(r) for r in records if r.state not in ENDED_STATES]
         self._view, self._read_at = (queue, nodes), now
+        if self.metrics is not None:
+            self.metrics.drain_budget.set(budget_limit(len(nodes), self.cfg.max_drain_fraction))
+            self.metrics.nodes_out.set(len(held_out(list(nodes.values()))))
         self._ring = watch_ring(queue, nodes)
         self._restarts = {r.job_id: r.restarts for r in records}
         if self.cfg.cluster_status_dir:

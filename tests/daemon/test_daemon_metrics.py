@@ -216,6 +216,8 @@ def test_every_job_event_metric_carries_the_job_name() -> None:
         "lamplighter_mode",
         "lamplighter_proctrack_cgroup",
         "lamplighter_job_table_refused",
+        "lamplighter_drain_budget_nodes",
+        "lamplighter_nodes_out",
         "lamplighter_fault_detection_latency_seconds",
     }
     m = DaemonMetrics()

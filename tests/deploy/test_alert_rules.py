@@ -241,3 +241,38 @@ def test_every_alert_has_an_owner_and_a_runbook_section_and_no_users_alert_pages
         assert url.endswith("RUNBOOK.md#" + a["alert"].lower()) and a["alert"].lower() in sections, a["alert"]
         assert f"**{a['alert']}**" in runbook
     assert len(sections) == len(alerts), sections ^ {a["alert"].lower() for a in alerts}
+
+
+def head_metrics(tmp_path: Path, drained: int) -> DaemonMetrics:
+    """A real head loop's metrics after one read of a fake 8-node Slurm with `drained` lamplighter drains."""
+    from lamplighter.configs.schema import NodeConfig
+    from lamplighter.lab.fake_slurm import FakeSlurm
+    from lamplighter.rundir.actions import ActionLog
+    from lamplighter.supervisor.executor import Executor
+    from lamplighter.supervisor.head.loop import HeadLoop
+    from lamplighter.supervisor.state_store import DaemonState
+
+    slurm = FakeSlurm([f"n{i}" for i in range(1, 9)], clock=lambda: 1000.0)
+    slurm.drain("n8", "admin: not ours, not counted")
+    for i in range(1, drained + 1):
+        slurm.drain(f"n{i}", f"lamplighter: GPU 0 uncorrectable ECC on n{i}")
+    cfg = NodeConfig.model_validate({"role": "head", "state_dir": str(tmp_path / f"s{drained}")})
+    metrics = DaemonMetrics()
+    executor = Executor(DaemonState.load(tmp_path / f"h{drained}"), slurm, None, ActionLog("head", lambda line: None))
+    head = HeadLoop(cfg, slurm, executor, lambda: 1000.0, tmp_path / "logs", metrics=metrics)
+    head.probe = lambda addrs, timeout: set(addrs)
+    head.cycle()
+    return metrics
+
+
+def test_the_whole_drain_budget_out_for_ten_minutes_is_named(tmp_path: Path) -> None:
+    spent, within = head_metrics(tmp_path, 2), head_metrics(tmp_path, 1)  # budget 2 of 8 at 0.25
+    assert spent.registry.get_sample_value("lamplighter_drain_budget_nodes") == 2.0
+    assert spent.registry.get_sample_value("lamplighter_nodes_out") == 2.0  # the admin's drain is not counted
+    assert within.registry.get_sample_value("lamplighter_nodes_out") == 1.0
+    for metrics, fires in ((spent, True), (within, False)):
+        series = held("lamplighter_drain_budget_nodes", {"head:9464": metrics}, 30)
+        series += held("lamplighter_nodes_out", {"head:9464": metrics}, 30)
+        firing = [{"severity": "warning", "owner": "admin"}] if fires else []
+        tests = [alerts("LamplighterDrainBudgetSpent", "5m"), alerts("LamplighterDrainBudgetSpent", "15m", *firing)]
+        run_promtool(tmp_path, [{"interval": "1m", "input_series": series, "promql_expr_test": tests}])
