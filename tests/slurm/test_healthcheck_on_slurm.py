@@ -284,3 +284,51 @@ def test_a_prolog_past_the_budget_lets_the_job_start_and_slurm_drains_nothing(
     assert not n1.is_drained, (n1.state, n1.reason)
     assert api.job(jid).running  # its Prolog did not fail it
     assert "NOT drained: drain limit reached" in log and "the job starts on this node" in log, log
+
+
+def test_amdsmi_missing_drains_nothing_whatever_gpu_count_says_and_fails_no_job_start(tmp_path: Path) -> None:
+    """deploy/README.md: "amdsmi missing is never a drain". The shipped node.yaml's `gpu_count: 8` on a node
+    with no ROCm at all: the HealthCheckProgram and the Prolog say `unknown` (exit 3 and 0), Slurm drains
+    nothing, the job starts (the newcomer review's P1-3 found "1 of 8 GPUs found" decided to drain)."""
+    require_slurm()
+    root = tmp_path / "c"
+    node_yaml = tmp_path / "node.yaml"
+    node_yaml.write_text(f"slurm_conf: {root / 'slurm.conf'}\nmax_drain_fraction: 0.5\ngpu_count: 8\n")
+    scripts = {}
+    for name, extra in (("healthcheck", ""), ("prolog", " --prolog")):
+        path = tmp_path / f"{name}.sh"
+        argv = [sys.executable, "-m", "lamplighter", "healthcheck", "--config", str(node_yaml)]
+        path.write_text(
+            "#!/bin/bash\n"
+            f"export SLURM_CONF={shlex.quote(str(root / 'slurm.conf'))} ROCM_PATH=/nonexistent LD_LIBRARY_PATH=\n"
+            f'{shlex.join(argv)}{extra} --node "$SLURMD_NODENAME" '
+            f'--set state_dir={shlex.quote(str(tmp_path / "state"))}/"$SLURMD_NODENAME" >>{path}.log 2>&1\n'
+            f'rc=$?; echo "exit $rc" >>{path}.log; exit $rc\n'
+        )
+        path.chmod(0o755)
+        scripts[name] = path
+    conf = {
+        "HealthCheckProgram": str(scripts["healthcheck"]),
+        "HealthCheckInterval": "5",
+        "HealthCheckNodeState": "ANY",
+        "Prolog": str(scripts["prolog"]),
+        "SchedulerParameters": SCHED,
+    }
+    with running_cluster(root, 3, conf=conf) as cluster:
+        api = SlurmActions(cluster.cli())
+        script = tmp_path / "job.sbatch"
+        script.write_text(
+            f"#!/bin/bash\n#SBATCH --job-name=ll-u-g0\n#SBATCH --output={tmp_path}/job-%j.out\nexec sleep 300\n"
+        )
+        jid = api.submit(script)
+        wait_for(lambda: api.job(jid).running, 60, "the job running")
+        hc_log = Path(f"{scripts['healthcheck']}.log")
+        pro_log = Path(f"{scripts['prolog']}.log")
+        wait_for(lambda: hc_log.exists() and "exit 3" in hc_log.read_text(), 60, "a health check that could not check")
+        wait_for(lambda: pro_log.exists() and "exit 0" in pro_log.read_text(), 60, "the Prolog")
+        text = hc_log.read_text()
+        assert "unknown" in text and "libamd_smi.so" in text and "drain" not in text, text
+        assert "exit 0" in pro_log.read_text() and "unknown" in pro_log.read_text()
+        # Slurm ignores a HealthCheckProgram's status (exit 3 here); a Prolog's non-zero one would drain.
+        assert not any(n.is_drained for n in api.nodes()), [(n.name, n.state, n.reason) for n in api.nodes()]
+        assert api.job(jid).running
