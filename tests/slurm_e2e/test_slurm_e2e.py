@@ -13,6 +13,7 @@ Both print their per-fault numbers (run pytest with -s to see them).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from lamplighter.configs.schema import HealthConfig, RestartConfig
 from lamplighter.lab.e2e_run import LabRun, drained_nodes, per_kind_lines, prepare_run
 from lamplighter.lab.slurm_lab import LabSettings, SlurmLab, leftover_job_processes, running_lab
 from lamplighter.lab.testcluster import wait_until
+from lamplighter.slurm.chaos.inject import inject
 
 pytestmark = pytest.mark.integration
 
@@ -124,3 +126,57 @@ def test_slurm_e2e_every_fault_kind(lab_with_daemons: SlurmLab, tmp_path: Path) 
     check_clean_end(run, report, states)
     assert set(drained) == {gpu_node}, drained
     assert all(f["t_detected"] is not None for f in report["faults"]), report["faults"]
+
+
+def action_lines(lab: SlurmLab) -> list[dict[str, object]]:
+    import json
+
+    return [json.loads(line) for p in lab.action_logs() for line in p.read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.heavy(seconds=30)
+def test_observe_mode_takes_no_action_on_any_fault_and_logs_each_it_would_have_taken(
+    lab_root: Path, tmp_path: Path
+) -> None:
+    """deploy/README.md's rollout week: every node daemon and the head in `mode: observe` on the lab, a network
+    per node. A hang, a GPU fault, a node crash and a killed daemon: root drains, requeues, kills and marks
+    down nothing (what recovers is Slurm's own, and the job's in-job agent, the user's), and each action it
+    would have taken is in the action logs as `observed`."""
+    with running_lab(lab_root / "lab", replace(settings(), mode="observe")) as lab:
+        run = prepare_run(
+            lab, tmp_path, name="obs", steps=FAR_STEPS, groups=3, port=lab.job_port, step_sleep_s=STEP_SLEEP_S
+        )
+        run.submit()
+        run.wait_all_committing()
+        # Until the job has shown its pace, a silence is judged by startup_timeout_s (progress_pace.py).
+        wait_until(lambda: min(len(run.committed_steps(g)) for g in range(3)) >= 20, 120, "20 fault-free steps")
+        assert run.sub is not None
+        would = {"hang": {"kill_local"}, "gpu": {"drain", "requeue"}, "node-crash": {"drain", "mark_down"}}
+        struck: dict[str, tuple[int, str]] = {}
+        for i, kind in enumerate(("hang", "gpu", "node-crash")):
+            group, node = run.group_on_node(exclude={n for _, n in struck.values()}, prefer=i)
+            inject(run.ctx, kind, group)
+            struck[kind] = (group, node)
+
+            def seen(kind: str = kind, node: str = node, group: int = group) -> set[str]:
+                job = str(run.sub.groups[group])  # type: ignore[union-attr]
+                return {
+                    str(r["action"])
+                    for r in action_lines(lab)
+                    if r.get("outcome") == "observed" and (r["target"] in (node, job) or r.get("node") == node)
+                }
+
+            wait_until(lambda s=seen, k=kind: would[k] & s(), 90, f"the daemons to log what they would do on {kind}")
+        lab.restart_node(struck["node-crash"][1])
+        inject(run.ctx, "supervisor-kill", struck["hang"][0])
+        lab.wait_daemons_alive()  # systemd's restart; its recovery of pending actions is in observe mode too
+        lines = action_lines(lab)
+        acted = [r for r in lines if r.get("outcome") not in ("observed", "logged", "reported")]
+        assert acted == [], acted
+        observed = {str(r["action"]) for r in lines if r.get("outcome") == "observed"}
+        assert {"kill_local", "drain"} <= observed, observed
+        assert all(str(r["reason"]).startswith("would ") for r in lines if r.get("outcome") == "observed")
+        assert drained_nodes(run) == {}, drained_nodes(run)  # Slurm's own DOWN for the crash is not a drain
+        for kind in ("hang", "gpu"):  # never requeued: lamplighter moved neither
+            group, _ = struck[kind]
+            assert run.api.job(run.sub.groups[group]).restarts == 0, kind
