@@ -20,6 +20,7 @@ run goes on, exiting 1 at the end):
   quorum      Lighthouse quorum time for 2..64 groups: lighthouse_quorum.json
   gpu-probe   the GPU check's cost: gpu_probe_cost.json
   daemon      the node daemon's cost: daemon_cost.json
+  prolog      the Prolog's cost per job start, median and p99: prolog_cost.json
 Parts of their own (not in the default run; `--only NAME`, each with its own stamp file):
   heal        heal bandwidth per transport, 10 MB..4 GB, next to memcpy: heal_bandwidth.json
   stall       the survivors' stall against the number of groups (3, 6, 12), local mode: stall_groups.json
@@ -45,7 +46,19 @@ from typing import Any
 from bench.jobspec import BUILD, HANG_TIMEOUT_S, REPO, Workload
 from bench.results_io import ENV_BENCH_RUN, RESULTS, environment, uncommitted_changes, write_result
 
-PARTS = ("goodput", "big", "cost", "model", "warm", "warm-slurm", "overhead", "quorum", "gpu-probe", "daemon")
+PARTS = (
+    "goodput",
+    "big",
+    "cost",
+    "model",
+    "warm",
+    "warm-slurm",
+    "overhead",
+    "quorum",
+    "gpu-probe",
+    "daemon",
+    "prolog",
+)
 SEPARATE = ("heal", "stall")  # make targets of their own: each writes bench_run_<part>.json
 
 
@@ -222,6 +235,7 @@ def parts(args: argparse.Namespace) -> dict[str, Callable[[], None]]:
             "gpu_probe_cost", ["bench/gpu_probe_cost.py", "--gpus", "8", "--cycles", "50"], 300
         ),
         "daemon": lambda: run_module("bench.daemon_cost", ["--seconds", "10" if q else "20"], 240),
+        "prolog": lambda: run_module("bench.prolog_cost", ["--runs", "20" if q else "40"], 300),
         # HTTP and PG as torchft sends a checkpoint, PG into existing tensors, and a raw socket as the reference.
         "heal": lambda: run_module(
             "bench.heal_bandwidth",

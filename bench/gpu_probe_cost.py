@@ -2,7 +2,9 @@
 
     .venv/bin/python bench/gpu_probe_cost.py [--gpus 8] [--cycles 200]
 
-Prints per-cycle CPU seconds and the fraction of one core at the configured poll interval.
+Prints per-cycle CPU seconds and the fraction of one core it takes at each probe pace: the poll
+interval (a node running a lamplighter trainer) and the idle paces (`health.idle_probe_interval_s`,
+a node with none, whose CPU is another tenant's).
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ from pathlib import Path
 
 import psutil
 
-from lamplighter.configs.schema import HealthConfig
+from lamplighter.configs.schema import HealthConfig, NodeDaemonHealthConfig
 from lamplighter.gpusim.build import ensure_built, sim_env
 from lamplighter.gpusim.state import StateDir
 from lamplighter.supervisor.gpu.check import GpuCheck
 from lamplighter.supervisor.gpu.worker import WorkerSpec
+
+IDLE_PACES = (5.0, 10.0, 30.0, 60.0)
 
 
 def cpu_s(pids: list[int]) -> float:
@@ -60,6 +64,11 @@ def main() -> int:
                 "cycles": args.cycles,
                 "cpu_s_per_cycle": round(per_cycle, 6),
                 "core_fraction_at_poll_interval": round(per_cycle / health.poll_interval_s, 5),
+                # The probe's cost is per probe: at a slower pace, the same probe over a longer interval.
+                "idle_probe_interval_s_default": NodeDaemonHealthConfig().idle_probe_interval_s,
+                "core_fraction_by_interval_s": {
+                    f"{pace:g}": round(per_cycle / pace, 6) for pace in (health.poll_interval_s, *IDLE_PACES)
+                },
                 "workers_rss_mb": round(rss_mb, 1),
             }
         )

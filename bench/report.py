@@ -39,6 +39,7 @@ FILES = {
     "quorum": ("lighthouse_quorum",),
     "gpu-probe": ("gpu_probe_cost",),
     "daemon": ("daemon_cost",),
+    "prolog": ("prolog_cost",),
 }
 # Parts with a make target of their own: their files carry that run's stamp, from bench_run_<part>.json.
 SEPARATE = {"heal": ("heal_bandwidth", "make bench-heal"), "stall": ("stall_groups", "make bench-stall")}
@@ -424,6 +425,20 @@ def own_cost_lines(results: Path) -> list[str]:
         out.append(
             f"| GPU check through amdsmi, {probe['gpus']} simulated GPUs | {probe['cpu_s_per_cycle']:.4f} CPU-s per "
             f"cycle ({100 * probe['core_fraction_at_poll_interval']:.2f}% of a core at 1 s) |"
+        )
+        idle = probe.get("idle_probe_interval_s_default")
+        by = probe.get("core_fraction_by_interval_s", {})
+        if idle is not None and f"{idle:g}" in by:
+            out.append(
+                f"| GPU check on a node with no lamplighter trainer, every {idle:g} s (`idle_probe_interval_s`) "
+                f"| {100 * by[f'{idle:g}']:.3f}% of a core |"
+            )
+    prolog = load(results, "prolog_cost")
+    if prolog is not None:
+        out.append(
+            f"| Prolog (`lamplighter healthcheck --prolog`), {prolog['gpus']} simulated GPUs, per job start "
+            f"| median {prolog['wall_s']['median']:.2f} s, p99 {prolog['wall_s']['p99']:.2f} s "
+            f"({prolog['runs']} starts) |"
         )
     daemon = load(results, "daemon_cost")
     if daemon is not None:

@@ -672,6 +672,17 @@ class NodeDaemonHealthConfig(NodeHealthConfig):
     several different users point at the node, and drain it.
     """
 
+    idle_probe_interval_s: float = Field(
+        10.0,
+        gt=0,
+        le=3600,
+        description=(
+            "How often the GPUs are probed while no lamplighter trainer runs on this node (each probe is CPU "
+            "taken from whatever job does run there; bench/results/gpu_probe_cost.json). A fault found then "
+            "still drains the node before a job lands on it. At most poll_interval_s: probed at full pace always."
+        ),
+    )
+
     vm_fault_drain_after: int = Field(
         3,
         ge=1,

@@ -133,11 +133,19 @@ class ComputeLoop:
             self.links,
             self._cluster_nodes,
         )
+        self._probed_at: float | None = None  # the last GPU probe (idle_probe_interval_s)
         self._settings_said: dict[str, str] = {}  # job id -> the settings error its run directory was told
         self._cluster_view: tuple[float, list[NodeInfo]] | None = None
         # The VM fault history outlives the daemon: a restart must not forgive a node its faults.
         vm_faults = NodePolicyState.vm_faults_from_json(self.executor.state.policy().get(VM_FAULTS_KEY))
         self.policy = NodePolicyState(self.policy.jobs, vm_faults)
+
+    def _probe_due(self, now: float) -> bool:
+        """Every cycle while a lamplighter trainer runs here; with none, at the node's idle pace (a probe's CPU
+        is another tenant's). The last probe's findings stand between two."""
+        if self.trainers or self._probed_at is None:
+            return True
+        return now - self._probed_at >= self.cfg.health.idle_probe_interval_s
 
     @property
     def settings(self) -> JobSettingsCache:
@@ -170,8 +178,9 @@ class ComputeLoop:
         if slow:
             events += self.hang_watches.stuck(now)
         events += self.adoption.stale_events(now)
-        if self.gpus is not None:
+        if self.gpus is not None and self._probe_due(now):
             self.last_gpus = self.gpus.observe(now)
+            self._probed_at = now
             events += [gpu_event(g, self.proc_root) for g in self.last_gpus]
         gpus = self.last_gpus if self.gpus is not None else None
         events += self.node_checks.faults(now, gpus)

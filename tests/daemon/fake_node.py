@@ -93,8 +93,10 @@ class FakeGpus:
     def __init__(self) -> None:
         self.next: list[GpuObservation] = []
         self.steady: list[GpuObservation] = []  # what every other cycle reads (the real check reads every GPU)
+        self.probes: list[float] = []  # when each probe ran
 
     def observe(self, now: float) -> list[GpuObservation]:
+        self.probes.append(now)
         out, self.next = self.next or list(self.steady), []
         return out
 
@@ -134,7 +136,10 @@ class FakeNode:
         tmp = self.tmp
         self.lines: list[str] = []
         self.state = DaemonState.load(tmp / "state")
-        cfg = NodeConfig(node_name=self.name, **self.node_cfg)
+        node_cfg = dict(self.node_cfg)
+        # The node checks' tests count passes cycle by cycle: idle, it probes every cycle unless a test says.
+        node_cfg["health"] = {"idle_probe_interval_s": 1.0, **node_cfg.get("health", {})}
+        cfg = NodeConfig(node_name=self.name, **node_cfg)
         # As `lamplighter supervise` builds them: the executor with its run-dir writer over the jobs seen here.
         seen, run_dir_writer = compute_executor_parts()
         executor = Executor(
