@@ -54,6 +54,7 @@ from lamplighter.supervisor.node.recovery_watch import RecoveryWatch
 from lamplighter.supervisor.sd_notify import Notifier, watchdog_interval
 from lamplighter.supervisor.state_store import DaemonState, StateError
 from lamplighter.supervisor.status_socket import StatusServer
+from lamplighter.supervisor.user_reads.pool import UserReads
 
 log = logging.getLogger("lamplighter.supervise")
 
@@ -129,6 +130,8 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
     if cfg.role == "bare-metal":
         return run_bare_metal(cfg, env, once)
     node = cfg.node_name or socket.gethostname().split(".")[0]
+    # First, while this process has one thread: what users control is parsed in helpers forked from here.
+    reads = UserReads.start() if cfg.role == "compute" else None
     state_dir = Path(cfg.state_dir)
     state = DaemonState.load(state_dir)
     sink = FileSink(state_dir / ACTIONS_FILE)
@@ -136,7 +139,7 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
     metrics.set_mode(cfg.mode)
     api = SlurmActions(SlurmCli(slurm_conf=cfg.slurm_conf))
     # A compute node's executor copies action lines into each job's run directory: the jobs the loop sees.
-    seen, run_dir_writer = compute_executor_parts()
+    seen, run_dir_writer = compute_executor_parts() if reads is None else compute_executor_parts(reads.settings)
     job_log = run_dir_writer if cfg.role == "compute" else None
     executor = build_executor(
         env,
@@ -167,7 +170,7 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
             metrics.proctrack_cgroup.set(1 if why is None else 0)
             if why is not None:
                 log.error("%s", why)
-        role_loop, recovery = build_loop(cfg, node, api, executor, seen, env, state, metrics, wake.set)
+        role_loop, recovery = build_loop(cfg, node, api, executor, seen, env, state, metrics, wake.set, reads)
         loop = role_loop  # set before the head loop starts: a failed start still closes it
         if isinstance(role_loop, HeadLoop):
             role_loop.start(time.time())
@@ -202,6 +205,8 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
             metrics_server.close()
         if loop is not None:
             loop.close()
+        if reads is not None:
+            reads.close()
         state.save()
         state.close()
         sink.close()
@@ -307,6 +312,7 @@ def build_loop(
     state: DaemonState,
     metrics: DaemonMetrics,
     wake: Callable[[], None] | None = None,
+    reads: UserReads | None = None,
 ) -> tuple[ComputeLoop | HeadLoop, RecoveryWatch | None]:
     """The role's loop (a head loop is started by the caller); a compute node also watches its groups' recoveries (for the metrics)."""
     if cfg.role == "head":
@@ -318,7 +324,8 @@ def build_loop(
         head = HeadLoop(cfg, api, executor, time.time, Path(cfg.state_dir) / "logs", metrics=metrics, table_mode=mode)
         return head, None
     gpus = _gpu_check(cfg, env, state) if cfg.gpus else None
-    return ComputeLoop(cfg, node, api, executor, gpus, time.time, seen, metrics, wake=wake), RecoveryWatch(metrics)
+    loop = ComputeLoop(cfg, node, api, executor, gpus, time.time, seen, metrics, wake=wake, user_files=reads)
+    return loop, RecoveryWatch(metrics)
 
 
 def status_document(

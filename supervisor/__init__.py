@@ -13,6 +13,7 @@ Subfolders:
     gpu/      GPU health through amdsmi, probed in killable worker processes
     node/     the compute node's loop: adoption and identity of trainers, exits, hang watches, node checks
     head/     the head's loop: one batched view of the cluster, failed jobs, held jobs
+    user_reads/   job.json, lighthouse.json and the Lighthouse page, parsed by helpers of the job's user
 
 Layer: above slurm (configs -> rundir -> system -> lighthouse, policy, chaos, trainer -> launch -> slurm -> report -> supervisor -> local, bare -> commands; lab -> bench).
 May import: configs, rundir, system, lighthouse, policy, slurm, supervisor/checks, supervisor/gpu

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from lamplighter.configs.schema import NodeConfig
+from lamplighter.rundir.contract import lighthouse_address
 from lamplighter.supervisor.metrics import DaemonMetrics
 from lamplighter.supervisor.node.job_settings import JobSettingsCache
-from lamplighter.supervisor.node.job_watch import Fetch, JobWatch
+from lamplighter.supervisor.node.job_watch import AddressReader, Fetch, JobWatch
 from lamplighter.supervisor.node.lighthouse_reads import LighthouseReads
 from lamplighter.supervisor.node.trainers import NodeTrainer, trainer_step
 from lamplighter.supervisor.node_policy import JobRef, NodeAction, TrainerEvent
@@ -34,6 +35,7 @@ class HangWatches:
     proc_root: Path = Path("/proc")
     fetch_lighthouse: Fetch | None = None  # tests: read here, in the cycle; default: the LighthouseReads
     metrics: DaemonMetrics | None = None
+    read_address: AddressReader = lighthouse_address  # the daemon's: as the job's user (user_reads)
 
     def __post_init__(self) -> None:
         self.watches: dict[str, JobWatch] = {}  # one per lamplighter job (run directory) with tasks here
@@ -122,6 +124,7 @@ class HangWatches:
                     lambda: self._snap,
                     self.metrics,
                     owner=t.uid,
+                    read_address=self.read_address,
                 )
             elif first:
                 self.watches[key].use(s)  # the job's first task decides (every group of a job has one job.json)

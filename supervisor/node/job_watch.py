@@ -47,6 +47,8 @@ from lamplighter.system.trainer_proc import TrainerProc
 log = logging.getLogger(__name__)
 
 Fetch = Callable[[str, float], LighthouseStatus]  # (address, timeout) -> the Lighthouse's /status
+# (run dir, owner) -> (address, None) or (None, why not): its lighthouse.json (rundir.contract.lighthouse_address)
+AddressReader = Callable[[Path, int | None], tuple[str | None, str | None]]
 
 
 def trainer_proc(t: NodeTrainer) -> TrainerProc:
@@ -89,8 +91,10 @@ class JobWatch:
         read_snapshot: Callable[[], dict[int, ProcStat]],
         metrics: DaemonMetrics | None = None,
         owner: int | None = None,
+        read_address: AddressReader = lighthouse_address,
     ) -> None:
         self.name = name
+        self._read_address = read_address
         self.owner = owner  # the job's user: the only one whose files in its run directory count
         self._metrics = metrics
         self._quorum_id: int | None = None
@@ -135,7 +139,7 @@ class JobWatch:
         return self._fetch(self.address, self._fetch_timeout)
 
     def lighthouse_address(self) -> str | None:
-        published, why = lighthouse_address(Path(self.run_dir), self.owner) if self.run_dir else (None, None)
+        published, why = self._read_address(Path(self.run_dir), self.owner) if self.run_dir else (None, None)
         if why != self._said.published:
             if why:
                 log.warning("job %s: ignoring its published Lighthouse address: %s", self.name, why)

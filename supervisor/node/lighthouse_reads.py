@@ -139,6 +139,7 @@ class _Job:
 class LighthouseReads:
     fetch: Fetch
     where: Callable[[str, int], Place]  # (job, uid) -> its Lighthouse's place (lighthouse_place)
+    fetch_as: Callable[[int], Fetch] | None = None  # uid -> its fetch (the user's own reader): then not `fetch`
     clock: Callable[[], float] = time.monotonic
     every_s: float = READ_EVERY_S  # a job's reads start at most this often
     _jobs: dict[tuple[str, int], _Job] = field(default_factory=dict)
@@ -177,7 +178,7 @@ class LighthouseReads:
                 r.place, r.place_at = None, self.clock()
                 r.place = self.where(*key)
             check_address(address, r.place)
-            out = self.fetch(address, timeout)
+            out = (self.fetch if self.fetch_as is None else self.fetch_as(key[1]))(address, timeout)
         except LighthouseStatusError as e:
             out = e
         except Exception as e:  # a read must never take the daemon's thread down: it is an unreadable Lighthouse

@@ -20,7 +20,7 @@ reported, not acted on) and a `report` line in its run directory saying so, once
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -76,6 +76,14 @@ log = logging.getLogger(__name__)
 CLUSTER_VIEW_S = 15.0  # how long Slurm's node list serves the drain decisions of a fault that stays
 
 
+class UserFiles(Protocol):
+    """What the loop reads as each job's user, not as root (supervisor/user_reads' UserReads has it)."""
+
+    def address(self, run_dir: Path, owner: int | None) -> tuple[str | None, str | None]: ...
+    def fetcher(self, owner: int) -> Fetch: ...
+    def keep(self, owners: Iterable[int]) -> None: ...
+
+
 class GpuObserver(Protocol):
     """What the loop needs of a GPU check (supervisor/gpu/check.py's GpuCheck has it)."""
 
@@ -102,6 +110,7 @@ class ComputeLoop:
     links: LinkReader | None = None  # tests: a sys tree of their own; default: node.yaml's network links in /sys
     job_table: JobTable | None = None  # the head's published jobs; default: cluster_status_dir's, when set
     neighbours: NeighbourWatch | None = None  # slurmd watch for the head; default: cluster_status_dir's, when set
+    user_files: UserFiles | None = None  # the daemon's: lighthouse.json and /status read as the job's user
     policy: NodePolicyState = field(default_factory=NodePolicyState)
     cycles: int = 0
     last_gpus: list[GpuObservation] = field(default_factory=list)
@@ -119,11 +128,15 @@ class ComputeLoop:
         source = self.watcher if self.watcher is not None else ExitWatcher(self.clock, self.wake)
         self.exits = ExitResolver(self.api, source, self.settings, self.exit_grace_s)
         self.lighthouse_reads = LighthouseReads(
-            lambda address, timeout: fetch_status(address, timeout=timeout), self._lighthouse_place
+            lambda address, timeout: fetch_status(address, timeout=timeout),
+            self._lighthouse_place,
+            fetch_as=None if self.user_files is None else self.user_files.fetcher,
         )
         self.hang_watches = HangWatches(
             self.cfg, self.settings, self.lighthouse_reads, self.proc_root, self.fetch_lighthouse, self.metrics
         )
+        if self.user_files is not None:
+            self.hang_watches.read_address = self.user_files.address
         self.node_checks = NodeChecks(
             self.cfg,
             self.node,
@@ -171,6 +184,8 @@ class ComputeLoop:
         roots = task_roots(list(self.trainers.values()))
         self.exits.watch(roots, set(self.trainers))
         self.hang_watches.update(list(self.trainers.values()), roots, now)
+        if self.user_files is not None:
+            self.user_files.keep({t.uid for t in self.trainers.values()})
         events: list[TrainerEvent | GpuEvent | NodeEvent] = []
         self.exits.observe(now)
         events += self.exits.resolve(now, roots)
