@@ -7,6 +7,11 @@ The trainers are real Slurm step tasks on the project's test cluster (one group 
 `--overcommit` because a test node has 2 CPUs), so the daemon discovers, verifies and adopts them as it
 would on a cluster; each writes a step heartbeat every 0.2 s. The GPU probe workers are separate processes
 by design (one per GPU, killable): their CPU and RSS are reported next to the daemon's own.
+
+The job carries a job.json and a lighthouse.json naming a real Lighthouse (lighthouse/main.py), so the
+daemon reads both and the Lighthouse's /status every poll as it would for a torchft job. Those are read
+by forked helpers as the job's user (supervisor/user_reads): the zygote and its helpers are reported on
+their own, RSS and USS (a helper shares the zygote's pages; USS is what it adds).
 """
 
 from __future__ import annotations
@@ -26,10 +31,14 @@ import psutil
 import yaml
 
 from bench.results_io import write_result
+from lamplighter.configs.job_file import job_file_doc
+from lamplighter.configs.schema import JobConfig, LighthouseConfig
 from lamplighter.configs.slurm_names import group_job_name
 from lamplighter.gpusim.build import ensure_built, sim_env
 from lamplighter.gpusim.state import StateDir
 from lamplighter.lab.testcluster import running_cluster, slurm_installed, wait_until
+from lamplighter.lighthouse.spawn import Lighthouse
+from lamplighter.rundir.contract import RunPaths, write_json_atomic
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.supervisor.status_socket import StatusError, read_status
 
@@ -48,9 +57,20 @@ while True:
 """
 
 
-def group_script(root: Path, trainers: int) -> Path:
-    """One lamplighter-named group job with `trainers` tasks on NODE, carrying the trainer contract's env."""
+def group_script(root: Path, trainers: int, lighthouse: str) -> Path:
+    """One lamplighter-named group job with `trainers` tasks on NODE, carrying the trainer contract's env,
+    its job.json and a lighthouse.json naming `lighthouse`."""
     run_dir = root / "run"
+    run_dir.mkdir()
+    job = JobConfig(
+        name=JOB,
+        run_dir=str(run_dir),
+        trainer={"command": ["{python}", str(root / "dummy.py")]},
+        # The Lighthouse has no replicas: no step ever commits, so no hang may be called within the bench.
+        health={"progress": "lighthouse", "hang_timeout_s": 3600, "startup_timeout_s": 3600},
+    )
+    write_json_atomic(run_dir / "job.json", job_file_doc(job))
+    write_json_atomic(RunPaths(run_dir).lighthouse(), {"address": lighthouse})
     (root / "dummy.py").write_text(DUMMY)
     script = root / "group.sh"
     script.write_text(
@@ -58,6 +78,7 @@ def group_script(root: Path, trainers: int) -> Path:
         f"#SBATCH --job-name={group_job_name(JOB, 0)}\n#SBATCH --nodelist={NODE}\n#SBATCH --ntasks={trainers}\n"
         f"#SBATCH --overcommit\n#SBATCH --output={root}/group-%j.out\n"
         f"export LAMPLIGHTER_JOB={JOB} LAMPLIGHTER_REPLICA_ID=0 LAMPLIGHTER_ATTEMPT=0 LAMPLIGHTER_RUN_DIR={run_dir}\n"
+        f"export LAMPLIGHTER_CONFIG={run_dir / 'job.json'}\n"
         f"exec srun --overcommit {sys.executable} {root / 'dummy.py'}\n"
     )
     return script
@@ -89,81 +110,134 @@ def rss_mb(procs: list[psutil.Process]) -> float:
     return total / 2**20
 
 
-def measure(root: Path, seconds: float, gpus: int, trainers: int, poll: float) -> dict[str, Any]:
+def uss_mb(procs: list[psutil.Process]) -> float:
+    """Memory only these processes hold (a forked helper shares its zygote's pages: its RSS counts them)."""
+    total = 0
+    for p in procs:
+        try:
+            total += p.memory_full_info().uss
+        except psutil.NoSuchProcess:
+            pass
+    return total / 2**20
+
+
+def user_readers(daemon: psutil.Process) -> list[psutil.Process]:
+    """The zygote (forked, not exec'd: the daemon's command line) and the helpers it forked."""
+    zygotes = [c for c in daemon.children() if c.cmdline() == daemon.cmdline()]
+    return [p for z in zygotes for p in (z, *z.children())]
+
+
+def measure(
+    root: Path, seconds: float, gpus: int, trainers: int, poll: float, source: Path | None = None
+) -> dict[str, Any]:
+    """source: a checkout whose lamplighter the daemon runs (--compare-with), instead of this one."""
     lib = ensure_built().parent.parent
     sd = StateDir(root / "gpus")
     sd.init(gpus)
-    with running_cluster(root / "cluster", nodes=2) as cluster:
-        api = SlurmActions(cluster.cli())
-        job = api.submit(group_script(root, trainers))
-        wait_until(lambda: api.job(job).state == "RUNNING", 60, "the group job running")
-        sock = root / "status.sock"
-        cfg = {
-            "node_name": NODE,
-            "state_dir": str(root / "state"),
-            "status_socket": str(sock),
-            "slurm_conf": str(cluster.conf_path),
-            "metrics": {"enabled": True, "host": "127.0.0.1", "port": 0},
-            "health": {"poll_interval_s": poll},
-        }
-        (root / "node.yaml").write_text(yaml.safe_dump(cfg))
-        env = sim_env(lib, sd.root, dict(os.environ, SLURM_CONF=str(cluster.conf_path)))
-        with open(root / "daemon.log", "wb") as log:
-            daemon = subprocess.Popen(
-                [sys.executable, "-m", "lamplighter", "supervise", "--config", str(root / "node.yaml")],
-                stdout=log,
-                stderr=log,
-                env=env,
-            )
-        try:
-
-            def status() -> dict[str, Any]:
-                if daemon.poll() is not None:
-                    raise RuntimeError(f"daemon exited {daemon.returncode}; see {root / 'daemon.log'}")
-                try:
-                    return read_status(sock, timeout=5)
-                except StatusError:
-                    return {}
-
-            def settled() -> bool:
-                st = status()
-                gs = st.get("gpus", [])
-                return (
-                    len(st.get("trainers", [])) == trainers and len(gs) == gpus and all(g["status"] == "ok" for g in gs)
-                )
-
-            wait_until(settled, 90, f"{trainers} trainers adopted and {gpus} GPUs healthy")
-            time.sleep(2 * poll)  # let the start-up cycles pass before the window opens
-            procs = tree(daemon.pid)
-            c0, d0, t0, cyc0 = cpu_s(procs), cpu_s(procs[:1]), time.monotonic(), status()["cycles"]
-            rss_daemon, rss_all = [], []
-            while time.monotonic() - t0 < seconds:
-                time.sleep(1.0)
-                procs = tree(daemon.pid)
-                rss_daemon.append(rss_mb(procs[:1]))
-                rss_all.append(rss_mb(procs))
-            c1, d1, t1, st = cpu_s(procs), cpu_s(procs[:1]), time.monotonic(), status()
-            main = psutil.Process(daemon.pid)
-            torch_loaded = any("torch" in m.path for m in main.memory_maps())
-            daemon_only = main.cpu_times()
-            result = {
-                "config": {"gpus": gpus, "trainers": trainers, "poll_interval_s": poll, "window_s": round(t1 - t0, 2)},
-                "cycles": st["cycles"] - cyc0,
-                "trainers_adopted": len(st["trainers"]),
-                "cpu_core_fraction_daemon_and_workers": (c1 - c0) / (t1 - t0),
-                "cpu_core_fraction_daemon": (d1 - d0) / (t1 - t0),
-                "cpu_s_daemon_total_since_start": daemon_only.user + daemon_only.system,
-                "rss_mb_daemon": max(rss_daemon),
-                "rss_mb_daemon_and_workers": max(rss_all),
-                "processes": len(procs),
-                "daemon_maps_torch": torch_loaded,
-                "targets": {"cpu_core_fraction": 0.01, "rss_mb": 100},
+    lighthouse = Lighthouse(LighthouseConfig(host="127.0.0.1", port=0), root / "lighthouse.log")
+    try:
+        lighthouse.start(time.time())
+        lighthouse.wait_ready(30)
+        with running_cluster(root / "cluster", nodes=2) as cluster:
+            api = SlurmActions(cluster.cli())
+            job = api.submit(group_script(root, trainers, lighthouse.address))
+            wait_until(lambda: api.job(job).state == "RUNNING", 60, "the group job running")
+            sock = root / "status.sock"
+            cfg = {
+                "node_name": NODE,
+                "state_dir": str(root / "state"),
+                "status_socket": str(sock),
+                "slurm_conf": str(cluster.conf_path),
+                "metrics": {"enabled": True, "host": "127.0.0.1", "port": 0},
+                "health": {"poll_interval_s": poll},
             }
-        finally:
-            if daemon.poll() is None:
-                daemon.send_signal(signal.SIGTERM)
-                daemon.wait(timeout=30)
-            api.cancel(job)
+            (root / "node.yaml").write_text(yaml.safe_dump(cfg))
+            env = sim_env(lib, sd.root, dict(os.environ, SLURM_CONF=str(cluster.conf_path)))
+            if source is not None:
+                env["PYTHONPATH"] = str(source)  # ahead of the editable install's finder
+            with open(root / "daemon.log", "wb") as log:
+                daemon = subprocess.Popen(
+                    [sys.executable, "-m", "lamplighter", "supervise", "--config", str(root / "node.yaml")],
+                    stdout=log,
+                    stderr=log,
+                    env=env,
+                )
+            try:
+
+                def status() -> dict[str, Any]:
+                    if daemon.poll() is not None:
+                        raise RuntimeError(f"daemon exited {daemon.returncode}; see {root / 'daemon.log'}")
+                    try:
+                        return read_status(sock, timeout=5)
+                    except StatusError:
+                        return {}
+
+                def settled() -> bool:
+                    st = status()
+                    gs = st.get("gpus", [])
+                    jobs = st.get("jobs", [])
+                    return (
+                        len(st.get("trainers", [])) == trainers
+                        and len(gs) == gpus
+                        and all(g["status"] == "ok" for g in gs)
+                        # its job.json applied, its Lighthouse named and answering: every user read is in the cycle
+                        and any(
+                            j["config_error"] is None and j["lighthouse"] and not j["lighthouse_error"] for j in jobs
+                        )
+                    )
+
+                wait_until(
+                    settled, 90, f"{trainers} trainers adopted, {gpus} GPUs healthy, its job.json and Lighthouse read"
+                )
+                time.sleep(2 * poll)  # let the start-up cycles pass before the window opens
+                procs = tree(daemon.pid)
+                c0, d0, t0, cyc0 = cpu_s(procs), cpu_s(procs[:1]), time.monotonic(), status()["cycles"]
+                main = psutil.Process(daemon.pid)
+                readers = user_readers(main)
+                r0 = cpu_s(readers)
+                rss_daemon, rss_all, rss_readers, uss_readers = [], [], [], []
+                while time.monotonic() - t0 < seconds:
+                    time.sleep(1.0)
+                    procs, readers = tree(daemon.pid), user_readers(main)
+                    rss_daemon.append(rss_mb(procs[:1]))
+                    rss_all.append(rss_mb(procs))
+                    rss_readers.append(rss_mb(readers))
+                    uss_readers.append(uss_mb(readers))
+                c1, d1, t1, st = cpu_s(procs), cpu_s(procs[:1]), time.monotonic(), status()
+                r1 = cpu_s(readers)
+                torch_loaded = any("torch" in m.path for m in main.memory_maps())
+                daemon_only = main.cpu_times()
+                result = {
+                    "config": {
+                        "gpus": gpus,
+                        "trainers": trainers,
+                        "poll_interval_s": poll,
+                        "window_s": round(t1 - t0, 2),
+                    },
+                    "cycles": st["cycles"] - cyc0,
+                    "trainers_adopted": len(st["trainers"]),
+                    "cpu_core_fraction_daemon_and_workers": (c1 - c0) / (t1 - t0),
+                    "cpu_core_fraction_daemon": (d1 - d0) / (t1 - t0),
+                    "cpu_s_daemon_total_since_start": daemon_only.user + daemon_only.system,
+                    "rss_mb_daemon": max(rss_daemon),
+                    "rss_mb_daemon_and_workers": max(rss_all),
+                    "user_readers": {
+                        "processes": len(readers),
+                        "cpu_core_fraction": (r1 - r0) / (t1 - t0),
+                        "rss_mb": max(rss_readers),
+                        "uss_mb": max(uss_readers),
+                    },
+                    "processes": len(procs),
+                    "daemon_maps_torch": torch_loaded,
+                    "targets": {"cpu_core_fraction": 0.01, "rss_mb": 100},
+                }
+            finally:
+                if daemon.poll() is None:
+                    daemon.send_signal(signal.SIGTERM)
+                    daemon.wait(timeout=30)
+                api.cancel(job)
+    finally:
+        lighthouse.kill()
     return result
 
 
@@ -173,20 +247,44 @@ def main() -> int:
     ap.add_argument("--gpus", type=int, default=8)
     ap.add_argument("--trainers", type=int, default=4)
     ap.add_argument("--poll", type=float, default=1.0)
+    ap.add_argument(
+        "--compare-with",
+        type=Path,
+        metavar="CHECKOUT",
+        help="also measure the daemon of another checkout (e.g. `git worktree add /tmp/before HEAD~1`), first, "
+        "in the same run; its numbers go under `compared` in the result",
+    )
     args = ap.parse_args()
+    if args.compare_with is not None and not (args.compare_with / "lamplighter" / "__init__.py").is_file():
+        ap.error(f"--compare-with {args.compare_with}: not a lamplighter checkout (no lamplighter/__init__.py)")
     missing = slurm_installed()
     if missing:
         print(f"real Slurm not available: {missing}", file=sys.stderr)
         return 2
+    compared = None
+    if args.compare_with is not None:
+        with tempfile.TemporaryDirectory(prefix="ll-daemon-cost-", dir="/tmp") as tmp:
+            compared = measure(Path(tmp), args.seconds, args.gpus, args.trainers, args.poll, args.compare_with)
+        rev = subprocess.run(["git", "-C", str(args.compare_with), "rev-parse", "--short", "HEAD"], capture_output=True)
+        compared["checkout"] = {"path": str(args.compare_with), "commit": rev.stdout.decode().strip() or None}
     with tempfile.TemporaryDirectory(prefix="ll-daemon-cost-", dir="/tmp") as tmp:
         result = measure(Path(tmp), args.seconds, args.gpus, args.trainers, args.poll)
+    if compared is not None:
+        result["compared"] = compared
     path = write_result("daemon_cost", result)
     print(json.dumps(result, indent=2))
     print(
         f"daemon alone {100 * result['cpu_core_fraction_daemon']:.2f}%, daemon + {result['processes'] - 1} workers: {100 * result['cpu_core_fraction_daemon_and_workers']:.2f}% "
         f"of a core over {result['config']['window_s']} s ({result['cycles']} cycles); RSS daemon "
-        f"{result['rss_mb_daemon']:.1f} MB, with workers {result['rss_mb_daemon_and_workers']:.1f} MB -> {path}"
+        f"{result['rss_mb_daemon']:.1f} MB, with workers {result['rss_mb_daemon_and_workers']:.1f} MB; "
+        f"user readers {result['user_readers']['processes']}: {100 * result['user_readers']['cpu_core_fraction']:.2f}%, "
+        f"USS {result['user_readers']['uss_mb']:.1f} MB -> {path}"
     )
+    if compared is not None:
+        print(
+            f"compared ({compared['checkout']['commit']}): daemon alone {100 * compared['cpu_core_fraction_daemon']:.2f}%, "
+            f"RSS {compared['rss_mb_daemon']:.1f} MB, user readers {compared['user_readers']['processes']}"
+        )
     return 0
 
 

@@ -449,6 +449,19 @@ def own_cost_lines(results: Path) -> list[str]:
             f"({100 * daemon['cpu_core_fraction_daemon_and_workers']:.2f}% and "
             f"{daemon['rss_mb_daemon_and_workers']:.0f} MB with its GPU probe workers) |"
         )
+        readers = daemon.get("user_readers")
+        if readers is not None:
+            out.append(
+                f"| its readers as the job's user (zygote + {readers['processes'] - 1} helpers: job.json, lighthouse.json, "
+                f"/status every poll) | {100 * readers['cpu_core_fraction']:.2f}% of a core, "
+                f"{readers['uss_mb']:.0f} MB of their own (USS; {readers['rss_mb']:.0f} MB RSS, shared with the daemon) |"
+            )
+        before = daemon.get("compared")
+        if before is not None:
+            out.append(
+                f"| the same daemon at {before['checkout']['commit']} (same run, parsing as root) "
+                f"| {100 * before['cpu_core_fraction_daemon']:.2f}% of a core, {before['rss_mb_daemon']:.0f} MB RSS |"
+            )
     return out if len(out) > 2 else []
 
 
