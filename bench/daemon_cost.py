@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -33,16 +34,18 @@ import yaml
 from bench.results_io import write_result
 from lamplighter.configs.job_file import job_file_doc
 from lamplighter.configs.schema import JobConfig, LighthouseConfig
-from lamplighter.configs.slurm_names import group_job_name
+from lamplighter.configs.slurm_names import group_job_name, lighthouse_job_name
 from lamplighter.gpusim.build import ensure_built, sim_env
 from lamplighter.gpusim.state import StateDir
-from lamplighter.lab.testcluster import running_cluster, slurm_installed, wait_until
-from lamplighter.lighthouse.spawn import Lighthouse
+from lamplighter.lab.testcluster import ClusterError, running_cluster, slurm_installed, wait_until
+from lamplighter.lighthouse.spawn import fast_command, lighthouse_argv
 from lamplighter.rundir.contract import RunPaths, write_json_atomic
 from lamplighter.slurm.actions import SlurmActions
 from lamplighter.supervisor.status_socket import StatusError, read_status
+from lamplighter.system.ports import accepts_connections, free_port
 
 NODE = "n1"
+LIGHTHOUSE_NODE = "n2"
 JOB = "bench"
 DUMMY = """\
 import os, time
@@ -55,6 +58,19 @@ while True:
     write_json_atomic(paths.heartbeat(rid, rank), {"step": step, "time": time.time(), "pid": os.getpid()})
     time.sleep(0.2)
 """
+
+
+def lighthouse_script(root: Path, port: int) -> Path:
+    """The job's Lighthouse as its own Slurm job on LIGHTHOUSE_NODE, as `lamplighter submit` places it: the
+    daemon reads a /status page only from where the job's own Lighthouse job runs."""
+    argv = lighthouse_argv(LighthouseConfig(host="127.0.0.1"), port, fast_command())
+    script = root / "lighthouse.sh"
+    script.write_text(
+        "#!/bin/bash\n"
+        f"#SBATCH --job-name={lighthouse_job_name(JOB)}\n#SBATCH --nodelist={LIGHTHOUSE_NODE}\n"
+        f"#SBATCH --output={root}/lighthouse-%j.out\nexec {shlex.join(argv)}\n"
+    )
+    return script
 
 
 def group_script(root: Path, trainers: int, lighthouse: str) -> Path:
@@ -85,8 +101,10 @@ def group_script(root: Path, trainers: int, lighthouse: str) -> Path:
 
 
 def tree(pid: int) -> list[psutil.Process]:
+    """The daemon (first) and its GPU probe workers: its user readers are counted on their own."""
     p = psutil.Process(pid)
-    return [p, *p.children(recursive=True)]
+    readers = {r.pid for r in user_readers(p)}
+    return [p, *(c for c in p.children(recursive=True) if c.pid not in readers)]
 
 
 def cpu_s(procs: list[psutil.Process]) -> float:
@@ -134,13 +152,13 @@ def measure(
     lib = ensure_built().parent.parent
     sd = StateDir(root / "gpus")
     sd.init(gpus)
-    lighthouse = Lighthouse(LighthouseConfig(host="127.0.0.1", port=0), root / "lighthouse.log")
-    try:
-        lighthouse.start(time.time())
-        lighthouse.wait_ready(30)
-        with running_cluster(root / "cluster", nodes=2) as cluster:
-            api = SlurmActions(cluster.cli())
-            job = api.submit(group_script(root, trainers, lighthouse.address))
+    port = free_port()
+    with running_cluster(root / "cluster", nodes=2) as cluster:
+        api = SlurmActions(cluster.cli())
+        lighthouse = api.submit(lighthouse_script(root, port))
+        try:
+            wait_until(lambda: accepts_connections("127.0.0.1", port), 60, f"the Lighthouse on port {port}")
+            job = api.submit(group_script(root, trainers, f"http://127.0.0.1:{port}"))
             wait_until(lambda: api.job(job).state == "RUNNING", 60, "the group job running")
             sock = root / "status.sock"
             cfg = {
@@ -186,9 +204,16 @@ def measure(
                         )
                     )
 
-                wait_until(
-                    settled, 90, f"{trainers} trainers adopted, {gpus} GPUs healthy, its job.json and Lighthouse read"
-                )
+                try:
+                    wait_until(
+                        settled,
+                        90,
+                        f"{trainers} trainers adopted, {gpus} GPUs healthy, its job.json and Lighthouse read",
+                    )
+                except ClusterError as e:
+                    st = status()
+                    seen = {k: st.get(k) for k in ("trainers", "jobs", "gpus")}
+                    raise ClusterError(f"{e}; the daemon's status: {json.dumps(seen)}") from None
                 time.sleep(2 * poll)  # let the start-up cycles pass before the window opens
                 procs = tree(daemon.pid)
                 c0, d0, t0, cyc0 = cpu_s(procs), cpu_s(procs[:1]), time.monotonic(), status()["cycles"]
@@ -227,7 +252,7 @@ def measure(
                         "rss_mb": max(rss_readers),
                         "uss_mb": max(uss_readers),
                     },
-                    "processes": len(procs),
+                    "processes": len(procs),  # the daemon and its GPU probe workers
                     "daemon_maps_torch": torch_loaded,
                     "targets": {"cpu_core_fraction": 0.01, "rss_mb": 100},
                 }
@@ -236,8 +261,8 @@ def measure(
                     daemon.send_signal(signal.SIGTERM)
                     daemon.wait(timeout=30)
                 api.cancel(job)
-    finally:
-        lighthouse.kill()
+        finally:
+            api.cancel(lighthouse)
     return result
 
 
