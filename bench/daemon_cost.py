@@ -172,13 +172,15 @@ def measure(
             (root / "node.yaml").write_text(yaml.safe_dump(cfg))
             env = sim_env(lib, sd.root, dict(os.environ, SLURM_CONF=str(cluster.conf_path)))
             if source is not None:
-                env["PYTHONPATH"] = str(source)  # ahead of the editable install's finder
+                env["PYTHONPATH"] = str(source)  # ahead of the editable install's finder (and run from there:
+                # `-m` puts the working directory, this checkout, first)
             with open(root / "daemon.log", "wb") as log:
                 daemon = subprocess.Popen(
                     [sys.executable, "-m", "lamplighter", "supervise", "--config", str(root / "node.yaml")],
                     stdout=log,
                     stderr=log,
                     env=env,
+                    cwd=source,
                 )
             try:
 
@@ -292,6 +294,8 @@ def main() -> int:
             compared = measure(Path(tmp), args.seconds, args.gpus, args.trainers, args.poll, args.compare_with)
         rev = subprocess.run(["git", "-C", str(args.compare_with), "rev-parse", "--short", "HEAD"], capture_output=True)
         compared["checkout"] = {"path": str(args.compare_with), "commit": rev.stdout.decode().strip() or None}
+        if compared["user_readers"]["processes"]:
+            print(f"--compare-with {args.compare_with}: its daemon forked user readers; was it this checkout's?")
     with tempfile.TemporaryDirectory(prefix="ll-daemon-cost-", dir="/tmp") as tmp:
         result = measure(Path(tmp), args.seconds, args.gpus, args.trainers, args.poll)
     if compared is not None:
