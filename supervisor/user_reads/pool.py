@@ -65,8 +65,11 @@ class _Helper:
 
 
 class UserReads:
-    def __init__(self, zygote: Zygote, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, zygote: Zygote, clock: Callable[[], float] = time.monotonic, files_timeout_s: float = FILES_TIMEOUT_S
+    ) -> None:
         self._zygote = zygote
+        self.files_timeout_s = files_timeout_s
         self._clock = clock
         self._helpers: dict[tuple[int, Kind], _Helper] = {}
         self._failed: dict[tuple[int, Kind], tuple[float, str]] = {}  # -> (when, why): the back-off
@@ -84,7 +87,7 @@ class UserReads:
         if path is None:
             return fallback(f"its trainers carry no {ENV_CONFIG}", owner=owner, retryable=True)
         try:
-            rec = self.call(owner, "files", {"op": "settings", "path": path}, FILES_TIMEOUT_S)
+            rec = self.call(owner, "files", {"op": "settings", "path": path})
             return records.settings_from(rec, path, owner)
         except (ReadFailed, records.RecordError) as e:
             return fallback(f"not read: {e}", path, owner, retryable=True)
@@ -102,7 +105,7 @@ class UserReads:
         """As lighthouse.status.fetch_status, fetched and parsed by the owner's helper."""
         req = {"op": "status", "address": address, "timeout": timeout}
         try:
-            rec = self.call(owner, "lighthouse", req, timeout + FILES_TIMEOUT_S)
+            rec = self.call(owner, "lighthouse", req, timeout + self.files_timeout_s)
             return records.status_from(rec)
         except (ReadFailed, records.RecordError) as e:
             raise LighthouseStatusError(f"cannot read {address}: {e}") from None
@@ -132,14 +135,15 @@ class UserReads:
 
     # -- one request -------------------------------------------------------------------
 
-    def call(self, owner: int, kind: Kind, req: dict[str, Any], timeout: float = FILES_TIMEOUT_S) -> dict[str, Any]:
-        """The record the owner's helper answers to `req` (ReadFailed: none)."""
+    def call(self, owner: int, kind: Kind, req: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+        """The record the owner's helper answers to `req` within `timeout` (default files_timeout_s; ReadFailed: none)."""
         key = (owner, kind)
         h = self._helper(key)
         with h.lock:
             try:
                 wire.send(h.spawned.sock, req)
-                rec = wire.recv(h.spawned.sock, records.MAX_RECORD_BYTES, timeout)
+                wait = self.files_timeout_s if timeout is None else timeout
+                rec = wire.recv(h.spawned.sock, records.MAX_RECORD_BYTES, wait)
                 if rec is None:
                     raise wire.WireError("the helper ended")
                 return rec

@@ -49,7 +49,8 @@ def series_of(m: DaemonMetrics, instance: str) -> dict[str, float]:
 
 
 def held(metric: str, daemons: dict[str, DaemonMetrics], minutes: int) -> list[dict[str, str]]:
-    """Each daemon's series of `metric` (by name prefix), one scrape held constant for `minutes` (set once)."""
+    """Each daemon's series of `metric` (by name prefix), one scrape held constant for `minutes` (set once;
+    scrapes, at the test's interval)."""
     return [
         {"series": name, "values": f"{v!r}+0x{minutes}"}
         for instance, m in daemons.items()
@@ -77,8 +78,9 @@ def record(daemons: dict[str, DaemonMetrics], minutes: int, step: Step) -> list[
     return [{"series": name, "values": " ".join(vs)} for name, vs in values.items()]
 
 
-def run_promtool(tmp_path: Path, tests: list[dict[str, Any]]) -> None:
-    doc = {"rule_files": [str(RULES)], "evaluation_interval": "1m", "tests": tests}
+def run_promtool(tmp_path: Path, tests: list[dict[str, Any]], evaluation_interval: str = "1m") -> None:
+    """evaluation_interval: a coarser one for tests over days (promtool evaluates every rule at each)."""
+    doc = {"rule_files": [str(RULES)], "evaluation_interval": evaluation_interval, "tests": tests}
     path = tmp_path / "alerts_test.yml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     out = subprocess.run([promtool(), "test", "rules", str(path)], capture_output=True, text=True, timeout=120)
@@ -137,14 +139,14 @@ def test_a_node_left_observing_after_the_rollout_week_is_named(tmp_path: Path) -
     observing, acting = DaemonMetrics(), DaemonMetrics()
     observing.set_mode("observe")
     acting.set_mode("act")
-    # The mode is set once, at the daemon's start: held for 10 days of minutes.
-    series = held("lamplighter_mode", {"n1:9464": observing, "n2:9464": acting}, 10 * 24 * 60)
+    # The mode is set once, at the daemon's start: held for 10 days, scraped (and the rules run) hourly.
+    series = held("lamplighter_mode", {"n1:9464": observing, "n2:9464": acting}, 10 * 24)
     assert len(series) == 4
     tests = [
         alerts("LamplighterStillObserving", "7d"),
         alerts("LamplighterStillObserving", "9d", {"instance": "n1:9464", "severity": "info", "owner": "admin"}),
     ]
-    run_promtool(tmp_path, [{"interval": "1m", "input_series": series, "promql_expr_test": tests}])
+    run_promtool(tmp_path, [{"interval": "1h", "input_series": series, "promql_expr_test": tests}], "1h")
 
 
 def test_a_node_whose_slurm_tracks_no_cgroups_is_named(tmp_path: Path) -> None:

@@ -149,6 +149,7 @@ def test_a_hung_helper_is_a_failed_read_then_a_fresh_one_after_the_back_off(
     path = job_json(tenant, "ur-hung")
     assert r.settings(str(path), tenant.uid).error is None
     pid = r.helper_pids()[(tenant.uid, "files")]
+    r.files_timeout_s = 0.3  # only the stopped helper's read waits it out
     os.kill(pid, signal.SIGSTOP)  # as a read stuck on a hung file system
     s = r.settings(str(path), tenant.uid)
     assert s.fallback and s.retryable and f"pid {pid}" in str(s.error) and "no answer within" in str(s.error)
