@@ -154,7 +154,7 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
     )
     if cfg.mode == "observe":
         log.warning("mode observe: every action is decided and logged as 'would ...', none is taken")
-    notifier = Notifier.from_env(env)
+    notifier = Notifier.from_env(env, strict=False)
     stop = threading.Event()
     wake = threading.Event()  # set by a stop and by a trainer's exit
     if not once:
@@ -184,8 +184,12 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
         warn_if_watchdog_short(env, cfg.health.poll_interval_s)
 
         def ready() -> None:
-            notifier.ready(status=f"{cfg.role} supervisor for {node}")
-            log.info("ready: %s supervisor for node %s (state %s)", cfg.role, node, state_dir)
+            # After the first cycle: what systemd is told ran before is already adopted (`systemctl status`).
+            what = f"{cfg.role} supervisor for {node}"
+            if isinstance(role_loop, ComputeLoop):
+                what += f", {len(role_loop.trainers)} processes of lamplighter jobs adopted"
+            notifier.ready(status=what)
+            log.info("ready: %s (state %s)", what, state_dir)
 
         run_cycles(
             lambda: cycle(node, role_loop, last, recovery, publisher),
@@ -216,7 +220,7 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
 def run_bare_metal(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> int:
     """role bare-metal: a host of a cluster without Slurm (bare/host_daemon.py), cycling until stopped."""
     host = bare_host(cfg, cfg.node_name or socket.gethostname().split(".")[0], time.monotonic, env)
-    notifier = Notifier.from_env(env)
+    notifier = Notifier.from_env(env, strict=False)
     stop = threading.Event()
     if not once:
         signal.signal(signal.SIGTERM, _Stop(stop))

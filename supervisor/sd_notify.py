@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 log = logging.getLogger(__name__)
 
@@ -68,17 +68,22 @@ class Notifier:
     """Sends state strings to systemd's notification socket; a no-op without one."""
 
     notify_socket: str | None
+    # False (the daemon's): a failed send is logged, once until one succeeds, and the caller goes on. A
+    # daemon must not end because systemd's socket went away for a moment (a daemon-reexec, a test's).
+    strict: bool = True
+    _failing: bool = field(default=False, init=False, repr=False)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> Notifier:
-        return cls(env.get(ENV_NOTIFY_SOCKET) or None)
+    def from_env(cls, env: Mapping[str, str], strict: bool = True) -> Notifier:
+        return cls(env.get(ENV_NOTIFY_SOCKET) or None, strict)
 
     @property
     def enabled(self) -> bool:
         return self.notify_socket is not None
 
     def notify(self, *assignments: str) -> bool:
-        """Send 'KEY=VALUE' lines in one datagram. False if there is no socket to send to."""
+        """Send 'KEY=VALUE' lines in one datagram. False if there is no socket to send to (or, not strict,
+        the send failed)."""
         if self.notify_socket is None:
             return False
         for a in assignments:
@@ -90,7 +95,16 @@ class Notifier:
             try:
                 s.sendto(payload, addr)
             except OSError as e:
-                raise NotifyError(e.errno, f"sd_notify to {self.notify_socket!r} failed: {e.strerror}") from e
+                err = NotifyError(e.errno, f"sd_notify to {self.notify_socket!r} failed: {e.strerror}")
+                if self.strict:
+                    raise err from e
+                if not self._failing:
+                    log.warning("%s (%s not told; said again once a notification gets through)", err, payload[:40])
+                self._failing = True
+                return False
+        if self._failing:
+            log.warning("sd_notify to %r works again", self.notify_socket)
+        self._failing = False
         return True
 
     def ready(self, status: str | None = None) -> bool:

@@ -1,12 +1,15 @@
 """Helpers for tests on real parts: a missing part (Slurm, systemd-analyze) skips on a developer's machine
-but fails in CI (CI=true), where `make test` installs everything; and a bounded wait for real processes."""
+but fails in CI (CI=true), where `make test` installs everything; a bounded wait for real processes; and
+systemd's side of sd_notify for a daemon under test."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -116,3 +119,32 @@ def stop_once_all_commit_after(run_dir: Path, groups: int, after_s: float, timeo
         return all(any(r.t >= t0 + after_s for r in rs) for rs in recs)
 
     return stop_when(run_dir, groups, committed_after, timeout)
+
+
+class NotifySocket:
+    """systemd's side of sd_notify: a datagram socket (abstract namespace) that collects what it is sent."""
+
+    def __init__(self) -> None:
+        self.name = f"@lamplighter-test-{uuid.uuid4().hex}"
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(b"\0" + self.name[1:].encode())
+        self.sock.settimeout(0.1)
+        self.messages: list[list[str]] = []
+
+    def drain(self) -> list[list[str]]:
+        while True:
+            try:
+                data = self.sock.recv(4096)
+            except TimeoutError:
+                return self.messages
+            self.messages.append(data.decode().split("\n"))
+
+    def count(self, line: str) -> int:
+        return sum(line in m for m in self.drain())
+
+    def message_with(self, line: str) -> list[str] | None:
+        """The first message that holds `line` (READY=1 comes with its STATUS=...), or None yet."""
+        return next((m for m in self.drain() if line in m), None)
+
+    def close(self) -> None:
+        self.sock.close()

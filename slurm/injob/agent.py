@@ -44,14 +44,13 @@ from lamplighter.lighthouse.steplog import groups_recorded
 from lamplighter.rundir import contract
 from lamplighter.rundir.actions import ACTIONS_FILE, append_line, format_action
 from lamplighter.rundir.owned_file import MIB, OwnedFileError, read_owned, read_owned_tail
-from lamplighter.slurm.injob.decide import AgentDecision, AgentState, StepEnded, decide
+from lamplighter.slurm.injob.decide import AgentDecision, AgentState, StepEnded, decide, spare_due
 from lamplighter.slurm.injob.events import append_event, journal_path
 from lamplighter.slurm.injob.steps import StepCommand, activate, activation_line, retire, start_step
 from lamplighter.slurm.parsers import parse_scontrol_job
 from lamplighter.slurm.run import SlurmError, run_slurm
 
 POLL_S = 0.05  # how often the agent looks at its steps: a restart waits at most this long to begin
-SPARE_AFTER_S = 60.0  # a trainer that beats no heartbeat gets its spare this long after it started
 SPARE_DEATHS_MAX = 3  # spares that die unused in a row: restarts start cold from then on
 PREFIX = "lamplighter injob:"
 # How long a group started by `lamplighter submit` waits for its Lighthouse's address before it starts anyway
@@ -216,7 +215,7 @@ class Agent:
                 self._spare_died(self.spare)
                 self.spare, self.spare_attempt = None, None
             wants = self.spare is None and self.no_spare is None and not self.stop.requested
-            if wants and (self.committed(attempt) or time.time() - started > SPARE_AFTER_S):
+            if wants and spare_due(time.time(), started, self.committed(attempt)):
                 self.start_spare()
             time.sleep(POLL_S)
 

@@ -1,4 +1,5 @@
-"""What the in-job agent does once its trainer step ended: a pure function of (now, state, observation, config).
+"""What the in-job agent does once its trainer step ended: a pure function of (now, state, observation, config);
+and, while it runs, when its warm spare starts (spare_due).
 
 - exit 0: the trainer reached its target: done (the job completes);
 - the agent was told to stop (scancel, a requeue, the time limit): stop, restart nothing;
@@ -20,6 +21,13 @@ from lamplighter.policy.restart import judge_failure
 
 Action = Literal["done", "stop", "end", "restart_warm", "restart_cold"]
 MAX_IN_JOB = 99  # the attempt is restarts * 100 + in-job restarts (rundir/contract.py)
+SPARE_AFTER_S = 60.0  # a trainer that beats no heartbeat gets its spare this long after it started
+
+
+def spare_due(now: float, started: float, committed: bool) -> bool:
+    """Start the warm spare now? Once the attempt has committed a step (a spare's imports would slow a
+    trainer still starting), or SPARE_AFTER_S after it started (a trainer that writes no heartbeat)."""
+    return committed or now - started > SPARE_AFTER_S
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from collections.abc import Iterator
@@ -57,6 +58,24 @@ def test_errors_name_the_socket(tmp_path: Path) -> None:
         n.watchdog()
     with pytest.raises(ValueError):
         n.notify("READY=1\nMAINPID=1")
+
+
+def test_the_daemons_notifier_goes_on_when_the_socket_is_gone_and_says_so_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "notify"
+    n = Notifier(str(path), strict=False)
+    with caplog.at_level(logging.WARNING, logger="lamplighter.supervisor.sd_notify"):
+        assert not n.ready() and not n.watchdog() and not n.watchdog()  # no socket: nothing raised
+        said = [r.getMessage() for r in caplog.records]
+        assert len(said) == 1 and "notify" in said[0] and "No such file" in said[0], said
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sock.bind(str(path))  # systemd is back
+        try:
+            assert n.watchdog() and sock.recv(100) == b"WATCHDOG=1"
+            assert "works again" in caplog.records[-1].getMessage()
+        finally:
+            sock.close()
 
 
 def test_socket_address() -> None:

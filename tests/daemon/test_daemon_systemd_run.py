@@ -13,14 +13,14 @@ import socket
 import subprocess
 import sys
 import urllib.request
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import yaml
-from realparts import wait_for
+from realparts import NotifySocket, wait_for
 
 from lamplighter.gpusim.build import sim_env
 from lamplighter.gpusim.state import StateDir
@@ -29,31 +29,6 @@ from lamplighter.supervisor.status_socket import StatusError, read_status
 
 pytestmark = pytest.mark.integration
 GPUS = 2
-
-
-class NotifySocket:
-    """systemd's side of sd_notify: a datagram socket (abstract namespace) that collects what it is sent."""
-
-    def __init__(self) -> None:
-        self.name = f"@lamplighter-test-{uuid.uuid4().hex}"
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.bind(b"\0" + self.name[1:].encode())
-        self.sock.settimeout(0.1)
-        self.messages: list[list[str]] = []
-
-    def drain(self) -> list[list[str]]:
-        while True:
-            try:
-                data = self.sock.recv(4096)
-            except TimeoutError:
-                return self.messages
-            self.messages.append(data.decode().split("\n"))
-
-    def count(self, line: str) -> int:
-        return sum(line in m for m in self.drain())
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 @pytest.fixture
@@ -138,6 +113,9 @@ def test_ready_watchdog_metrics_status_and_sigterm_leaves_trainer(
             text = resp.read().decode()
         for gpu in range(GPUS):
             assert f'lamplighter_gpu_health{{gpu="{gpu}",status="ok"}} 1.0' in text, text[:2000]
+        # deploy/README: no daemon listens on the network but for its metrics (the status socket is a Unix
+        # one): not the daemon, its GPU workers, nor its zygote of user readers.
+        assert listening(daemon.pid) == {("tcp", "127.0.0.1", port)}
 
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(timeout=30) == 0, log.read_text()[-3000:]
@@ -147,6 +125,18 @@ def test_ready_watchdog_metrics_status_and_sigterm_leaves_trainer(
     finally:
         _stop(daemon)
         _stop(trainer)
+
+
+def listening(pid: int) -> set[tuple[str, str, int]]:
+    """The TCP sockets listening and the UDP sockets bound in the process tree of `pid`."""
+    root = psutil.Process(pid)
+    out = set()
+    for p in [root, *root.children(recursive=True)]:
+        for c in p.net_connections(kind="inet"):
+            kind = "tcp" if c.type == socket.SOCK_STREAM else "udp"
+            if c.laddr and (kind == "udp" or c.status == psutil.CONN_LISTEN):
+                out.add((kind, c.laddr.ip, c.laddr.port))
+    return out
 
 
 def _answers(path: Path) -> bool:

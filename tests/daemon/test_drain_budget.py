@@ -15,6 +15,7 @@ from lamplighter.policy.ratelimit import budget_limit, claim_holds
 from lamplighter.rundir.actions import ActionLog
 from lamplighter.slurm.drain_budget import confirm_drain, held_out
 from lamplighter.supervisor.executor import Executor
+from lamplighter.supervisor.metrics import DaemonMetrics
 from lamplighter.supervisor.node_policy import NodeAction
 from lamplighter.supervisor.state_store import DaemonState
 
@@ -76,7 +77,14 @@ def test_an_admins_reason_in_between_is_never_undone() -> None:
     assert slurm.node("n3").reason == "admin: swapping the board" and slurm.node("n3").is_drained
 
 
-def executor(tmp_path: Path, node: str, slurm: FakeSlurm, now: list[float], lines: list[str]) -> Executor:
+def executor(
+    tmp_path: Path,
+    node: str,
+    slurm: FakeSlurm,
+    now: list[float],
+    lines: list[str],
+    metrics: DaemonMetrics | None = None,
+) -> Executor:
     def sleep(s: float) -> None:
         now[0] += s
 
@@ -84,7 +92,7 @@ def executor(tmp_path: Path, node: str, slurm: FakeSlurm, now: list[float], line
         DaemonState.load(tmp_path / node),
         slurm,
         None,
-        ActionLog(node, lines.append),
+        ActionLog(node, lines.append, on_action=None if metrics is None else metrics.action),
         clock=lambda: now[0],
         drain_budget=0.25,
         sleep=sleep,
@@ -97,7 +105,8 @@ def test_eight_daemons_draining_at_once_keep_the_budget_and_an_undone_drain_is_n
     slurm, now = clocked()
     nodes = [f"n{i}" for i in range(1, 9)]
     lines: dict[str, list[str]] = {n: [] for n in nodes}
-    executors = {n: executor(tmp_path, n, slurm, now, lines[n]) for n in nodes}
+    metrics = {n: DaemonMetrics() for n in nodes}
+    executors = {n: executor(tmp_path, n, slurm, now, lines[n], metrics[n]) for n in nodes}
     # Every daemon drains before any confirms: the instant a wrong threshold strikes the whole cluster.
     for n in nodes:
         slurm.drain(n, f"lamplighter: wrong threshold on {n}")
@@ -111,5 +120,12 @@ def test_eight_daemons_draining_at_once_keep_the_budget_and_an_undone_drain_is_n
     assert sorted(n for n in nodes if slurm.node(n).is_drained) == ["n1", "n2"]
     assert {n: r["outcome"] for n, r in results.items()} == {n: "ok" if n in ("n1", "n2") else "undone" for n in nodes}
     assert any('"outcome":"undone"' in line.replace(" ", "") for line in lines["n5"])
+
+    # deploy/README: every undone drain counts as lamplighter_actions_total{action="resume",outcome="undone"}.
+    def counted(n: str, action: str, outcome: str) -> float:
+        labels = {"action": action, "outcome": outcome, "job_name": ""}
+        return metrics[n].registry.get_sample_value("lamplighter_actions_total", labels) or 0.0
+
+    assert {n: counted(n, "resume", "undone") for n in nodes} == {n: 0.0 if n in ("n1", "n2") else 1.0 for n in nodes}
     assert executors["n5"].state.drain_history() == []  # it drained nothing that stays: its own window is clear
     assert executors["n1"].state.drain_history() == [(1_000_000.25, "n1")]

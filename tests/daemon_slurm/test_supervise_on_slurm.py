@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
-from realparts import require_netns, require_slurm, wait_for
+from realparts import NotifySocket, require_netns, require_slurm, wait_for
 
 from lamplighter.configs.schema import JobConfig
 from lamplighter.gpusim.build import ensure_built
@@ -434,11 +435,21 @@ def test_daemon_killed_mid_recovery_completes_once(daemons: Daemons, cluster: Te
     node_a = wait_for(lambda: running_on(api, job_a), 30, "job A running")
     node_b = wait_for(lambda: running_on(api, job_b), 30, "job B running")
     pause = daemons.root / "paused"
-    for n in cluster.node_names:
-        flags = ["--test-pause-before", "requeue", "--test-pause-file", str(pause)]
-        daemons.start(n, args=flags if n == node_a else None)
-    for n in cluster.node_names:
-        daemons.wait_ready(n)
+    notify = NotifySocket()  # node B's daemon's systemd
+    try:
+        for n in cluster.node_names:
+            flags = ["--test-pause-before", "requeue", "--test-pause-file", str(pause)]
+            sd = {"NOTIFY_SOCKET": notify.name} if n == node_b else None
+            daemons.start(n, args=flags if n == node_a else None, env_extra=sd)
+        for n in cluster.node_names:
+            daemons.wait_ready(n)
+        # READY=1 only once the trainers running before the daemon started are adopted: its STATUS says so.
+        ready = wait_for(lambda: notify.message_with("READY=1"), 30, f"READY=1 from {node_b}'s daemon")
+    finally:
+        notify.close()
+    [said] = [line for line in ready if line.startswith("STATUS=")]
+    m = re.fullmatch(rf"STATUS=compute supervisor for {node_b}, (\d+) processes of lamplighter jobs adopted", said)
+    assert m is not None and int(m.group(1)) >= 1, ready
     pid_a = daemons.trainer_pid(node_a, job_a)
     pid_b = daemons.trainer_pid(node_b, job_b)
     os.kill(pid_a, signal.SIGKILL)

@@ -135,6 +135,43 @@ def test_alerts_fire_on_what_the_daemons_export(tmp_path: Path) -> None:
     run_promtool(tmp_path, [{"interval": "1m", "input_series": series, "promql_expr_test": tests}])
 
 
+def test_the_action_lighthouse_and_job_settings_alerts_fire_on_what_the_daemons_export(tmp_path: Path) -> None:
+    """deploy/README's alerts for a failed action, a Lighthouse lost 3 times in 10 minutes, a job's settings
+    not applied and a Lighthouse page not read: each fires for what it names, and only then."""
+    n1, n2 = DaemonMetrics(), DaemonMetrics()
+
+    def step(t: int) -> None:
+        if t == 2:
+            n1.action("drain", "failed")  # Slurm refused the drain
+        # llama's Lighthouse stops answering at minutes 5, 7 and 9 (n1 reads it); gpt's once, at minute 5.
+        n1.lighthouse_read("llama", None if t in (5, 7, 9) else 1)
+        n2.lighthouse_read("gpt", None if t == 5 else 1)
+        n2.job_settings("gpt", t >= 10)  # its job.json unusable from minute 10
+        n2.lighthouse_unreadable("gpt", t >= 15)  # its page not understood from minute 15
+
+    series = record({"n1:9464": n1, "n2:9464": n2}, 30, step)
+    gpt = {"job_name": "gpt", "severity": "warning", "owner": "job-owner"}
+    tests = [
+        alerts(
+            "LamplighterActionFailed",
+            "5m",
+            {"instance": "n1:9464", "action": "drain", "severity": "warning", "owner": "admin"},
+        ),
+        alerts("LamplighterActionFailed", "25m"),  # 15 minutes without another failure
+        alerts("LamplighterLighthouseUnreachable", "8m"),  # twice so far
+        alerts(
+            "LamplighterLighthouseUnreachable",
+            "10m",
+            {"job_name": "llama", "severity": "warning", "owner": "job-owner"},
+        ),
+        alerts("LamplighterJobSettingsNotApplied", "11m"),  # for 1 minute: not yet
+        alerts("LamplighterJobSettingsNotApplied", "13m", gpt),
+        alerts("LamplighterLighthouseUnreadable", "18m"),
+        alerts("LamplighterLighthouseUnreadable", "21m", gpt),
+    ]
+    run_promtool(tmp_path, [{"interval": "1m", "input_series": series, "promql_expr_test": tests}])
+
+
 def test_a_node_left_observing_after_the_rollout_week_is_named(tmp_path: Path) -> None:
     observing, acting = DaemonMetrics(), DaemonMetrics()
     observing.set_mode("observe")

@@ -10,7 +10,7 @@ import pytest
 from lamplighter.configs.schema import RestartConfig
 from lamplighter.rundir.contract import RunPaths
 from lamplighter.slurm.injob.agent import Agent, mark_completed
-from lamplighter.slurm.injob.decide import AgentState, StepEnded, decide
+from lamplighter.slurm.injob.decide import SPARE_AFTER_S, AgentState, StepEnded, decide, spare_due
 from lamplighter.slurm.injob.steps import TASK_MARK, StepCommand, activation_line
 
 CFG = RestartConfig(in_job=2, crash_loop_max=3, crash_loop_window_s=100, backoff_initial_s=0)
@@ -168,3 +168,13 @@ def test_a_torchft_trainer_that_writes_no_heartbeat_but_trained_says_nothing(tmp
     paths.lighthouse_steps().write_text(line % (0, 0, 5) + line % (1, 1, 0))
     assert make_agent(tmp_path, 1).run() == 0
     assert "group_never_trained" in (tmp_path / "actions.jsonl").read_text()
+
+
+def test_the_spare_starts_once_the_attempt_committed_or_a_minute_after_it_started() -> None:
+    """deploy/README: the spare starts only once the trainer has committed a step, or 60 s after the start."""
+    started = 1000.0
+    assert not spare_due(started + 5, started, committed=False)  # still importing, loading data: no spare yet
+    assert spare_due(started + 5, started, committed=True)
+    assert not spare_due(started + SPARE_AFTER_S, started, committed=False)
+    assert spare_due(started + SPARE_AFTER_S + 0.1, started, committed=False)  # a trainer that beats nothing
+    assert SPARE_AFTER_S == 60.0

@@ -95,6 +95,17 @@ def test_health_check_program_drains_a_faulty_node_and_resume_needs_healthy_gpus
     assert api.node("n2").is_drained
 
     clear(StateDir(gpus / "n2"))  # the GPU was reset: its counters are back to zero
+    # The HealthCheckProgram finds n2 healthy again and leaves it drained: only `nodes resume` brings it back.
+    log = gpus.parent / "healthcheck.sh.log"
+    seen = len(log.read_text().splitlines())
+    wait_for(
+        lambda: any(
+            line.startswith("lamplighter healthcheck: n2: healthy") for line in log.read_text().splitlines()[seen:]
+        ),
+        60,
+        "a healthy pass of the health check on n2",
+    )
+    assert api.node("n2").is_drained
     # On the node itself (here: its name as slurmd would give it), NODE is this host.
     resumed = lamplighter("nodes", "resume", "--gpusim-root", str(gpus), conf=conf, SLURMD_NODENAME="n2")
     assert resumed.returncode == 0, resumed.stderr

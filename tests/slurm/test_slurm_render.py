@@ -217,6 +217,18 @@ def test_sbatch_header(harness: dict[str, Path]) -> None:
     assert all(line in body for line in MASTER_PORT_LINES)
 
 
+def test_by_default_every_script_asks_to_be_requeued(harness: dict[str, Path]) -> None:
+    """deploy/README: `--requeue`, which `lamplighter render` writes, lets the daemons requeue a job whatever
+    slurm.conf's JobRequeue says (the lab sets JobRequeue=1, so no lab test would see it dropped)."""
+    job = make_job(harness, harness["tmp"] / "run", [], {}, groups={"count": 2})
+    scripts = render_job(job, harness["tmp"] / "out", python=sys.executable)
+    headers = {p.name: [line for line in p.read_text().splitlines() if line.startswith("#SBATCH")] for p in scripts}
+    sbatched = {name: h for name, h in headers.items() if h}
+    assert len(sbatched) == 3, headers  # the Lighthouse's job and two groups
+    for name, header in sbatched.items():
+        assert "#SBATCH --requeue" in header and "#SBATCH --no-requeue" not in header, (name, header)
+
+
 def test_the_store_port_skips_one_another_job_on_the_node_listens_on() -> None:
     """Jobs 13580001 and 31060001 both map to 30001: the second to start on a node takes a port nothing listens on,
     997 ports on, never the next one (the next job id's: a sibling group that may not have bound it yet)."""
