@@ -177,6 +177,18 @@ def release_job_ids(first_job_id: int, freezer: Path = FREEZER) -> None:
     (RESERVED_IDS / str(block)).unlink(missing_ok=True)
 
 
+def keep_text(path: Path, text: str) -> None:
+    """`path` holds `text`: rewritten (atomically) only if it holds something else. The hosts file is
+    bind-mounted by each node as it starts, while the next node is being started: a rename over it in
+    between fails that mount (mount(2): ENOENT on a source unlinked under it), and the node dies."""
+    try:
+        if path.read_text() == text:
+            return
+    except FileNotFoundError:
+        pass
+    write_text_atomic(path, text)
+
+
 class TestCluster:
     """munged + slurmctld + `nodes` slurmd, all under `root`."""
 
@@ -535,7 +547,7 @@ class TestCluster:
         if net is not None:
             # A machine of its own: its host name (UTS) resolves on every node to its address (the hosts file,
             # bound over /etc/hosts in its mount namespace only); sh execs slurmd, which stays unshare's child.
-            write_text_atomic(self.hosts_file, net.hosts_text(socket.gethostname()))
+            keep_text(self.hosts_file, net.hosts_text(socket.gethostname()))
             setup = 'hostname "$1" && mount --bind "$2" /etc/hosts && shift 2 && exec "$@"'
             argv = [*unshare, "--uts", "sh", "-c", setup, "sh", name, str(self.hosts_file), *slurmd]
         else:

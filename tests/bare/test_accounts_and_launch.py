@@ -149,6 +149,20 @@ def test_only_a_submitter_may_write_its_specs_and_no_host_may() -> None:
         etcd_roles.submitter_role(keys, "../h1")
 
 
+def test_a_submitter_reads_the_hosts_the_placements_and_its_own_specs_not_another_users() -> None:
+    """deploy/SECURITY.md: a submitter can read the hosts, the placements and its own specs, not another
+    user's (another user's spec holds its trainer.env)."""
+    keys = Keys("c")
+    grants = etcd_roles.submitter_role(keys, "alice").grants
+
+    def may_read(key: str) -> bool:
+        return any(key == g.key or (g.prefix and key.startswith(g.key)) for g in grants)
+
+    assert may_read(keys.host("h1")) and may_read(keys.group("job", 0)) and may_read(keys.spec("alice", "job"))
+    assert not may_read(keys.spec("bob", "job")) and not may_read(keys.spec("alice2", "job"))
+    assert {g.kind for g in grants} <= {"read", "readwrite"}
+
+
 def test_a_spec_key_names_its_user_and_job_and_nothing_else_is_one() -> None:
     keys = Keys("c")
     assert keys.parse_spec(keys.spec("alice", "j-1")) == ("alice", "j-1")

@@ -357,6 +357,26 @@ def test_a_killed_trainer_restarts_in_its_warm_spare_inside_the_job(daemons: Dae
     assert "restarted in the job, nothing to do" in daemons.log(node)
 
 
+def test_with_no_daemon_left_the_in_job_agent_still_restarts_a_killed_trainer(
+    daemons: Daemons, cluster: TestCluster
+) -> None:
+    """deploy/README (uninstall, a daemon down everywhere): the in-job agents keep restarting trainers inside
+    their allocation, up to restart.in_job; nothing requeues from outside. No daemon runs in this test."""
+    api = SlurmActions(cluster.cli())
+    job, run_dir = submit_group(cluster, daemons.root, in_job=2)
+    first = run_dir / "starts" / "0-0.json"
+    wait_for(first.exists, 30, "the trainer started")
+    start = json.loads(first.read_text())  # its PID as its node's PID namespace numbers it
+    pid = wait_for(lambda: cluster.host_pid(start["node"], start["pid"]), 10, "the trainer's PID on the host")
+    os.kill(pid, signal.SIGKILL)
+    again = wait_for(lambda: (p := run_dir / "starts" / "0-1.json").exists() and p, 30, "in-job restart 1")
+    assert json.loads(again.read_text())["attempt"] == 1
+    assert api.job(job).state == "RUNNING" and api.job(job).restarts == 0  # the same allocation, not requeued
+    journal = [json.loads(x) for x in (run_dir / "injob" / "g0.jsonl").read_text().splitlines()]
+    assert [e["how"] for e in journal if e["event"] == "started"] == ["cold", "cold"]
+    assert not daemons.procs
+
+
 @pytest.mark.heavy(seconds=20)
 def test_head_marks_down_a_crashed_node_holding_only_its_group_and_leaves_another_tenants_to_slurm(
     slow_daemons: Daemons, slow_cluster: TestCluster

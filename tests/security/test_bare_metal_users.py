@@ -232,6 +232,20 @@ def test_a_spec_from_anyone_but_its_user_never_reaches_etcd(bare: Bare, tmp_path
         s.close()
 
 
+def test_a_submitter_reads_the_hosts_and_its_own_specs_never_another_users(bare: Bare) -> None:
+    """deploy/SECURITY.md: a submitter reads the hosts, the placements and its own specs, not another user's
+    (a spec holds its trainer.env). etcd refuses the read whether or not the key exists."""
+    mallory = bare.store("mallory")
+    try:
+        assert mallory.get(bare.keys.host(HOST)) is not None  # the host's lease: the hosts are public
+        assert mallory.get(bare.keys.spec("mallory", "none-yet")) is None  # her own: allowed, absent
+        for key in (bare.keys.spec(bare.alice.name, "any"), bare.keys.spec(bare.alice.name, "forged")):
+            with pytest.raises(EtcdError, match="permission denied"):
+                mallory.get(key)
+    finally:
+        mallory.close()
+
+
 def test_a_job_whose_user_maps_to_root_is_refused(bare: Bare) -> None:
     """etcd's root may write any spec; the host still runs nothing as root without root_trainers."""
     root = bare.etcd.admin_store()

@@ -230,6 +230,14 @@ def test_a_threshold_every_node_fails_checked_on_every_node_at_once_drains_only_
     with running_cluster(tmp_path / "c", nodes, netns=True) as cluster:
         node_yaml = tmp_path / "node.yaml"
         node_yaml.write_text(f"slurm_conf: {cluster.conf_path}\nmax_drain_fraction: 0.25\n")
+        api = SlurmActions(cluster.cli())
+        # A job runs on every node: neither a drain kept nor one undone may touch it (deploy/README).
+        running = {}
+        for i in range(1, nodes + 1):
+            script = tmp_path / f"busy-n{i}.sh"
+            script.write_text(f"#!/bin/bash\n#SBATCH --nodelist=n{i}\n#SBATCH --output=/dev/null\nexec sleep 600\n")
+            running[f"n{i}"] = api.submit(script)
+        wait_for(lambda: all(api.job(j).state == "RUNNING" for j in running.values()), 60, "a job on every node")
         procs = {}
         for i in range(1, nodes + 1):
             name = f"n{i}"
@@ -258,7 +266,6 @@ def test_a_threshold_every_node_fails_checked_on_every_node_at_once_drains_only_
             out, err = p.communicate(timeout=120)
             outs[name] = json.loads(out)
             assert p.returncode == 1, (name, err)  # faulty, whether drained or refused
-        api = SlurmActions(cluster.cli())
         drained = sorted(n.name for n in api.nodes() if n.is_drained)
         said = {name: str(o["drain"]) for name, o in outs.items()}
         print({name: s[:90] for name, s in said.items()})
@@ -270,6 +277,9 @@ def test_a_threshold_every_node_fails_checked_on_every_node_at_once_drains_only_
         )
         for name in refused:  # each node's action log holds its refusal, for `lamplighter why` and the on-call
             assert [r["outcome"] for r in observed_drains(tmp_path / "state", name)] == ["refused"]
+        for name, job in running.items():
+            info = api.job(job)
+            assert (info.state, info.restarts, info.node_list) == ("RUNNING", 0, name), (name, info)
 
 
 def test_a_prolog_past_the_budget_lets_the_job_start_and_slurm_drains_nothing(

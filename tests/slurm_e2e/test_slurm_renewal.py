@@ -178,8 +178,9 @@ def test_job_outlives_a_one_minute_time_limit(lab: SlurmLab, tmp_path: Path) -> 
     report = run.report()
     rows = renewal_timeline(Path(sub.run_dir), GROUPS)
     print_timeline(rows, t0, wall, report)
-    # The job ran well past its one-minute limit, and ended because it was done, not by the limit.
-    assert wall > 120, wall
+    # The job outlived its one-minute limit (each group renewed, the rows below), and ended because it was
+    # done, not by the limit. (Not "past two limits": 3 groups renewing twice, 25 s apart, took 119.4 s once.)
+    assert wall > 60, wall
     # Every group completed; the release job cancels the Lighthouse job when they have.
     assert sub.lighthouse_job_id in states and set(states.values()) == {"COMPLETED"}, states
     assert report["reached_target"] and report["steps_lost"] == 0, report["lost_step_numbers"]
