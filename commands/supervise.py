@@ -55,6 +55,7 @@ from lamplighter.supervisor.sd_notify import Notifier, watchdog_interval
 from lamplighter.supervisor.state_store import DaemonState, StateError
 from lamplighter.supervisor.status_socket import StatusServer
 from lamplighter.supervisor.user_reads.pool import UserReads
+from lamplighter.supervisor.user_reads.zygote import ZygoteError
 
 log = logging.getLogger("lamplighter.supervise")
 
@@ -96,6 +97,9 @@ def main_args(args: argparse.Namespace) -> int:
         return run_daemon(cfg, env, once=args.once)
     except StateError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 1
+    except ZygoteError as e:
+        log.error("%s; ending, so that systemd starts a fresh daemon (trainers keep running)", e)
         return 1
 
 
@@ -191,8 +195,13 @@ def run_daemon(cfg: NodeConfig, env: Mapping[str, str], once: bool = False) -> i
             notifier.ready(status=what)
             log.info("ready: %s (state %s)", what, state_dir)
 
+        def one_cycle() -> None:
+            if reads is not None:
+                reads.check()
+            cycle(node, role_loop, last, recovery, publisher)
+
         run_cycles(
-            lambda: cycle(node, role_loop, last, recovery, publisher),
+            one_cycle,
             cfg.health.poll_interval_s,
             stop,
             ready,

@@ -125,6 +125,13 @@ class UserReads:
             with h.lock:
                 h.close()
 
+    def check(self) -> None:
+        """ZygoteError if the zygote is gone: no helper can be forked any more, and a fresh zygote can be forked
+        only before threads start. The daemon ends on it, and systemd starts a fresh one (trainers run on)."""
+        why = self._zygote.gone()
+        if why is not None:
+            raise ZygoteError(f"{why}: no job's files can be read as its user any more")
+
     def helper_pids(self) -> dict[tuple[int, str], int]:
         with self._lock:
             return {k: h.spawned.pid for k, h in self._helpers.items()}

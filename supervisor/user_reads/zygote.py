@@ -126,6 +126,21 @@ class Zygote:
             raise ZygoteError(f"the user-reads zygote could not start a helper: {msg.decode(errors='replace')}")
         return Spawned(socket.socket(fileno=fds[0]), fds[1], int(msg.split()[1]))
 
+    def gone(self) -> str | None:
+        """Why the zygote is no longer there (reaped here), or None while it runs."""
+        try:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            return f"the user-reads zygote (pid {self.pid}) is gone"
+        if pid == 0:
+            return None
+        how = (
+            f"killed by signal {os.WTERMSIG(status)}"
+            if os.WIFSIGNALED(status)
+            else f"exit {os.waitstatus_to_exitcode(status)}"
+        )
+        return f"the user-reads zygote (pid {self.pid}) ended ({how})"
+
     def close(self) -> None:
         """The zygote ends when it reads the end of its control socket; reaped here."""
         self._ctl.close()

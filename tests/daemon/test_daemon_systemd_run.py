@@ -145,3 +145,40 @@ def _answers(path: Path) -> bool:
         return True
     except StatusError:
         return False
+
+
+def test_a_daemon_whose_user_readers_zygote_died_ends_for_systemd_to_restart_it(
+    tmp_path: Path, notify: NotifySocket
+) -> None:
+    """With its zygote gone no job's files can be read as its user, and a fresh zygote cannot be forked from a
+    process with threads: the daemon ends non-zero, saying why, and Restart=always brings a fresh one."""
+    cfg = {
+        "role": "compute",
+        "node_name": "node-under-test",
+        "state_dir": str(tmp_path / "state"),
+        "status_socket": str(tmp_path / "run" / "status.sock"),
+        "metrics": {"enabled": False},
+        "gpus": False,
+        "health": {"poll_interval_s": 0.2},
+    }
+    cfg_path = tmp_path / "node.yaml"
+    cfg_path.write_text(yaml.safe_dump(cfg))
+    log = tmp_path / "daemon.log"
+    with open(log, "wb") as out:
+        daemon = subprocess.Popen(
+            [sys.executable, "-m", "lamplighter", "supervise", "--config", str(cfg_path)],
+            stdout=out,
+            stderr=out,
+            env={**os.environ, "NOTIFY_SOCKET": notify.name},
+        )
+    try:
+        wait_for(lambda: daemon.poll() is None and notify.count("READY=1") > 0, 60, "READY=1")
+        main = psutil.Process(daemon.pid)
+        [zygote] = [c for c in main.children() if c.cmdline() == main.cmdline()]  # forked, not exec'd
+        zygote.kill()
+        assert daemon.wait(timeout=30) == 1
+        said = log.read_text()
+        assert f"the user-reads zygote (pid {zygote.pid}) ended (killed by signal 9)" in said, said[-2000:]
+        assert "systemd starts a fresh daemon" in said
+    finally:
+        _stop(daemon)
