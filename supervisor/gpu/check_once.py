@@ -43,9 +43,38 @@ class OnceResult:
         return [o.reason for o in self.observations if o.status != "ok"]
 
     def summary(self) -> str:
+        """One line. GPUs with the same problem are said once ("GPUs 0-7 health unknown: amdsmi ..."): a
+        missing amdsmi's reason is a paragraph, and a drain reason has room for one."""
         if self.verdict == "healthy":
             return f"{len(self.observations)} GPU(s) healthy"
-        return "; ".join(self.problems)
+        alike: dict[str, list[int]] = {}
+        for o in self.observations:
+            if o.status == "ok":
+                continue
+            prefix = f"GPU {o.gpu} "
+            rest = o.reason[len(prefix) :] if o.reason.startswith(prefix) else f"\0{o.reason}"
+            alike.setdefault(rest, []).append(o.gpu)
+        said = []
+        for rest, gpus in alike.items():
+            if rest.startswith("\0"):
+                said.append(rest[1:])
+            else:
+                said.append(f"GPU {gpus[0]} {rest}" if len(gpus) == 1 else f"GPUs {gpu_ranges(gpus)} {rest}")
+        return "; ".join(said)
+
+
+def gpu_ranges(gpus: list[int]) -> str:
+    """0, 1, 2, 3, 5 -> "0-3, 5"."""
+    out: list[str] = []
+    start = prev = gpus[0]
+    for g in [*gpus[1:], None]:
+        if g is not None and g == prev + 1:
+            prev = g
+            continue
+        out.append(str(start) if start == prev else f"{start}-{prev}")
+        if g is not None:
+            start = prev = g
+    return ", ".join(out)
 
 
 def verdict_of(observations: list[GpuObservation]) -> Verdict:
