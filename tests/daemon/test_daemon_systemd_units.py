@@ -85,6 +85,39 @@ def test_unit_has_what_the_daemon_relies_on(name: str) -> None:
     assert d["StateDirectory"] == "lamplighter" and d["RuntimeDirectory"] == "lamplighter"
 
 
+# What forking the readers as a job's user calls (supervisor/user_reads/): fork, become the user, drop every
+# capability, no new privileges, hand back a socket and a pidfd, signal and reap the helper.
+USER_READS_SYSCALLS = [
+    "fork", "clone", "clone3", "setgroups", "setresgid", "setresuid", "capset", "prctl", "socketpair",
+    "sendmsg", "recvmsg", "pidfd_open", "pidfd_send_signal", "wait4", "waitid",
+]  # fmt: skip
+
+
+def _syscalls(tool: str, group: str, seen: set[str] | None = None) -> set[str]:
+    """Every system call a SystemCallFilter group allows, its @groups expanded (systemd-analyze's own list)."""
+    seen = set() if seen is None else seen
+    seen.add(group)
+    out = subprocess.run([tool, "syscall-filter", group], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    calls = set()
+    for word in (line.split("#")[0].strip() for line in out.stdout.splitlines()[1:]):
+        if word.startswith("@") and word not in seen:
+            calls |= _syscalls(tool, word, seen)
+        elif word and not word.startswith("@"):
+            calls.add(word)
+    return calls
+
+
+def test_the_units_system_call_filter_lets_the_daemon_fork_its_readers_as_users() -> None:
+    tool = _systemd_analyze()
+    d = _directives((UNITS / NAMES[0]).read_text())
+    allowed: set[str] = set()
+    for group in d["SystemCallFilter"].split():
+        allowed |= _syscalls(tool, group) if group.startswith("@") else {group}
+    assert [c for c in USER_READS_SYSCALLS if c not in allowed] == []
+    assert {"CAP_SETUID", "CAP_SETGID"} <= set(d["CapabilityBoundingSet"].split())  # to become the job's user
+
+
 def test_verify_catches_a_broken_unit(tmp_path: Path) -> None:
     tool = _systemd_analyze()
     text = (UNITS / NAMES[0]).read_text()
