@@ -5,8 +5,8 @@ One helper per (uid, kind): "files" (job.json, lighthouse.json: read in the cycl
 helper answers one request at a time, within a deadline; one that does not, or answers what
 records.py refuses, is killed through its pidfd and the read failed. Its (uid, kind) then fails fast
 for BACKOFF_S, so that a run directory on a hung file system does not leave a helper stuck in the
-kernel every cycle, and a fresh helper is forked after. Helpers of users with no trainer here are
-closed (`keep`).
+kernel every cycle, and a fresh helper is forked after, unless MAX_STUCK killed ones of that (uid, kind)
+have not ended yet. Helpers of users with no trainer here are closed (`keep`).
 
 Every failure keeps the meaning the daemon gave it before: a job.json that cannot be read gets the
 fallback (retried after job_settings.RETRY_S), a lighthouse.json the job's configured address, a
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import select
 import signal
 import threading
 import time
@@ -38,6 +39,10 @@ Kind = Literal["files", "lighthouse"]
 FILES_TIMEOUT_S = 2.0  # a job.json or lighthouse.json of a few KiB: longer is a hung file system
 SPAWN_TIMEOUT_S = 2.0
 BACKOFF_S = 30.0
+# Helpers of one (uid, kind) killed and not yet ended (stuck in the kernel on a hung file system, where
+# SIGKILL waits): past this many no new one is forked, so a hang costs the node this many tasks, not one
+# more every back-off (the unit's TasksMax).
+MAX_STUCK = 2
 
 
 class ReadFailed(OSError):
@@ -49,12 +54,14 @@ class _Helper:
     spawned: Spawned
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def kill(self) -> None:
+    def kill(self) -> int:
+        """SIGKILL it; its pidfd is the caller's, to see it end (one stuck in the kernel may not)."""
         try:
             signal.pidfd_send_signal(self.spawned.pidfd, signal.SIGKILL)
         except OSError:
             pass  # already gone
-        self.close()
+        self.spawned.sock.close()
+        return self.spawned.pidfd
 
     def close(self) -> None:
         self.spawned.sock.close()
@@ -73,6 +80,7 @@ class UserReads:
         self._clock = clock
         self._helpers: dict[tuple[int, Kind], _Helper] = {}
         self._failed: dict[tuple[int, Kind], tuple[float, str]] = {}  # -> (when, why): the back-off
+        self._ending: dict[tuple[int, Kind], list[tuple[int, int]]] = {}  # killed, not seen ended: (pid, pidfd)
         self._lock = threading.Lock()
         self.spawned = 0  # helpers forked so far (the status document, tests)
 
@@ -121,6 +129,9 @@ class UserReads:
             helpers = [self._helpers.pop(k) for k in gone]
             for k in [k for k in self._failed if k[0] not in wanted]:
                 del self._failed[k]
+            for k in [k for k in self._ending if k[0] not in wanted]:
+                for _, fd in self._ending.pop(k):
+                    os.close(fd)
         for h in helpers:
             with h.lock:
                 h.close()
@@ -139,6 +150,17 @@ class UserReads:
     def close(self) -> None:
         self.keep(())
         self._zygote.close()
+
+    def _still_ending(self, key: tuple[int, Kind]) -> list[int]:
+        """The pids of key's killed helpers that have not ended yet (a pidfd turns readable when it ends)."""
+        left = []
+        for pid, fd in self._ending.get(key, []):
+            if select.select([fd], [], [], 0)[0]:
+                os.close(fd)
+            else:
+                left.append((pid, fd))
+        self._ending[key] = left
+        return [pid for pid, _ in left]
 
     # -- one request -------------------------------------------------------------------
 
@@ -160,11 +182,12 @@ class UserReads:
                 raise ReadFailed(why) from None
 
     def _fail(self, key: tuple[int, Kind], h: _Helper, why: str) -> None:
-        h.kill()
+        pidfd = h.kill()
         with self._lock:
             if self._helpers.get(key) is h:
                 del self._helpers[key]
             self._failed[key] = (self._clock(), why)
+            self._ending.setdefault(key, []).append((h.spawned.pid, pidfd))
         log.warning("%s; no new one for %g s", why, BACKOFF_S)
 
     def _helper(self, key: tuple[int, Kind]) -> _Helper:
@@ -176,6 +199,14 @@ class UserReads:
             if failed is not None and self._clock() - failed[0] < BACKOFF_S:
                 raise ReadFailed(f"{failed[1]} ({self._clock() - failed[0]:.0f} s ago)")
             owner = key[0]
+            stuck = self._still_ending(key)
+            if len(stuck) >= MAX_STUCK:
+                why = (
+                    f"{len(stuck)} readers as uid {owner} (pids {', '.join(map(str, stuck))}) have not ended since "
+                    "they were killed (stuck in the kernel: a hung file system?): no new one until they do"
+                )
+                self._failed[key] = (self._clock(), why)
+                raise ReadFailed(why)
             try:
                 spawned = self._zygote.spawn(owner, primary_gid(owner), SPAWN_TIMEOUT_S)
             except (ZygoteError, KeyError) as e:
@@ -188,7 +219,7 @@ class UserReads:
             except wire.WireError as e:
                 hello = {"error": str(e)}
             if hello is None or hello.get("uid") != owner or "error" in hello:
-                h.kill()
+                self._ending.setdefault(key, []).append((spawned.pid, h.kill()))
                 why = f"the reader as uid {owner} did not start: {(hello or {}).get('error', 'it ended')}"
                 self._failed[key] = (self._clock(), why)
                 raise ReadFailed(why)

@@ -10,13 +10,16 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 from conftest import Tenant
+from realparts import wait_for
 
 from lamplighter.configs.job_file import job_file_json
 from lamplighter.configs.schema import HealthConfig, JobConfig
 from lamplighter.lighthouse.status import LighthouseStatusError, parse_status
-from lamplighter.supervisor.user_reads.pool import BACKOFF_S, UserReads
+from lamplighter.supervisor.user_reads import pool
+from lamplighter.supervisor.user_reads.pool import BACKOFF_S, MAX_STUCK, UserReads
 
 REC = Path(__file__).parents[1] / "lighthouse_status" / "recorded"
 
@@ -161,6 +164,39 @@ def test_a_hung_helper_is_a_failed_read_then_a_fresh_one_after_the_back_off(
     assert r.helper_pids()[(tenant.uid, "files")] != pid and r.spawned == 2
     with pytest.raises(LighthouseStatusError, match="Connection refused"):  # the other kind has its own helper
         r.status(tenant.uid, "http://127.0.0.1:1", 0.5)
+
+
+def test_helpers_that_a_kill_does_not_end_stop_new_ones_at_max_stuck(
+    tenant: Tenant, reads: tuple[UserReads, Clock], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read stuck in the kernel (a hung NFS) is not ended by SIGKILL until the file system answers. Stand-in:
+    a stopped helper whose kill is not delivered. Past MAX_STUCK such helpers no new one is forked."""
+    r, clock = reads
+    path = job_json(tenant, "ur-stuck")
+    r.files_timeout_s = 0.3
+    monkeypatch.setattr(pool.signal, "pidfd_send_signal", lambda fd, sig: None)  # the kill "waits in the kernel"
+    stuck = []
+    try:
+        for _ in range(MAX_STUCK):
+            assert r.settings(str(path), tenant.uid).error is None
+            stuck.append(r.helper_pids()[(tenant.uid, "files")])
+            os.kill(stuck[-1], signal.SIGSTOP)
+            assert r.settings(str(path), tenant.uid).fallback
+            clock.now += BACKOFF_S
+        s = r.settings(str(path), tenant.uid)
+        assert s.fallback and "have not ended since they were killed" in str(s.error), s.error
+        assert all(str(pid) in str(s.error) for pid in stuck) and r.spawned == MAX_STUCK
+    finally:
+        for pid in stuck:
+            os.kill(pid, signal.SIGKILL)
+    for pid in stuck:  # the file system answered: the stuck readers end, and a fresh one serves
+        wait_for(
+            lambda p=pid: not psutil.pid_exists(p) or psutil.Process(p).status() == psutil.STATUS_ZOMBIE,
+            10,
+            f"{pid} ended",
+        )
+    clock.now += BACKOFF_S
+    assert r.settings(str(path), tenant.uid).error is None and r.spawned == MAX_STUCK + 1
 
 
 def test_the_helpers_of_a_user_gone_from_the_node_end(tenant: Tenant, reads: tuple[UserReads, Clock]) -> None:
