@@ -76,7 +76,7 @@ def test_the_lighthouse_on_a_loopback_only_node_stops_with_one_line(tmp_path: Pa
 NEVER_LISTENS = f"""\
 #!/bin/bash
 # As the release helper: never returns by itself (the script must end without it).
-if [ "$2" = lamplighter.slurm.submit.release ]; then exec sleep 1000; fi
+if [ "$2" = lamplighter.slurm.submit.release ]; then exec /bin/sleep 1000; fi
 echo start >> "$RECORD_TO"
 echo "lighthouse_main: cannot listen on 10.9.9.9:0: Cannot assign requested address" >&2
 exit {CANNOT_LISTEN}
@@ -90,9 +90,14 @@ def test_a_lighthouse_that_cannot_listen_ends_its_job_not_a_restart_loop(tmp_pat
     j = job(run_dir=str(tmp_path / "run"), slurm={"head_node": "n1"})
     script = render_job(j, tmp_path / "out", python=str(fake))[0]
     starts = tmp_path / "starts"
+    # The script's back-off between tries, recorded instead of slept (10.8 s in all).
+    bin_dir, slept = tmp_path / "bin", tmp_path / "slept"
+    bin_dir.mkdir()
+    (bin_dir / "sleep").write_text(f'#!/bin/sh\necho "$@" >> {slept}\n')
+    (bin_dir / "sleep").chmod(0o755)
     proc = subprocess.run(
         ["bash", str(script)],
-        env={**os.environ, "RECORD_TO": str(starts)},
+        env={**os.environ, "RECORD_TO": str(starts), "PATH": f"{bin_dir}:{os.environ['PATH']}"},
         capture_output=True,
         text=True,
         timeout=60,
@@ -100,5 +105,6 @@ def test_a_lighthouse_that_cannot_listen_ends_its_job_not_a_restart_loop(tmp_pat
     )
     assert proc.returncode != 0
     assert len(starts.read_text().splitlines()) == LISTEN_TRIES
+    assert slept.read_text().split() == [f"{n}.2" for n in range(1, LISTEN_TRIES)]  # longer after each try
     ending = [line for line in proc.stderr.splitlines() if line.startswith("lamplighter: the Lighthouse cannot listen")]
     assert len(ending) == 1 and "ending its job" in ending[0]
