@@ -10,6 +10,7 @@ Public modules (the package re-exports nothing: import them):
     actions         the one action line: format_action, a daemon's ActionLog, and RunDirActions (its copy in the
                     job's run directory, written as the job's user)
     action_history  reading the action lines back (`lamplighter why`)
+    as_user         become: how a child root forked drops to a job's user for good (no capability left)
 
 Layer: the bottom, beside configs (configs -> rundir -> system -> lighthouse, policy, chaos, trainer -> launch -> slurm -> report -> supervisor -> local, bare -> commands; lab -> bench).
 May import: nothing

@@ -36,6 +36,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from lamplighter.rundir.as_user import become
+
 log = logging.getLogger(__name__)
 
 ACTIONS_FILE = "actions.jsonl"
@@ -95,9 +97,7 @@ def _child(uid: int, gid: int, run_dir: str, data: bytes, report: int) -> None:
     code = 1
     try:
         try:
-            os.setgroups([])
-            os.setresgid(gid, gid, gid)
-            os.setresuid(uid, uid, uid)
+            become(uid, gid)
             dfd = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
             st = os.fstat(dfd)
             if st.st_uid != uid:

@@ -14,7 +14,6 @@ escapes a reader ends the helper, and the daemon sees a failed read.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import socket
 import ssl
@@ -25,46 +24,12 @@ from lamplighter.configs.job_file import JobFileVersionError, job_file_json, par
 from lamplighter.configs.loader import ConfigError
 from lamplighter.configs.schema import JobConfig
 from lamplighter.lighthouse.status import LighthouseStatusError, fetch_status, parse_status
+from lamplighter.rundir.as_user import become
 from lamplighter.rundir.contract import lighthouse_address
 from lamplighter.supervisor.node.job_settings import read_job_settings
 from lamplighter.supervisor.user_reads import records, wire
 
 REQUEST_MAX_BYTES = 64 << 10
-PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 4, 38
-_LINUX_CAPABILITY_VERSION_3 = 0x20080522
-
-
-class _CapHeader(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-
-class _CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
-
-
-def become(uid: int, gid: int) -> None:
-    """Become uid/gid for good, with no capability left (OSError: cannot).
-
-    Root loses its capabilities with the uid; a daemon run as a dedicated user with ambient capabilities
-    (deploy/README.md) would keep them across the change, so they are dropped here in every case, and the
-    kernel's own word (/proc/self/status) is checked."""
-    if (os.getresuid(), os.getresgid(), os.getgroups()) != ((uid,) * 3, (gid,) * 3, []):
-        os.setgroups([])
-        os.setresgid(gid, gid, gid)
-        os.setresuid(uid, uid, uid)
-    libc = ctypes.CDLL(None, use_errno=True)
-    data = (_CapData * 2)()  # all zero: no effective, permitted or inheritable capability (ambient goes too)
-    if libc.capset(ctypes.byref(_CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)), data) != 0:
-        raise OSError(ctypes.get_errno(), "capset")
-    for option, value in ((PR_SET_NO_NEW_PRIVS, 1), (PR_SET_DUMPABLE, 0)):
-        if libc.prctl(option, value, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), f"prctl({option})")
-    status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
-    held = {k: status[k].strip() for k in ("CapInh", "CapPrm", "CapEff", "CapAmb") if int(status[k], 16)}
-    if held:
-        raise PermissionError(f"capabilities left after the drop: {held}")
-
-
 # A page of the shape torchft's /status has: parsing it once in the zygote does the parsers' lazy imports.
 WARM_PAGE = (
     "<div>Current quorum_id: 1</div><div>Next quorum status: Valid &amp; ready</div>"
