@@ -28,6 +28,7 @@ from typing import Any, Protocol
 from lamplighter.configs.schema import NodeConfig
 from lamplighter.lighthouse.status import fetch_status
 from lamplighter.rundir.actions import RunDirActions
+from lamplighter.rundir.contract import lighthouse_address
 from lamplighter.slurm.actions import SlurmApi
 from lamplighter.slurm.parsers import NodeInfo
 from lamplighter.slurm.run import SlurmError
@@ -133,10 +134,14 @@ class ComputeLoop:
             fetch_as=None if self.user_files is None else self.user_files.fetcher,
         )
         self.hang_watches = HangWatches(
-            self.cfg, self.settings, self.lighthouse_reads, self.proc_root, self.fetch_lighthouse, self.metrics
+            self.cfg,
+            self.settings,
+            self.lighthouse_reads,
+            self.proc_root,
+            self.fetch_lighthouse,
+            self.metrics,
+            lighthouse_address if self.user_files is None else self.user_files.address,
         )
-        if self.user_files is not None:
-            self.hang_watches.read_address = self.user_files.address
         self.node_checks = NodeChecks(
             self.cfg,
             self.node,
