@@ -118,22 +118,13 @@ def cpu_s(procs: list[psutil.Process]) -> float:
     return total
 
 
-def rss_mb(procs: list[psutil.Process]) -> float:
+def mem_mb(procs: list[psutil.Process], uss: bool = False) -> float:
+    """Their RSS, or their USS: the memory only they hold (a forked helper shares its zygote's pages, which
+    its RSS counts)."""
     total = 0
     for p in procs:
         try:
-            total += p.memory_info().rss
-        except psutil.NoSuchProcess:
-            pass
-    return total / 2**20
-
-
-def uss_mb(procs: list[psutil.Process]) -> float:
-    """Memory only these processes hold (a forked helper shares its zygote's pages: its RSS counts them)."""
-    total = 0
-    for p in procs:
-        try:
-            total += p.memory_full_info().uss
+            total += p.memory_full_info().uss if uss else p.memory_info().rss
         except psutil.NoSuchProcess:
             pass
     return total / 2**20
@@ -226,10 +217,10 @@ def measure(
                 while time.monotonic() - t0 < seconds:
                     time.sleep(1.0)
                     procs, readers = tree(daemon.pid), user_readers(main)
-                    rss_daemon.append(rss_mb(procs[:1]))
-                    rss_all.append(rss_mb(procs))
-                    rss_readers.append(rss_mb(readers))
-                    uss_readers.append(uss_mb(readers))
+                    rss_daemon.append(mem_mb(procs[:1]))
+                    rss_all.append(mem_mb(procs))
+                    rss_readers.append(mem_mb(readers))
+                    uss_readers.append(mem_mb(readers, uss=True))
                 c1, d1, t1, st = cpu_s(procs), cpu_s(procs[:1]), time.monotonic(), status()
                 r1 = cpu_s(readers)
                 torch_loaded = any("torch" in m.path for m in main.memory_maps())
