@@ -44,23 +44,39 @@ def _stop(p: subprocess.Popen[bytes]) -> None:
         p.wait(timeout=10)
 
 
+def start_daemon(
+    tmp_path: Path, env: dict[str, str], metrics: dict[str, Any], gpus: bool, health: dict[str, Any]
+) -> tuple[subprocess.Popen[bytes], Path]:
+    """`lamplighter supervise` of node "node-under-test", its state and status socket under tmp_path, polling
+    every 0.2 s: the process and its log."""
+    cfg = {
+        "role": "compute",
+        "node_name": "node-under-test",
+        "state_dir": str(tmp_path / "state"),
+        "status_socket": str(tmp_path / "run" / "status.sock"),
+        "metrics": metrics,
+        "gpus": gpus,
+        "health": {"poll_interval_s": 0.2, **health},
+    }
+    cfg_path = tmp_path / "node.yaml"
+    cfg_path.write_text(yaml.safe_dump(cfg))
+    log = tmp_path / "daemon.log"
+    with open(log, "wb") as out:
+        daemon = subprocess.Popen(
+            [sys.executable, "-m", "lamplighter", "supervise", "--config", str(cfg_path)],
+            stdout=out,
+            stderr=out,
+            env=env,
+        )
+    return daemon, log
+
+
 def test_ready_watchdog_metrics_status_and_sigterm_leaves_trainer(
     gpusim_root: Path, tmp_path: Path, notify: NotifySocket
 ) -> None:
     sd = StateDir(tmp_path / "gpus")
     sd.init(GPUS)
     sock_path = tmp_path / "run" / "status.sock"
-    cfg = {
-        "role": "compute",
-        "node_name": "node-under-test",
-        "state_dir": str(tmp_path / "state"),
-        "status_socket": str(sock_path),
-        "metrics": {"enabled": True, "host": "127.0.0.1", "port": 0},
-        "gpus": True,
-        "health": {"poll_interval_s": 0.2, "probe_deadline_s": 1.0},
-    }
-    cfg_path = tmp_path / "node.yaml"
-    cfg_path.write_text(yaml.safe_dump(cfg))
     env = sim_env(gpusim_root, sd.root)
     env.update({"NOTIFY_SOCKET": notify.name, "WATCHDOG_USEC": "500000"})
     env.pop("WATCHDOG_PID", None)
@@ -70,14 +86,8 @@ def test_ready_watchdog_metrics_status_and_sigterm_leaves_trainer(
     trainer = subprocess.Popen(
         [sys.executable, "-c", "import time\nwhile True: time.sleep(1)"], env=trainer_env, start_new_session=True
     )
-    log = tmp_path / "daemon.log"
-    with open(log, "wb") as out:
-        daemon = subprocess.Popen(
-            [sys.executable, "-m", "lamplighter", "supervise", "--config", str(cfg_path)],
-            stdout=out,
-            stderr=out,
-            env=env,
-        )
+    metrics = {"enabled": True, "host": "127.0.0.1", "port": 0}
+    daemon, log = start_daemon(tmp_path, env, metrics=metrics, gpus=True, health={"probe_deadline_s": 1.0})
     try:
 
         def alive() -> None:
@@ -152,25 +162,8 @@ def test_a_daemon_whose_user_readers_zygote_died_ends_for_systemd_to_restart_it(
 ) -> None:
     """With its zygote gone no job's files can be read as its user, and a fresh zygote cannot be forked from a
     process with threads: the daemon ends non-zero, saying why, and Restart=always brings a fresh one."""
-    cfg = {
-        "role": "compute",
-        "node_name": "node-under-test",
-        "state_dir": str(tmp_path / "state"),
-        "status_socket": str(tmp_path / "run" / "status.sock"),
-        "metrics": {"enabled": False},
-        "gpus": False,
-        "health": {"poll_interval_s": 0.2},
-    }
-    cfg_path = tmp_path / "node.yaml"
-    cfg_path.write_text(yaml.safe_dump(cfg))
-    log = tmp_path / "daemon.log"
-    with open(log, "wb") as out:
-        daemon = subprocess.Popen(
-            [sys.executable, "-m", "lamplighter", "supervise", "--config", str(cfg_path)],
-            stdout=out,
-            stderr=out,
-            env={**os.environ, "NOTIFY_SOCKET": notify.name},
-        )
+    env = {**os.environ, "NOTIFY_SOCKET": notify.name}
+    daemon, log = start_daemon(tmp_path, env, metrics={"enabled": False}, gpus=False, health={})
     try:
         wait_for(lambda: daemon.poll() is None and notify.count("READY=1") > 0, 60, "READY=1")
         main = psutil.Process(daemon.pid)

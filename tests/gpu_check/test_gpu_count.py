@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -20,20 +21,27 @@ from lamplighter.gpusim.state import StateDir
 pytestmark = pytest.mark.integration
 
 
-def test_healthcheck_finds_fewer_gpus_than_the_node_config_names(tmp_path: Path, gpusim_root: Path) -> None:
-    StateDir(tmp_path / "gpus" / "n1").init(2)
+def faulty_check(tmp_path: Path, gpu_count: int, deadline: int) -> dict[str, Any]:
+    """`lamplighter healthcheck --json` on n1's simulated GPUs under tmp_path/gpus, drained nothing; it must
+    find n1 faulty (exit 1): its JSON."""
     node = tmp_path / "node.yaml"
-    node.write_text("gpu_count: 3\n")
+    node.write_text(f"gpu_count: {gpu_count}\n")
     r = subprocess.run(
         [sys.executable, "-m", "lamplighter", "healthcheck", "--config", str(node), "--node", "n1"]
-        + ["--gpusim-root", str(tmp_path / "gpus"), "--no-drain", "--json", "--deadline", "30"],
+        + ["--gpusim-root", str(tmp_path / "gpus"), "--no-drain", "--json", "--deadline", str(deadline)],
         capture_output=True,
         text=True,
         timeout=120,
         env=dict(os.environ),
     )
     assert r.returncode == 1, r.stdout + r.stderr
-    out = json.loads(r.stdout)
+    out: dict[str, Any] = json.loads(r.stdout)
+    return out
+
+
+def test_healthcheck_finds_fewer_gpus_than_the_node_config_names(tmp_path: Path, gpusim_root: Path) -> None:
+    StateDir(tmp_path / "gpus" / "n1").init(2)
+    out = faulty_check(tmp_path, gpu_count=3, deadline=30)
     assert out["verdict"] == "faulty" and out["drain"] == "not asked (--no-drain)"
     assert out["summary"].startswith("2 of 3 GPUs found (gpu_count 3 in the node config); GPU 2"), out["summary"]
 
@@ -44,18 +52,7 @@ def test_a_wedged_gpu_ends_the_check_at_its_deadline_with_every_gpu_without_a_ve
     sd = StateDir(tmp_path / "gpus" / "n1")
     sd.init(2)
     inject(sd, 1, "hang")  # every call on GPU 1 blocks for good: without the deadline the check never ends
-    node = tmp_path / "node.yaml"
-    node.write_text("gpu_count: 2\n")
-    r = subprocess.run(
-        [sys.executable, "-m", "lamplighter", "healthcheck", "--config", str(node), "--node", "n1"]
-        + ["--gpusim-root", str(tmp_path / "gpus"), "--no-drain", "--json", "--deadline", "3"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=dict(os.environ),
-    )
-    assert r.returncode == 1, r.stdout + r.stderr
-    out = json.loads(r.stdout)
+    out = faulty_check(tmp_path, gpu_count=2, deadline=3)
     assert out["verdict"] == "faulty" and len(out["gpus"]) == 2
     assert out["gpus"][1]["status"] == "unresponsive" and "within 3 s" in out["gpus"][1]["reason"], out["gpus"]
     # (A wedged GPU blocks amdsmi_init here as on a real node, so GPU 0's worker may get no verdict either.)
