@@ -28,8 +28,7 @@ from typing import Any, Literal
 
 from lamplighter.lighthouse.status import LighthouseStatus, LighthouseStatusError
 from lamplighter.rundir.actions import primary_gid
-from lamplighter.rundir.contract import ENV_CONFIG
-from lamplighter.supervisor.node.job_settings import JobSettings, fallback
+from lamplighter.supervisor.node.job_settings import JobSettings, fallback, read_job_settings
 from lamplighter.supervisor.user_reads import records, wire
 from lamplighter.supervisor.user_reads.zygote import Spawned, Zygote, ZygoteError
 
@@ -93,7 +92,7 @@ class UserReads:
     def settings(self, path: str | None, owner: int) -> JobSettings:
         """As job_settings.read_job_settings, read and parsed by the owner's helper."""
         if path is None:
-            return fallback(f"its trainers carry no {ENV_CONFIG}", owner=owner, retryable=True)
+            return read_job_settings(None, owner)  # nothing to read: the same fallback
         try:
             rec = self.call(owner, "files", {"op": "settings", "path": path})
             return records.settings_from(rec, path, owner)
